@@ -1,0 +1,484 @@
+//! One channel's items and its input connections' item states (SPEC §2).
+//!
+//! Representation: the items in an ordered map by timestamp; per input connection the sets of
+//! timestamps that are *unseen* and *open* there — every other present item is *consumed* there.
+//! This makes each selector a first/last lookup, `consume_until` a split proportional to what it
+//! consumes, and the connection's claim on ts_min `min(unseen ∪ open)`. The channel aggregates its
+//! connections' claims into one channel-level claim and reports only changes of that minimum.
+//!
+//! Invariants (asserted after GC): no unseen or open timestamp lies below ts_min, so reclaiming
+//! everything below ts_min can never take an item a connection may still get.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crate::claims::{push_move, Claims};
+use crate::effects::{Effects, OpenChange};
+use crate::error::{Error, Result};
+use crate::item::{Item, Payload};
+use crate::stats::Stats;
+use crate::task::{TaskId, TaskState};
+use crate::time::{is_item_ts, show, Selector, Timestamp};
+
+/// Identifies a connection within a node.
+pub type ConnId = u64;
+
+/// Bounds of a channel, checked on put. `None` means unbounded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Most items stored at once.
+    pub capacity: Option<usize>,
+    /// Most payload bytes stored at once.
+    pub bytes_max: Option<usize>,
+}
+
+impl Limits {
+    /// No bound at all.
+    pub fn unbounded() -> Limits {
+        Limits::default()
+    }
+
+    /// At most `capacity` items.
+    pub fn items(capacity: usize) -> Limits {
+        Limits { capacity: Some(capacity), bytes_max: None }
+    }
+
+    /// Adds a bound of `bytes_max` payload bytes.
+    pub fn with_bytes(self, bytes_max: usize) -> Limits {
+        Limits { bytes_max: Some(bytes_max), ..self }
+    }
+
+    /// `true` while an item of `len` bytes could fit once enough items are reclaimed.
+    pub fn could_fit(&self, len: usize) -> bool {
+        !matches!(self.overflow(0, 0, len), Some((_, true)))
+    }
+
+    /// Why an item of `len` bytes does not fit next to `items`/`bytes` already stored, if it
+    /// does not. `never` is true when no amount of reclamation could make room.
+    pub fn overflow(&self, items: usize, bytes: usize, len: usize) -> Option<(String, bool)> {
+        if let Some(bytes_max) = self.bytes_max {
+            if len > bytes_max {
+                return Some((format!("the item's {len} bytes exceed max_bytes={bytes_max}; it can never fit"), true));
+            }
+            if bytes + len > bytes_max {
+                return Some((format!("{bytes} of max_bytes={bytes_max} bytes in use, the item needs {len}"), false));
+            }
+        }
+        match self.capacity {
+            Some(0) => Some(("capacity=0 items; nothing can ever fit".to_owned(), true)),
+            Some(capacity) if items >= capacity => Some((format!("holds capacity={capacity} items"), false)),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Stored {
+    payload: Payload,
+    /// Consumptions still needed before the item is reclaimed early (SPEC §3 REF), if declared.
+    refs_left: Option<u32>,
+}
+
+#[derive(Debug)]
+struct Input {
+    task: TaskId,
+    unseen: BTreeSet<Timestamp>,
+    open: BTreeSet<Timestamp>,
+}
+
+impl Input {
+    /// This connection's claim on ts_min: its lowest unseen or open item.
+    fn claim(&self) -> Option<Timestamp> {
+        match (self.unseen.first(), self.open.first()) {
+            (Some(&a), Some(&b)) => Some(a.min(b)),
+            (a, b) => a.or(b).copied(),
+        }
+    }
+
+    /// Highest non-consumed timestamp below `ts` and lowest above it.
+    fn neighbours(&self, ts: Timestamp) -> (Option<Timestamp>, Option<Timestamp>) {
+        let below = |set: &BTreeSet<Timestamp>| set.range(..ts).next_back().copied();
+        let above = |set: &BTreeSet<Timestamp>| set.range(ts.saturating_add(1)..).next().copied();
+        let previous = below(&self.unseen).max(below(&self.open));
+        let next = match (above(&self.unseen), above(&self.open)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        (previous, next)
+    }
+}
+
+/// The state of one channel.
+#[derive(Debug)]
+pub struct ChannelState {
+    name: Arc<str>,
+    limits: Limits,
+    items: BTreeMap<Timestamp, Stored>,
+    /// Timestamps reclaimed early by reference count, kept until ts_min passes them so that a
+    /// second put at the same timestamp is still rejected.
+    tombstones: BTreeSet<Timestamp>,
+    inputs: HashMap<ConnId, Input>,
+    outputs: HashMap<ConnId, TaskId>,
+    /// Multiset of the input connections' claims; its minimum is the channel's claim.
+    input_claims: Claims,
+    live_bytes: usize,
+    puts: u64,
+    gets: u64,
+    reclaimed: u64,
+    closed: Option<&'static str>,
+}
+
+impl ChannelState {
+    /// An empty channel.
+    pub fn new(name: Arc<str>, limits: Limits) -> ChannelState {
+        ChannelState {
+            name,
+            limits,
+            items: BTreeMap::new(),
+            tombstones: BTreeSet::new(),
+            inputs: HashMap::new(),
+            outputs: HashMap::new(),
+            input_claims: Claims::default(),
+            live_bytes: 0,
+            puts: 0,
+            gets: 0,
+            reclaimed: 0,
+            closed: None,
+        }
+    }
+
+    /// The channel's name.
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// The channel's bounds.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Fails `Closed` once the channel is destroyed.
+    pub fn check_open(&self) -> Result<()> {
+        match self.closed {
+            Some(reason) => Err(Error::Closed { name: self.name.to_string(), reason }),
+            None => Ok(()),
+        }
+    }
+
+    /// Lowest timestamp stored, if any (lets GC skip channels with nothing to reclaim).
+    pub fn oldest(&self) -> Option<Timestamp> {
+        self.items.keys().next().copied()
+    }
+
+    /// Tasks holding output connections (for settledness).
+    pub fn producers(&self) -> impl Iterator<Item = TaskId> + '_ {
+        self.outputs.values().copied()
+    }
+
+    /// `put(ts, payload, refcount)` by `task` (SPEC §2). Copy-in happened when `payload` was made.
+    pub fn put(&mut self, task: &TaskState, ts: Timestamp, payload: Payload, refcount: Option<u32>) -> Result<Effects> {
+        self.check_open()?;
+        if !is_item_ts(ts) {
+            return Err(Error::InvalidTimestamp { op: "put", name: self.name.to_string(), ts });
+        }
+        task.check_put(&self.name, ts)?;
+        if self.items.contains_key(&ts) || self.tombstones.contains(&ts) {
+            return Err(Error::DuplicateTimestamp { name: self.name.to_string(), ts });
+        }
+        if refcount == Some(0) {
+            return Err(Error::InvalidArgument {
+                op: "put",
+                name: self.name.to_string(),
+                reason: format!("ts={ts}: refcount must be at least 1 (it counts consumptions)"),
+            });
+        }
+        if let Some((reason, _)) = self.limits.overflow(self.items.len(), self.live_bytes, payload.len()) {
+            return Err(Error::Full { name: self.name.to_string(), ts, reason });
+        }
+        let mut fx = Effects::default();
+        let channel_before = self.input_claims.min();
+        for input in self.inputs.values_mut() {
+            let before = input.claim();
+            input.unseen.insert(ts);
+            move_claim(&mut self.input_claims, before, input.claim());
+        }
+        push_move(&mut fx.claims, channel_before, self.input_claims.min());
+        self.live_bytes += payload.len();
+        self.items.insert(ts, Stored { payload, refs_left: refcount });
+        self.puts += 1;
+        Ok(fx)
+    }
+
+    /// `get(selector)` on input connection `conn` (SPEC §2); the item becomes open there.
+    pub fn get(&mut self, conn: ConnId, selector: Selector, ts_min: Timestamp, fx: &mut Effects) -> Result<Item> {
+        self.check_open()?;
+        let input = self.inputs.get_mut(&conn).ok_or_else(|| detached(&self.name))?;
+        let ts = match selector {
+            Selector::At(ts) => {
+                if !is_item_ts(ts) {
+                    return Err(Error::InvalidTimestamp { op: "get", name: self.name.to_string(), ts });
+                }
+                if ts < ts_min {
+                    let reason = format!("ts_min is {}; nothing below it can be gotten again", show(ts_min));
+                    return Err(Error::Reclaimed { name: self.name.to_string(), ts, reason });
+                }
+                if !self.items.contains_key(&ts) {
+                    if self.tombstones.contains(&ts) {
+                        let reason = "reclaimed early: its reference count was reached".to_owned();
+                        return Err(Error::Reclaimed { name: self.name.to_string(), ts, reason });
+                    }
+                    let (previous, next) = input.neighbours(ts);
+                    return Err(Error::NotAvailable { name: self.name.to_string(), selector, previous, next });
+                }
+                if !input.unseen.contains(&ts) && !input.open.contains(&ts) {
+                    return Err(Error::AlreadyConsumed { name: self.name.to_string(), ts });
+                }
+                Some(ts)
+            }
+            Selector::Oldest => input.claim(),
+            Selector::Newest => input.unseen.last().max(input.open.last()).copied(),
+            Selector::OldestUnseen => input.unseen.first().copied(),
+            Selector::NewestUnseen => input.unseen.last().copied(),
+        };
+        let Some(ts) = ts else {
+            let previous = input.unseen.last().max(input.open.last()).copied();
+            return Err(Error::NotAvailable { name: self.name.to_string(), selector, previous, next: None });
+        };
+        // unseen -> open keeps min(unseen ∪ open), so the claim does not move.
+        if input.unseen.remove(&ts) {
+            input.open.insert(ts);
+            fx.opens.push(OpenChange { task: input.task, ts, opened: true });
+        }
+        self.gets += 1;
+        let stored = &self.items[&ts];
+        Ok(Item { ts, payload: stored.payload.clone() })
+    }
+
+    /// Every item with `t0 <= ts <= t1` present and not consumed on `conn`, in timestamp order;
+    /// each becomes open there.
+    pub fn get_range(&mut self, conn: ConnId, t0: Timestamp, t1: Timestamp, fx: &mut Effects) -> Result<Vec<Item>> {
+        self.check_open()?;
+        let input = self.inputs.get_mut(&conn).ok_or_else(|| detached(&self.name))?;
+        if t0 > t1 {
+            return Ok(Vec::new());
+        }
+        let newly_open: Vec<Timestamp> = input.unseen.range(t0..=t1).copied().collect();
+        for &ts in &newly_open {
+            input.unseen.remove(&ts);
+            input.open.insert(ts);
+            fx.opens.push(OpenChange { task: input.task, ts, opened: true });
+        }
+        let items: Vec<Item> =
+            input.open.range(t0..=t1).map(|&ts| Item { ts, payload: self.items[&ts].payload.clone() }).collect();
+        self.gets += items.len() as u64;
+        Ok(items)
+    }
+
+    /// `consume(ts)` on `conn`. Consuming an item already consumed or reclaimed is a no-op;
+    /// consuming a timestamp that was never put fails `NotAvailable`.
+    pub fn consume(&mut self, conn: ConnId, ts: Timestamp, ts_min: Timestamp, fx: &mut Effects) -> Result<()> {
+        self.check_open()?;
+        if !is_item_ts(ts) {
+            return Err(Error::InvalidTimestamp { op: "consume", name: self.name.to_string(), ts });
+        }
+        if !self.items.contains_key(&ts) {
+            if ts < ts_min || self.tombstones.contains(&ts) {
+                return Ok(());
+            }
+            let input = self.inputs.get(&conn).ok_or_else(|| detached(&self.name))?;
+            let (previous, next) = input.neighbours(ts);
+            return Err(Error::NotAvailable {
+                name: self.name.to_string(),
+                selector: Selector::At(ts),
+                previous,
+                next,
+            });
+        }
+        let channel_before = self.input_claims.min();
+        let input = self.inputs.get_mut(&conn).ok_or_else(|| detached(&self.name))?;
+        let before = input.claim();
+        let was_open = input.open.remove(&ts);
+        let counted = was_open || input.unseen.remove(&ts);
+        if was_open {
+            fx.opens.push(OpenChange { task: input.task, ts, opened: false });
+        }
+        move_claim(&mut self.input_claims, before, input.claim());
+        push_move(&mut fx.claims, channel_before, self.input_claims.min());
+        if counted {
+            self.count_consumption(ts, fx);
+        }
+        Ok(())
+    }
+
+    /// `consume_until(ts)` on `conn`: every present item `<= ts`, unseen ones included. Items put
+    /// later, whatever their timestamp, are unseen on `conn`.
+    pub fn consume_until(&mut self, conn: ConnId, ts: Timestamp, fx: &mut Effects) -> Result<()> {
+        self.check_open()?;
+        let channel_before = self.input_claims.min();
+        let input = self.inputs.get_mut(&conn).ok_or_else(|| detached(&self.name))?;
+        let before = input.claim();
+        let split = ts.saturating_add(1);
+        let keep_unseen = input.unseen.split_off(&split);
+        let keep_open = input.open.split_off(&split);
+        let consumed_unseen = std::mem::replace(&mut input.unseen, keep_unseen);
+        let consumed_open = std::mem::replace(&mut input.open, keep_open);
+        let task = input.task;
+        fx.opens.extend(consumed_open.iter().map(|&ts| OpenChange { task, ts, opened: false }));
+        move_claim(&mut self.input_claims, before, input.claim());
+        push_move(&mut fx.claims, channel_before, self.input_claims.min());
+        for ts in consumed_unseen.into_iter().chain(consumed_open) {
+            self.count_consumption(ts, fx);
+        }
+        Ok(())
+    }
+
+    /// Attaches an input connection for a task at `visibility`: present items below it are
+    /// consumed on the new connection at once, the rest are unseen.
+    pub fn attach_input(&mut self, conn: ConnId, task: TaskId, visibility: Timestamp) -> Result<Effects> {
+        self.check_open()?;
+        let unseen: BTreeSet<Timestamp> = self.items.range(visibility..).map(|(&ts, _)| ts).collect();
+        let input = Input { task, unseen, open: BTreeSet::new() };
+        let mut fx = Effects::default();
+        let channel_before = self.input_claims.min();
+        move_claim(&mut self.input_claims, None, input.claim());
+        push_move(&mut fx.claims, channel_before, self.input_claims.min());
+        self.inputs.insert(conn, input);
+        Ok(fx)
+    }
+
+    /// Detaches an input connection: all its claims are dropped.
+    pub fn detach_input(&mut self, conn: ConnId) -> Effects {
+        let mut fx = Effects::default();
+        if let Some(input) = self.inputs.remove(&conn) {
+            let channel_before = self.input_claims.min();
+            move_claim(&mut self.input_claims, input.claim(), None);
+            push_move(&mut fx.claims, channel_before, self.input_claims.min());
+            let task = input.task;
+            fx.opens.extend(input.open.iter().map(|&ts| OpenChange { task, ts, opened: false }));
+        }
+        fx
+    }
+
+    /// Records an output connection of `task`.
+    pub fn attach_output(&mut self, conn: ConnId, task: TaskId) -> Result<()> {
+        self.check_open()?;
+        self.outputs.insert(conn, task);
+        Ok(())
+    }
+
+    /// Forgets an output connection.
+    pub fn detach_output(&mut self, conn: ConnId) {
+        self.outputs.remove(&conn);
+    }
+
+    /// Reclaims every item below `ts_min` (TGC) and forgets tombstones below it. Work is
+    /// proportional to what is reclaimed.
+    pub fn reclaim_below(&mut self, ts_min: Timestamp, reclaimed: &mut Vec<Item>) {
+        assert!(
+            self.input_claims.min().is_none_or(|claim| claim >= ts_min),
+            "channel \"{}\" has an unconsumed item below ts_min {}",
+            self.name,
+            show(ts_min)
+        );
+        while let Some(entry) = self.items.first_entry() {
+            if *entry.key() >= ts_min {
+                break;
+            }
+            let (ts, stored) = entry.remove_entry();
+            self.live_bytes -= stored.payload.len();
+            self.reclaimed += 1;
+            reclaimed.push(Item { ts, payload: stored.payload });
+        }
+        if self.tombstones.first().is_some_and(|&t| t < ts_min) {
+            self.tombstones = self.tombstones.split_off(&ts_min);
+        }
+    }
+
+    /// Destroys the channel: every item is reclaimed, every connection's claims dropped; later
+    /// operations fail `Closed` with `reason`.
+    pub fn close(&mut self, reason: &'static str) -> Effects {
+        let mut fx = Effects::default();
+        if self.closed.is_some() {
+            return fx;
+        }
+        self.closed = Some(reason);
+        let conns: Vec<ConnId> = self.inputs.keys().copied().collect();
+        for conn in conns {
+            let detached = self.detach_input(conn);
+            fx.claims.extend(detached.claims);
+            fx.opens.extend(detached.opens);
+        }
+        self.outputs.clear();
+        self.reclaim_below(crate::time::INFINITY, &mut fx.reclaimed);
+        self.tombstones.clear();
+        fx
+    }
+
+    /// Counters and sizes now (`ts_min` left at 0 for the runtime to fill in).
+    pub fn stats(&self) -> Stats {
+        Stats {
+            live_items: self.items.len(),
+            live_bytes: self.live_bytes,
+            reclaimed: self.reclaimed,
+            puts: self.puts,
+            gets: self.gets,
+            inputs: self.inputs.len(),
+            outputs: self.outputs.len(),
+            tombstones: self.tombstones.len(),
+            claim: self.input_claims.min(),
+            ts_min: 0,
+        }
+    }
+
+    /// Timestamps of the items stored now, in order (for tests and tools).
+    pub fn timestamps(&self) -> Vec<Timestamp> {
+        self.items.keys().copied().collect()
+    }
+
+    /// Counts one consumption of the item at `ts` against its reference count; reclaims it early
+    /// when the count is reached.
+    fn count_consumption(&mut self, ts: Timestamp, fx: &mut Effects) {
+        let Some(stored) = self.items.get_mut(&ts) else { return };
+        let Some(refs_left) = stored.refs_left.as_mut() else { return };
+        *refs_left -= 1;
+        if *refs_left > 0 {
+            return;
+        }
+        let stored = self.items.remove(&ts).expect("item present");
+        self.live_bytes -= stored.payload.len();
+        self.reclaimed += 1;
+        self.tombstones.insert(ts);
+        let channel_before = self.input_claims.min();
+        for input in self.inputs.values_mut() {
+            let before = input.claim();
+            let was_open = input.open.remove(&ts);
+            if was_open {
+                fx.opens.push(OpenChange { task: input.task, ts, opened: false });
+            }
+            if was_open || input.unseen.remove(&ts) {
+                move_claim(&mut self.input_claims, before, input.claim());
+            }
+        }
+        push_move(&mut fx.claims, channel_before, self.input_claims.min());
+        fx.reclaimed.push(Item { ts, payload: stored.payload });
+    }
+}
+
+/// The error for an operation on a connection that was detached (explicitly, or by closing its
+/// task).
+pub fn detached(name: &str) -> Error {
+    Error::Closed { name: name.to_owned(), reason: "the connection was detached" }
+}
+
+/// Moves one connection's claim inside the channel's multiset.
+fn move_claim(claims: &mut Claims, from: Option<Timestamp>, to: Option<Timestamp>) {
+    if from == to {
+        return;
+    }
+    if let Some(ts) = to {
+        claims.add(ts);
+    }
+    if let Some(ts) = from {
+        claims.remove(ts);
+    }
+}

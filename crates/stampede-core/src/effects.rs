@@ -1,0 +1,29 @@
+//! What an operation on a channel or queue did beyond its return value.
+//!
+//! The core never locks, wakes or calls back; it reports. The driver applies `opens` to the tasks
+//! named, `claims` to the ts_min tracker, runs GC handlers on `reclaimed` outside every lock, and
+//! wakes waiters.
+
+use crate::claims::ClaimUpdates;
+use crate::item::Item;
+use crate::task::TaskId;
+use crate::time::Timestamp;
+
+/// An item became open (`opened`) or stopped being open on one of `task`'s input connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenChange {
+    pub task: TaskId,
+    pub ts: Timestamp,
+    pub opened: bool,
+}
+
+/// Side effects of one operation.
+#[derive(Debug, Default)]
+pub struct Effects {
+    /// Changes of this container's claim on ts_min.
+    pub claims: ClaimUpdates,
+    /// Changes to tasks' open items (and so to their visibility).
+    pub opens: Vec<OpenChange>,
+    /// Items reclaimed by this operation, for GC handlers.
+    pub reclaimed: Vec<Item>,
+}

@@ -1,0 +1,88 @@
+//! The one error type of Stampede (SPEC §12, §15).
+//!
+//! Every message names the channel (or queue, or task), the timestamp, and the rule that was
+//! broken, so that a log line alone tells the user what happened and what to do. Bindings map
+//! each variant onto the exception of the same name (`stampede.BelowVisibility`, …) with the same
+//! text.
+
+use crate::time::{show, Selector, Timestamp};
+
+/// Result of a Stampede operation.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a Stampede operation.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A put, `set_virtual_time`, `spawn` or new root task asked for a timestamp below what the
+    /// task (or, for a root task, ts_min) allows.
+    #[error("{op} ts={ts} on \"{name}\" is below {what} {}", show(*.limit))]
+    BelowVisibility {
+        op: &'static str,
+        name: String,
+        ts: Timestamp,
+        /// "the task's visibility" or "ts_min".
+        what: &'static str,
+        limit: Timestamp,
+    },
+
+    /// The channel holds, or has reclaimed early by reference count, an item at this timestamp.
+    #[error("put ts={ts} on \"{name}\": the channel already holds or has reclaimed an item at this timestamp (one item per timestamp)")]
+    DuplicateTimestamp { name: String, ts: Timestamp },
+
+    /// Negative timestamp, or `INFINITY` used as an item timestamp.
+    #[error("{op} ts={} on \"{name}\" is not a valid item timestamp (items live at 0 ..= i64::MAX-1; INFINITY is only a virtual time)", show(*.ts))]
+    InvalidTimestamp { op: &'static str, name: String, ts: Timestamp },
+
+    /// A bounded channel or queue stayed full until the timeout, or the item can never fit.
+    #[error("put ts={ts} on \"{name}\": full ({reason})")]
+    Full { name: String, ts: Timestamp, reason: String },
+
+    /// Nothing suitable was present before the timeout. `previous` and `next` are the neighbouring
+    /// timestamps present and not consumed on this connection.
+    #[error("get {selector} on \"{name}\": not available (previous={previous:?}, next={next:?}); wait with a timeout or pick a neighbour")]
+    NotAvailable { name: String, selector: Selector, previous: Option<Timestamp>, next: Option<Timestamp> },
+
+    /// Exact get of an item this connection has already consumed.
+    #[error("get ts={ts} on \"{name}\": already consumed on this connection")]
+    AlreadyConsumed { name: String, ts: Timestamp },
+
+    /// Exact get below ts_min, or of an item reclaimed early by its reference count.
+    #[error("get ts={ts} on \"{name}\": reclaimed ({reason})")]
+    Reclaimed { name: String, ts: Timestamp, reason: String },
+
+    /// The channel or queue was destroyed, the connection detached, the task closed, or the
+    /// runtime closed, before or while the operation ran.
+    #[error("\"{name}\" is closed: {reason}")]
+    Closed { name: String, reason: &'static str },
+
+    /// No channel or queue has this name.
+    #[error("no channel or queue is named \"{name}\"; create it first or check rt.names()")]
+    NotFound { name: String },
+
+    /// A channel or queue of this name exists already.
+    #[error("a channel or queue named \"{name}\" already exists; use rt.lookup(\"{name}\")")]
+    AlreadyExists { name: String },
+
+    /// An argument outside its documented range (refcount 0, a tick of 0, …).
+    #[error("{op} on \"{name}\": {reason}")]
+    InvalidArgument { op: &'static str, name: String, reason: String },
+}
+
+impl Error {
+    /// The exception name bindings raise for this error (`stampede.<kind>`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::BelowVisibility { .. } => "BelowVisibility",
+            Error::DuplicateTimestamp { .. } => "DuplicateTimestamp",
+            Error::InvalidTimestamp { .. } => "InvalidTimestamp",
+            Error::Full { .. } => "Full",
+            Error::NotAvailable { .. } => "NotAvailable",
+            Error::AlreadyConsumed { .. } => "AlreadyConsumed",
+            Error::Reclaimed { .. } => "Reclaimed",
+            Error::Closed { .. } => "Closed",
+            Error::NotFound { .. } => "NotFound",
+            Error::AlreadyExists { .. } => "AlreadyExists",
+            Error::InvalidArgument { .. } => "InvalidArgument",
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! The semantics of Stampede's Space-Time Memory, with no I/O, no threads and no clock.
+//!
+//! # Layout
+//!
+//! - [`time`]: timestamps, `INFINITY`, selectors.
+//! - [`item`]: payloads (bytes + codec) and items.
+//! - [`error`]: the one error type; every message names the channel, the timestamp and the rule.
+//! - [`claims`]: ts_min as a multiset of claims changed by `(timestamp, ±count)` updates.
+//! - [`task`]: a task's virtual time, open items and visibility.
+//! - [`channel`]: one channel's items and per-connection item states (SPEC §2).
+//! - [`queue`]: one FIFO queue (SPEC §5).
+//! - [`effects`]: what an operation reports to its driver (claim updates, open changes, reclaimed
+//!   items).
+//! - [`stats`]: counters.
+//! - [`pacer`]: the arithmetic of real-time pacing (SPEC §6).
+//!
+//! Each state machine is single-threaded and deterministic; the `stampede` crate wraps them in
+//! locks, wakes waiters, applies claim updates to the node's [`claims::Tracker`] and runs GC
+//! handlers. A distributed GC protocol can consume the same [`claims::ClaimUpdate`]s.
+
+pub mod channel;
+pub mod claims;
+pub mod effects;
+pub mod error;
+pub mod item;
+pub mod pacer;
+pub mod queue;
+pub mod stats;
+pub mod task;
+pub mod time;
+
+pub use channel::{ChannelState, ConnId, Limits};
+pub use claims::{ClaimUpdate, ClaimUpdates, Claims, Tracker};
+pub use effects::{Effects, OpenChange};
+pub use error::{Error, Result};
+pub use item::{Codec, Item, Payload};
+pub use pacer::{Pace, PaceRule};
+pub use queue::{QueueItem, QueueState};
+pub use stats::Stats;
+pub use task::{TaskId, TaskState};
+pub use time::{Selector, Timestamp, INFINITY, TS_MAX};

@@ -1,0 +1,90 @@
+//! Loose synchrony of virtual time with real time (SPEC §6, after Beehive's ticks).
+//!
+//! Pure arithmetic: given the time elapsed since the pacer's start, decide whether a task at
+//! virtual time `vt` is early (and for how long it should wait), on time, or late beyond the
+//! tolerance. The driver owns the clock and the sleeping.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::time::Timestamp;
+
+/// Where a task stands against real time at one `sync`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    /// Ahead of real time: wait this long.
+    Early(Duration),
+    /// Behind by at most the tolerance.
+    OnTime(Duration),
+    /// Behind by more than the tolerance, by this much.
+    Late(Duration),
+}
+
+/// `tick` of real time per unit of virtual time, and how late counts as late.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PaceRule {
+    tick: Duration,
+    tolerance: Duration,
+}
+
+impl PaceRule {
+    /// A rule; `tick` must be positive.
+    pub fn new(tick: Duration, tolerance: Duration) -> Result<PaceRule> {
+        if tick.is_zero() {
+            return Err(Error::InvalidArgument {
+                op: "Pacer",
+                name: "pacer".into(),
+                reason: "tick must be positive".into(),
+            });
+        }
+        Ok(PaceRule { tick, tolerance })
+    }
+
+    /// Real time per virtual time unit.
+    pub fn tick(&self) -> Duration {
+        self.tick
+    }
+
+    /// When, after the start, virtual time `vt` is due.
+    pub fn due(&self, vt: Timestamp) -> Duration {
+        let nanos = self.tick.as_nanos().saturating_mul(vt.max(0) as u128);
+        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+
+    /// Decides for a task at `vt` when `elapsed` has passed since the start.
+    pub fn decide(&self, vt: Timestamp, elapsed: Duration) -> Pace {
+        let due = self.due(vt);
+        if elapsed < due {
+            return Pace::Early(due - elapsed);
+        }
+        let lateness = elapsed - due;
+        if lateness > self.tolerance {
+            Pace::Late(lateness)
+        } else {
+            Pace::OnTime(lateness)
+        }
+    }
+
+    /// The virtual time that is due at `elapsed` (the last tick passed): where a late task can
+    /// skip ahead to.
+    pub fn vt_at(&self, elapsed: Duration) -> Timestamp {
+        let vt = elapsed.as_nanos() / self.tick.as_nanos();
+        Timestamp::try_from(vt).unwrap_or(crate::time::TS_MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Early, on time and late are told apart at the tolerance boundary.
+    #[test]
+    fn decides_early_on_time_late() {
+        let rule = PaceRule::new(Duration::from_millis(10), Duration::from_millis(2)).unwrap();
+        assert_eq!(rule.decide(3, Duration::from_millis(25)), Pace::Early(Duration::from_millis(5)));
+        assert_eq!(rule.decide(3, Duration::from_millis(32)), Pace::OnTime(Duration::from_millis(2)));
+        assert_eq!(rule.decide(3, Duration::from_millis(33)), Pace::Late(Duration::from_millis(3)));
+        assert_eq!(rule.vt_at(Duration::from_millis(57)), 5);
+        assert!(PaceRule::new(Duration::ZERO, Duration::ZERO).is_err());
+    }
+}

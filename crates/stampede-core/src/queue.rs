@@ -1,0 +1,233 @@
+//! One queue: FIFO by insertion, each item delivered to one getter (SPEC §5).
+//!
+//! Every item not yet consumed — waiting or open on a getter — holds a claim on ts_min at its
+//! timestamp: a worker that gets it later may put results at that timestamp, so GC must not pass
+//! it. An item is reclaimed when its getter consumes it. Items a getter still holds open when it
+//! detaches go back to the head of the queue in their original order, so a worker that quits or
+//! dies never loses a frame.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use crate::channel::{detached, ConnId, Limits};
+use crate::claims::{push_move, Claims};
+use crate::effects::{Effects, OpenChange};
+use crate::error::{Error, Result};
+use crate::item::{Item, Payload};
+use crate::stats::Stats;
+use crate::task::{TaskId, TaskState};
+use crate::time::{is_item_ts, Selector, Timestamp};
+
+/// An item delivered by a queue, with the sequence number that tells it apart from other items
+/// of the same timestamp.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueItem {
+    /// Position in the queue's insertion order (unique per queue).
+    pub seq: u64,
+    /// Timestamp and payload.
+    pub item: Item,
+}
+
+/// The state of one queue.
+#[derive(Debug)]
+pub struct QueueState {
+    name: Arc<str>,
+    limits: Limits,
+    waiting: VecDeque<QueueItem>,
+    /// Items gotten and not yet consumed, per input connection.
+    open: HashMap<ConnId, Vec<QueueItem>>,
+    inputs: HashMap<ConnId, TaskId>,
+    outputs: HashMap<ConnId, TaskId>,
+    /// Timestamps of every item not yet consumed; the minimum is the queue's claim on ts_min.
+    claims: Claims,
+    next_seq: u64,
+    live_bytes: usize,
+    puts: u64,
+    gets: u64,
+    reclaimed: u64,
+    closed: Option<&'static str>,
+}
+
+impl QueueState {
+    /// An empty queue.
+    pub fn new(name: Arc<str>, limits: Limits) -> QueueState {
+        QueueState {
+            name,
+            limits,
+            waiting: VecDeque::new(),
+            open: HashMap::new(),
+            inputs: HashMap::new(),
+            outputs: HashMap::new(),
+            claims: Claims::default(),
+            next_seq: 0,
+            live_bytes: 0,
+            puts: 0,
+            gets: 0,
+            reclaimed: 0,
+            closed: None,
+        }
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// The queue's bounds.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Fails `Closed` once the queue is destroyed.
+    pub fn check_open(&self) -> Result<()> {
+        match self.closed {
+            Some(reason) => Err(Error::Closed { name: self.name.to_string(), reason }),
+            None => Ok(()),
+        }
+    }
+
+    fn live_items(&self) -> usize {
+        self.waiting.len() + self.open.values().map(Vec::len).sum::<usize>()
+    }
+
+    /// Appends an item (duplicate timestamps allowed).
+    pub fn put(&mut self, task: &TaskState, ts: Timestamp, payload: Payload) -> Result<Effects> {
+        self.check_open()?;
+        if !is_item_ts(ts) {
+            return Err(Error::InvalidTimestamp { op: "put", name: self.name.to_string(), ts });
+        }
+        task.check_put(&self.name, ts)?;
+        if let Some((reason, _)) = self.limits.overflow(self.live_items(), self.live_bytes, payload.len()) {
+            return Err(Error::Full { name: self.name.to_string(), ts, reason });
+        }
+        let mut fx = Effects::default();
+        let before = self.claims.min();
+        self.claims.add(ts);
+        push_move(&mut fx.claims, before, self.claims.min());
+        self.live_bytes += payload.len();
+        self.waiting.push_back(QueueItem { seq: self.next_seq, item: Item { ts, payload } });
+        self.next_seq += 1;
+        self.puts += 1;
+        Ok(fx)
+    }
+
+    /// Takes the oldest waiting item for `conn`; it is open there until consumed.
+    pub fn get(&mut self, conn: ConnId, fx: &mut Effects) -> Result<QueueItem> {
+        self.check_open()?;
+        let task = *self.inputs.get(&conn).ok_or_else(|| detached(&self.name))?;
+        let Some(item) = self.waiting.pop_front() else {
+            return Err(Error::NotAvailable {
+                name: self.name.to_string(),
+                selector: Selector::Oldest,
+                previous: None,
+                next: None,
+            });
+        };
+        fx.opens.push(OpenChange { task, ts: item.item.ts, opened: true });
+        self.open.entry(conn).or_default().push(item.clone());
+        self.gets += 1;
+        Ok(item)
+    }
+
+    /// Consumes the open item `seq` (or, with `seq == None`, the oldest open item at `ts`) on
+    /// `conn`; the item is reclaimed.
+    pub fn consume(&mut self, conn: ConnId, seq: Option<u64>, ts: Timestamp, fx: &mut Effects) -> Result<()> {
+        self.check_open()?;
+        let task = *self.inputs.get(&conn).ok_or_else(|| detached(&self.name))?;
+        let open = self.open.entry(conn).or_default();
+        let position = match seq {
+            Some(seq) => open.iter().position(|q| q.seq == seq),
+            None => open.iter().position(|q| q.item.ts == ts),
+        };
+        let Some(position) = position else {
+            let previous = open.iter().map(|q| q.item.ts).filter(|&t| t < ts).max();
+            let next = open.iter().map(|q| q.item.ts).filter(|&t| t > ts).min();
+            return Err(Error::NotAvailable {
+                name: self.name.to_string(),
+                selector: Selector::At(ts),
+                previous,
+                next,
+            });
+        };
+        let item = open.remove(position).item;
+        fx.opens.push(OpenChange { task, ts: item.ts, opened: false });
+        let before = self.claims.min();
+        self.claims.remove(item.ts);
+        push_move(&mut fx.claims, before, self.claims.min());
+        self.live_bytes -= item.payload.len();
+        self.reclaimed += 1;
+        fx.reclaimed.push(item);
+        Ok(())
+    }
+
+    /// Attaches an input connection of `task`.
+    pub fn attach_input(&mut self, conn: ConnId, task: TaskId) -> Result<()> {
+        self.check_open()?;
+        self.inputs.insert(conn, task);
+        Ok(())
+    }
+
+    /// Detaches an input connection; items it held open go back to the head of the queue.
+    pub fn detach_input(&mut self, conn: ConnId) -> Effects {
+        let mut fx = Effects::default();
+        let Some(task) = self.inputs.remove(&conn) else { return fx };
+        let mut returned = self.open.remove(&conn).unwrap_or_default();
+        returned.sort_by_key(|q| q.seq);
+        for q in returned.into_iter().rev() {
+            fx.opens.push(OpenChange { task, ts: q.item.ts, opened: false });
+            self.waiting.push_front(q);
+        }
+        fx
+    }
+
+    /// Records an output connection of `task`.
+    pub fn attach_output(&mut self, conn: ConnId, task: TaskId) -> Result<()> {
+        self.check_open()?;
+        self.outputs.insert(conn, task);
+        Ok(())
+    }
+
+    /// Forgets an output connection.
+    pub fn detach_output(&mut self, conn: ConnId) {
+        self.outputs.remove(&conn);
+    }
+
+    /// Destroys the queue: items are reclaimed and claims dropped.
+    pub fn close(&mut self, reason: &'static str) -> Effects {
+        let mut fx = Effects::default();
+        if self.closed.is_some() {
+            return fx;
+        }
+        self.closed = Some(reason);
+        let conns: Vec<ConnId> = self.inputs.keys().copied().collect();
+        for conn in conns {
+            fx.opens.extend(self.detach_input(conn).opens);
+        }
+        self.outputs.clear();
+        let before = self.claims.min();
+        for q in self.waiting.drain(..) {
+            self.claims.remove(q.item.ts);
+            self.reclaimed += 1;
+            fx.reclaimed.push(q.item);
+        }
+        push_move(&mut fx.claims, before, self.claims.min());
+        self.live_bytes = 0;
+        fx
+    }
+
+    /// Counters and sizes now.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            live_items: self.live_items(),
+            live_bytes: self.live_bytes,
+            reclaimed: self.reclaimed,
+            puts: self.puts,
+            gets: self.gets,
+            inputs: self.inputs.len(),
+            outputs: self.outputs.len(),
+            tombstones: 0,
+            claim: self.claims.min(),
+            ts_min: 0,
+        }
+    }
+}

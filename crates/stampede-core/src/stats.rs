@@ -1,0 +1,29 @@
+//! Observable counters of a channel or queue (SPEC §3: "reclamation must be observable").
+
+use crate::time::Timestamp;
+
+/// A snapshot of one channel's or queue's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Items stored now.
+    pub live_items: usize,
+    /// Payload bytes stored now.
+    pub live_bytes: usize,
+    /// Items reclaimed so far (by ts_min, by reference count, or by consumption in a queue).
+    pub reclaimed: u64,
+    /// Items accepted by `put` so far.
+    pub puts: u64,
+    /// Successful gets so far.
+    pub gets: u64,
+    /// Input connections attached now.
+    pub inputs: usize,
+    /// Output connections attached now.
+    pub outputs: usize,
+    /// Timestamps reclaimed early by reference count and still remembered to reject duplicates.
+    pub tombstones: usize,
+    /// This container's lowest claim on ts_min (lowest unseen or open item on any input
+    /// connection; for a queue, the lowest item not yet consumed), if any.
+    pub claim: Option<Timestamp>,
+    /// The node's ts_min when the snapshot was taken (filled in by the runtime).
+    pub ts_min: Timestamp,
+}

@@ -1,0 +1,247 @@
+//! Channels and their connections: the user-facing side of SPEC §2.
+//!
+//! A [`Channel`] is a handle to a named container. A task attaches to it with
+//! [`Task::attach_input`](crate::Task::attach_input) or
+//! [`Task::attach_output`](crate::Task::attach_output) and gets a [`ChannelInput`] or
+//! [`ChannelOutput`]. Connections detach when dropped (or with `detach`); detaching an input drops
+//! all its claims.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use stampede_core::{ConnId, Effects, Error, Item, Limits, Payload, Result, Selector, Stats, Timestamp};
+
+use crate::space::{ChannelShared, Held, ReclaimHandler, Space, TaskShared};
+use crate::wait;
+
+/// Options of a put.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PutOptions {
+    /// Number of consumptions after which the item is reclaimed, even above ts_min (SPEC §3).
+    pub refcount: Option<u32>,
+    /// How long to wait for room in a full bounded channel: `None` waits as long as needed,
+    /// `Some(Duration::ZERO)` fails `Full` at once.
+    pub timeout: Option<Duration>,
+}
+
+/// A named channel of timestamped items (cheap to clone).
+#[derive(Clone)]
+pub struct Channel {
+    pub(crate) shared: Arc<ChannelShared>,
+    pub(crate) space: Arc<Space>,
+}
+
+impl Channel {
+    /// The channel's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The channel's bounds.
+    pub fn limits(&self) -> Limits {
+        self.shared.limits
+    }
+
+    /// Counters now: live items and bytes, reclaimed, puts, gets, connections, ts_min.
+    pub fn stats(&self) -> Stats {
+        let mut stats = self.shared.state.lock().stats();
+        stats.ts_min = self.space.ts_min();
+        stats
+    }
+
+    /// Timestamps of the items stored now, in order.
+    pub fn timestamps(&self) -> Vec<Timestamp> {
+        self.shared.state.lock().timestamps()
+    }
+
+    /// Registers a GC handler called with each item this channel reclaims, outside every lock,
+    /// before the operation that made the item garbage returns.
+    pub fn on_reclaim(&self, handler: impl Fn(&Item) + Send + Sync + 'static) {
+        let handler: ReclaimHandler = Arc::new(move |_, item| handler(item));
+        self.shared.handlers.write().push(handler);
+    }
+
+    /// Destroys the channel: its items are reclaimed, its name is freed, and every operation on
+    /// it (blocked ones included) fails `Closed`.
+    pub fn destroy(&self) -> Result<()> {
+        self.space.destroy(&self.shared.name, "the channel was destroyed")
+    }
+
+    pub(crate) fn attach_input(&self, task: &Arc<TaskShared>) -> Result<ChannelInput> {
+        let conn = self.space.next_id();
+        self.space.run(&self.shared.state, task, |s, t, _| {
+            t.check_open()?;
+            Ok(((), s.attach_input(conn, t.id(), t.visibility())?))
+        })?;
+        task.held.lock().push(Held::ChannelInput(Arc::downgrade(&self.shared), conn));
+        Ok(ChannelInput { channel: self.clone(), task: task.clone(), conn })
+    }
+
+    pub(crate) fn attach_output(&self, task: &Arc<TaskShared>) -> Result<ChannelOutput> {
+        let conn = self.space.next_id();
+        task.state.lock().check_open()?;
+        self.shared.state.lock().attach_output(conn, task.id)?;
+        task.held.lock().push(Held::ChannelOutput(Arc::downgrade(&self.shared), conn));
+        Ok(ChannelOutput { channel: self.clone(), task: task.clone(), conn })
+    }
+
+    fn reclaimed(&self, items: &[Item]) {
+        self.space.reclaimed(&self.shared.name, &self.shared.handlers, &self.shared.freed, items);
+    }
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel").field("name", &self.shared.name).finish()
+    }
+}
+
+/// A task's output connection to a channel.
+pub struct ChannelOutput {
+    channel: Channel,
+    task: Arc<TaskShared>,
+    conn: ConnId,
+}
+
+impl ChannelOutput {
+    /// The channel this connection puts into.
+    pub fn channel(&self) -> &Channel {
+        &self.channel
+    }
+
+    /// Puts `payload` at `ts`, waiting as long as needed for room in a bounded channel.
+    pub fn put(&self, ts: Timestamp, payload: impl Into<Payload>) -> Result<()> {
+        self.put_with(ts, payload, PutOptions::default())
+    }
+
+    /// Puts with a reference count and/or a timeout (SPEC §2). Errors: `InvalidTimestamp`,
+    /// `BelowVisibility`, `DuplicateTimestamp`, `Full`, `Closed`.
+    pub fn put_with(&self, ts: Timestamp, payload: impl Into<Payload>, options: PutOptions) -> Result<()> {
+        let payload = payload.into();
+        let retry = self.full_retry(payload.len());
+        wait::blocking(
+            &self.channel.shared.freed,
+            options.timeout,
+            || self.try_put(ts, &payload, options.refcount),
+            retry,
+        )
+    }
+
+    /// The async form of [`put_with`](Self::put_with): waits for room without blocking a thread.
+    pub async fn put_async(&self, ts: Timestamp, payload: impl Into<Payload>, options: PutOptions) -> Result<()> {
+        let payload = payload.into();
+        let retry = self.full_retry(payload.len());
+        let attempt = || self.try_put(ts, &payload, options.refcount);
+        wait::asynchronous(&self.channel.shared.freed, options.timeout, attempt, retry).await
+    }
+
+    /// Detaches the connection.
+    pub fn detach(self) {}
+
+    fn try_put(&self, ts: Timestamp, payload: &Payload, refcount: Option<u32>) -> Result<()> {
+        let shared = &self.channel.shared;
+        self.channel
+            .space
+            .run(&shared.state, &self.task, |s, t, _| Ok(((), s.put(t, ts, payload.clone(), refcount)?)))?;
+        shared.changed.notify(usize::MAX);
+        Ok(())
+    }
+
+    fn full_retry(&self, len: usize) -> impl Fn(&Error) -> bool {
+        let could_fit = self.channel.shared.limits.could_fit(len);
+        move |e| could_fit && matches!(e, Error::Full { .. })
+    }
+}
+
+impl Drop for ChannelOutput {
+    fn drop(&mut self) {
+        forget(&self.task, self.conn);
+        self.channel.shared.state.lock().detach_output(self.conn);
+    }
+}
+
+/// A task's input connection to a channel: per item, a state unseen → open → consumed.
+pub struct ChannelInput {
+    channel: Channel,
+    task: Arc<TaskShared>,
+    conn: ConnId,
+}
+
+impl ChannelInput {
+    /// The channel this connection reads.
+    pub fn channel(&self) -> &Channel {
+        &self.channel
+    }
+
+    /// Gets an item (SPEC §2); it becomes open on this connection. `timeout`: `None` waits as
+    /// long as needed, `Some(Duration::ZERO)` never waits. Errors: `NotAvailable` (with the
+    /// neighbouring timestamps), `AlreadyConsumed`, `Reclaimed`, `InvalidTimestamp`, `Closed`.
+    pub fn get(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
+        let selector = selector.into();
+        wait::blocking(&self.channel.shared.changed, timeout, || self.try_get(selector), wait::not_available)
+    }
+
+    /// The async form of [`get`](Self::get), for tokio.
+    pub async fn get_async(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
+        let selector = selector.into();
+        wait::asynchronous(&self.channel.shared.changed, timeout, || self.try_get(selector), wait::not_available).await
+    }
+
+    /// Every item with `t0 <= ts <= t1` present and not consumed on this connection, in
+    /// timestamp order; each becomes open. Never waits.
+    pub fn get_range(&self, t0: Timestamp, t1: Timestamp) -> Result<Vec<Item>> {
+        let (items, _) = self.channel.space.run(&self.channel.shared.state, &self.task, |s, _, _| {
+            let mut fx = Effects::default();
+            let items = s.get_range(self.conn, t0, t1, &mut fx)?;
+            Ok((items, fx))
+        })?;
+        Ok(items)
+    }
+
+    /// Marks the item at `ts` consumed on this connection. A no-op for an item already consumed
+    /// or reclaimed; `NotAvailable` for a timestamp never put.
+    pub fn consume(&self, ts: Timestamp) -> Result<()> {
+        let (_, reclaimed) = self.channel.space.run(&self.channel.shared.state, &self.task, |s, _, ts_min| {
+            let mut fx = Effects::default();
+            s.consume(self.conn, ts, ts_min, &mut fx)?;
+            Ok(((), fx))
+        })?;
+        self.channel.reclaimed(&reclaimed);
+        Ok(())
+    }
+
+    /// Marks every present item `<= ts` consumed on this connection, unseen ones included.
+    pub fn consume_until(&self, ts: Timestamp) -> Result<()> {
+        let (_, reclaimed) = self.channel.space.run(&self.channel.shared.state, &self.task, |s, _, _| {
+            let mut fx = Effects::default();
+            s.consume_until(self.conn, ts, &mut fx)?;
+            Ok(((), fx))
+        })?;
+        self.channel.reclaimed(&reclaimed);
+        Ok(())
+    }
+
+    /// Detaches the connection: all its claims are dropped.
+    pub fn detach(self) {}
+
+    fn try_get(&self, selector: Selector) -> Result<Item> {
+        let (item, _) = self.channel.space.run(&self.channel.shared.state, &self.task, |s, _, ts_min| {
+            let mut fx = Effects::default();
+            let item = s.get(self.conn, selector, ts_min, &mut fx)?;
+            Ok((item, fx))
+        })?;
+        Ok(item)
+    }
+}
+
+impl Drop for ChannelInput {
+    fn drop(&mut self) {
+        forget(&self.task, self.conn);
+        self.channel.space.detach(&self.task, Held::ChannelInput(Arc::downgrade(&self.channel.shared), self.conn));
+    }
+}
+
+/// Removes a connection from its task's list of held connections.
+pub(crate) fn forget(task: &TaskShared, conn: ConnId) {
+    task.held.lock().retain(|h| h.conn() != conn);
+}

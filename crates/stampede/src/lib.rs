@@ -1,0 +1,71 @@
+//! Stampede: threads, processes and machines sharing time-indexed streams through channels that
+//! are read by timestamp, correlated by timestamp and garbage-collected by timestamp — a modern
+//! Space-Time Memory.
+//!
+//! ```
+//! use stampede::{Limits, Runtime, Selector, INFINITY};
+//!
+//! let rt = Runtime::new();
+//! let frames = rt.create_channel("camera/frames", Limits::unbounded())?;
+//!
+//! // A digitizer: a task whose virtual time is the frame number.
+//! let digitizer = rt.task(0)?;
+//! let out = digitizer.attach_output(&frames)?;
+//!
+//! // A tracker: virtual time INFINITY, it inherits timestamps from what it gets.
+//! let tracker = rt.task(INFINITY)?;
+//! let inp = tracker.attach_input(&frames)?;
+//!
+//! for frame in 0..3 {
+//!     out.put(frame, vec![frame as u8; 16])?;
+//!     digitizer.set_virtual_time(frame + 1)?;
+//! }
+//! let item = inp.get(Selector::NewestUnseen, None)?;   // the freshest frame, skipping the rest
+//! assert_eq!(item.ts, 2);
+//! inp.consume_until(item.ts)?;                          // frames 0..=2 are garbage to the tracker
+//! assert_eq!(rt.ts_min(), 3);                           // ...and to everyone: reclaimed already
+//! assert_eq!(frames.stats().live_items, 0);
+//! # Ok::<(), stampede::Error>(())
+//! ```
+//!
+//! # Layout
+//!
+//! - [`runtime`]: [`Runtime`], the embedded node: names, tasks, ts_min, `collect`, `close`.
+//! - [`task`]: [`Task`]: virtual time, visibility, `spawn`, `attach_input` / `attach_output`.
+//! - [`channel`]: [`Channel`], [`ChannelOutput`] (`put`) and [`ChannelInput`] (`get`,
+//!   `get_range`, `consume`, `consume_until`), blocking and async.
+//! - [`queue`]: [`Queue`] and its connections; [`split`]: splitter/joiner helpers.
+//! - [`pacer`]: [`Pacer`], real-time pacing.
+//! - `space` (private): locking, the operation path, GC sweeps and handlers; `wait` (private):
+//!   blocking and async waiting without lost wake-ups.
+//!
+//! The semantics live in [`stampede_core`], a pure state machine with no I/O; this crate is the
+//! thin concurrent driver around it.
+
+pub mod channel;
+pub mod pacer;
+pub mod queue;
+pub mod runtime;
+mod space;
+pub mod split;
+pub mod task;
+mod wait;
+
+pub use channel::{Channel, ChannelInput, ChannelOutput, PutOptions};
+pub use pacer::Pacer;
+pub use queue::{Queue, QueueInput, QueueOutput};
+pub use runtime::{Container, Runtime, RuntimeStats};
+pub use split::{split, Gather};
+pub use stampede_core::{
+    Codec, Error, Item, Limits, Pace, Payload, QueueItem, Result, Selector, Stats, Timestamp, INFINITY, TS_MAX,
+};
+pub use task::{Attach, Task};
+
+/// `Selector::Oldest`.
+pub const OLDEST: Selector = Selector::Oldest;
+/// `Selector::Newest`.
+pub const NEWEST: Selector = Selector::Newest;
+/// `Selector::OldestUnseen`.
+pub const OLDEST_UNSEEN: Selector = Selector::OldestUnseen;
+/// `Selector::NewestUnseen`.
+pub const NEWEST_UNSEEN: Selector = Selector::NewestUnseen;

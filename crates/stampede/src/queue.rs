@@ -1,0 +1,183 @@
+//! Queues and their connections (SPEC §5): FIFO by insertion, each item to exactly one getter,
+//! reclaimed when that getter consumes it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use stampede_core::{ConnId, Effects, Error, Item, Limits, Payload, QueueItem, Result, Stats, Timestamp};
+
+use crate::channel::forget;
+use crate::space::{Held, QueueShared, ReclaimHandler, Space, TaskShared};
+use crate::wait;
+
+/// A named FIFO queue of timestamped items (cheap to clone).
+#[derive(Clone)]
+pub struct Queue {
+    pub(crate) shared: Arc<QueueShared>,
+    pub(crate) space: Arc<Space>,
+}
+
+impl Queue {
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The queue's bounds.
+    pub fn limits(&self) -> Limits {
+        self.shared.limits
+    }
+
+    /// Counters now.
+    pub fn stats(&self) -> Stats {
+        let mut stats = self.shared.state.lock().stats();
+        stats.ts_min = self.space.ts_min();
+        stats
+    }
+
+    /// Registers a GC handler called with each item the queue reclaims (when it is consumed).
+    pub fn on_reclaim(&self, handler: impl Fn(&Item) + Send + Sync + 'static) {
+        let handler: ReclaimHandler = Arc::new(move |_, item| handler(item));
+        self.shared.handlers.write().push(handler);
+    }
+
+    /// Destroys the queue: items are reclaimed, operations fail `Closed`.
+    pub fn destroy(&self) -> Result<()> {
+        self.space.destroy(&self.shared.name, "the queue was destroyed")
+    }
+
+    pub(crate) fn attach_input(&self, task: &Arc<TaskShared>) -> Result<QueueInput> {
+        let conn = self.space.next_id();
+        task.state.lock().check_open()?;
+        self.shared.state.lock().attach_input(conn, task.id)?;
+        task.held.lock().push(Held::QueueInput(Arc::downgrade(&self.shared), conn));
+        Ok(QueueInput { queue: self.clone(), task: task.clone(), conn })
+    }
+
+    pub(crate) fn attach_output(&self, task: &Arc<TaskShared>) -> Result<QueueOutput> {
+        let conn = self.space.next_id();
+        task.state.lock().check_open()?;
+        self.shared.state.lock().attach_output(conn, task.id)?;
+        task.held.lock().push(Held::QueueOutput(Arc::downgrade(&self.shared), conn));
+        Ok(QueueOutput { queue: self.clone(), task: task.clone(), conn })
+    }
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue").field("name", &self.shared.name).finish()
+    }
+}
+
+/// A task's output connection to a queue.
+pub struct QueueOutput {
+    queue: Queue,
+    task: Arc<TaskShared>,
+    conn: ConnId,
+}
+
+impl QueueOutput {
+    /// The queue this connection puts into.
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
+    /// Appends `payload` at `ts` (duplicates allowed; `ts >= visibility`). `timeout` bounds the
+    /// wait for room in a bounded queue.
+    pub fn put(&self, ts: Timestamp, payload: impl Into<Payload>, timeout: Option<Duration>) -> Result<()> {
+        let payload = payload.into();
+        let could_fit = self.queue.shared.limits.could_fit(payload.len());
+        let retry = move |e: &Error| could_fit && matches!(e, Error::Full { .. });
+        wait::blocking(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload), retry)
+    }
+
+    /// The async form of [`put`](Self::put).
+    pub async fn put_async(&self, ts: Timestamp, payload: impl Into<Payload>, timeout: Option<Duration>) -> Result<()> {
+        let payload = payload.into();
+        let could_fit = self.queue.shared.limits.could_fit(payload.len());
+        let retry = move |e: &Error| could_fit && matches!(e, Error::Full { .. });
+        wait::asynchronous(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload), retry).await
+    }
+
+    /// Detaches the connection.
+    pub fn detach(self) {}
+
+    fn try_put(&self, ts: Timestamp, payload: &Payload) -> Result<()> {
+        let shared = &self.queue.shared;
+        self.queue.space.run(&shared.state, &self.task, |s, t, _| Ok(((), s.put(t, ts, payload.clone())?)))?;
+        shared.changed.notify(usize::MAX);
+        Ok(())
+    }
+}
+
+impl Drop for QueueOutput {
+    fn drop(&mut self) {
+        forget(&self.task, self.conn);
+        self.queue.shared.state.lock().detach_output(self.conn);
+    }
+}
+
+/// A task's input connection to a queue.
+pub struct QueueInput {
+    queue: Queue,
+    task: Arc<TaskShared>,
+    conn: ConnId,
+}
+
+impl QueueInput {
+    /// The queue this connection gets from.
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
+    /// Takes the oldest waiting item; it is open on this connection (holding the task's
+    /// visibility at its timestamp) until consumed. `NotAvailable` when the timeout expires.
+    pub fn get(&self, timeout: Option<Duration>) -> Result<QueueItem> {
+        wait::blocking(&self.queue.shared.changed, timeout, || self.try_get(), wait::not_available)
+    }
+
+    /// The async form of [`get`](Self::get).
+    pub async fn get_async(&self, timeout: Option<Duration>) -> Result<QueueItem> {
+        wait::asynchronous(&self.queue.shared.changed, timeout, || self.try_get(), wait::not_available).await
+    }
+
+    /// Consumes an item this connection got; the queue reclaims it.
+    pub fn consume(&self, item: &QueueItem) -> Result<()> {
+        self.consume_at(Some(item.seq), item.item.ts)
+    }
+
+    /// Consumes the oldest item open on this connection at `ts`.
+    pub fn consume_ts(&self, ts: Timestamp) -> Result<()> {
+        self.consume_at(None, ts)
+    }
+
+    /// Detaches the connection; items it still holds open go back to the head of the queue.
+    pub fn detach(self) {}
+
+    fn consume_at(&self, seq: Option<u64>, ts: Timestamp) -> Result<()> {
+        let shared = &self.queue.shared;
+        let (_, reclaimed) = self.queue.space.run(&shared.state, &self.task, |s, _, _| {
+            let mut fx = Effects::default();
+            s.consume(self.conn, seq, ts, &mut fx)?;
+            Ok(((), fx))
+        })?;
+        self.queue.space.reclaimed(&shared.name, &shared.handlers, &shared.freed, &reclaimed);
+        Ok(())
+    }
+
+    fn try_get(&self) -> Result<QueueItem> {
+        let (item, _) = self.queue.space.run(&self.queue.shared.state, &self.task, |s, _, _| {
+            let mut fx = Effects::default();
+            let item = s.get(self.conn, &mut fx)?;
+            Ok((item, fx))
+        })?;
+        Ok(item)
+    }
+}
+
+impl Drop for QueueInput {
+    fn drop(&mut self) {
+        forget(&self.task, self.conn);
+        self.queue.space.detach(&self.task, Held::QueueInput(Arc::downgrade(&self.queue.shared), self.conn));
+    }
+}

@@ -1,0 +1,166 @@
+//! The embedded node (SPEC §7 "embedded by default"): channels, queues, names, tasks and GC in
+//! this process, with nothing to install or start.
+
+use std::sync::Arc;
+
+use event_listener::Event;
+use parking_lot::{Mutex, RwLock};
+use stampede_core::{ChannelState, Error, Item, Limits, QueueState, Result, Timestamp};
+
+use crate::channel::Channel;
+use crate::queue::Queue;
+use crate::space::{ChannelShared, Entry, QueueShared, ReclaimHandler, Space};
+use crate::task::Task;
+
+/// What a name refers to.
+#[derive(Clone, Debug)]
+pub enum Container {
+    Channel(Channel),
+    Queue(Queue),
+}
+
+/// Node-wide counters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeStats {
+    /// Current ts_min.
+    pub ts_min: Timestamp,
+    /// Channels and queues registered.
+    pub containers: usize,
+    /// Claims on ts_min held (tasks plus channels and queues with unconsumed items).
+    pub claims: usize,
+}
+
+/// An embedded Stampede node. Cheap to clone; every clone is the same node.
+#[derive(Clone)]
+pub struct Runtime {
+    space: Arc<Space>,
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Runtime::new()
+    }
+}
+
+impl Runtime {
+    /// A new, empty node in this process. Several may coexist; they share nothing.
+    pub fn new() -> Runtime {
+        Runtime { space: Space::new() }
+    }
+
+    /// Creates a channel. Names are hierarchical by convention (`camera/left`).
+    pub fn create_channel(&self, name: &str, limits: Limits) -> Result<Channel> {
+        check_name(name)?;
+        let name: Arc<str> = name.into();
+        let shared = Arc::new(ChannelShared {
+            name: name.clone(),
+            limits,
+            state: Mutex::new(ChannelState::new(name.clone(), limits)),
+            changed: Event::new(),
+            freed: Event::new(),
+            handlers: RwLock::new(Vec::new()),
+        });
+        self.space.register(&name, Entry::Channel(shared.clone()))?;
+        Ok(Channel { shared, space: self.space.clone() })
+    }
+
+    /// Creates a queue.
+    pub fn create_queue(&self, name: &str, limits: Limits) -> Result<Queue> {
+        check_name(name)?;
+        let name: Arc<str> = name.into();
+        let shared = Arc::new(QueueShared {
+            name: name.clone(),
+            limits,
+            state: Mutex::new(QueueState::new(name.clone(), limits)),
+            changed: Event::new(),
+            freed: Event::new(),
+            handlers: RwLock::new(Vec::new()),
+        });
+        self.space.register(&name, Entry::Queue(shared.clone()))?;
+        Ok(Queue { shared, space: self.space.clone() })
+    }
+
+    /// The channel or queue called `name` (`NotFound` otherwise).
+    pub fn lookup(&self, name: &str) -> Result<Container> {
+        Ok(match self.space.lookup(name)? {
+            Entry::Channel(shared) => Container::Channel(Channel { shared, space: self.space.clone() }),
+            Entry::Queue(shared) => Container::Queue(Queue { shared, space: self.space.clone() }),
+        })
+    }
+
+    /// The channel called `name`.
+    pub fn channel(&self, name: &str) -> Result<Channel> {
+        match self.lookup(name)? {
+            Container::Channel(ch) => Ok(ch),
+            Container::Queue(_) => Err(Error::NotFound { name: format!("{name} (a queue, not a channel)") }),
+        }
+    }
+
+    /// The queue called `name`.
+    pub fn queue(&self, name: &str) -> Result<Queue> {
+        match self.lookup(name)? {
+            Container::Queue(q) => Ok(q),
+            Container::Channel(_) => Err(Error::NotFound { name: format!("{name} (a channel, not a queue)") }),
+        }
+    }
+
+    /// Names of channels and queues starting with `prefix`, sorted.
+    pub fn names(&self, prefix: &str) -> Vec<String> {
+        self.space.names(prefix)
+    }
+
+    /// A root task at `virtual_time` (`INFINITY` allowed). It must be `>= ts_min`: nothing below
+    /// ts_min may ever be put again.
+    pub fn task(&self, virtual_time: Timestamp) -> Result<Task> {
+        Ok(Task { shared: self.space.new_task(virtual_time, None)? })
+    }
+
+    /// Current ts_min: no existing or future task can get an item below it.
+    pub fn ts_min(&self) -> Timestamp {
+        self.space.ts_min()
+    }
+
+    /// Runs a GC pass now; returns the number of items reclaimed. Reclamation already happens
+    /// within the operation that makes an item garbage, so this normally returns 0; it exists
+    /// so that tests and tools can be deterministic.
+    pub fn collect(&self) -> usize {
+        self.space.sweep(self.space.ts_min())
+    }
+
+    /// Registers a GC handler for every channel and queue: `handler(name, item)`.
+    pub fn on_reclaim(&self, handler: impl Fn(&str, &Item) + Send + Sync + 'static) {
+        let handler: ReclaimHandler = Arc::new(handler);
+        self.space.add_handler(handler);
+    }
+
+    /// Node-wide counters.
+    pub fn stats(&self) -> RuntimeStats {
+        RuntimeStats {
+            ts_min: self.space.ts_min(),
+            containers: self.space.entries().len(),
+            claims: self.space.claim_count(),
+        }
+    }
+
+    /// Ends the node: every channel and queue is destroyed (blocked operations wake with
+    /// `Closed`), every task closed. Idempotent.
+    pub fn close(&self) {
+        self.space.close();
+    }
+
+    /// `true` once [`close`](Self::close) ran.
+    pub fn is_closed(&self) -> bool {
+        self.space.is_closed()
+    }
+}
+
+fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.starts_with('/') || name.ends_with('/') || name.contains("//") {
+        return Err(Error::InvalidArgument {
+            op: "create",
+            name: name.to_owned(),
+            reason: "names are non-empty, '/'-separated segments (e.g. \"camera/left\")".into(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,413 @@
+//! The node's shared state and the one path every operation's effects take.
+//!
+//! Locks, always taken in this order and never held across a wait, a sleep or a user callback:
+//! a channel's or queue's lock → the acting task's lock → the tracker's lock. Other tasks touched
+//! by an operation (an item reclaimed early while open on their connection) are updated after the
+//! first locks are released; that only *releases* their claims, so doing it a moment later is
+//! safe (ts_min can only be held back, never advanced too far).
+//!
+//! GC: when an operation advances ts_min it sweeps every channel before it returns, reclaiming
+//! the items below ts_min (work proportional to what is reclaimed plus one lock per channel),
+//! then runs GC handlers outside all locks. ts_min is mirrored in an atomic for lock-free reads.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use event_listener::Event;
+use parking_lot::{Mutex, RwLock};
+use stampede_core::{
+    ChannelState, ClaimUpdates, Effects, Error, Item, OpenChange, QueueState, Result, TaskId, TaskState, Timestamp,
+    Tracker,
+};
+
+/// A GC handler: called with the container's name and each item it reclaims.
+pub type ReclaimHandler = Arc<dyn Fn(&str, &Item) + Send + Sync>;
+
+/// A channel's state plus what waiters and GC handlers need.
+pub(crate) struct ChannelShared {
+    pub(crate) name: Arc<str>,
+    pub(crate) limits: stampede_core::Limits,
+    pub(crate) state: Mutex<ChannelState>,
+    /// Notified when an item arrives or something a blocked get may care about changes (ts_min
+    /// advanced, channel closed).
+    pub(crate) changed: Event,
+    /// Notified when items are reclaimed, for puts blocked on a full channel.
+    pub(crate) freed: Event,
+    pub(crate) handlers: RwLock<Vec<ReclaimHandler>>,
+}
+
+/// A queue's state plus what waiters and GC handlers need.
+pub(crate) struct QueueShared {
+    pub(crate) name: Arc<str>,
+    pub(crate) limits: stampede_core::Limits,
+    pub(crate) state: Mutex<QueueState>,
+    pub(crate) changed: Event,
+    pub(crate) freed: Event,
+    pub(crate) handlers: RwLock<Vec<ReclaimHandler>>,
+}
+
+/// What a name refers to.
+#[derive(Clone)]
+pub(crate) enum Entry {
+    Channel(Arc<ChannelShared>),
+    Queue(Arc<QueueShared>),
+}
+
+/// A connection a task holds, so closing the task can detach it.
+pub(crate) enum Held {
+    ChannelInput(Weak<ChannelShared>, u64),
+    ChannelOutput(Weak<ChannelShared>, u64),
+    QueueInput(Weak<QueueShared>, u64),
+    QueueOutput(Weak<QueueShared>, u64),
+}
+
+impl Held {
+    pub(crate) fn conn(&self) -> u64 {
+        match self {
+            Held::ChannelInput(_, c) | Held::ChannelOutput(_, c) | Held::QueueInput(_, c) | Held::QueueOutput(_, c) => {
+                *c
+            }
+        }
+    }
+}
+
+/// A task's state, shared by its handles and connections.
+pub(crate) struct TaskShared {
+    pub(crate) id: TaskId,
+    pub(crate) space: Arc<Space>,
+    pub(crate) state: Mutex<TaskState>,
+    pub(crate) held: Mutex<Vec<Held>>,
+}
+
+impl Drop for TaskShared {
+    fn drop(&mut self) {
+        self.space.close_task(self);
+    }
+}
+
+/// One node's Space-Time Memory.
+pub(crate) struct Space {
+    tracker: Mutex<Tracker>,
+    /// Mirror of `tracker.ts_min()` for lock-free reads; only ever increases.
+    ts_min: AtomicI64,
+    names: RwLock<BTreeMap<String, Entry>>,
+    tasks: Mutex<HashMap<TaskId, Weak<TaskShared>>>,
+    next_id: AtomicU64,
+    closed: AtomicBool,
+    handlers: RwLock<Vec<ReclaimHandler>>,
+}
+
+impl Space {
+    pub(crate) fn new() -> Arc<Space> {
+        Arc::new(Space {
+            tracker: Mutex::new(Tracker::new()),
+            ts_min: AtomicI64::new(0),
+            names: RwLock::new(BTreeMap::new()),
+            tasks: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+            handlers: RwLock::new(Vec::new()),
+        })
+    }
+
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn ts_min(&self) -> Timestamp {
+        self.ts_min.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn check_open(&self, name: &str) -> Result<()> {
+        if self.is_closed() {
+            return Err(Error::Closed { name: name.to_owned(), reason: "the runtime was closed" });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn claim_count(&self) -> usize {
+        self.tracker.lock().claim_count()
+    }
+
+    pub(crate) fn add_handler(&self, handler: ReclaimHandler) {
+        self.handlers.write().push(handler);
+    }
+
+    // ---- names -------------------------------------------------------------------------------
+
+    pub(crate) fn register(&self, name: &str, entry: Entry) -> Result<()> {
+        self.check_open(name)?;
+        let mut names = self.names.write();
+        if names.contains_key(name) {
+            return Err(Error::AlreadyExists { name: name.to_owned() });
+        }
+        names.insert(name.to_owned(), entry);
+        Ok(())
+    }
+
+    pub(crate) fn lookup(&self, name: &str) -> Result<Entry> {
+        self.names.read().get(name).cloned().ok_or_else(|| Error::NotFound { name: name.to_owned() })
+    }
+
+    pub(crate) fn names(&self, prefix: &str) -> Vec<String> {
+        self.names
+            .read()
+            .range(prefix.to_owned()..)
+            .take_while(|(n, _)| n.starts_with(prefix))
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    pub(crate) fn entries(&self) -> Vec<Entry> {
+        self.names.read().values().cloned().collect()
+    }
+
+    /// Destroys the container called `name`: blocked operations wake with `Closed`.
+    pub(crate) fn destroy(&self, name: &str, reason: &'static str) -> Result<()> {
+        let entry = self.names.write().remove(name).ok_or_else(|| Error::NotFound { name: name.to_owned() })?;
+        self.close_entry(&entry, reason);
+        Ok(())
+    }
+
+    fn close_entry(&self, entry: &Entry, reason: &'static str) {
+        match entry {
+            Entry::Channel(ch) => {
+                let fx = ch.state.lock().close(reason);
+                self.release(&fx.claims, fx.opens);
+                self.reclaimed(&ch.name, &ch.handlers, &ch.freed, &fx.reclaimed);
+                ch.changed.notify(usize::MAX);
+            }
+            Entry::Queue(q) => {
+                let fx = q.state.lock().close(reason);
+                self.release(&fx.claims, fx.opens);
+                self.reclaimed(&q.name, &q.handlers, &q.freed, &fx.reclaimed);
+                q.changed.notify(usize::MAX);
+            }
+        }
+    }
+
+    // ---- tasks -------------------------------------------------------------------------------
+
+    /// Creates a task: a root task must start at or above ts_min, a child at or above its
+    /// parent's visibility (checked while the parent's claim still covers the child's).
+    pub(crate) fn new_task(
+        self: &Arc<Self>,
+        virtual_time: Timestamp,
+        parent: Option<&TaskShared>,
+    ) -> Result<Arc<TaskShared>> {
+        self.check_open("runtime")?;
+        if virtual_time < 0 {
+            return Err(Error::InvalidTimestamp { op: "task", name: "runtime".into(), ts: virtual_time });
+        }
+        let id = self.next_id();
+        let (state, updates) = TaskState::new(id, virtual_time);
+        match parent {
+            Some(parent) => {
+                let parent_state = parent.state.lock();
+                parent_state.check_spawn(virtual_time)?;
+                self.tracker.lock().apply(&updates);
+            }
+            None => {
+                let mut tracker = self.tracker.lock();
+                if virtual_time < tracker.ts_min() {
+                    return Err(Error::BelowVisibility {
+                        op: "task",
+                        name: format!("task {id}"),
+                        ts: virtual_time,
+                        what: "ts_min (a root task starts at or above ts_min; spawn from a task to start lower)",
+                        limit: tracker.ts_min(),
+                    });
+                }
+                tracker.apply(&updates);
+            }
+        }
+        let task =
+            Arc::new(TaskShared { id, space: self.clone(), state: Mutex::new(state), held: Mutex::new(Vec::new()) });
+        self.tasks.lock().insert(id, Arc::downgrade(&task));
+        Ok(task)
+    }
+
+    /// Sets a task's virtual time (SPEC §3).
+    pub(crate) fn set_virtual_time(&self, task: &TaskShared, v: Timestamp) -> Result<()> {
+        let mut state = task.state.lock();
+        let updates = state.set_virtual_time(v)?;
+        let advanced = self.apply(&updates);
+        drop(state);
+        if let Some(ts_min) = advanced {
+            self.sweep(ts_min);
+        }
+        Ok(())
+    }
+
+    /// Detaches every connection a task holds, then releases its claim.
+    pub(crate) fn close_task(&self, task: &TaskShared) {
+        let held = std::mem::take(&mut *task.held.lock());
+        for h in held {
+            self.detach(task, h);
+        }
+        let mut state = task.state.lock();
+        let updates = state.close();
+        let advanced = self.apply(&updates);
+        drop(state);
+        self.tasks.lock().remove(&task.id);
+        if let Some(ts_min) = advanced {
+            self.sweep(ts_min);
+        }
+    }
+
+    /// Detaches one connection of `task`.
+    pub(crate) fn detach(&self, task: &TaskShared, held: Held) {
+        match held {
+            Held::ChannelInput(ch, conn) => {
+                if let Some(ch) = ch.upgrade() {
+                    let _ = self.run(&ch.state, task, |s, _, _| Ok(((), s.detach_input(conn))));
+                }
+            }
+            Held::ChannelOutput(ch, conn) => {
+                if let Some(ch) = ch.upgrade() {
+                    ch.state.lock().detach_output(conn);
+                }
+            }
+            Held::QueueInput(q, conn) => {
+                if let Some(q) = q.upgrade() {
+                    let _ = self.run(&q.state, task, |s, _, _| Ok(((), s.detach_input(conn))));
+                    // Items it held open are back in the queue.
+                    q.changed.notify(usize::MAX);
+                }
+            }
+            Held::QueueOutput(q, conn) => {
+                if let Some(q) = q.upgrade() {
+                    q.state.lock().detach_output(conn);
+                }
+            }
+        }
+    }
+
+    /// Closes every container and task: blocked operations wake with `Closed`.
+    pub(crate) fn close(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let entries: Vec<Entry> = std::mem::take(&mut *self.names.write()).into_values().collect();
+        for entry in &entries {
+            self.close_entry(entry, "the runtime was closed");
+        }
+        let tasks: Vec<Arc<TaskShared>> = self.tasks.lock().values().filter_map(Weak::upgrade).collect();
+        for task in tasks {
+            self.close_task(&task);
+        }
+    }
+
+    // ---- the operation path ------------------------------------------------------------------
+
+    /// Runs `op` on a container's state with the acting task locked, then applies its effects:
+    /// the acting task's open changes and all claim updates under the locks, other tasks' open
+    /// changes after, then a GC sweep if ts_min advanced. Returns the op's value and the items it
+    /// reclaimed itself (for the caller's GC handlers).
+    pub(crate) fn run<S, R>(
+        &self,
+        container: &Mutex<S>,
+        task: &TaskShared,
+        op: impl FnOnce(&mut S, &mut TaskState, Timestamp) -> Result<(R, Effects)>,
+    ) -> Result<(R, Vec<Item>)> {
+        let mut guard = container.lock();
+        let mut state = task.state.lock();
+        let (value, fx) = op(&mut guard, &mut state, self.ts_min())?;
+        let Effects { mut claims, opens, reclaimed } = fx;
+        let mut others = Vec::new();
+        for change in opens {
+            if change.task == state.id() {
+                claims.extend(open_change(&mut state, change));
+            } else {
+                others.push(change);
+            }
+        }
+        let advanced = self.apply(&claims);
+        drop(state);
+        drop(guard);
+        if let Some(ts_min) = self.apply_others(others).or(advanced) {
+            self.sweep(ts_min);
+        }
+        Ok((value, reclaimed))
+    }
+
+    /// Applies claim releases and other tasks' open changes outside every container lock, then
+    /// sweeps if ts_min advanced.
+    fn release(&self, claims: &[stampede_core::ClaimUpdate], opens: Vec<OpenChange>) {
+        let advanced = self.apply(claims);
+        if let Some(ts_min) = self.apply_others(opens).or(advanced) {
+            self.sweep(ts_min);
+        }
+    }
+
+    /// Applies the open changes of other tasks than the acting one (releases only, so they may
+    /// come after the operation's own locks are gone).
+    fn apply_others(&self, others: Vec<OpenChange>) -> Option<Timestamp> {
+        let mut advanced = None;
+        for change in others {
+            let Some(task) = self.tasks.lock().get(&change.task).and_then(Weak::upgrade) else { continue };
+            let mut state = task.state.lock();
+            let updates = open_change(&mut state, change);
+            advanced = self.apply(&updates).or(advanced);
+        }
+        advanced
+    }
+
+    /// Applies claim updates to the tracker; returns the new ts_min if it advanced.
+    fn apply(&self, updates: &[stampede_core::ClaimUpdate]) -> Option<Timestamp> {
+        if updates.is_empty() {
+            return None;
+        }
+        let mut tracker = self.tracker.lock();
+        let advanced = tracker.apply(updates);
+        if let Some(ts_min) = advanced {
+            self.ts_min.store(ts_min, Ordering::Release);
+        }
+        advanced
+    }
+
+    /// Reclaims everything below `ts_min` in every channel and wakes waiters that may now fail
+    /// `Reclaimed`. Returns the number of items reclaimed.
+    pub(crate) fn sweep(&self, ts_min: Timestamp) -> usize {
+        let mut total = 0;
+        let mut items = Vec::new();
+        for entry in self.entries() {
+            if let Entry::Channel(ch) = entry {
+                ch.state.lock().reclaim_below(ts_min, &mut items);
+                total += items.len();
+                self.reclaimed(&ch.name, &ch.handlers, &ch.freed, &items);
+                items.clear();
+                ch.changed.notify(usize::MAX);
+            }
+        }
+        total
+    }
+
+    /// Runs GC handlers for `items` reclaimed from the container `name` and wakes blocked puts.
+    pub(crate) fn reclaimed(&self, name: &str, handlers: &RwLock<Vec<ReclaimHandler>>, freed: &Event, items: &[Item]) {
+        if items.is_empty() {
+            return;
+        }
+        freed.notify(usize::MAX);
+        let local: Vec<ReclaimHandler> = handlers.read().clone();
+        let global: Vec<ReclaimHandler> = self.handlers.read().clone();
+        for item in items {
+            for handler in local.iter().chain(&global) {
+                handler(name, item);
+            }
+        }
+    }
+}
+
+fn open_change(state: &mut TaskState, change: OpenChange) -> ClaimUpdates {
+    if change.opened {
+        state.open_item(change.ts)
+    } else {
+        state.close_item(change.ts)
+    }
+}
