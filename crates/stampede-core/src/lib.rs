@@ -2,17 +2,17 @@
 //!
 //! # Layout
 //!
-//! - [`time`]: timestamps, `INFINITY`, selectors.
-//! - [`item`]: payloads (bytes + codec) and items.
-//! - [`error`]: the one error type; every message names the channel, the timestamp and the rule.
-//! - [`claims`]: ts_min as a multiset of claims changed by `(timestamp, ±count)` updates.
-//! - [`task`]: a task's virtual time, open items and visibility.
-//! - [`channel`]: one channel's items and per-connection item states (SPEC §2).
-//! - [`queue`]: one FIFO queue (SPEC §5).
-//! - [`effects`]: what an operation reports to its driver (claim updates, open changes, reclaimed
+//! - [`time`] — timestamps, `INFINITY`, selectors.
+//! - [`item`] — payloads (bytes + codec) and items.
+//! - [`error`] — the one error type; every message names the channel, the timestamp and the rule.
+//! - [`claims`] — ts_min as a multiset of claims changed by `(timestamp, ±count)` updates.
+//! - [`task`] — a task's virtual time, open items and visibility.
+//! - [`channel`] — one channel's items and per-connection item states (SPEC §2).
+//! - [`queue`] — one FIFO queue (SPEC §5).
+//! - [`effects`] — what an operation reports to its driver (claim updates, open changes, reclaimed
 //!   items).
-//! - [`stats`]: counters.
-//! - [`pacer`]: the arithmetic of real-time pacing (SPEC §6).
+//! - [`stats`] — counters.
+//! - [`pacer`] — the arithmetic of real-time pacing (SPEC §6).
 //!
 //! Each state machine is single-threaded and deterministic; the `stampede` crate wraps them in
 //! locks, wakes waiters, applies claim updates to the node's [`claims::Tracker`] and runs GC

@@ -30,12 +30,12 @@
 //!
 //! # Layout
 //!
-//! - [`runtime`]: [`Runtime`], the embedded node: names, tasks, ts_min, `collect`, `close`.
-//! - [`task`]: [`Task`]: virtual time, visibility, `spawn`, `attach_input` / `attach_output`.
-//! - [`channel`]: [`Channel`], [`ChannelOutput`] (`put`) and [`ChannelInput`] (`get`,
+//! - [`runtime`] — [`Runtime`], the embedded node: names, tasks, ts_min, `collect`, `close`.
+//! - [`task`] — [`Task`]: virtual time, visibility, `spawn`, `attach_input` / `attach_output`.
+//! - [`channel`] — [`Channel`], [`ChannelOutput`] (`put`) and [`ChannelInput`] (`get`,
 //!   `get_range`, `consume`, `consume_until`), blocking and async.
-//! - [`queue`]: [`Queue`] and its connections; [`split`]: splitter/joiner helpers.
-//! - [`pacer`]: [`Pacer`], real-time pacing.
+//! - [`queue`] — [`Queue`] and its connections; [`split`]: splitter/joiner helpers.
+//! - [`pacer`] — [`Pacer`], real-time pacing.
 //! - `space` (private): locking, the operation path, GC sweeps and handlers; `wait` (private):
 //!   blocking and async waiting without lost wake-ups.
 //!
