@@ -210,7 +210,7 @@ impl Space {
             Some(parent) => {
                 let parent_state = parent.state.lock();
                 parent_state.check_spawn(virtual_time)?;
-                self.tracker.lock().apply(&updates);
+                self.apply(&updates);
             }
             None => {
                 let mut tracker = self.tracker.lock();
@@ -223,7 +223,10 @@ impl Space {
                         limit: tracker.ts_min(),
                     });
                 }
-                tracker.apply(&updates);
+                if let Some(ts_min) = self.apply_locked(&mut tracker, &updates) {
+                    drop(tracker);
+                    self.sweep(ts_min);
+                }
             }
         }
         let task =
@@ -363,7 +366,11 @@ impl Space {
         if updates.is_empty() {
             return None;
         }
-        let mut tracker = self.tracker.lock();
+        self.apply_locked(&mut self.tracker.lock(), updates)
+    }
+
+    /// Applies claim updates to the locked tracker and mirrors an advanced ts_min.
+    fn apply_locked(&self, tracker: &mut Tracker, updates: &[stampede_core::ClaimUpdate]) -> Option<Timestamp> {
         let advanced = tracker.apply(updates);
         if let Some(ts_min) = advanced {
             self.ts_min.store(ts_min, Ordering::Release);

@@ -1,0 +1,237 @@
+//! One test per rule of SPEC §3: virtual time, visibility, ts_min, reference counts, GC handlers.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use stampede::{Error, Limits, PutOptions, Runtime, INFINITY, NEWEST_UNSEEN, OLDEST_UNSEEN};
+
+const NOW: Option<Duration> = Some(Duration::ZERO);
+
+/// visibility = min(virtual time, timestamps of items open on the task's input connections).
+#[test]
+fn visibility_is_min_of_vt_and_open_items() {
+    let rt = Runtime::new();
+    let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
+    let p = rt.task(0).unwrap();
+    let out = p.attach_output(&ch).unwrap();
+    out.put(4, &b"."[..]).unwrap();
+    out.put(6, &b"."[..]).unwrap();
+    let t = rt.task(0).unwrap();
+    let a = t.attach_input(&ch).unwrap();
+    let b = t.attach_input(&ch).unwrap();
+    t.set_virtual_time(INFINITY).unwrap();
+    assert_eq!(t.visibility(), INFINITY);
+    a.get(6, NOW).unwrap();
+    b.get(4, NOW).unwrap();
+    assert_eq!(t.visibility(), 4);
+    b.consume(4).unwrap();
+    assert_eq!(t.visibility(), 6);
+    a.consume(6).unwrap();
+    assert_eq!(t.visibility(), INFINITY);
+}
+
+/// A task may put at the timestamp of an item it holds open, even with virtual time INFINITY:
+/// outputs inherit the input's timestamp.
+#[test]
+fn open_item_lets_task_put_at_its_timestamp() {
+    let rt = Runtime::new();
+    let frames = rt.create_channel("frames", Limits::unbounded()).unwrap();
+    let locations = rt.create_channel("locations", Limits::unbounded()).unwrap();
+    let d = rt.task(0).unwrap();
+    d.attach_output(&frames).unwrap().put(7, &b"f"[..]).unwrap();
+    let tracker = rt.task(0).unwrap();
+    let inp = tracker.attach_input(&frames).unwrap();
+    tracker.set_virtual_time(INFINITY).unwrap();
+    let out = tracker.attach_output(&locations).unwrap();
+    assert!(matches!(out.put(7, &b"loc"[..]), Err(Error::BelowVisibility { .. })));
+    let item = inp.get(NEWEST_UNSEEN, NOW).unwrap();
+    out.put(item.ts, &b"loc"[..]).unwrap();
+    inp.consume_until(item.ts).unwrap();
+    assert!(matches!(out.put(8, &b"loc"[..]), Err(Error::BelowVisibility { .. })));
+}
+
+/// set_virtual_time requires v >= visibility.
+#[test]
+fn set_virtual_time_not_below_visibility() {
+    let rt = Runtime::new();
+    let t = rt.task(10).unwrap();
+    let err = t.set_virtual_time(9).unwrap_err();
+    assert!(matches!(err, Error::BelowVisibility { ts: 9, limit: 10, .. }), "{err:?}");
+    t.set_virtual_time(10).unwrap();
+    t.set_virtual_time(INFINITY).unwrap();
+    assert_eq!(t.virtual_time(), INFINITY);
+}
+
+/// A child's initial virtual time must be >= its parent's visibility; a root task's >= ts_min.
+#[test]
+fn spawn_and_root_rules() {
+    let rt = Runtime::new();
+    let parent = rt.task(5).unwrap();
+    assert!(matches!(parent.spawn(4), Err(Error::BelowVisibility { ts: 4, limit: 5, .. })));
+    let child = parent.spawn(5).unwrap();
+    assert_eq!(child.virtual_time(), 5);
+    drop(child);
+    parent.set_virtual_time(20).unwrap();
+    assert_eq!(rt.ts_min(), 20);
+    let err = rt.task(19).unwrap_err();
+    assert!(matches!(err, Error::BelowVisibility { limit: 20, .. }), "{err:?}");
+    assert!(err.to_string().contains("ts_min"));
+    rt.task(20).unwrap();
+}
+
+/// ts_min is the minimum of task visibilities and of unseen/open items on input connections; an
+/// unseen item holds ts_min even when every task is at INFINITY.
+#[test]
+fn ts_min_definition() {
+    let rt = Runtime::new();
+    let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
+    let p = rt.task(3).unwrap();
+    let out = p.attach_output(&ch).unwrap();
+    let r = rt.task(INFINITY).unwrap();
+    let inp = r.attach_input(&ch).unwrap();
+    assert_eq!(rt.ts_min(), 3);
+    out.put(5, &b"."[..]).unwrap();
+    p.set_virtual_time(INFINITY).unwrap();
+    assert_eq!(rt.ts_min(), 5, "the unseen item at 5 holds ts_min");
+    inp.get(5, NOW).unwrap();
+    assert_eq!(rt.ts_min(), 5, "open holds it too");
+    inp.consume(5).unwrap();
+    assert_eq!(rt.ts_min(), INFINITY);
+}
+
+/// TGC: items below ts_min are reclaimed within the operation that advances ts_min — stats and
+/// GC handlers show it before the call returns; collect() then finds nothing left.
+#[test]
+fn reclaimed_within_the_operation() {
+    let rt = Runtime::new();
+    let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    ch.on_reclaim(move |item| s.lock().unwrap().push(item.ts));
+    let p = rt.task(0).unwrap();
+    let out = p.attach_output(&ch).unwrap();
+    for ts in 0..5 {
+        out.put(ts, vec![0u8; 100]).unwrap();
+    }
+    assert_eq!(ch.stats().live_items, 5);
+    assert_eq!(ch.stats().live_bytes, 500);
+    p.set_virtual_time(3).unwrap();
+    let stats = ch.stats();
+    assert_eq!((stats.live_items, stats.live_bytes, stats.reclaimed, stats.ts_min), (2, 200, 3, 3));
+    assert_eq!(*seen.lock().unwrap(), vec![0, 1, 2]);
+    assert_eq!(rt.collect(), 0);
+}
+
+/// An item with a reference count is reclaimed after that many consumptions even above ts_min;
+/// its timestamp stays taken (tombstone) and an exact get of it fails Reclaimed.
+#[test]
+fn reference_counts() {
+    let rt = Runtime::new();
+    let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
+    let p = rt.task(0).unwrap();
+    let out = p.attach_output(&ch).unwrap();
+    let a = rt.task(0).unwrap().attach_input(&ch).unwrap();
+    let reader = rt.task(0).unwrap();
+    let b = reader.attach_input(&ch).unwrap();
+    let c = reader.attach_input(&ch).unwrap();
+    out.put_with(5, &b"x"[..], PutOptions { refcount: Some(2), ..Default::default() }).unwrap();
+    assert_eq!(rt.ts_min(), 0);
+    c.get(5, NOW).unwrap();
+    assert_eq!(reader.visibility(), 0);
+    a.consume(5).unwrap();
+    assert_eq!(ch.stats().live_items, 1);
+    b.consume(5).unwrap();
+    let stats = ch.stats();
+    assert_eq!((stats.live_items, stats.reclaimed, stats.tombstones), (0, 1, 1));
+    assert!(matches!(c.get(5, NOW), Err(Error::Reclaimed { ts: 5, .. })));
+    assert!(matches!(out.put(5, &b"y"[..]), Err(Error::DuplicateTimestamp { ts: 5, .. })));
+    assert!(matches!(
+        out.put_with(6, &b"y"[..], PutOptions { refcount: Some(0), ..Default::default() }),
+        Err(Error::InvalidArgument { .. })
+    ));
+    // The tombstone goes once ts_min passes it.
+    p.set_virtual_time(INFINITY).unwrap();
+    drop((a, b, c));
+    reader.close();
+    assert_eq!(rt.ts_min(), INFINITY);
+    assert_eq!(ch.stats().tombstones, 0);
+}
+
+/// A global GC handler sees every channel's reclaimed items with the channel's name.
+#[test]
+fn global_handler() {
+    let rt = Runtime::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    rt.on_reclaim(move |name, item| s.lock().unwrap().push((name.to_owned(), item.ts)));
+    let a = rt.create_channel("a", Limits::unbounded()).unwrap();
+    let b = rt.create_channel("b", Limits::unbounded()).unwrap();
+    let t = rt.task(0).unwrap();
+    t.attach_output(&a).unwrap().put(0, &b"."[..]).unwrap();
+    t.attach_output(&b).unwrap().put(1, &b"."[..]).unwrap();
+    t.set_virtual_time(2).unwrap();
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(seen, vec![("a".to_owned(), 0), ("b".to_owned(), 1)]);
+}
+
+/// A closed or dropped task releases its claims, so it never pins ts_min.
+#[test]
+fn closing_a_task_releases_claims() {
+    let rt = Runtime::new();
+    let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
+    let p = rt.task(0).unwrap();
+    let out = p.attach_output(&ch).unwrap();
+    out.put(0, &b"."[..]).unwrap();
+    let r = rt.task(0).unwrap();
+    let inp = r.attach_input(&ch).unwrap();
+    inp.get(0, NOW).unwrap();
+    p.close();
+    assert!(matches!(out.put(1, &b"."[..]), Err(Error::Closed { .. })));
+    assert_eq!(rt.ts_min(), 0, "the open item still holds it");
+    r.close();
+    assert!(matches!(inp.get(OLDEST_UNSEEN, NOW), Err(Error::Closed { .. })));
+    assert_eq!(rt.stats().claims, 0);
+    // With no claim left, ts_min stays at 0: a new root task may start there and still read
+    // item 0, so it is kept (a late joiner reads the past).
+    assert_eq!(ch.stats().live_items, 1);
+    let late = rt.task(rt.ts_min()).unwrap();
+    assert_eq!(rt.stats().claims, 1);
+    let again = late.attach_input(&ch).unwrap();
+    assert_eq!(again.get(OLDEST_UNSEEN, NOW).unwrap().ts, 0);
+    // Dropping the last handle of a task (and its connections) closes it too; once it has moved
+    // past item 0, the item goes.
+    late.set_virtual_time(INFINITY).unwrap();
+    again.consume(0).unwrap();
+    assert_eq!(ch.stats().live_items, 0);
+    drop((late, again));
+    assert_eq!(rt.stats().claims, 0);
+}
+
+/// ts_min never moves backwards, and with no claims at all it stays where it was.
+#[test]
+fn ts_min_monotone() {
+    let rt = Runtime::new();
+    assert_eq!(rt.ts_min(), 0);
+    let t = rt.task(7).unwrap();
+    assert_eq!(rt.ts_min(), 7);
+    drop(t);
+    assert_eq!(rt.ts_min(), 7);
+    let _child_capable = rt.task(7).unwrap();
+    assert_eq!(rt.ts_min(), 7);
+}
+
+/// Stats report live items and bytes, reclaimed count, puts, gets, connections and ts_min.
+#[test]
+fn stats_fields() {
+    let rt = Runtime::new();
+    let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
+    let t = rt.task(0).unwrap();
+    let out = t.attach_output(&ch).unwrap();
+    let inp = t.attach_input(&ch).unwrap();
+    out.put(0, vec![0u8; 3]).unwrap();
+    inp.get(OLDEST_UNSEEN, NOW).unwrap();
+    let s = ch.stats();
+    assert_eq!((s.live_items, s.live_bytes, s.puts, s.gets, s.inputs, s.outputs, s.claim), (1, 3, 1, 1, 1, 1, Some(0)));
+    assert_eq!(rt.stats().containers, 1);
+}

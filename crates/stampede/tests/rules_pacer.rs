@@ -1,0 +1,50 @@
+//! SPEC §6: real-time pacing. Only lower bounds on elapsed time are asserted (a loaded CI
+//! machine may be late; it can never be early); the wake-up error is measured by the benchmarks.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use stampede::{Pace, Pacer};
+
+/// Early: sync(vt) sleeps until start + vt * tick, never less.
+#[test]
+fn early_sleeps_until_due() {
+    let mut pacer = Pacer::new(Duration::from_millis(10), Duration::from_millis(5)).unwrap();
+    let start = Instant::now();
+    for vt in 1..=5 {
+        assert!(matches!(pacer.sync(vt), Pace::Early(_)));
+    }
+    assert!(start.elapsed() >= Duration::from_millis(50));
+}
+
+/// Late beyond the tolerance: on_late(vt, lateness) is called; the handler may skip ahead to the
+/// virtual time that is due now.
+#[test]
+fn late_calls_on_late() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let c = calls.clone();
+    let mut pacer = Pacer::new(Duration::from_millis(1), Duration::from_millis(2))
+        .unwrap()
+        .on_late(move |vt, lateness| c.lock().unwrap().push((vt, lateness)));
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(matches!(pacer.sync(1), Pace::Late(l) if l >= Duration::from_millis(17)));
+    let calls = calls.lock().unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].0, 1);
+    assert!(pacer.vt_now() >= 20);
+}
+
+/// A 30 fps source written with the pacer takes at least 1/30 s per frame, and reset() restarts
+/// the clock.
+#[test]
+fn thirty_fps_source() {
+    let mut pacer = Pacer::new(Duration::from_secs_f64(1.0 / 30.0), Duration::from_millis(5)).unwrap();
+    let start = Instant::now();
+    for vt in 1..=9 {
+        pacer.sync(vt);
+    }
+    assert!(start.elapsed() >= Duration::from_millis(300));
+    pacer.reset();
+    assert!(matches!(pacer.sync(0), Pace::OnTime(_)));
+    assert!(Pacer::new(Duration::ZERO, Duration::ZERO).is_err());
+}
