@@ -72,11 +72,26 @@ impl Limits {
     }
 }
 
+/// When a channel may reclaim an item above ts_min (SPEC §3, "beyond the papers").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Retention {
+    /// Late joiners may read the past: an item lives until ts_min passes it (or its reference
+    /// count is reached).
+    #[default]
+    History,
+    /// Only current readers count: an item is reclaimed as soon as every input connection
+    /// attached now has consumed it (at once if none is attached). A late joiner sees only what
+    /// is still present.
+    CurrentReaders,
+}
+
 #[derive(Debug)]
 struct Stored {
     payload: Payload,
     /// Consumptions still needed before the item is reclaimed early (SPEC §3 REF), if declared.
     refs_left: Option<u32>,
+    /// Input connections on which the item is unseen or open.
+    holders: u32,
 }
 
 #[derive(Debug)]
@@ -84,6 +99,9 @@ struct Input {
     task: TaskId,
     unseen: BTreeSet<Timestamp>,
     open: BTreeSet<Timestamp>,
+    /// Highest timestamp passed to `consume_until`: items put later at or below it are born
+    /// consumed on this connection.
+    floor: Option<Timestamp>,
 }
 
 impl Input {
@@ -113,6 +131,10 @@ impl Input {
 pub struct ChannelState {
     name: Arc<str>,
     limits: Limits,
+    retention: Retention,
+    /// Once set, no new output connection may attach (settledness then depends on the current
+    /// producers only, SPEC §4).
+    producers_closed: bool,
     items: BTreeMap<Timestamp, Stored>,
     /// Timestamps reclaimed early by reference count, kept until ts_min passes them so that a
     /// second put at the same timestamp is still rejected.
@@ -130,10 +152,12 @@ pub struct ChannelState {
 
 impl ChannelState {
     /// An empty channel.
-    pub fn new(name: Arc<str>, limits: Limits) -> ChannelState {
+    pub fn new(name: Arc<str>, limits: Limits, retention: Retention) -> ChannelState {
         ChannelState {
             name,
             limits,
+            retention,
+            producers_closed: false,
             items: BTreeMap::new(),
             tombstones: BTreeSet::new(),
             inputs: HashMap::new(),
@@ -197,15 +221,24 @@ impl ChannelState {
         }
         let mut fx = Effects::default();
         let channel_before = self.input_claims.min();
+        let mut holders = 0;
+        let mut born_consumed = 0;
         for input in self.inputs.values_mut() {
+            if input.floor.is_some_and(|floor| ts <= floor) {
+                born_consumed += 1;
+                continue;
+            }
             let before = input.claim();
             input.unseen.insert(ts);
             move_claim(&mut self.input_claims, before, input.claim());
+            holders += 1;
         }
         push_move(&mut fx.claims, channel_before, self.input_claims.min());
         self.live_bytes += payload.len();
-        self.items.insert(ts, Stored { payload, refs_left: refcount });
+        let refs_left = refcount.map(|r| r.saturating_sub(born_consumed));
+        self.items.insert(ts, Stored { payload, refs_left, holders });
         self.puts += 1;
+        self.reclaim_if_garbage(ts, &mut fx);
         Ok(fx)
     }
 
@@ -317,6 +350,7 @@ impl ChannelState {
         let channel_before = self.input_claims.min();
         let input = self.inputs.get_mut(&conn).ok_or_else(|| detached(&self.name))?;
         let before = input.claim();
+        input.floor = input.floor.max(Some(ts));
         let split = ts.saturating_add(1);
         let keep_unseen = input.unseen.split_off(&split);
         let keep_open = input.open.split_off(&split);
@@ -336,8 +370,12 @@ impl ChannelState {
     /// consumed on the new connection at once, the rest are unseen.
     pub fn attach_input(&mut self, conn: ConnId, task: TaskId, visibility: Timestamp) -> Result<Effects> {
         self.check_open()?;
-        let unseen: BTreeSet<Timestamp> = self.items.range(visibility..).map(|(&ts, _)| ts).collect();
-        let input = Input { task, unseen, open: BTreeSet::new() };
+        let mut unseen = BTreeSet::new();
+        for (&ts, stored) in self.items.range_mut(visibility..) {
+            stored.holders += 1;
+            unseen.insert(ts);
+        }
+        let input = Input { task, unseen, open: BTreeSet::new(), floor: None };
         let mut fx = Effects::default();
         let channel_before = self.input_claims.min();
         move_claim(&mut self.input_claims, None, input.claim());
@@ -355,6 +393,9 @@ impl ChannelState {
             push_move(&mut fx.claims, channel_before, self.input_claims.min());
             let task = input.task;
             fx.opens.extend(input.open.iter().map(|&ts| OpenChange { task, ts, opened: false }));
+            for ts in input.unseen.into_iter().chain(input.open) {
+                self.release_holder(ts, false, &mut fx);
+            }
         }
         fx
     }
@@ -362,8 +403,52 @@ impl ChannelState {
     /// Records an output connection of `task`.
     pub fn attach_output(&mut self, conn: ConnId, task: TaskId) -> Result<()> {
         self.check_open()?;
+        if self.producers_closed {
+            return Err(Error::InvalidArgument {
+                op: "attach_output",
+                name: self.name.to_string(),
+                reason: "the channel's producer set is closed; no new output connections".into(),
+            });
+        }
         self.outputs.insert(conn, task);
         Ok(())
+    }
+
+    /// Declares the producer set closed: no new output connection may attach, so settledness
+    /// depends only on the tasks producing now (SPEC §4).
+    pub fn close_producers(&mut self) {
+        self.producers_closed = true;
+    }
+
+    /// `true` once [`close_producers`](Self::close_producers) ran.
+    pub fn producers_closed(&self) -> bool {
+        self.producers_closed
+    }
+
+    /// The channel's retention policy.
+    pub fn retention(&self) -> Retention {
+        self.retention
+    }
+
+    /// The claim of input connection `conn`: its lowest unseen or open item, if any.
+    pub fn input_claim(&self, conn: ConnId) -> Option<Timestamp> {
+        self.inputs.get(&conn).and_then(Input::claim)
+    }
+
+    /// Demand (SPEC §3): the lowest timestamp that some current or future consumer may still
+    /// get if it were put now. A connection that called `consume_until(f)` no longer wants
+    /// anything at or below `f`; one that never did may want anything. With
+    /// [`Retention::History`] a late joiner may read any item at or above ts_min, so demand is
+    /// ts_min; with [`Retention::CurrentReaders`] it follows the current readers (`INFINITY`
+    /// when there are none: nobody would ever read the item).
+    pub fn demand(&self, ts_min: Timestamp) -> Timestamp {
+        match self.retention {
+            Retention::History => ts_min,
+            Retention::CurrentReaders => {
+                let wanted = |input: &Input| input.floor.map_or(0, |floor| floor.saturating_add(1));
+                self.inputs.values().map(wanted).min().unwrap_or(crate::time::INFINITY).max(ts_min)
+            }
+        }
     }
 
     /// Forgets an output connection.
@@ -435,13 +520,32 @@ impl ChannelState {
         self.items.keys().copied().collect()
     }
 
-    /// Counts one consumption of the item at `ts` against its reference count; reclaims it early
-    /// when the count is reached.
+    /// Counts one consumption of the item at `ts` (unseen/open → consumed on one connection).
     fn count_consumption(&mut self, ts: Timestamp, fx: &mut Effects) {
+        self.release_holder(ts, true, fx);
+    }
+
+    /// One connection stops holding the item at `ts`, by consuming it (`consumed`, which counts
+    /// against its reference count) or by detaching; reclaims it early if it became garbage.
+    fn release_holder(&mut self, ts: Timestamp, consumed: bool, fx: &mut Effects) {
         let Some(stored) = self.items.get_mut(&ts) else { return };
-        let Some(refs_left) = stored.refs_left.as_mut() else { return };
-        *refs_left -= 1;
-        if *refs_left > 0 {
+        stored.holders -= 1;
+        if consumed {
+            if let Some(refs_left) = stored.refs_left.as_mut() {
+                *refs_left = refs_left.saturating_sub(1);
+            }
+        }
+        self.reclaim_if_garbage(ts, fx);
+    }
+
+    /// Reclaims the item at `ts` early if its reference count is reached or, under
+    /// [`Retention::CurrentReaders`], no connection holds it any more. Its timestamp is kept as a
+    /// tombstone until ts_min passes it, so it cannot be put again.
+    fn reclaim_if_garbage(&mut self, ts: Timestamp, fx: &mut Effects) {
+        let Some(stored) = self.items.get(&ts) else { return };
+        let by_refcount = stored.refs_left == Some(0);
+        let by_readers = self.retention == Retention::CurrentReaders && stored.holders == 0;
+        if !(by_refcount || by_readers) {
             return;
         }
         let stored = self.items.remove(&ts).expect("item present");

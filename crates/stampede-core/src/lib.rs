@@ -29,7 +29,7 @@ pub mod stats;
 pub mod task;
 pub mod time;
 
-pub use channel::{ChannelState, ConnId, Limits};
+pub use channel::{ChannelState, ConnId, Limits, Retention};
 pub use claims::{ClaimUpdate, ClaimUpdates, Claims, Tracker};
 pub use effects::{Effects, OpenChange};
 pub use error::{Error, Result};

@@ -215,6 +215,11 @@ impl QueueState {
         fx
     }
 
+    /// The queue's claim on ts_min: its lowest unconsumed item, if any.
+    pub fn claim(&self) -> Option<Timestamp> {
+        self.claims.min()
+    }
+
     /// Counters and sizes now.
     pub fn stats(&self) -> Stats {
         Stats {

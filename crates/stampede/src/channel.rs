@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use stampede_core::{ConnId, Effects, Error, Item, Limits, Payload, Result, Selector, Stats, Timestamp};
+use stampede_core::{ConnId, Effects, Error, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp};
 
 use crate::space::{ChannelShared, Held, ReclaimHandler, Space, TaskShared};
 use crate::wait;
@@ -59,6 +59,31 @@ impl Channel {
     pub fn on_reclaim(&self, handler: impl Fn(&Item) + Send + Sync + 'static) {
         let handler: ReclaimHandler = Arc::new(move |_, item| handler(item));
         self.shared.handlers.write().push(handler);
+    }
+
+    /// The channel's retention policy.
+    pub fn retention(&self) -> Retention {
+        self.shared.state.lock().retention()
+    }
+
+    /// Every timestamp below the returned one is **settled** (SPEC §4): no task can still put it
+    /// into this channel. With the producer set open this is ts_min; after
+    /// [`close_producers`](Self::close_producers) it follows this channel's producers only.
+    pub fn settled_below(&self) -> Timestamp {
+        self.space.settled_below(&self.shared)
+    }
+
+    /// `true` when no task can still put `ts` into this channel.
+    pub fn is_settled(&self, ts: Timestamp) -> bool {
+        ts < self.settled_below()
+    }
+
+    /// Declares the producer set closed: attaching another output connection fails from now on,
+    /// and settledness depends only on the tasks holding output connections now, so one stalled
+    /// task elsewhere no longer delays this channel's joins.
+    pub fn close_producers(&self) {
+        self.shared.state.lock().close_producers();
+        self.space.progress.notify(usize::MAX);
     }
 
     /// Destroys the channel: its items are reclaimed, its name is freed, and every operation on
@@ -135,15 +160,25 @@ impl ChannelOutput {
         wait::asynchronous(&self.channel.shared.freed, options.timeout, attempt, retry).await
     }
 
+    /// Demand feedback (SPEC §3): the lowest timestamp any current or future consumer may still
+    /// get if it were put now. A source may skip producing frames below it: nobody would read
+    /// them. See [`Retention`] for how late joiners affect it.
+    pub fn demand(&self) -> Timestamp {
+        self.channel.shared.state.lock().demand(self.channel.space.ts_min())
+    }
+
     /// Detaches the connection.
     pub fn detach(self) {}
 
     fn try_put(&self, ts: Timestamp, payload: &Payload, refcount: Option<u32>) -> Result<()> {
         let shared = &self.channel.shared;
-        self.channel
+        let (_, reclaimed) = self
+            .channel
             .space
             .run(&shared.state, &self.task, |s, t, _| Ok(((), s.put(t, ts, payload.clone(), refcount)?)))?;
         shared.changed.notify(usize::MAX);
+        self.channel.space.progress.notify(usize::MAX);
+        self.channel.reclaimed(&reclaimed);
         Ok(())
     }
 

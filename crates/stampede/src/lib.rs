@@ -54,10 +54,11 @@ mod wait;
 pub use channel::{Channel, ChannelInput, ChannelOutput, PutOptions};
 pub use pacer::Pacer;
 pub use queue::{Queue, QueueInput, QueueOutput};
-pub use runtime::{Container, Runtime, RuntimeStats};
+pub use runtime::{ChannelOptions, Container, Runtime, RuntimeStats};
 pub use split::{split, Gather};
 pub use stampede_core::{
-    Codec, Error, Item, Limits, Pace, Payload, QueueItem, Result, Selector, Stats, Timestamp, INFINITY, TS_MAX,
+    Codec, Error, Item, Limits, Pace, Payload, QueueItem, Result, Retention, Selector, Stats, Timestamp, INFINITY,
+    TS_MAX,
 };
 pub use task::{Attach, Task};
 

@@ -5,12 +5,33 @@ use std::sync::Arc;
 
 use event_listener::Event;
 use parking_lot::{Mutex, RwLock};
-use stampede_core::{ChannelState, Error, Item, Limits, QueueState, Result, Timestamp};
+use stampede_core::{ChannelState, Error, Item, Limits, QueueState, Result, Retention, Timestamp};
 
 use crate::channel::Channel;
 use crate::queue::Queue;
 use crate::space::{ChannelShared, Entry, QueueShared, ReclaimHandler, Space};
 use crate::task::Task;
+
+/// How a channel is created: its bounds and its retention policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChannelOptions {
+    /// Bounds on items and bytes (default: unbounded).
+    pub limits: Limits,
+    /// When items above ts_min may be reclaimed (default: [`Retention::History`]).
+    pub retention: Retention,
+}
+
+impl From<Limits> for ChannelOptions {
+    fn from(limits: Limits) -> Self {
+        ChannelOptions { limits, retention: Retention::History }
+    }
+}
+
+impl From<Retention> for ChannelOptions {
+    fn from(retention: Retention) -> Self {
+        ChannelOptions { limits: Limits::unbounded(), retention }
+    }
+}
 
 /// What a name refers to.
 #[derive(Clone, Debug)]
@@ -48,14 +69,16 @@ impl Runtime {
         Runtime { space: Space::new() }
     }
 
-    /// Creates a channel. Names are hierarchical by convention (`camera/left`).
-    pub fn create_channel(&self, name: &str, limits: Limits) -> Result<Channel> {
+    /// Creates a channel with bounds ([`Limits`]) or full [`ChannelOptions`]. Names are
+    /// hierarchical by convention (`camera/left`).
+    pub fn create_channel(&self, name: &str, options: impl Into<ChannelOptions>) -> Result<Channel> {
         check_name(name)?;
+        let ChannelOptions { limits, retention } = options.into();
         let name: Arc<str> = name.into();
         let shared = Arc::new(ChannelShared {
             name: name.clone(),
             limits,
-            state: Mutex::new(ChannelState::new(name.clone(), limits)),
+            state: Mutex::new(ChannelState::new(name.clone(), limits, retention)),
             changed: Event::new(),
             freed: Event::new(),
             handlers: RwLock::new(Vec::new()),

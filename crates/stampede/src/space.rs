@@ -96,6 +96,9 @@ pub(crate) struct Space {
     next_id: AtomicU64,
     closed: AtomicBool,
     handlers: RwLock<Vec<ReclaimHandler>>,
+    /// Notified on every put and every claim change: what joins wait on, since settledness only
+    /// moves when a claim does.
+    pub(crate) progress: Event,
 }
 
 impl Space {
@@ -108,6 +111,7 @@ impl Space {
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
             handlers: RwLock::new(Vec::new()),
+            progress: Event::new(),
         })
     }
 
@@ -375,7 +379,64 @@ impl Space {
         if let Some(ts_min) = advanced {
             self.ts_min.store(ts_min, Ordering::Release);
         }
+        self.progress.notify(usize::MAX);
         advanced
+    }
+
+    // ---- settledness (SPEC §4) ---------------------------------------------------------------
+
+    /// Every timestamp below the returned one is settled on `ch`: no task can still put it.
+    ///
+    /// Open producer set: ts_min (any task, even one created later, may become a producer, and
+    /// no task can ever put below ts_min). Closed producer set: the lowest timestamp any current
+    /// producer may still put — its visibility, or lower if it may still open an older item on
+    /// one of its input connections — and never less than ts_min. Each producer's visibility is
+    /// read before its connections' claims, so an item it opens in between is still counted.
+    pub(crate) fn settled_below(&self, ch: &ChannelShared) -> Timestamp {
+        let ts_min = self.ts_min();
+        let producers: Vec<TaskId> = {
+            let state = ch.state.lock();
+            if !state.producers_closed() {
+                return ts_min;
+            }
+            state.producers().collect()
+        };
+        let mut floor = stampede_core::INFINITY;
+        for id in producers {
+            let Some(task) = self.tasks.lock().get(&id).and_then(Weak::upgrade) else { continue };
+            floor = floor.min(self.put_floor(&task));
+        }
+        floor.max(ts_min)
+    }
+
+    /// The lowest timestamp `task` may still put (INFINITY once closed).
+    fn put_floor(&self, task: &TaskShared) -> Timestamp {
+        let mut floor = {
+            let state = task.state.lock();
+            if state.is_closed() {
+                return stampede_core::INFINITY;
+            }
+            state.visibility()
+        };
+        let inputs: Vec<(Option<Entry>, u64)> = task
+            .held
+            .lock()
+            .iter()
+            .filter_map(|h| match h {
+                Held::ChannelInput(ch, conn) => Some((ch.upgrade().map(Entry::Channel), *conn)),
+                Held::QueueInput(q, conn) => Some((q.upgrade().map(Entry::Queue), *conn)),
+                Held::ChannelOutput(..) | Held::QueueOutput(..) => None,
+            })
+            .collect();
+        for (entry, conn) in inputs {
+            let claim = match entry {
+                Some(Entry::Channel(ch)) => ch.state.lock().input_claim(conn),
+                Some(Entry::Queue(q)) => q.state.lock().claim(),
+                None => None,
+            };
+            floor = floor.min(claim.unwrap_or(stampede_core::INFINITY));
+        }
+        floor
     }
 
     /// Reclaims everything below `ts_min` in every channel and wakes waiters that may now fail

@@ -271,7 +271,8 @@ fn get_range_window() {
 }
 
 /// consume_until consumes every present item up to ts, unseen ones included, on that connection
-/// only; a later put below that ts is unseen again.
+/// only; an item put later at or below that ts is born consumed there (the connection said it is
+/// done with everything up to ts) but unseen on other connections.
 #[test]
 fn consume_until_includes_unseen() {
     let (rt, ch) = setup();
@@ -287,7 +288,9 @@ fn consume_until_includes_unseen() {
     assert_eq!(inp.get(OLDEST, NOW).unwrap().ts, 5);
     assert_eq!(other.get(OLDEST, NOW).unwrap().ts, 1);
     out.put(2, &b"."[..]).unwrap();
-    assert_eq!(inp.get(OLDEST_UNSEEN, NOW).unwrap().ts, 2);
+    assert!(matches!(inp.get(2, NOW), Err(Error::AlreadyConsumed { ts: 2, .. })));
+    assert_eq!(inp.get(OLDEST, NOW).unwrap().ts, 5);
+    assert_eq!(other.get(2, NOW).unwrap().ts, 2);
 }
 
 /// Attaching implicitly consumes present items below the task's visibility; items at or above
