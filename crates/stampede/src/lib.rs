@@ -35,6 +35,7 @@
 //! - [`channel`] — [`Channel`], [`ChannelOutput`] (`put`) and [`ChannelInput`] (`get`,
 //!   `get_range`, `consume`, `consume_until`), blocking and async.
 //! - [`queue`] — [`Queue`] and its connections; [`split`]: splitter/joiner helpers.
+//! - [`join`] — [`ExactJoin`] and [`ApproxJoin`]: temporal correlation (SPEC §4).
 //! - [`pacer`] — [`Pacer`], real-time pacing.
 //! - `space` (private): locking, the operation path, GC sweeps and handlers; `wait` (private):
 //!   blocking and async waiting without lost wake-ups.
@@ -43,6 +44,7 @@
 //! thin concurrent driver around it.
 
 pub mod channel;
+pub mod join;
 pub mod pacer;
 pub mod queue;
 pub mod runtime;
@@ -52,6 +54,7 @@ pub mod task;
 mod wait;
 
 pub use channel::{Channel, ChannelInput, ChannelOutput, PutOptions};
+pub use join::{ApproxJoin, ExactJoin, Incomplete, JoinPolicy, JoinStats, Joined, Matched};
 pub use pacer::Pacer;
 pub use queue::{Queue, QueueInput, QueueOutput};
 pub use runtime::{ChannelOptions, Container, Runtime, RuntimeStats};

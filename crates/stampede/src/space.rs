@@ -272,7 +272,10 @@ impl Space {
         match held {
             Held::ChannelInput(ch, conn) => {
                 if let Some(ch) = ch.upgrade() {
-                    let _ = self.run(&ch.state, task, |s, _, _| Ok(((), s.detach_input(conn))));
+                    // Under Retention::CurrentReaders, detaching may reclaim what only it held.
+                    if let Ok((_, items)) = self.run(&ch.state, task, |s, _, _| Ok(((), s.detach_input(conn)))) {
+                        self.reclaimed(&ch.name, &ch.handlers, &ch.freed, &items);
+                    }
                 }
             }
             Held::ChannelOutput(ch, conn) => {
