@@ -1,1 +1,20 @@
+//! Benchmark programs for Stampede (SPEC §13): each measures the runtime side by side with its
+//! reference in the same run and prints one JSON object per result line to stdout.
+//!
+//! The binaries in `src/bin/` are thin: what they share lives here.
+//!
+//! # Layout
+//!
+//! - [`cli`] — the command line every binary accepts (`--quick` for a smoke run).
+//! - [`stats`] — percentiles and summaries of timing samples, timer overhead.
+//! - [`report`] — [`report::Line`]: one JSON object per result, rounded, printed at once.
+//! - [`pipe`] — [`pipe::Pipe`]: a runtime with one channel, a producer task (virtual time 0,
+//!   digitizer style) and a consumer task (virtual time `INFINITY`, tracker style).
+//! - [`payload`] — payload sizes used across benchmarks and [`payload::touch`], the read every
+//!   receiver does so no side gets away without looking at what it received.
 
+pub mod cli;
+pub mod payload;
+pub mod pipe;
+pub mod report;
+pub mod stats;

@@ -189,9 +189,13 @@ impl ChannelState {
         }
     }
 
-    /// Lowest timestamp stored, if any (lets GC skip channels with nothing to reclaim).
+    /// Lowest timestamp stored or tombstoned, if any (lets GC skip channels with nothing to
+    /// reclaim below ts_min).
     pub fn oldest(&self) -> Option<Timestamp> {
-        self.items.keys().next().copied()
+        match (self.items.keys().next(), self.tombstones.first()) {
+            (Some(&a), Some(&b)) => Some(a.min(b)),
+            (a, b) => a.or(b).copied(),
+        }
     }
 
     /// Tasks holding output connections (for settledness).
@@ -314,11 +318,11 @@ impl ChannelState {
         if !is_item_ts(ts) {
             return Err(Error::InvalidTimestamp { op: "consume", name: self.name.to_string(), ts });
         }
+        let input = self.inputs.get(&conn).ok_or_else(|| detached(&self.name))?;
         if !self.items.contains_key(&ts) {
             if ts < ts_min || self.tombstones.contains(&ts) {
                 return Ok(());
             }
-            let input = self.inputs.get(&conn).ok_or_else(|| detached(&self.name))?;
             let (previous, next) = input.neighbours(ts);
             return Err(Error::NotAvailable {
                 name: self.name.to_string(),

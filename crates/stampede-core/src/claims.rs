@@ -21,8 +21,9 @@ pub struct ClaimUpdate {
     pub delta: i64,
 }
 
-/// Updates produced by one operation, in the order they must be applied.
-pub type ClaimUpdates = Vec<ClaimUpdate>;
+/// Updates produced by one operation, in the order they must be applied. Inline: an operation
+/// moves at most a few claims, and this path runs on every put, get and consume.
+pub type ClaimUpdates = smallvec::SmallVec<[ClaimUpdate; 4]>;
 
 /// Appends the updates that move one claim from `from` to `to` (either may be absent).
 pub fn push_move(updates: &mut ClaimUpdates, from: Option<Timestamp>, to: Option<Timestamp>) {

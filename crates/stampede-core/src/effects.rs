@@ -17,13 +17,16 @@ pub struct OpenChange {
     pub opened: bool,
 }
 
+/// Open changes of one operation (inline: usually zero or one).
+pub type OpenChanges = smallvec::SmallVec<[OpenChange; 2]>;
+
 /// Side effects of one operation.
 #[derive(Debug, Default)]
 pub struct Effects {
     /// Changes of this container's claim on ts_min.
     pub claims: ClaimUpdates,
     /// Changes to tasks' open items (and so to their visibility).
-    pub opens: Vec<OpenChange>,
+    pub opens: OpenChanges,
     /// Items reclaimed by this operation, for GC handlers.
     pub reclaimed: Vec<Item>,
 }

@@ -31,7 +31,7 @@ pub mod time;
 
 pub use channel::{ChannelState, ConnId, Limits, Retention};
 pub use claims::{ClaimUpdate, ClaimUpdates, Claims, Tracker};
-pub use effects::{Effects, OpenChange};
+pub use effects::{Effects, OpenChange, OpenChanges};
 pub use error::{Error, Result};
 pub use item::{Codec, Item, Payload};
 pub use pacer::{Pace, PaceRule};

@@ -83,7 +83,7 @@ impl Channel {
     /// task elsewhere no longer delays this channel's joins.
     pub fn close_producers(&self) {
         self.shared.state.lock().close_producers();
-        self.space.progress.notify(usize::MAX);
+        self.space.progress.notify();
     }
 
     /// Destroys the channel: its items are reclaimed, its name is freed, and every operation on
@@ -94,7 +94,7 @@ impl Channel {
 
     pub(crate) fn attach_input(&self, task: &Arc<TaskShared>) -> Result<ChannelInput> {
         let conn = self.space.next_id();
-        self.space.run(&self.shared.state, task, |s, t, _| {
+        self.space.run(&*self.shared, task, |s, t, _| {
             t.check_open()?;
             Ok(((), s.attach_input(conn, t.id(), t.visibility())?))
         })?;
@@ -175,9 +175,9 @@ impl ChannelOutput {
         let (_, reclaimed) = self
             .channel
             .space
-            .run(&shared.state, &self.task, |s, t, _| Ok(((), s.put(t, ts, payload.clone(), refcount)?)))?;
-        shared.changed.notify(usize::MAX);
-        self.channel.space.progress.notify(usize::MAX);
+            .run(&**shared, &self.task, |s, t, _| Ok(((), s.put(t, ts, payload.clone(), refcount)?)))?;
+        shared.changed.notify();
+        self.channel.space.progress.notify();
         self.channel.reclaimed(&reclaimed);
         Ok(())
     }
@@ -225,7 +225,7 @@ impl ChannelInput {
     /// Every item with `t0 <= ts <= t1` present and not consumed on this connection, in
     /// timestamp order; each becomes open. Never waits.
     pub fn get_range(&self, t0: Timestamp, t1: Timestamp) -> Result<Vec<Item>> {
-        let (items, _) = self.channel.space.run(&self.channel.shared.state, &self.task, |s, _, _| {
+        let (items, _) = self.channel.space.run(&*self.channel.shared, &self.task, |s, _, _| {
             let mut fx = Effects::default();
             let items = s.get_range(self.conn, t0, t1, &mut fx)?;
             Ok((items, fx))
@@ -236,7 +236,7 @@ impl ChannelInput {
     /// Marks the item at `ts` consumed on this connection. A no-op for an item already consumed
     /// or reclaimed; `NotAvailable` for a timestamp never put.
     pub fn consume(&self, ts: Timestamp) -> Result<()> {
-        let (_, reclaimed) = self.channel.space.run(&self.channel.shared.state, &self.task, |s, _, ts_min| {
+        let (_, reclaimed) = self.channel.space.run(&*self.channel.shared, &self.task, |s, _, ts_min| {
             let mut fx = Effects::default();
             s.consume(self.conn, ts, ts_min, &mut fx)?;
             Ok(((), fx))
@@ -247,7 +247,7 @@ impl ChannelInput {
 
     /// Marks every present item `<= ts` consumed on this connection, unseen ones included.
     pub fn consume_until(&self, ts: Timestamp) -> Result<()> {
-        let (_, reclaimed) = self.channel.space.run(&self.channel.shared.state, &self.task, |s, _, _| {
+        let (_, reclaimed) = self.channel.space.run(&*self.channel.shared, &self.task, |s, _, _| {
             let mut fx = Effects::default();
             s.consume_until(self.conn, ts, &mut fx)?;
             Ok(((), fx))
@@ -260,7 +260,7 @@ impl ChannelInput {
     pub fn detach(self) {}
 
     fn try_get(&self, selector: Selector) -> Result<Item> {
-        let (item, _) = self.channel.space.run(&self.channel.shared.state, &self.task, |s, _, ts_min| {
+        let (item, _) = self.channel.space.run(&*self.channel.shared, &self.task, |s, _, ts_min| {
             let mut fx = Effects::default();
             let item = s.get(self.conn, selector, ts_min, &mut fx)?;
             Ok((item, fx))

@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use event_listener::Listener;
 use stampede_core::{Error, Item, Result, Selector, Timestamp};
 
 use crate::channel::ChannelInput;
@@ -176,18 +175,12 @@ impl Inputs {
     ) -> Result<T> {
         let deadline = timeout.map(|d| Instant::now() + d);
         loop {
-            let listener = self.space.progress.listen();
+            let space = self.space.clone();
+            let waiter = space.progress.listen();
             if let Some(value) = step(self)? {
                 return Ok(value);
             }
-            let expired = match deadline {
-                None => {
-                    listener.wait();
-                    false
-                }
-                Some(deadline) => listener.wait_deadline(deadline).is_none(),
-            };
-            if expired {
+            if !waiter.wait(deadline) {
                 return step(self)?.ok_or_else(|| Error::NotAvailable {
                     name: self.inputs[0].channel().name().to_owned(),
                     selector: Selector::Oldest,

@@ -104,8 +104,8 @@ impl QueueOutput {
 
     fn try_put(&self, ts: Timestamp, payload: &Payload) -> Result<()> {
         let shared = &self.queue.shared;
-        self.queue.space.run(&shared.state, &self.task, |s, t, _| Ok(((), s.put(t, ts, payload.clone())?)))?;
-        shared.changed.notify(usize::MAX);
+        self.queue.space.run(&**shared, &self.task, |s, t, _| Ok(((), s.put(t, ts, payload.clone())?)))?;
+        shared.changed.notify();
         Ok(())
     }
 }
@@ -156,7 +156,7 @@ impl QueueInput {
 
     fn consume_at(&self, seq: Option<u64>, ts: Timestamp) -> Result<()> {
         let shared = &self.queue.shared;
-        let (_, reclaimed) = self.queue.space.run(&shared.state, &self.task, |s, _, _| {
+        let (_, reclaimed) = self.queue.space.run(&**shared, &self.task, |s, _, _| {
             let mut fx = Effects::default();
             s.consume(self.conn, seq, ts, &mut fx)?;
             Ok(((), fx))
@@ -166,7 +166,7 @@ impl QueueInput {
     }
 
     fn try_get(&self) -> Result<QueueItem> {
-        let (item, _) = self.queue.space.run(&self.queue.shared.state, &self.task, |s, _, _| {
+        let (item, _) = self.queue.space.run(&*self.queue.shared, &self.task, |s, _, _| {
             let mut fx = Effects::default();
             let item = s.get(self.conn, &mut fx)?;
             Ok((item, fx))

@@ -1,16 +1,17 @@
 //! The embedded node (SPEC §7 "embedded by default"): channels, queues, names, tasks and GC in
 //! this process, with nothing to install or start.
 
+use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 
-use event_listener::Event;
 use parking_lot::{Mutex, RwLock};
-use stampede_core::{ChannelState, Error, Item, Limits, QueueState, Result, Retention, Timestamp};
+use stampede_core::{ChannelState, Error, Item, Limits, QueueState, Result, Retention, Timestamp, INFINITY};
 
 use crate::channel::Channel;
 use crate::queue::Queue;
 use crate::space::{ChannelShared, Entry, QueueShared, ReclaimHandler, Space};
 use crate::task::Task;
+use crate::wait::Signal;
 
 /// How a channel is created: its bounds and its retention policy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -79,9 +80,10 @@ impl Runtime {
             name: name.clone(),
             limits,
             state: Mutex::new(ChannelState::new(name.clone(), limits, retention)),
-            changed: Event::new(),
-            freed: Event::new(),
+            changed: Signal::default(),
+            freed: Signal::default(),
             handlers: RwLock::new(Vec::new()),
+            oldest: AtomicI64::new(INFINITY),
         });
         self.space.register(&name, Entry::Channel(shared.clone()))?;
         Ok(Channel { shared, space: self.space.clone() })
@@ -95,8 +97,8 @@ impl Runtime {
             name: name.clone(),
             limits,
             state: Mutex::new(QueueState::new(name.clone(), limits)),
-            changed: Event::new(),
-            freed: Event::new(),
+            changed: Signal::default(),
+            freed: Signal::default(),
             handlers: RwLock::new(Vec::new()),
         });
         self.space.register(&name, Entry::Queue(shared.clone()))?;

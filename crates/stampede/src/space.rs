@@ -14,11 +14,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use event_listener::Event;
 use parking_lot::{Mutex, RwLock};
+
+use crate::wait::Signal;
 use stampede_core::{
-    ChannelState, ClaimUpdates, Effects, Error, Item, OpenChange, QueueState, Result, TaskId, TaskState, Timestamp,
-    Tracker,
+    ChannelState, ClaimUpdates, Effects, Error, Item, OpenChange, OpenChanges, QueueState, Result, TaskId, TaskState,
+    Timestamp, Tracker,
 };
 
 /// A GC handler: called with the container's name and each item it reclaims.
@@ -31,10 +32,13 @@ pub(crate) struct ChannelShared {
     pub(crate) state: Mutex<ChannelState>,
     /// Notified when an item arrives or something a blocked get may care about changes (ts_min
     /// advanced, channel closed).
-    pub(crate) changed: Event,
+    pub(crate) changed: Signal,
     /// Notified when items are reclaimed, for puts blocked on a full channel.
-    pub(crate) freed: Event,
+    pub(crate) freed: Signal,
     pub(crate) handlers: RwLock<Vec<ReclaimHandler>>,
+    /// Lowest timestamp stored or tombstoned (`INFINITY` if none), published after every
+    /// operation so a GC sweep can skip, without locking, a channel with nothing below ts_min.
+    pub(crate) oldest: AtomicI64,
 }
 
 /// A queue's state plus what waiters and GC handlers need.
@@ -42,9 +46,34 @@ pub(crate) struct QueueShared {
     pub(crate) name: Arc<str>,
     pub(crate) limits: stampede_core::Limits,
     pub(crate) state: Mutex<QueueState>,
-    pub(crate) changed: Event,
-    pub(crate) freed: Event,
+    pub(crate) changed: Signal,
+    pub(crate) freed: Signal,
     pub(crate) handlers: RwLock<Vec<ReclaimHandler>>,
+}
+
+/// A container whose state the operation path locks.
+pub(crate) trait Guarded {
+    type State;
+    fn state(&self) -> &Mutex<Self::State>;
+    /// Publishes what lock-free readers need, under the lock, after every operation.
+    fn publish(&self, _state: &Self::State) {}
+}
+
+impl Guarded for ChannelShared {
+    type State = ChannelState;
+    fn state(&self) -> &Mutex<ChannelState> {
+        &self.state
+    }
+    fn publish(&self, state: &ChannelState) {
+        self.oldest.store(state.oldest().unwrap_or(stampede_core::INFINITY), Ordering::Release);
+    }
+}
+
+impl Guarded for QueueShared {
+    type State = QueueState;
+    fn state(&self) -> &Mutex<QueueState> {
+        &self.state
+    }
 }
 
 /// What a name refers to.
@@ -92,13 +121,15 @@ pub(crate) struct Space {
     /// Mirror of `tracker.ts_min()` for lock-free reads; only ever increases.
     ts_min: AtomicI64,
     names: RwLock<BTreeMap<String, Entry>>,
+    /// The channels among `names`, as a shared snapshot a sweep can take without copying.
+    channels: RwLock<Arc<Vec<Arc<ChannelShared>>>>,
     tasks: Mutex<HashMap<TaskId, Weak<TaskShared>>>,
     next_id: AtomicU64,
     closed: AtomicBool,
     handlers: RwLock<Vec<ReclaimHandler>>,
     /// Notified on every put and every claim change: what joins wait on, since settledness only
     /// moves when a claim does.
-    pub(crate) progress: Event,
+    pub(crate) progress: Signal,
 }
 
 impl Space {
@@ -107,11 +138,12 @@ impl Space {
             tracker: Mutex::new(Tracker::new()),
             ts_min: AtomicI64::new(0),
             names: RwLock::new(BTreeMap::new()),
+            channels: RwLock::new(Arc::new(Vec::new())),
             tasks: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
             handlers: RwLock::new(Vec::new()),
-            progress: Event::new(),
+            progress: Signal::default(),
         })
     }
 
@@ -151,7 +183,19 @@ impl Space {
             return Err(Error::AlreadyExists { name: name.to_owned() });
         }
         names.insert(name.to_owned(), entry);
+        self.refresh_channels(&names);
         Ok(())
+    }
+
+    fn refresh_channels(&self, names: &BTreeMap<String, Entry>) {
+        let channels = names
+            .values()
+            .filter_map(|e| match e {
+                Entry::Channel(ch) => Some(ch.clone()),
+                Entry::Queue(_) => None,
+            })
+            .collect();
+        *self.channels.write() = Arc::new(channels);
     }
 
     pub(crate) fn lookup(&self, name: &str) -> Result<Entry> {
@@ -173,7 +217,12 @@ impl Space {
 
     /// Destroys the container called `name`: blocked operations wake with `Closed`.
     pub(crate) fn destroy(&self, name: &str, reason: &'static str) -> Result<()> {
-        let entry = self.names.write().remove(name).ok_or_else(|| Error::NotFound { name: name.to_owned() })?;
+        let entry = {
+            let mut names = self.names.write();
+            let entry = names.remove(name).ok_or_else(|| Error::NotFound { name: name.to_owned() })?;
+            self.refresh_channels(&names);
+            entry
+        };
         self.close_entry(&entry, reason);
         Ok(())
     }
@@ -184,13 +233,13 @@ impl Space {
                 let fx = ch.state.lock().close(reason);
                 self.release(&fx.claims, fx.opens);
                 self.reclaimed(&ch.name, &ch.handlers, &ch.freed, &fx.reclaimed);
-                ch.changed.notify(usize::MAX);
+                ch.changed.notify();
             }
             Entry::Queue(q) => {
                 let fx = q.state.lock().close(reason);
                 self.release(&fx.claims, fx.opens);
                 self.reclaimed(&q.name, &q.handlers, &q.freed, &fx.reclaimed);
-                q.changed.notify(usize::MAX);
+                q.changed.notify();
             }
         }
     }
@@ -273,7 +322,7 @@ impl Space {
             Held::ChannelInput(ch, conn) => {
                 if let Some(ch) = ch.upgrade() {
                     // Under Retention::CurrentReaders, detaching may reclaim what only it held.
-                    if let Ok((_, items)) = self.run(&ch.state, task, |s, _, _| Ok(((), s.detach_input(conn)))) {
+                    if let Ok((_, items)) = self.run(&*ch, task, |s, _, _| Ok(((), s.detach_input(conn)))) {
                         self.reclaimed(&ch.name, &ch.handlers, &ch.freed, &items);
                     }
                 }
@@ -285,9 +334,9 @@ impl Space {
             }
             Held::QueueInput(q, conn) => {
                 if let Some(q) = q.upgrade() {
-                    let _ = self.run(&q.state, task, |s, _, _| Ok(((), s.detach_input(conn))));
+                    let _ = self.run(&*q, task, |s, _, _| Ok(((), s.detach_input(conn))));
                     // Items it held open are back in the queue.
-                    q.changed.notify(usize::MAX);
+                    q.changed.notify();
                 }
             }
             Held::QueueOutput(q, conn) => {
@@ -304,6 +353,7 @@ impl Space {
             return;
         }
         let entries: Vec<Entry> = std::mem::take(&mut *self.names.write()).into_values().collect();
+        *self.channels.write() = Arc::new(Vec::new());
         for entry in &entries {
             self.close_entry(entry, "the runtime was closed");
         }
@@ -319,15 +369,16 @@ impl Space {
     /// the acting task's open changes and all claim updates under the locks, other tasks' open
     /// changes after, then a GC sweep if ts_min advanced. Returns the op's value and the items it
     /// reclaimed itself (for the caller's GC handlers).
-    pub(crate) fn run<S, R>(
+    pub(crate) fn run<C: Guarded, R>(
         &self,
-        container: &Mutex<S>,
+        container: &C,
         task: &TaskShared,
-        op: impl FnOnce(&mut S, &mut TaskState, Timestamp) -> Result<(R, Effects)>,
+        op: impl FnOnce(&mut C::State, &mut TaskState, Timestamp) -> Result<(R, Effects)>,
     ) -> Result<(R, Vec<Item>)> {
-        let mut guard = container.lock();
+        let mut guard = container.state().lock();
         let mut state = task.state.lock();
         let (value, fx) = op(&mut guard, &mut state, self.ts_min())?;
+        container.publish(&guard);
         let Effects { mut claims, opens, reclaimed } = fx;
         let mut others = Vec::new();
         for change in opens {
@@ -348,7 +399,7 @@ impl Space {
 
     /// Applies claim releases and other tasks' open changes outside every container lock, then
     /// sweeps if ts_min advanced.
-    fn release(&self, claims: &[stampede_core::ClaimUpdate], opens: Vec<OpenChange>) {
+    fn release(&self, claims: &[stampede_core::ClaimUpdate], opens: OpenChanges) {
         let advanced = self.apply(claims);
         if let Some(ts_min) = self.apply_others(opens).or(advanced) {
             self.sweep(ts_min);
@@ -357,7 +408,7 @@ impl Space {
 
     /// Applies the open changes of other tasks than the acting one (releases only, so they may
     /// come after the operation's own locks are gone).
-    fn apply_others(&self, others: Vec<OpenChange>) -> Option<Timestamp> {
+    fn apply_others(&self, others: impl IntoIterator<Item = OpenChange>) -> Option<Timestamp> {
         let mut advanced = None;
         for change in others {
             let Some(task) = self.tasks.lock().get(&change.task).and_then(Weak::upgrade) else { continue };
@@ -382,7 +433,7 @@ impl Space {
         if let Some(ts_min) = advanced {
             self.ts_min.store(ts_min, Ordering::Release);
         }
-        self.progress.notify(usize::MAX);
+        self.progress.notify();
         advanced
     }
 
@@ -447,24 +498,33 @@ impl Space {
     pub(crate) fn sweep(&self, ts_min: Timestamp) -> usize {
         let mut total = 0;
         let mut items = Vec::new();
-        for entry in self.entries() {
-            if let Entry::Channel(ch) = entry {
-                ch.state.lock().reclaim_below(ts_min, &mut items);
-                total += items.len();
-                self.reclaimed(&ch.name, &ch.handlers, &ch.freed, &items);
-                items.clear();
-                ch.changed.notify(usize::MAX);
+        let channels = self.channels.read().clone();
+        for ch in channels.iter() {
+            // A blocked exact get may have to fail `Reclaimed` now, even with nothing stored.
+            if ch.changed.has_waiters() {
+                ch.changed.notify();
             }
+            if ch.oldest.load(Ordering::Acquire) >= ts_min {
+                continue;
+            }
+            {
+                let mut state = ch.state.lock();
+                state.reclaim_below(ts_min, &mut items);
+                ch.publish(&state);
+            }
+            total += items.len();
+            self.reclaimed(&ch.name, &ch.handlers, &ch.freed, &items);
+            items.clear();
         }
         total
     }
 
     /// Runs GC handlers for `items` reclaimed from the container `name` and wakes blocked puts.
-    pub(crate) fn reclaimed(&self, name: &str, handlers: &RwLock<Vec<ReclaimHandler>>, freed: &Event, items: &[Item]) {
+    pub(crate) fn reclaimed(&self, name: &str, handlers: &RwLock<Vec<ReclaimHandler>>, freed: &Signal, items: &[Item]) {
         if items.is_empty() {
             return;
         }
-        freed.notify(usize::MAX);
+        freed.notify();
         let local: Vec<ReclaimHandler> = handlers.read().clone();
         let global: Vec<ReclaimHandler> = self.handlers.read().clone();
         for item in items {

@@ -1,19 +1,114 @@
 //! Waiting for a condition that another thread's operation may make true — blocking or async.
 //!
-//! Both forms follow the same lost-wake-up-free pattern: try; register a listener on the event;
-//! try again; only then sleep. Whoever changes the state notifies the event after releasing its
-//! lock, so a change between the two tries is never missed. `retry` says which errors mean "not
-//! yet" (e.g. `NotAvailable`, `Full` while the item could still fit); every other result returns.
+//! A [`Signal`] is an event plus two counters: a version bumped by every notification, and the
+//! number of registered waiters. Notifiers skip the wake-up entirely when nobody waits (the
+//! common case on a hot path), and a blocking waiter first spins briefly on the version — a
+//! producer on the other core is often about to put — before paying for a sleep and a wake-up.
+//!
+//! Both waiting forms follow the same lost-wake-up-free pattern: try; register as a waiter; try
+//! again; only then sleep. Whoever changes the state notifies after releasing its lock. The
+//! waiter count is incremented before the second try and read after the state change (both
+//! sequentially consistent), so a notifier that sees no waiter changed the state before that
+//! waiter's second try, which therefore sees the change. `retry` says which errors mean "not
+//! yet" (e.g. `NotAvailable`, `Full` while the item could still fit); every other result
+//! returns.
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use event_listener::{Event, Listener};
+use event_listener::{Event, EventListener, Listener};
 use stampede_core::{Error, Result};
+
+/// Spin iterations before a blocking waiter registers and sleeps (a few microseconds).
+const SPIN_ROUNDS: u32 = 200;
+
+/// A wake-up source with a version counter and a waiter count.
+#[derive(Default)]
+pub(crate) struct Signal {
+    event: Event,
+    version: AtomicU64,
+    waiters: AtomicUsize,
+}
+
+/// A registered waiter; deregisters when dropped.
+pub(crate) struct Waiter<'a> {
+    signal: &'a Signal,
+    listener: Option<EventListener>,
+}
+
+impl Signal {
+    /// Tells waiters that something changed. Cheap when nobody waits.
+    pub(crate) fn notify(&self) {
+        self.version.fetch_add(1, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.event.notify(usize::MAX);
+        }
+    }
+
+    /// `true` while some thread or task waits on this signal.
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.waiters.load(Ordering::SeqCst) > 0
+    }
+
+    /// Registers a waiter: re-check the condition after this, then wait.
+    pub(crate) fn listen(&self) -> Waiter<'_> {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        Waiter { signal: self, listener: Some(self.event.listen()) }
+    }
+
+    /// Spins briefly; `true` if a notification happened meanwhile.
+    fn spin(&self) -> bool {
+        let seen = self.version.load(Ordering::Acquire);
+        for round in 0..SPIN_ROUNDS {
+            if self.version.load(Ordering::Acquire) != seen {
+                return true;
+            }
+            if round % 50 == 49 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        false
+    }
+}
+
+impl Waiter<'_> {
+    /// Sleeps until notified, or until `deadline`; `false` if the deadline passed.
+    pub(crate) fn wait(mut self, deadline: Option<Instant>) -> bool {
+        let listener = self.listener.take().expect("a waiter waits once");
+        match deadline {
+            None => {
+                listener.wait();
+                true
+            }
+            Some(deadline) => listener.wait_deadline(deadline).is_some(),
+        }
+    }
+
+    /// The async form of [`wait`](Self::wait), with tokio's timer.
+    async fn wait_async(mut self, deadline: Option<tokio::time::Instant>) -> bool {
+        let listener = self.listener.take().expect("a waiter waits once");
+        match deadline {
+            None => {
+                listener.await;
+                true
+            }
+            Some(deadline) => tokio::time::timeout_at(deadline, listener).await.is_ok(),
+        }
+    }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        self.signal.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 /// Blocks until `attempt` succeeds or fails for good, or `timeout` (None = forever) expires,
 /// in which case the last "not yet" error is returned.
 pub(crate) fn blocking<T>(
-    event: &Event,
+    signal: &Signal,
     timeout: Option<Duration>,
     mut attempt: impl FnMut() -> Result<T>,
     retry: impl Fn(&Error) -> bool,
@@ -24,26 +119,25 @@ pub(crate) fn blocking<T>(
             Err(e) if retry(&e) && deadline.is_none_or(|d| Instant::now() < d) => {}
             other => return other,
         }
-        let listener = event.listen();
+        if signal.spin() {
+            continue;
+        }
+        let waiter = signal.listen();
         match attempt() {
             Err(e) if retry(&e) => {}
             other => return other,
         }
-        match deadline {
-            None => listener.wait(),
-            Some(deadline) => {
-                if listener.wait_deadline(deadline).is_none() {
-                    return attempt();
-                }
-            }
+        if !waiter.wait(deadline) {
+            return attempt();
         }
     }
 }
 
 /// The async form of [`blocking`]: the waiting task yields to its executor instead of blocking
-/// a thread. Timeouts use tokio's timer, so a timeout needs a tokio runtime with time enabled.
+/// a thread (no spinning). Timeouts use tokio's timer, so a timeout needs a tokio runtime with
+/// time enabled.
 pub(crate) async fn asynchronous<T>(
-    event: &Event,
+    signal: &Signal,
     timeout: Option<Duration>,
     mut attempt: impl FnMut() -> Result<T>,
     retry: impl Fn(&Error) -> bool,
@@ -54,18 +148,13 @@ pub(crate) async fn asynchronous<T>(
             Err(e) if retry(&e) && deadline.is_none_or(|d| tokio::time::Instant::now() < d) => {}
             other => return other,
         }
-        let listener = event.listen();
+        let waiter = signal.listen();
         match attempt() {
             Err(e) if retry(&e) => {}
             other => return other,
         }
-        match deadline {
-            None => listener.await,
-            Some(deadline) => {
-                if tokio::time::timeout_at(deadline, listener).await.is_err() {
-                    return attempt();
-                }
-            }
+        if !waiter.wait_async(deadline).await {
+            return attempt();
         }
     }
 }

@@ -184,6 +184,9 @@ fn approx_join(duration_ms: usize) -> Result<()> {
     Ok(())
 }
 
+/// One item a stage read: (ts, when it was gotten, when the stage was done with it), in ns.
+type Read = (Timestamp, u64, u64);
+
 /// One run of the 4-stage pipeline; returns (mean, max) live items summed over its channels and
 /// the ideal mean (items that will still be gotten by some stage).
 fn pipeline_run(frames: usize, retention: Retention, honour_demand: bool) -> Result<(f64, usize, f64)> {
@@ -191,8 +194,7 @@ fn pipeline_run(frames: usize, retention: Retention, honour_demand: bool) -> Res
     let rt = Runtime::new();
     let channels: Vec<Channel> =
         (0..STAGES).map(|k| rt.create_channel(&format!("stage/{k}"), retention)).collect::<Result<_>>()?;
-    // Per stage: (ts, when it was gotten, when the stage was done with it).
-    let gotten: Arc<Mutex<Vec<Vec<(Timestamp, u64, u64)>>>> = Arc::new(Mutex::new(vec![Vec::new(); STAGES]));
+    let gotten: Arc<Mutex<Vec<Vec<Read>>>> = Arc::new(Mutex::new(vec![Vec::new(); STAGES]));
     // The source first: a root task starts at or above ts_min, which is INFINITY while only
     // the INFINITY stages exist.
     let src = rt.task(0)?;
