@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use stampede_core::{ConnId, Effects, Error, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp};
 
+use crate::payload::IntoPayload;
 use crate::space::{ChannelShared, Held, ReclaimHandler, Space, TaskShared};
 use crate::wait;
 
@@ -135,14 +136,14 @@ impl ChannelOutput {
     }
 
     /// Puts `payload` at `ts`, waiting as long as needed for room in a bounded channel.
-    pub fn put(&self, ts: Timestamp, payload: impl Into<Payload>) -> Result<()> {
+    pub fn put(&self, ts: Timestamp, payload: impl IntoPayload) -> Result<()> {
         self.put_with(ts, payload, PutOptions::default())
     }
 
     /// Puts with a reference count and/or a timeout (SPEC §2). Errors: `InvalidTimestamp`,
     /// `BelowVisibility`, `DuplicateTimestamp`, `Full`, `Closed`.
-    pub fn put_with(&self, ts: Timestamp, payload: impl Into<Payload>, options: PutOptions) -> Result<()> {
-        let payload = payload.into();
+    pub fn put_with(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
+        let payload = payload.into_payload(&self.channel.shared.buffers);
         let retry = self.full_retry(payload.len());
         wait::blocking(
             &self.channel.shared.freed,
@@ -153,8 +154,8 @@ impl ChannelOutput {
     }
 
     /// The async form of [`put_with`](Self::put_with): waits for room without blocking a thread.
-    pub async fn put_async(&self, ts: Timestamp, payload: impl Into<Payload>, options: PutOptions) -> Result<()> {
-        let payload = payload.into();
+    pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
+        let payload = payload.into_payload(&self.channel.shared.buffers);
         let retry = self.full_retry(payload.len());
         let attempt = || self.try_put(ts, &payload, options.refcount);
         wait::asynchronous(&self.channel.shared.freed, options.timeout, attempt, retry).await

@@ -36,6 +36,7 @@
 //!   `get_range`, `consume`, `consume_until`), blocking and async.
 //! - [`queue`] — [`Queue`] and its connections; [`split`]: splitter/joiner helpers.
 //! - [`join`] — [`ExactJoin`] and [`ApproxJoin`]: temporal correlation (SPEC §4).
+//! - [`payload`] — copy-in through recycled buffers; what `put` accepts.
 //! - [`pacer`] — [`Pacer`], real-time pacing.
 //! - `space` (private): locking, the operation path, GC sweeps and handlers; `wait` (private):
 //!   blocking and async waiting without lost wake-ups.
@@ -46,6 +47,7 @@
 pub mod channel;
 pub mod join;
 pub mod pacer;
+pub mod payload;
 pub mod queue;
 pub mod runtime;
 mod space;
@@ -56,6 +58,7 @@ mod wait;
 pub use channel::{Channel, ChannelInput, ChannelOutput, PutOptions};
 pub use join::{ApproxJoin, ExactJoin, Incomplete, JoinPolicy, JoinStats, Joined, Matched};
 pub use pacer::Pacer;
+pub use payload::{IntoPayload, Parts};
 pub use queue::{Queue, QueueInput, QueueOutput};
 pub use runtime::{ChannelOptions, Container, Runtime, RuntimeStats};
 pub use split::{split, Gather};

@@ -7,6 +7,7 @@ use std::time::Duration;
 use stampede_core::{ConnId, Effects, Error, Item, Limits, Payload, QueueItem, Result, Stats, Timestamp};
 
 use crate::channel::forget;
+use crate::payload::IntoPayload;
 use crate::space::{Held, QueueShared, ReclaimHandler, Space, TaskShared};
 use crate::wait;
 
@@ -84,16 +85,16 @@ impl QueueOutput {
 
     /// Appends `payload` at `ts` (duplicates allowed; `ts >= visibility`). `timeout` bounds the
     /// wait for room in a bounded queue.
-    pub fn put(&self, ts: Timestamp, payload: impl Into<Payload>, timeout: Option<Duration>) -> Result<()> {
-        let payload = payload.into();
+    pub fn put(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
+        let payload = payload.into_payload(&self.queue.shared.buffers);
         let could_fit = self.queue.shared.limits.could_fit(payload.len());
         let retry = move |e: &Error| could_fit && matches!(e, Error::Full { .. });
         wait::blocking(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload), retry)
     }
 
     /// The async form of [`put`](Self::put).
-    pub async fn put_async(&self, ts: Timestamp, payload: impl Into<Payload>, timeout: Option<Duration>) -> Result<()> {
-        let payload = payload.into();
+    pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
+        let payload = payload.into_payload(&self.queue.shared.buffers);
         let could_fit = self.queue.shared.limits.could_fit(payload.len());
         let retry = move |e: &Error| could_fit && matches!(e, Error::Full { .. });
         wait::asynchronous(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload), retry).await

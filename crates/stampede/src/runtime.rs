@@ -84,6 +84,7 @@ impl Runtime {
             freed: Signal::default(),
             handlers: RwLock::new(Vec::new()),
             oldest: AtomicI64::new(INFINITY),
+            buffers: Arc::default(),
         });
         self.space.register(&name, Entry::Channel(shared.clone()))?;
         Ok(Channel { shared, space: self.space.clone() })
@@ -94,6 +95,7 @@ impl Runtime {
         check_name(name)?;
         let name: Arc<str> = name.into();
         let shared = Arc::new(QueueShared {
+            buffers: Arc::default(),
             name: name.clone(),
             limits,
             state: Mutex::new(QueueState::new(name.clone(), limits)),

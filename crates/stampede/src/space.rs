@@ -39,10 +39,13 @@ pub(crate) struct ChannelShared {
     /// Lowest timestamp stored or tombstoned (`INFINITY` if none), published after every
     /// operation so a GC sweep can skip, without locking, a channel with nothing below ts_min.
     pub(crate) oldest: AtomicI64,
+    /// Recycled payload buffers for copy-in.
+    pub(crate) buffers: Arc<crate::payload::Buffers>,
 }
 
 /// A queue's state plus what waiters and GC handlers need.
 pub(crate) struct QueueShared {
+    pub(crate) buffers: Arc<crate::payload::Buffers>,
     pub(crate) name: Arc<str>,
     pub(crate) limits: stampede_core::Limits,
     pub(crate) state: Mutex<QueueState>,

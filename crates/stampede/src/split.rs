@@ -9,12 +9,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use stampede_core::{Payload, QueueItem, Result, Timestamp};
+use stampede_core::{QueueItem, Result, Timestamp};
+
+use crate::payload::IntoPayload;
 
 use crate::queue::{QueueInput, QueueOutput};
 
 /// Puts each fragment into the queue at `ts`, in order; returns how many were put.
-pub fn split<P: Into<Payload>>(
+pub fn split<P: IntoPayload>(
     out: &QueueOutput,
     ts: Timestamp,
     fragments: impl IntoIterator<Item = P>,
