@@ -39,7 +39,7 @@ pub enum Error {
 
     /// Nothing suitable was present before the timeout. `previous` and `next` are the neighbouring
     /// timestamps present and not consumed on this connection.
-    #[error("get {selector} on \"{name}\": not available (previous={previous:?}, next={next:?}); wait with a timeout or pick a neighbour")]
+    #[error("get {selector} on \"{name}\": not available (previous={}, next={}); wait with a timeout or pick a neighbour", neighbour(*.previous), neighbour(*.next))]
     NotAvailable { name: String, selector: Selector, previous: Option<Timestamp>, next: Option<Timestamp> },
 
     /// Exact get of an item this connection has already consumed.
@@ -66,6 +66,11 @@ pub enum Error {
     /// An argument outside its documented range (refcount 0, a tick of 0, …).
     #[error("{op} on \"{name}\": {reason}")]
     InvalidArgument { op: &'static str, name: String, reason: String },
+}
+
+/// A neighbouring timestamp as shown in messages: the number, or `none`.
+fn neighbour(ts: Option<Timestamp>) -> String {
+    ts.map_or_else(|| "none".to_owned(), |ts| ts.to_string())
 }
 
 impl Error {

@@ -1,0 +1,64 @@
+//! `stampede._stampede`: the Python binding of the embedded Stampede runtime (SPEC §8, §15).
+//!
+//! # Layout
+//!
+//! - [`errors`] — the `StampedeError` hierarchy and the one conversion from `stampede::Error`.
+//! - [`wait`] — the one GIL-releasing, Ctrl-C-aware helper every blocking call goes through.
+//! - [`runtime`] — `Runtime`, `Channel`, `Queue`.
+//! - [`task`] — `Task`.
+//! - [`connection`] — channel and queue connections, selectors, streams, asyncio forms.
+//! - [`payload`] — Python values to payloads (`raw`, `utf8`, `npy`), `.npy` headers.
+//! - [`item`] — `Item` and the zero-copy, read-only buffer behind `item.data` / `item.array()`.
+//! - [`reclaim`] — GC handlers written in Python, and the count of their exceptions.
+//! - [`pacer`] — `Pacer`.
+//!
+//! The binding uses only the public API of the `stampede` crate. The Python package
+//! (`python/stampede`) re-exports everything from here and adds type stubs.
+
+use pyo3::prelude::*;
+
+mod connection;
+mod errors;
+mod item;
+mod pacer;
+mod payload;
+mod reclaim;
+mod runtime;
+mod task;
+mod wait;
+
+/// Worker threads of the tokio runtime behind `get_async` / `put_async`: waiting costs no
+/// thread, so one is enough to complete the futures.
+const ASYNC_WORKER_THREADS: usize = 1;
+
+#[pymodule]
+fn _stampede(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(ASYNC_WORKER_THREADS).thread_name("stampede-async").enable_all();
+    pyo3_async_runtimes::tokio::init(builder);
+
+    m.add_class::<runtime::Runtime>()?;
+    m.add_class::<runtime::Channel>()?;
+    m.add_class::<runtime::Queue>()?;
+    m.add_class::<task::Task>()?;
+    m.add_class::<connection::ChannelInput>()?;
+    m.add_class::<connection::ChannelOutput>()?;
+    m.add_class::<connection::QueueInput>()?;
+    m.add_class::<connection::QueueOutput>()?;
+    m.add_class::<connection::Stream>()?;
+    m.add_class::<connection::PySelector>()?;
+    m.add_class::<item::Item>()?;
+    m.add_class::<item::ItemBuffer>()?;
+    m.add_class::<pacer::Pacer>()?;
+    errors::register(m)?;
+
+    let py = m.py();
+    m.add("OLDEST", connection::PySelector::Oldest.into_pyobject(py)?)?;
+    m.add("NEWEST", connection::PySelector::Newest.into_pyobject(py)?)?;
+    m.add("OLDEST_UNSEEN", connection::PySelector::OldestUnseen.into_pyobject(py)?)?;
+    m.add("NEWEST_UNSEEN", connection::PySelector::NewestUnseen.into_pyobject(py)?)?;
+    m.add("INFINITY", stampede::INFINITY)?;
+    m.add("TS_MAX", stampede::TS_MAX)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,107 @@
+//! `Task` (SPEC §1, §3): the holder of a virtual time, and the way to attach connections.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
+use stampede::Timestamp;
+
+use crate::connection::{ChannelInput, ChannelOutput, QueueInput, QueueOutput};
+use crate::runtime::{Channel, Queue};
+use crate::wait;
+
+/// A task: virtual time, visibility, connections. Any thread or coroutine may drive it.
+#[pyclass(module = "stampede._stampede", frozen)]
+pub(crate) struct Task {
+    pub(crate) inner: stampede::Task,
+}
+
+#[pymethods]
+impl Task {
+    /// The task's id, unique within its runtime.
+    #[getter]
+    fn id(&self) -> u64 {
+        self.inner.id()
+    }
+
+    /// The task's virtual time.
+    #[getter]
+    fn virtual_time(&self) -> Timestamp {
+        self.inner.virtual_time()
+    }
+
+    /// min(virtual_time, timestamps of items open on its input connections).
+    #[getter]
+    fn visibility(&self) -> Timestamp {
+        self.inner.visibility()
+    }
+
+    /// Sets the virtual time; `v` must be >= visibility (else BelowVisibility). May reclaim.
+    fn set_virtual_time(&self, py: Python<'_>, v: Timestamp) -> PyResult<()> {
+        wait::released(py, || self.inner.set_virtual_time(v))
+    }
+
+    /// A child task; `virtual_time` must be >= this task's visibility (default: equal to it).
+    #[pyo3(signature = (virtual_time=None))]
+    fn spawn(&self, py: Python<'_>, virtual_time: Option<Timestamp>) -> PyResult<Task> {
+        let inner = wait::released(py, || self.inner.spawn(virtual_time.unwrap_or_else(|| self.inner.visibility())))?;
+        Ok(Task { inner })
+    }
+
+    /// Attaches an input connection to a Channel (ChannelInput) or a Queue (QueueInput).
+    fn attach_input(&self, py: Python<'_>, container: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        if let Ok(channel) = container.cast::<Channel>() {
+            let channel = &channel.get().inner;
+            let inner = wait::released(py, || self.inner.attach_input(channel))?;
+            return ChannelInput::new(inner).into_py_any(py);
+        }
+        if let Ok(queue) = container.cast::<Queue>() {
+            let queue = &queue.get().inner;
+            let inner = wait::released(py, || self.inner.attach_input(queue))?;
+            return QueueInput::new(inner).into_py_any(py);
+        }
+        Err(not_a_container(container))
+    }
+
+    /// Attaches an output connection to a Channel (ChannelOutput) or a Queue (QueueOutput).
+    fn attach_output(&self, py: Python<'_>, container: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        if let Ok(channel) = container.cast::<Channel>() {
+            let channel = &channel.get().inner;
+            let inner = wait::released(py, || self.inner.attach_output(channel))?;
+            return ChannelOutput::new(inner).into_py_any(py);
+        }
+        if let Ok(queue) = container.cast::<Queue>() {
+            let queue = &queue.get().inner;
+            let inner = wait::released(py, || self.inner.attach_output(queue))?;
+            return QueueOutput::new(inner).into_py_any(py);
+        }
+        Err(not_a_container(container))
+    }
+
+    /// Ends the task now: its connections are detached (later use raises Closed) and its claim
+    /// on ts_min is released.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        wait::released(py, || {
+            self.inner.close();
+            Ok(())
+        })
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("{:?}", self.inner)
+    }
+}
+
+fn not_a_container(obj: &Bound<'_, PyAny>) -> PyErr {
+    let type_name = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+    PyTypeError::new_err(format!("expected a Channel or a Queue, not {type_name}"))
+}

@@ -1,0 +1,73 @@
+//! The one GIL-releasing helper every blocking call goes through (SPEC §8, §15 timeouts).
+//!
+//! A blocking operation runs with the GIL released, in slices of at most [`SLICE`]; between
+//! slices the helper re-attaches and calls `check_signals`, so Ctrl-C interrupts a blocked `get`
+//! or `put` with `KeyboardInterrupt` within about one slice. A slice that ends "not yet" (the
+//! error `retry` accepts) is simply repeated until the caller's deadline; the last slice's error
+//! is the one raised, so `NotAvailable` still carries the neighbouring timestamps of that moment.
+//! Nothing is lost between slices: a slice either completes the operation or changes nothing.
+
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use stampede::Error;
+
+use crate::errors::to_pyerr;
+
+/// Longest stretch a blocking call spends without looking at pending signals.
+pub(crate) const SLICE: Duration = Duration::from_millis(50);
+
+/// Runs `op(slice_timeout)` with the GIL released until it succeeds, fails for good, or the
+/// `timeout` (None = forever) expires. `retry` tells "not yet" errors apart.
+pub(crate) fn blocking<T: Send>(
+    py: Python<'_>,
+    timeout: Option<Duration>,
+    retry: impl Fn(&Error) -> bool,
+    op: impl Fn(Option<Duration>) -> stampede::Result<T> + Sync,
+) -> PyResult<T> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        let (slice, last) = match deadline {
+            None => (SLICE, false),
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left <= SLICE {
+                    (left, true)
+                } else {
+                    (SLICE, false)
+                }
+            }
+        };
+        match py.detach(|| op(Some(slice))) {
+            Err(e) if !last && retry(&e) => py.check_signals()?,
+            other => return other.map_err(to_pyerr),
+        }
+    }
+}
+
+/// Runs a non-waiting operation with the GIL released (it may take locks, run GC handlers).
+pub(crate) fn released<T: Send>(py: Python<'_>, op: impl FnOnce() -> stampede::Result<T> + Send) -> PyResult<T> {
+    py.detach(op).map_err(to_pyerr)
+}
+
+/// A Python timeout in seconds: `None` blocks, `0` never blocks, a positive number waits that
+/// long (`inf` = forever).
+pub(crate) fn timeout(seconds: Option<f64>) -> PyResult<Option<Duration>> {
+    match seconds {
+        None => Ok(None),
+        Some(s) if s.is_nan() || s < 0.0 => {
+            Err(PyValueError::new_err(format!("timeout must be None or a number of seconds >= 0, not {s}")))
+        }
+        Some(s) if s.is_infinite() => Ok(None),
+        Some(s) => Ok(Some(Duration::from_secs_f64(s.min(1e9)))),
+    }
+}
+
+/// A duration in seconds from Python (`tick`, `tolerance`).
+pub(crate) fn seconds(what: &str, s: f64) -> PyResult<Duration> {
+    if !s.is_finite() || s < 0.0 {
+        return Err(PyValueError::new_err(format!("{what} must be a finite number of seconds >= 0, not {s}")));
+    }
+    Ok(Duration::from_secs_f64(s))
+}

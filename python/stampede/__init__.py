@@ -1,0 +1,110 @@
+"""Stampede: time-indexed channels shared by threads, processes and machines (Space-Time Memory).
+
+Channels hold at most one item per timestamp and are read by timestamp; tasks hold a virtual
+time; everything below the global ts_min is garbage-collected. See SPEC §15 for the surface::
+
+    import stampede
+
+    with stampede.Runtime() as rt:
+        frames = rt.create_channel("camera/frames")
+        camera = rt.task(virtual_time=0)
+        out = camera.attach_output(frames)
+        tracker = rt.task(virtual_time=stampede.INFINITY)
+        inp = tracker.attach_input(frames)
+        out.put(0, b"frame 0")
+        item = inp.get(stampede.NEWEST_UNSEEN, timeout=1.0)
+        inp.consume_until(item.ts)
+
+Blocking calls release the GIL and are interrupted by Ctrl-C; ``get_async`` / ``put_async`` are
+awaitables for asyncio. Payloads: bytes-like objects (codec "raw"), str ("utf8") and NumPy arrays
+("npy"); ``item.data`` is a read-only zero-copy memoryview and ``item.array()`` a read-only
+zero-copy ndarray.
+"""
+
+from __future__ import annotations
+
+from ._stampede import (
+    INFINITY,
+    NEWEST,
+    NEWEST_UNSEEN,
+    OLDEST,
+    OLDEST_UNSEEN,
+    TS_MAX,
+    AlreadyConsumed,
+    AlreadyExists,
+    BelowVisibility,
+    Channel,
+    ChannelInput,
+    ChannelOutput,
+    Closed,
+    DuplicateTimestamp,
+    Full,
+    InvalidArgument,
+    InvalidTimestamp,
+    Item,
+    ItemBuffer,
+    NotAvailable,
+    NotFound,
+    Pacer,
+    Queue,
+    QueueInput,
+    QueueOutput,
+    Reclaimed,
+    Runtime,
+    Selector,
+    StampedeError,
+    Stream,
+    Task,
+    Unreachable,
+    __version__,
+)
+
+
+def connect(endpoint: str) -> Runtime:
+    """Connects to a Stampede node elsewhere (``"tcp/127.0.0.1:7447"``).
+
+    The fabric (SPEC §7) is not part of this build yet: this always raises ``Unreachable``. Use
+    ``Runtime()`` for the embedded node in this process.
+    """
+    raise Unreachable(
+        f'cannot connect to "{endpoint}": this build of stampede has only the embedded runtime '
+        "(stampede.Runtime()); remote nodes are not available yet"
+    )
+
+
+__all__ = [
+    "INFINITY",
+    "NEWEST",
+    "NEWEST_UNSEEN",
+    "OLDEST",
+    "OLDEST_UNSEEN",
+    "TS_MAX",
+    "AlreadyConsumed",
+    "AlreadyExists",
+    "BelowVisibility",
+    "Channel",
+    "ChannelInput",
+    "ChannelOutput",
+    "Closed",
+    "DuplicateTimestamp",
+    "Full",
+    "InvalidArgument",
+    "InvalidTimestamp",
+    "Item",
+    "ItemBuffer",
+    "NotAvailable",
+    "NotFound",
+    "Pacer",
+    "Queue",
+    "QueueInput",
+    "QueueOutput",
+    "Reclaimed",
+    "Runtime",
+    "Selector",
+    "StampedeError",
+    "Stream",
+    "Task",
+    "Unreachable",
+    "__version__",
+    "connect",
+]

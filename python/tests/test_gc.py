@@ -1,0 +1,226 @@
+"""SPEC §3 — virtual time, visibility, ts_min, reference counts and GC handlers from Python."""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+import pytest
+
+import stampede
+from stampede import INFINITY, NEWEST_UNSEEN
+
+
+def test_visibility_is_min_of_vt_and_open_items(rt):
+    """visibility = min(vt, timestamps open on the task's inputs)."""
+    ch = rt.create_channel("c")
+    producer = rt.task(0)
+    out = producer.attach_output(ch)
+    reader = rt.task(INFINITY)
+    inp = reader.attach_input(ch)
+    out.put(5, b"")
+    assert reader.visibility == INFINITY
+    inp.get(5)
+    assert reader.virtual_time == INFINITY and reader.visibility == 5
+    inp.consume(5)
+    assert reader.visibility == INFINITY
+
+
+def test_set_virtual_time_rules(rt):
+    """set_virtual_time(v) requires v >= visibility; going down to the visibility is allowed."""
+    t = rt.task(10)
+    t.set_virtual_time(20)
+    assert t.virtual_time == 20
+    t.set_virtual_time(20)
+    with pytest.raises(stampede.BelowVisibility):
+        t.set_virtual_time(19)
+
+
+def test_spawn_rules(rt):
+    """A child's initial vt must be >= the parent's visibility; default is the visibility."""
+    parent = rt.task(10)
+    assert parent.spawn(virtual_time=15).virtual_time == 15
+    assert parent.spawn().virtual_time == 10
+    with pytest.raises(stampede.BelowVisibility):
+        parent.spawn(virtual_time=9)
+
+
+def test_root_task_below_ts_min(rt):
+    """A root task cannot start below ts_min."""
+    t = rt.task(7)
+    assert rt.ts_min == 7
+    with pytest.raises(stampede.BelowVisibility, match="ts_min"):
+        rt.task(3)
+    t.close()
+
+
+def test_ts_min_tracks_tasks_and_unseen_items(rt):
+    """ts_min = min over tasks' visibility and items unseen or open on input connections."""
+    ch = rt.create_channel("c")
+    producer = rt.task(0)
+    out = producer.attach_output(ch)
+    reader = rt.task(INFINITY)
+    inp = reader.attach_input(ch)
+    out.put(3, b"")
+    producer.set_virtual_time(10)
+    assert rt.ts_min == 3  # item 3 is unseen on inp
+    inp.get(3)
+    assert rt.ts_min == 3  # open
+    inp.consume(3)
+    assert rt.ts_min == 10
+    assert ch.stats()["live_items"] == 0 and ch.stats()["reclaimed"] == 1
+
+
+def test_reclamation_is_prompt_and_collect_is_deterministic(rt):
+    """Items below ts_min are reclaimed within the operation; collect() then finds nothing."""
+    ch = rt.create_channel("c")
+    t = rt.task(0)
+    out = t.attach_output(ch)
+    for ts in range(5):
+        out.put(ts, b"x" * 10)
+    assert ch.stats()["live_bytes"] == 50
+    t.set_virtual_time(3)
+    s = ch.stats()
+    assert (s["live_items"], s["live_bytes"], s["reclaimed"], s["ts_min"]) == (2, 20, 3, 3)
+    assert rt.collect() == 0
+
+
+def test_refcount_reclaims_above_ts_min(rt):
+    """An item put with refcount=2 is reclaimed after two consumptions, even above ts_min."""
+    ch = rt.create_channel("c")
+    producer = rt.task(0)
+    out = producer.attach_output(ch)
+    a = rt.task(INFINITY).attach_input(ch)
+    b = rt.task(INFINITY).attach_input(ch)
+    c = rt.task(INFINITY).attach_input(ch)
+    out.put(1, b"", refcount=2)
+    a.consume(1)
+    assert ch.stats()["live_items"] == 1
+    b.consume(1)
+    assert ch.stats()["live_items"] == 0 and rt.ts_min == 0
+    with pytest.raises(stampede.Reclaimed):
+        c.get(1)
+    with pytest.raises(stampede.InvalidArgument, match="refcount"):
+        out.put(2, b"", refcount=0)
+
+
+def test_channel_gc_handler(rt):
+    """on_reclaim(callback) is called with the timestamp of each reclaimed item."""
+    ch = rt.create_channel("c")
+    seen: list[int] = []
+    ch.on_reclaim(seen.append)
+    everywhere: list[tuple[str, int]] = []
+    rt.on_reclaim(lambda name, ts: everywhere.append((name, ts)))
+    t = rt.task(0)
+    out = t.attach_output(ch)
+    for ts in range(4):
+        out.put(ts, b"")
+    t.set_virtual_time(3)
+    assert seen == [0, 1, 2]
+    assert everywhere == [("c", 0), ("c", 1), ("c", 2)]
+
+
+def test_raising_gc_handler_is_reported_and_counted(rt, monkeypatch):
+    """An exception in a GC handler goes to sys.unraisablehook, is counted in stats, and does not
+    break the runtime or stop other handlers."""
+    reported: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", reported.append)
+    ch = rt.create_channel("c")
+
+    def bad(ts: int) -> None:
+        raise ValueError(f"handler failed at {ts}")
+
+    good: list[int] = []
+    ch.on_reclaim(bad)
+    ch.on_reclaim(good.append)
+    t = rt.task(0)
+    out = t.attach_output(ch)
+    out.put(0, b"")
+    out.put(1, b"")
+    t.set_virtual_time(2)
+    assert good == [0, 1]
+    assert len(reported) == 2
+    assert isinstance(reported[0].exc_value, ValueError)  # type: ignore[attr-defined]
+    assert "handler failed at 0" in str(reported[0].exc_value)  # type: ignore[attr-defined]
+    assert ch.stats()["handler_errors"] == 2
+    assert rt.stats()["handler_errors"] == 2
+    out.put(2, b"")  # the runtime still works
+    assert ch.stats()["live_items"] == 1
+    rt.close()  # reclaims item 2: the handler raises once more, still reported
+    assert len(reported) == 3 and rt.stats()["handler_errors"] == 3
+
+
+def test_handler_runs_for_items_reclaimed_by_another_thread(rt):
+    """GC handlers also run when the reclaiming operation happens in another Python thread."""
+    import threading
+
+    ch = rt.create_channel("c")
+    seen: list[int] = []
+    ch.on_reclaim(seen.append)
+    t = rt.task(0)
+    out = t.attach_output(ch)
+    out.put(0, b"")
+    worker = threading.Thread(target=t.set_virtual_time, args=(1,))
+    worker.start()
+    worker.join()
+    assert seen == [0]
+
+
+def test_task_close_releases_claim(rt):
+    """Closing a task releases its claim on ts_min and detaches its connections."""
+    ch = rt.create_channel("c")
+    reader = rt.task(0)
+    inp = reader.attach_input(ch)
+    writer = rt.task(0)
+    out = writer.attach_output(ch)
+    out.put(0, b"")
+    writer.set_virtual_time(5)
+    assert rt.ts_min == 0
+    reader.close()
+    assert rt.ts_min == 5 and ch.stats()["live_items"] == 0
+    with pytest.raises(stampede.Closed):
+        inp.get(NEWEST_UNSEEN, timeout=0)
+
+
+def test_dropped_handles_release_task(rt):
+    """A task whose handles and connections are all gone no longer holds ts_min back."""
+    blocker = rt.task(0)
+    keeper = rt.task(5)
+    assert rt.ts_min == 0
+    del blocker
+    gc.collect()
+    assert rt.ts_min == 5
+    keeper.close()
+    assert rt.stats()["claims"] == 0
+    assert rt.ts_min == 5  # with no claims at all, ts_min stays where it was
+
+
+def test_runtime_stats_and_names(rt):
+    """Runtime counters and the name service."""
+    rt.create_channel("camera/left")
+    rt.create_channel("camera/right")
+    rt.create_queue("work")
+    assert rt.names() == ["camera/left", "camera/right", "work"]
+    assert rt.names(prefix="camera/") == ["camera/left", "camera/right"]
+    assert isinstance(rt.lookup("camera/left"), stampede.Channel)
+    assert isinstance(rt.lookup("work"), stampede.Queue)
+    assert rt.lookup("camera/left").name == "camera/left"
+    with pytest.raises(stampede.NotFound, match='"nope"'):
+        rt.lookup("nope")
+    with pytest.raises(stampede.AlreadyExists):
+        rt.create_channel("camera/left")
+    with pytest.raises(stampede.InvalidArgument):
+        rt.create_channel("/bad/")
+    s = rt.stats()
+    assert s["containers"] == 3 and s["ts_min"] == 0 and s["claims"] == 0 and s["handler_errors"] == 0
+
+
+def test_several_runtimes_share_nothing():
+    """Several runtimes coexist; a runtime's close ends only its own channels."""
+    with stampede.Runtime() as a, stampede.Runtime() as b:
+        a.create_channel("x")
+        b.create_channel("x")
+        a.close()
+        assert b.names() == ["x"]
+        with pytest.raises(stampede.Closed):
+            a.create_channel("y")
