@@ -138,19 +138,23 @@ impl TaskState {
         self.visibility_moved(before)
     }
 
-    /// Ends the task: its claim is released. Its connections must have been detached first.
+    /// Ends the task: its claim is released. Items still open on its connections are covered by
+    /// those connections' claims until they are detached; open changes after this move no claim.
     pub fn close(&mut self) -> ClaimUpdates {
         if self.closed {
             return ClaimUpdates::new();
         }
-        assert!(self.open.is_empty(), "task closed with items still open");
+        let visibility = self.visibility();
         self.closed = true;
         let mut updates = ClaimUpdates::new();
-        push_move(&mut updates, Some(self.virtual_time), None);
+        push_move(&mut updates, Some(visibility), None);
         updates
     }
 
     fn visibility_moved(&self, before: Timestamp) -> ClaimUpdates {
+        if self.closed {
+            return ClaimUpdates::new();
+        }
         let after = self.visibility();
         debug_assert!(after <= self.virtual_time);
         let mut updates = ClaimUpdates::new();

@@ -303,19 +303,23 @@ impl Space {
         Ok(())
     }
 
-    /// Detaches every connection a task holds, then releases its claim.
+    /// Releases a task's claim, then detaches every connection it holds.
+    ///
+    /// The task's own claim goes first: its connections' claims still cover what it holds, and
+    /// a reader at `INFINITY` does not drive ts_min to `INFINITY` on its way out.
     pub(crate) fn close_task(&self, task: &TaskShared) {
+        let advanced = {
+            let mut state = task.state.lock();
+            let updates = state.close();
+            self.apply(&updates)
+        };
         let held = std::mem::take(&mut *task.held.lock());
         for h in held {
             self.detach(task, h);
         }
-        let mut state = task.state.lock();
-        let updates = state.close();
-        let advanced = self.apply(&updates);
-        drop(state);
         self.tasks.lock().remove(&task.id);
-        if let Some(ts_min) = advanced {
-            self.sweep(ts_min);
+        if advanced.is_some() {
+            self.sweep(self.ts_min());
         }
     }
 

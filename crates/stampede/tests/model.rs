@@ -536,20 +536,24 @@ impl Model {
                 Out::Ok
             }
             Step::CloseTask { task } => {
-                // `Task::close` is two steps, as documented: detach every connection, then
-                // release the task's claim. ts_min may advance in between (to the closing task's
-                // own visibility, INFINITY for a reader), and it never moves back afterwards.
-                for conn in 0..self.conns.len() {
-                    if self.conns[conn].task == task {
-                        self.detach(conn);
-                    }
-                }
-                if !self.tasks[task].closed {
-                    if let Err(e) = self.collect() {
-                        return fail(Fail::Other(e));
-                    }
+                // `Task::close` releases the task's claim first (its connections' claims still
+                // cover what it holds), then detaches its connections one by one; ts_min may
+                // advance after each step and never moves back.
+                if self.tasks[task].closed {
+                    return Out::Ok;
                 }
                 self.tasks[task].closed = true;
+                if let Err(e) = self.collect() {
+                    return fail(Fail::Other(e));
+                }
+                for conn in 0..self.conns.len() {
+                    if self.conns[conn].task == task && self.conns[conn].attached {
+                        self.detach(conn);
+                        if let Err(e) = self.collect() {
+                            return fail(Fail::Other(e));
+                        }
+                    }
+                }
                 Out::Ok
             }
             Step::Put { conn, ts, ref payload, refcount } => self.put(conn, ts, payload, refcount),
