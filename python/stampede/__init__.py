@@ -19,9 +19,18 @@ Blocking calls release the GIL and are interrupted by Ctrl-C; ``get_async`` / ``
 awaitables for asyncio. Payloads: bytes-like objects (codec "raw"), str ("utf8") and NumPy arrays
 ("npy"); ``item.data`` is a read-only zero-copy memoryview and ``item.array()`` a read-only
 zero-copy ndarray.
+
+Temporal correlation (SPEC §4): ``ExactJoin`` (tuples of items sharing a timestamp, policies
+"wait_all", "partial", "skip") and ``ApproxJoin`` (closest match within a tolerance) take over
+their input connections; ``Channel.settled_below`` / ``close_producers()``, ``ChannelOutput.demand()``
+and ``create_channel(..., retention="current_readers")`` complete the picture (docs/CORRELATION.md).
 """
 
 from __future__ import annotations
+
+# NumPy is imported here, not on the first put of an array: a first import can take long enough
+# for a Ctrl-C to land inside it, and the binding needs NumPy's C API loaded before any call.
+import numpy as _numpy  # noqa: F401
 
 from ._stampede import (
     INFINITY,
@@ -32,17 +41,22 @@ from ._stampede import (
     TS_MAX,
     AlreadyConsumed,
     AlreadyExists,
+    ApproxJoin,
     BelowVisibility,
     Channel,
     ChannelInput,
     ChannelOutput,
     Closed,
     DuplicateTimestamp,
+    ExactJoin,
     Full,
     InvalidArgument,
     InvalidTimestamp,
     Item,
     ItemBuffer,
+    Joined,
+    JoinStream,
+    Matched,
     NotAvailable,
     NotFound,
     Pacer,
@@ -81,17 +95,22 @@ __all__ = [
     "TS_MAX",
     "AlreadyConsumed",
     "AlreadyExists",
+    "ApproxJoin",
     "BelowVisibility",
     "Channel",
     "ChannelInput",
     "ChannelOutput",
     "Closed",
     "DuplicateTimestamp",
+    "ExactJoin",
     "Full",
     "InvalidArgument",
     "InvalidTimestamp",
     "Item",
     "ItemBuffer",
+    "JoinStream",
+    "Joined",
+    "Matched",
     "NotAvailable",
     "NotFound",
     "Pacer",

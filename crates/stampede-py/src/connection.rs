@@ -4,7 +4,9 @@
 //! Each Python connection holds its Rust connection behind an `Arc`, so several Python threads
 //! may use one connection at once with the GIL released. `detach()` drops the Python side's
 //! reference: the Rust connection detaches at once, or when the calls still running on it return;
-//! every later call raises `Closed` ("the connection was detached").
+//! every later call raises `Closed` ("the connection was detached"). Building a join
+//! (`crate::join`) *takes* the Rust connection of a `ChannelInput` the same way, for good: later
+//! calls raise `Closed` ("handed over to a join").
 //!
 //! asyncio: `get_async` / `put_async` run the runtime's own async operations on a small tokio
 //! runtime (pyo3-async-runtimes) and complete an asyncio future. A waiting coroutine holds no
@@ -20,9 +22,10 @@ use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 use stampede::{Error, Limits, Payload, PutOptions, Selector, Timestamp};
 
-use crate::errors::{detached, to_pyerr, Closed, IntoPyResult, NotAvailable};
+use crate::errors::{to_pyerr, Closed, IntoPyResult, NotAvailable, DETACHED};
 use crate::item::Item;
 use crate::payload::to_payload;
+use crate::reclaim::HandlerErrors;
 use crate::wait;
 
 /// A get selector other than an exact timestamp: `OLDEST`, `NEWEST`, `OLDEST_UNSEEN`,
@@ -68,25 +71,69 @@ fn not_available(e: &Error) -> bool {
     matches!(e, Error::NotAvailable { .. })
 }
 
-/// The Rust connection of a Python connection, until it is detached.
+/// The Rust connection of a Python connection, until it is detached or handed over to a join.
 struct Slot<T> {
-    conn: RwLock<Option<Arc<T>>>,
+    /// The connection, or why it is gone (the reason of the `Closed` error later calls raise).
+    conn: RwLock<Result<Arc<T>, &'static str>>,
     name: String,
 }
 
+/// Why a connection handed over to a join refuses every later call.
+const HANDED_OVER: &str = "the connection was handed over to a join (use the join; close it to detach)";
+
 impl<T: Send + Sync> Slot<T> {
     fn new(conn: T, name: &str) -> Slot<T> {
-        Slot { conn: RwLock::new(Some(Arc::new(conn))), name: name.to_owned() }
+        Slot { conn: RwLock::new(Ok(Arc::new(conn))), name: name.to_owned() }
     }
 
     fn get(&self) -> PyResult<Arc<T>> {
-        self.conn.read().clone().ok_or_else(|| to_pyerr(detached(&self.name)))
+        self.connection().map_err(to_pyerr)
+    }
+
+    fn connection(&self) -> stampede::Result<Arc<T>> {
+        match &*self.conn.read() {
+            Ok(conn) => Ok(conn.clone()),
+            Err(reason) => Err(Error::Closed { name: self.name.clone(), reason }),
+        }
     }
 
     fn detach(&self, py: Python<'_>) {
-        let conn = self.conn.write().take();
+        let conn = {
+            let mut slot = self.conn.write();
+            match &*slot {
+                Ok(_) => std::mem::replace(&mut *slot, Err(DETACHED)).ok(),
+                Err(_) => None, // detached already, or owned by a join now
+            }
+        };
         // Detaching may release claims and run GC handlers: do it without the GIL.
         py.detach(move || drop(conn));
+    }
+
+    /// Takes the Rust connection out for good: later calls fail `Closed` with `reason`. Fails
+    /// (changing nothing) if the connection is gone already or a call on another thread still
+    /// uses it.
+    fn take(&self, reason: &'static str) -> stampede::Result<T> {
+        let mut slot = self.conn.write();
+        let conn = match std::mem::replace(&mut *slot, Err(reason)) {
+            Ok(conn) => conn,
+            Err(gone) => {
+                *slot = Err(gone);
+                return Err(Error::Closed { name: self.name.clone(), reason: gone });
+            }
+        };
+        Arc::try_unwrap(conn).map_err(|conn| {
+            *slot = Ok(conn);
+            Error::InvalidArgument {
+                op: "join",
+                name: self.name.clone(),
+                reason: "the connection is in use by a call on another thread; a join needs it to itself".into(),
+            }
+        })
+    }
+
+    /// Puts back a connection [`take`](Self::take) took (when building a join failed early).
+    fn restore(&self, conn: T) {
+        *self.conn.write() = Ok(Arc::new(conn));
     }
 }
 
@@ -154,6 +201,14 @@ impl ChannelOutput {
         })
     }
 
+    /// Demand feedback (SPEC §3): the lowest timestamp any current or future consumer may still
+    /// get if it were put now. A source may skip producing below it. On a "history" channel this
+    /// is ts_min; on a "current_readers" channel the minimum over the readers' `consume_until`
+    /// floors (+1), INFINITY with no reader.
+    fn demand(&self) -> PyResult<Timestamp> {
+        Ok(self.slot.get()?.demand())
+    }
+
     /// Detaches the connection. Idempotent.
     fn detach(&self, py: Python<'_>) {
         self.slot.detach(py);
@@ -180,12 +235,34 @@ impl ChannelOutput {
 #[pyclass(module = "stampede._stampede", frozen)]
 pub(crate) struct ChannelInput {
     slot: Slot<stampede::ChannelInput>,
+    /// The runtime's count of callback exceptions (a join's `on_incomplete` reports there).
+    pub(crate) errors: Arc<HandlerErrors>,
 }
 
 impl ChannelInput {
-    pub(crate) fn new(conn: stampede::ChannelInput) -> ChannelInput {
+    pub(crate) fn new(conn: stampede::ChannelInput, errors: Arc<HandlerErrors>) -> ChannelInput {
         let name = conn.channel().name().to_owned();
-        ChannelInput { slot: Slot::new(conn, &name) }
+        ChannelInput { slot: Slot::new(conn, &name), errors }
+    }
+
+    /// The channel, while the connection is usable.
+    pub(crate) fn channel(&self) -> PyResult<stampede::Channel> {
+        Ok(self.slot.get()?.channel().clone())
+    }
+
+    /// Whether the channel's producer set is closed.
+    pub(crate) fn producers_closed(&self) -> stampede::Result<bool> {
+        Ok(self.slot.connection()?.channel().producers_closed())
+    }
+
+    /// Hands the Rust connection over to a join; this Python connection then raises `Closed`.
+    pub(crate) fn take(&self) -> stampede::Result<stampede::ChannelInput> {
+        self.slot.take(HANDED_OVER)
+    }
+
+    /// Gives back a connection [`take`](Self::take) took, when building the join failed early.
+    pub(crate) fn restore(&self, conn: stampede::ChannelInput) {
+        self.slot.restore(conn);
     }
 
     fn get_item(&self, py: Python<'_>, selector: Selector, timeout: Option<Duration>) -> PyResult<Item> {
@@ -199,7 +276,7 @@ impl ChannelInput {
 impl ChannelInput {
     /// The channel's name.
     #[getter]
-    fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.slot.name
     }
 
@@ -526,7 +603,7 @@ impl Stream {
 }
 
 /// A stream ends on a timeout (NotAvailable) or a closed source; other errors propagate.
-fn ended(py: Python<'_>, e: PyErr) -> PyResult<Option<Py<PyAny>>> {
+pub(crate) fn ended<T>(py: Python<'_>, e: PyErr) -> PyResult<Option<T>> {
     if e.is_instance_of::<NotAvailable>(py) || e.is_instance_of::<Closed>(py) {
         Ok(None)
     } else {

@@ -88,10 +88,9 @@ impl<T> IntoPyResult<T> for stampede::Result<T> {
     }
 }
 
-/// The error of an operation on a connection that was detached (the same text as the runtime's).
-pub(crate) fn detached(name: &str) -> Error {
-    Error::Closed { name: name.to_owned(), reason: "the connection was detached" }
-}
+/// The reason of the `Closed` error of an operation on a connection that was detached (the same
+/// text as the runtime's).
+pub(crate) const DETACHED: &str = "the connection was detached";
 
 /// Registers the exception classes in the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -9,6 +9,7 @@
 //! - [`connection`] — channel and queue connections, selectors, streams, asyncio forms.
 //! - [`payload`] — Python values to payloads (`raw`, `utf8`, `npy`), `.npy` headers.
 //! - [`item`] — `Item` and the zero-copy, read-only buffer behind `item.data` / `item.array()`.
+//! - [`join`] — `ExactJoin`, `ApproxJoin` (SPEC §4): temporal correlation over input connections.
 //! - [`reclaim`] — GC handlers written in Python, and the count of their exceptions.
 //! - [`pacer`] — `Pacer`.
 //!
@@ -20,6 +21,7 @@ use pyo3::prelude::*;
 mod connection;
 mod errors;
 mod item;
+mod join;
 mod pacer;
 mod payload;
 mod reclaim;
@@ -50,6 +52,11 @@ fn _stampede(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<item::Item>()?;
     m.add_class::<item::ItemBuffer>()?;
     m.add_class::<pacer::Pacer>()?;
+    m.add_class::<join::ExactJoin>()?;
+    m.add_class::<join::ApproxJoin>()?;
+    m.add_class::<join::Joined>()?;
+    m.add_class::<join::Matched>()?;
+    m.add_class::<join::JoinStream>()?;
     errors::register(m)?;
 
     let py = m.py();

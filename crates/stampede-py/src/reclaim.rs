@@ -1,5 +1,6 @@
 //! GC handlers written in Python (SPEC §3): callbacks the runtime calls, from Rust, for each
-//! item it reclaims.
+//! item it reclaims — and the one way every Python callback called from Rust is invoked
+//! ([`invoke`]; joins' `on_incomplete` uses it too).
 //!
 //! A handler runs on the thread whose operation made the item garbage, after the runtime's locks
 //! are released; it attaches to the interpreter for the call. An exception raised by a handler
@@ -30,9 +31,12 @@ impl HandlerErrors {
         self.by_name.lock().get(name).copied().unwrap_or(0)
     }
 
-    fn record(&self, name: &str) {
+    /// Counts one exception, in the total and, with a name, under that channel or queue.
+    pub(crate) fn record(&self, name: Option<&str>) {
         self.total.fetch_add(1, Ordering::Relaxed);
-        *self.by_name.lock().entry(name.to_owned()).or_default() += 1;
+        if let Some(name) = name {
+            *self.by_name.lock().entry(name.to_owned()).or_default() += 1;
+        }
     }
 }
 
@@ -54,10 +58,17 @@ fn call<A>(callback: &Py<PyAny>, errors: &HandlerErrors, name: &str, args: A)
 where
     A: for<'py> pyo3::call::PyCallArgs<'py>,
 {
-    Python::try_attach(|py| {
-        if let Err(err) = callback.call1(py, args) {
-            errors.record(name);
-            err.write_unraisable(py, Some(callback.bind(py)));
-        }
-    });
+    Python::try_attach(|py| invoke(py, callback, args, || errors.record(Some(name))));
+}
+
+/// Calls a Python callback on behalf of the runtime. An exception it raises is reported through
+/// `sys.unraisablehook` and `failed` is called to count it; it never propagates.
+pub(crate) fn invoke<A>(py: Python<'_>, callback: &Py<PyAny>, args: A, failed: impl FnOnce())
+where
+    A: for<'py> pyo3::call::PyCallArgs<'py>,
+{
+    if let Err(err) = callback.call1(py, args) {
+        failed();
+        err.write_unraisable(py, Some(callback.bind(py)));
+    }
 }

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use stampede::{Limits, Stats, Timestamp};
+use stampede::{ChannelOptions, Limits, Retention, Stats, Timestamp};
 
 use crate::errors::IntoPyResult;
 use crate::reclaim::{self, HandlerErrors};
@@ -27,9 +28,19 @@ impl Runtime {
     }
 
     /// Creates a channel; `capacity` (items) and `max_bytes` bound it, None = unbounded.
-    #[pyo3(signature = (name, capacity=None, max_bytes=None))]
-    fn create_channel(&self, name: &str, capacity: Option<usize>, max_bytes: Option<usize>) -> PyResult<Channel> {
-        let inner = self.inner.create_channel(name, limits(capacity, max_bytes)).py()?;
+    /// `retention`: "history" (default; late joiners may read the past, items live until ts_min
+    /// passes them) or "current_readers" (an item is reclaimed as soon as every input connection
+    /// attached now has consumed it).
+    #[pyo3(signature = (name, capacity=None, max_bytes=None, retention="history"))]
+    fn create_channel(
+        &self,
+        name: &str,
+        capacity: Option<usize>,
+        max_bytes: Option<usize>,
+        retention: &str,
+    ) -> PyResult<Channel> {
+        let options = ChannelOptions { limits: limits(capacity, max_bytes), retention: parse_retention(retention)? };
+        let inner = self.inner.create_channel(name, options).py()?;
         Ok(Channel { inner, errors: self.errors.clone() })
     }
 
@@ -127,7 +138,7 @@ impl Runtime {
 #[pyclass(module = "stampede._stampede", frozen)]
 pub(crate) struct Channel {
     pub(crate) inner: stampede::Channel,
-    errors: Arc<HandlerErrors>,
+    pub(crate) errors: Arc<HandlerErrors>,
 }
 
 #[pymethods]
@@ -158,6 +169,35 @@ impl Channel {
     /// Timestamps of the items stored now, in order.
     fn timestamps(&self) -> Vec<Timestamp> {
         self.inner.timestamps()
+    }
+
+    /// The retention policy: "history" or "current_readers".
+    #[getter]
+    fn retention(&self) -> &'static str {
+        match self.inner.retention() {
+            Retention::History => "history",
+            Retention::CurrentReaders => "current_readers",
+        }
+    }
+
+    /// Every timestamp below this one is settled: no task can still put it into the channel
+    /// (SPEC §4). ts_min while the producer set is open; after `close_producers()` it follows
+    /// this channel's producers only (INFINITY once none is left).
+    #[getter]
+    fn settled_below(&self, py: Python<'_>) -> Timestamp {
+        py.detach(|| self.inner.settled_below())
+    }
+
+    /// True when no task can still put `ts` into the channel (`ts < settled_below`).
+    fn is_settled(&self, py: Python<'_>, ts: Timestamp) -> bool {
+        py.detach(|| self.inner.is_settled(ts))
+    }
+
+    /// Closes the producer set: attaching another output connection raises InvalidArgument from
+    /// now on, and settledness follows the tasks holding output connections now. Needed by
+    /// joins with policy "partial" or "skip" and by ApproxJoin. Idempotent.
+    fn close_producers(&self, py: Python<'_>) {
+        py.detach(|| self.inner.close_producers());
     }
 
     /// Registers a GC handler: `callback(ts)` for each item this channel reclaims.
@@ -218,6 +258,16 @@ impl Queue {
 
     fn __repr__(&self) -> String {
         format!("Queue({:?})", self.inner.name())
+    }
+}
+
+fn parse_retention(retention: &str) -> PyResult<Retention> {
+    match retention {
+        "history" => Ok(Retention::History),
+        "current_readers" => Ok(Retention::CurrentReaders),
+        other => {
+            Err(PyValueError::new_err(format!("retention must be \"history\" or \"current_readers\", not {other:?}")))
+        }
     }
 }
 

@@ -50,9 +50,9 @@ impl Task {
     /// Attaches an input connection to a Channel (ChannelInput) or a Queue (QueueInput).
     fn attach_input(&self, py: Python<'_>, container: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         if let Ok(channel) = container.cast::<Channel>() {
-            let channel = &channel.get().inner;
-            let inner = wait::released(py, || self.inner.attach_input(channel))?;
-            return ChannelInput::new(inner).into_py_any(py);
+            let channel = channel.get();
+            let inner = wait::released(py, || self.inner.attach_input(&channel.inner))?;
+            return ChannelInput::new(inner, channel.errors.clone()).into_py_any(py);
         }
         if let Ok(queue) = container.cast::<Queue>() {
             let queue = &queue.get().inner;

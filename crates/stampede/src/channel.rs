@@ -79,6 +79,11 @@ impl Channel {
         ts < self.settled_below()
     }
 
+    /// `true` once [`close_producers`](Self::close_producers) ran.
+    pub fn producers_closed(&self) -> bool {
+        self.shared.state.lock().producers_closed()
+    }
+
     /// Declares the producer set closed: attaching another output connection fails from now on,
     /// and settledness depends only on the tasks holding output connections now, so one stalled
     /// task elsewhere no longer delays this channel's joins.

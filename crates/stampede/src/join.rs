@@ -102,7 +102,7 @@ impl Inputs {
     fn require_closed_producers(&self, policy: &str) -> Result<()> {
         for input in &self.inputs {
             let channel = input.channel();
-            if !channel.shared.state.lock().producers_closed() {
+            if !channel.producers_closed() {
                 return Err(Error::InvalidArgument {
                     op: "join",
                     name: channel.name().to_owned(),
