@@ -174,7 +174,7 @@ impl ChannelOutput {
         codec: Option<&str>,
     ) -> PyResult<()> {
         let conn = self.slot.get()?;
-        let payload = to_payload(data, codec)?;
+        let payload = to_payload(data, codec, &|parts: &[&[u8]]| conn.copy_in(parts))?;
         let timeout = wait::timeout(timeout)?;
         let retry = full_retry(conn.channel().limits(), &payload);
         wait::blocking(py, timeout, retry, |slice| {
@@ -194,7 +194,7 @@ impl ChannelOutput {
         codec: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let conn = self.slot.get()?;
-        let payload = to_payload(data, codec)?;
+        let payload = to_payload(data, codec, &|parts: &[&[u8]]| conn.copy_in(parts))?;
         let timeout = wait::timeout(timeout)?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
             conn.put_async(ts, payload, PutOptions { refcount, timeout }).await.py()
@@ -410,7 +410,7 @@ impl QueueOutput {
         codec: Option<&str>,
     ) -> PyResult<()> {
         let conn = self.slot.get()?;
-        let payload = to_payload(data, codec)?;
+        let payload = to_payload(data, codec, &|parts: &[&[u8]]| conn.copy_in(parts))?;
         let timeout = wait::timeout(timeout)?;
         let retry = full_retry(conn.queue().limits(), &payload);
         wait::blocking(py, timeout, retry, |slice| conn.put(ts, payload.clone(), slice))
@@ -427,7 +427,7 @@ impl QueueOutput {
         codec: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let conn = self.slot.get()?;
-        let payload = to_payload(data, codec)?;
+        let payload = to_payload(data, codec, &|parts: &[&[u8]]| conn.copy_in(parts))?;
         let timeout = wait::timeout(timeout)?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move { conn.put_async(ts, payload, timeout).await.py() })
     }

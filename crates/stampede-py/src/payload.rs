@@ -26,9 +26,12 @@ const NPY_ALIGN: usize = 64;
 /// Copies at least this large run with the GIL released.
 const COPY_RELEASED_BYTES_MIN: usize = 64 * 1024;
 
-/// Converts the value given to `put` into a payload, copying its bytes once. `codec` overrides
-/// the codec name of `bytes`-like and `str` data (e.g. `"json"`).
-pub(crate) fn to_payload(data: &Bound<'_, PyAny>, codec: Option<&str>) -> PyResult<Payload> {
+/// How a put copies bytes in: the output connection's `copy_in` (a recycled buffer).
+pub(crate) type CopyIn<'a> = &'a (dyn Fn(&[&[u8]]) -> Bytes + Sync);
+
+/// Converts the value given to `put` into a payload, copying its bytes once with `copy_in`.
+/// `codec` overrides the codec name of `bytes`-like and `str` data (e.g. `"json"`).
+pub(crate) fn to_payload(data: &Bound<'_, PyAny>, codec: Option<&str>, copy_in: CopyIn<'_>) -> PyResult<Payload> {
     let py = data.py();
     if let Ok(item) = data.cast::<Item>() {
         // Items are immutable: forwarding one shares its buffer.
@@ -36,13 +39,13 @@ pub(crate) fn to_payload(data: &Bound<'_, PyAny>, codec: Option<&str>) -> PyResu
     }
     if let Ok(text) = data.cast::<PyString>() {
         let codec = codec.map_or(Codec::Utf8, Codec::from_name);
-        return Ok(Payload::copy_from(text.to_str()?.as_bytes(), codec));
+        return Ok(Payload { data: copy_in(&[text.to_str()?.as_bytes()]), codec });
     }
     if let Ok(array) = data.cast::<PyUntypedArray>() {
         if codec.is_some_and(|c| c != "npy") {
             return Err(PyValueError::new_err("a NumPy array is always stored with codec \"npy\""));
         }
-        return npy_payload(array);
+        return npy_payload(array, copy_in);
     }
     let buffer = PyUntypedBuffer::get(data).map_err(|_| {
         PyTypeError::new_err(format!(
@@ -52,20 +55,20 @@ pub(crate) fn to_payload(data: &Bound<'_, PyAny>, codec: Option<&str>) -> PyResu
     })?;
     if !buffer.is_c_contiguous() {
         let copy = data.call_method0("tobytes").or_else(|_| py.import("builtins")?.getattr("bytes")?.call1((data,)))?;
-        return to_payload(&copy, codec);
+        return to_payload(&copy, codec, copy_in);
     }
     let len = buffer.len_bytes();
     let ptr = buffer.buf_ptr() as usize;
     // SAFETY: the buffer export pins the exporter's memory (a bytearray cannot be resized while
     // exported) and `buffer` outlives the copy; the memory is only read.
-    let copy = move || Bytes::copy_from_slice(unsafe { std::slice::from_raw_parts(ptr as *const u8, len) });
+    let copy = move || copy_in(&[unsafe { std::slice::from_raw_parts(ptr as *const u8, len) }]);
     let bytes = if len >= COPY_RELEASED_BYTES_MIN { py.detach(copy) } else { copy() };
     drop(buffer);
     Ok(Payload { data: bytes, codec: codec.map_or(Codec::Raw, Codec::from_name) })
 }
 
 /// Encodes an array as a `.npy` payload with one copy of its data.
-fn npy_payload(array: &Bound<'_, PyUntypedArray>) -> PyResult<Payload> {
+fn npy_payload(array: &Bound<'_, PyUntypedArray>, copy_in: CopyIn<'_>) -> PyResult<Payload> {
     let py = array.py();
     let dtype = array.dtype();
     if dtype.has_object() {
@@ -74,7 +77,7 @@ fn npy_payload(array: &Bound<'_, PyUntypedArray>) -> PyResult<Payload> {
     let fortran = array.ndim() > 1 && array.is_fortran_contiguous() && !array.is_c_contiguous();
     if !array.is_c_contiguous() && !fortran {
         let contiguous = numpy_module(py)?.getattr("ascontiguousarray")?.call1((array,))?;
-        return npy_payload(contiguous.cast::<PyUntypedArray>()?);
+        return npy_payload(contiguous.cast::<PyUntypedArray>()?, copy_in);
     }
     let descr = if dtype.has_fields() || dtype.has_subarray() {
         let descr = numpy_module(py)?.getattr("lib")?.getattr("format")?.getattr("dtype_to_descr")?.call1((&dtype,))?;
@@ -84,17 +87,15 @@ fn npy_payload(array: &Bound<'_, PyUntypedArray>) -> PyResult<Payload> {
     };
     let shape = array.shape();
     let nbytes = shape.iter().product::<usize>() * dtype.itemsize();
-    let mut buf = npy_header(&descr, fortran, shape, nbytes);
+    let header = npy_header(&descr, fortran, shape);
     // SAFETY: a contiguous array's data is `nbytes` bytes from its data pointer; we hold a
     // reference to the array and the GIL for the duration of the copy, so it stays alive.
     let data = unsafe { std::slice::from_raw_parts((*array.as_array_ptr()).fields.data as *const u8, nbytes) };
-    buf.extend_from_slice(data);
-    Ok(Payload { data: Bytes::from(buf), codec: Codec::Npy })
+    Ok(Payload { data: copy_in(&[&header, data]), codec: Codec::Npy })
 }
 
-/// A `.npy` header for `descr` (a Python literal), order and shape, in a vector with room for
-/// `data_bytes` more.
-pub(crate) fn npy_header(descr: &str, fortran: bool, shape: &[usize], data_bytes: usize) -> Vec<u8> {
+/// A `.npy` header for `descr` (a Python literal), order and shape.
+pub(crate) fn npy_header(descr: &str, fortran: bool, shape: &[usize]) -> Vec<u8> {
     let shape_text = match shape {
         [one] => format!("({one},)"),
         _ => format!("({})", shape.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")),
@@ -104,7 +105,7 @@ pub(crate) fn npy_header(descr: &str, fortran: bool, shape: &[usize], data_bytes
     let (version, prefix) = if dict.len() + 1 + 10 <= u16::MAX as usize { (1u8, 10) } else { (2u8, 12) };
     let header_bytes = (prefix + dict.len() + 1).div_ceil(NPY_ALIGN) * NPY_ALIGN;
     let dict_bytes = header_bytes - prefix;
-    let mut buf = Vec::with_capacity(header_bytes + data_bytes);
+    let mut buf = Vec::with_capacity(header_bytes);
     buf.extend_from_slice(NPY_MAGIC);
     buf.extend_from_slice(&[version, 0]);
     if version == 1 {

@@ -166,6 +166,12 @@ impl ChannelOutput {
         wait::asynchronous(&self.channel.shared.freed, options.timeout, attempt, retry).await
     }
 
+    /// Copies `parts`, concatenated, into a buffer from this channel's recycling pool: the one
+    /// copy of copy-in, for callers (bindings) that build a [`Payload`] themselves.
+    pub fn copy_in(&self, parts: &[&[u8]]) -> bytes::Bytes {
+        self.channel.shared.buffers.copy(parts)
+    }
+
     /// Demand feedback (SPEC §3): the lowest timestamp any current or future consumer may still
     /// get if it were put now. A source may skip producing frames below it: nobody would read
     /// them. See [`Retention`] for how late joiners affect it.

@@ -100,6 +100,11 @@ impl QueueOutput {
         wait::asynchronous(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload), retry).await
     }
 
+    /// Copies `parts`, concatenated, into a buffer from this queue's recycling pool.
+    pub fn copy_in(&self, parts: &[&[u8]]) -> bytes::Bytes {
+        self.queue.shared.buffers.copy(parts)
+    }
+
     /// Detaches the connection.
     pub fn detach(self) {}
 
