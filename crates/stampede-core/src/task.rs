@@ -1,9 +1,13 @@
 //! A task's virtual time and visibility (SPEC §3).
 //!
 //! `visibility = min(virtual_time, timestamps of items open on any of the task's input
-//! connections)`. The task's claim on ts_min is its visibility; every method that changes the
-//! visibility returns the [`ClaimUpdates`] that move that claim. Invariant (asserted):
-//! `visibility <= virtual_time`.
+//! connections)`. Visibility bounds what the task may put or spawn.
+//!
+//! The task's claim on ts_min is its **virtual time**, not its visibility: every item it holds
+//! open is open on one of its input connections, whose claim already covers that timestamp, so
+//! `min(visibilities, connection claims) = min(virtual times, connection claims)` — the same
+//! ts_min, without a claim update each time a consumer opens or consumes an item (the hot path).
+//! Methods that move the virtual time return the [`ClaimUpdates`] that move the claim.
 
 use std::collections::BTreeMap;
 
@@ -84,8 +88,10 @@ impl TaskState {
                 limit: before,
             });
         }
+        let mut updates = ClaimUpdates::new();
+        push_move(&mut updates, Some(self.virtual_time), Some(v));
         self.virtual_time = v;
-        Ok(self.visibility_moved(before))
+        Ok(updates)
     }
 
     /// Checks a child's initial virtual time: `>= visibility(self)`.
@@ -121,44 +127,28 @@ impl TaskState {
     }
 
     /// Records that an item at `ts` became open on one of the task's input connections.
-    pub fn open_item(&mut self, ts: Timestamp) -> ClaimUpdates {
-        let before = self.visibility();
+    pub fn open_item(&mut self, ts: Timestamp) {
         *self.open.entry(ts).or_insert(0) += 1;
-        self.visibility_moved(before)
     }
 
     /// Records that an item at `ts` is no longer open on one of the task's input connections.
-    pub fn close_item(&mut self, ts: Timestamp) -> ClaimUpdates {
-        let before = self.visibility();
+    pub fn close_item(&mut self, ts: Timestamp) {
         let count = self.open.get_mut(&ts).expect("closing an item the task never opened");
         *count -= 1;
         if *count == 0 {
             self.open.remove(&ts);
         }
-        self.visibility_moved(before)
     }
 
-    /// Ends the task: its claim is released. Items still open on its connections are covered by
-    /// those connections' claims until they are detached; open changes after this move no claim.
+    /// Ends the task: its claim is released. Items still open on its connections stay covered by
+    /// those connections' claims until they are detached.
     pub fn close(&mut self) -> ClaimUpdates {
         if self.closed {
             return ClaimUpdates::new();
         }
-        let visibility = self.visibility();
         self.closed = true;
         let mut updates = ClaimUpdates::new();
-        push_move(&mut updates, Some(visibility), None);
-        updates
-    }
-
-    fn visibility_moved(&self, before: Timestamp) -> ClaimUpdates {
-        if self.closed {
-            return ClaimUpdates::new();
-        }
-        let after = self.visibility();
-        debug_assert!(after <= self.virtual_time);
-        let mut updates = ClaimUpdates::new();
-        push_move(&mut updates, Some(before), Some(after));
+        push_move(&mut updates, Some(self.virtual_time), None);
         updates
     }
 }

@@ -89,7 +89,7 @@ impl Channel {
     /// task elsewhere no longer delays this channel's joins.
     pub fn close_producers(&self) {
         self.shared.state.lock().close_producers();
-        self.space.progress.notify();
+        self.space.progress.notify_waiters();
     }
 
     /// Destroys the channel: its items are reclaimed, its name is freed, and every operation on
@@ -189,7 +189,7 @@ impl ChannelOutput {
             .space
             .run(&**shared, &self.task, |s, t, _| Ok(((), s.put(t, ts, payload.clone(), refcount)?)))?;
         shared.changed.notify();
-        self.channel.space.progress.notify();
+        self.channel.space.progress.notify_waiters();
         self.channel.reclaimed(&reclaimed);
         Ok(())
     }

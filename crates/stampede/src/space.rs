@@ -3,8 +3,8 @@
 //! Locks, always taken in this order and never held across a wait, a sleep or a user callback:
 //! a channel's or queue's lock → the acting task's lock → the tracker's lock. Other tasks touched
 //! by an operation (an item reclaimed early while open on their connection) are updated after the
-//! first locks are released; that only *releases* their claims, so doing it a moment later is
-//! safe (ts_min can only be held back, never advanced too far).
+//! first locks are released; that only raises their visibility and moves no claim (a task claims
+//! its virtual time; see `stampede_core::task`), so doing it a moment later is safe.
 //!
 //! GC: when an operation advances ts_min it sweeps every channel before it returns, reclaiming
 //! the items below ts_min (work proportional to what is reclaimed plus one lock per channel),
@@ -18,8 +18,8 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::wait::Signal;
 use stampede_core::{
-    ChannelState, ClaimUpdates, Effects, Error, Item, OpenChange, OpenChanges, QueueState, Result, TaskId, TaskState,
-    Timestamp, Tracker,
+    ChannelState, Effects, Error, Item, OpenChange, OpenChanges, QueueState, Result, TaskId, TaskState, Timestamp,
+    Tracker,
 };
 
 /// A GC handler: called with the container's name and each item it reclaims.
@@ -386,11 +386,11 @@ impl Space {
         let mut state = task.state.lock();
         let (value, fx) = op(&mut guard, &mut state, self.ts_min())?;
         container.publish(&guard);
-        let Effects { mut claims, opens, reclaimed } = fx;
+        let Effects { claims, opens, reclaimed } = fx;
         let mut others = Vec::new();
         for change in opens {
             if change.task == state.id() {
-                claims.extend(open_change(&mut state, change));
+                open_change(&mut state, change);
             } else {
                 others.push(change);
             }
@@ -398,7 +398,8 @@ impl Space {
         let advanced = self.apply(&claims);
         drop(state);
         drop(guard);
-        if let Some(ts_min) = self.apply_others(others).or(advanced) {
+        self.apply_others(others);
+        if let Some(ts_min) = advanced {
             self.sweep(ts_min);
         }
         Ok((value, reclaimed))
@@ -408,22 +409,20 @@ impl Space {
     /// sweeps if ts_min advanced.
     fn release(&self, claims: &[stampede_core::ClaimUpdate], opens: OpenChanges) {
         let advanced = self.apply(claims);
-        if let Some(ts_min) = self.apply_others(opens).or(advanced) {
+        self.apply_others(opens);
+        if let Some(ts_min) = advanced {
             self.sweep(ts_min);
         }
     }
 
-    /// Applies the open changes of other tasks than the acting one (releases only, so they may
-    /// come after the operation's own locks are gone).
-    fn apply_others(&self, others: impl IntoIterator<Item = OpenChange>) -> Option<Timestamp> {
-        let mut advanced = None;
+    /// Applies the open changes of other tasks than the acting one. They only ever close items
+    /// (raising those tasks' visibility) and move no claim, so they may come after the
+    /// operation's own locks are gone.
+    fn apply_others(&self, others: impl IntoIterator<Item = OpenChange>) {
         for change in others {
             let Some(task) = self.tasks.lock().get(&change.task).and_then(Weak::upgrade) else { continue };
-            let mut state = task.state.lock();
-            let updates = open_change(&mut state, change);
-            advanced = self.apply(&updates).or(advanced);
+            open_change(&mut task.state.lock(), change);
         }
-        advanced
     }
 
     /// Applies claim updates to the tracker; returns the new ts_min if it advanced.
@@ -440,7 +439,7 @@ impl Space {
         if let Some(ts_min) = advanced {
             self.ts_min.store(ts_min, Ordering::Release);
         }
-        self.progress.notify();
+        self.progress.notify_waiters();
         advanced
     }
 
@@ -542,10 +541,10 @@ impl Space {
     }
 }
 
-fn open_change(state: &mut TaskState, change: OpenChange) -> ClaimUpdates {
+fn open_change(state: &mut TaskState, change: OpenChange) {
     if change.opened {
-        state.open_item(change.ts)
+        state.open_item(change.ts);
     } else {
-        state.close_item(change.ts)
+        state.close_item(change.ts);
     }
 }

@@ -1,8 +1,8 @@
 //! Temporal correlation (SPEC §4, issue "Temporal correlation"): three measurements.
 //!
 //! - `exact_join`: 4 camera threads paced at 30 fps put frame `ts` into their channels; a joiner
-//!   releases the 4-tuple with [`ExactJoin`] (Skip policy, closed producer sets). Added latency =
-//!   release time − the time the last of the 4 puts returned. Reference in the same run: a joiner
+//!   releases the 4-tuple with [`ExactJoin`] (Skip policy, closed producer sets). Latency =
+//!   release time − the time the last of the 4 puts started (so it includes that put's copy). Reference in the same run: a joiner
 //!   that does a blocking exact `get(ts)` on each of the 4 channels in turn (the least any join
 //!   over the channel API can do).
 //! - `approx_join`: video at 30 fps (ts in ms: 33.33·k) and audio blocks at 50 Hz (ts 20·k),
@@ -55,20 +55,22 @@ fn exact_join(frames: usize) -> Result<()> {
         let joiner = rt.task(INFINITY)?;
         let inputs: Vec<_> = channels.iter().map(|c| joiner.attach_input(c)).collect::<Result<_>>()?;
         let start = Instant::now();
-        let put_done: Arc<Mutex<Vec<Vec<u64>>>> = Arc::new(Mutex::new(vec![vec![0; frames]; CAMERAS]));
+        let put_started: Arc<Mutex<Vec<Vec<u64>>>> = Arc::new(Mutex::new(vec![vec![0; frames]; CAMERAS]));
         let handles: Vec<_> = cameras
             .into_iter()
             .zip(outs)
             .enumerate()
             .map(|(k, ((task, _), out))| {
-                let put_done = put_done.clone();
+                let put_started = put_started.clone();
                 thread::spawn(move || -> Result<()> {
                     let frame = source(IMAGE_BYTES, k as u8);
                     let mut pacer = Pacer::new(Duration::from_secs_f64(1.0 / 30.0), Duration::from_millis(5))?;
                     for ts in 0..frames as Timestamp {
                         pacer.sync(ts);
+                        // Stamped before the put: a woken joiner may run before this thread
+                        // returns from `put`, so the latency includes the put itself.
+                        put_started.lock().expect("lock")[k][ts as usize] = ns_since(start, Instant::now());
                         out.put(ts, frame.as_slice())?;
-                        put_done.lock().expect("lock")[k][ts as usize] = ns_since(start, Instant::now());
                         task.set_virtual_time(ts + 1)?;
                     }
                     task.close();
@@ -96,9 +98,9 @@ fn exact_join(frames: usize) -> Result<()> {
         for h in handles {
             h.join().expect("camera thread")?;
         }
-        let put_done = put_done.lock().expect("lock");
+        let put_started = put_started.lock().expect("lock");
         let mut added: Vec<u64> = (0..frames)
-            .map(|i| released[i].saturating_sub((0..CAMERAS).map(|k| put_done[k][i]).max().unwrap_or(0)))
+            .map(|i| released[i].saturating_sub((0..CAMERAS).map(|k| put_started[k][i]).max().unwrap_or(0)))
             .collect();
         results.push(Summary::of(&mut added));
     }
