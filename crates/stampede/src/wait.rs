@@ -21,7 +21,10 @@ use stampede_core::{Error, Result};
 
 /// How long a blocking waiter spins before it registers and sleeps. Longer than a hand-off's
 /// work on the other side (a put plus a wake-up check, ~1 µs) with room to spare, short enough
-/// that a consumer idling between 30 fps frames burns well under 0.1 % of a core.
+/// that a consumer idling between 30 fps frames burns well under 0.1 % of a core. The spinner
+/// yields its core between short bursts: on 2 cores a pure spin starves the producer (measured:
+/// Python hand-off 22 µs with a pure 20 µs spin, 2.7 µs with yields, since the producer also
+/// needs the GIL back).
 const SPIN_FOR: Duration = Duration::from_micros(20);
 
 /// A wake-up source with a version counter and a waiter count.
@@ -66,12 +69,13 @@ impl Signal {
         Waiter { signal: self, listener: Some(self.event.listen()) }
     }
 
-    /// Spins for up to [`SPIN_FOR`]; `true` if a notification happened meanwhile.
+    /// Spins in bursts, yielding between them, for up to [`SPIN_FOR`]; `true` if a
+    /// notification happened meanwhile.
     fn spin(&self) -> bool {
         let seen = self.version.load(Ordering::Acquire);
         let start = Instant::now();
         loop {
-            for _ in 0..64 {
+            for _ in 0..50 {
                 if self.version.load(Ordering::Acquire) != seen {
                     return true;
                 }
@@ -80,6 +84,7 @@ impl Signal {
             if start.elapsed() >= SPIN_FOR {
                 return false;
             }
+            std::thread::yield_now();
         }
     }
 }
