@@ -13,7 +13,7 @@ cargo test --workspace --exclude stampede-py --doc
 echo "== Python package"
 python3 -m venv .venv
 .venv/bin/pip install --quiet --upgrade pip
-.venv/bin/pip install --quiet "maturin>=1.9.4" numpy pytest ruff
+.venv/bin/pip install --quiet "maturin>=1.9.4" numpy pytest ruff mypy
 .venv/bin/pip install --quiet ./python
 
 echo "== Python tests"

@@ -6,6 +6,47 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar, final
 import numpy as np
 from typing_extensions import Buffer, Self, TypeAlias
 
+__all__ = [
+    "AlreadyConsumed",
+    "AlreadyExists",
+    "ApproxJoin",
+    "BelowVisibility",
+    "Channel",
+    "ChannelInput",
+    "ChannelOutput",
+    "Closed",
+    "DuplicateTimestamp",
+    "ExactJoin",
+    "Full",
+    "INFINITY",
+    "InvalidArgument",
+    "InvalidTimestamp",
+    "Item",
+    "ItemBuffer",
+    "JoinStream",
+    "Joined",
+    "Matched",
+    "NEWEST",
+    "NEWEST_UNSEEN",
+    "NotAvailable",
+    "NotFound",
+    "OLDEST",
+    "OLDEST_UNSEEN",
+    "Pacer",
+    "Queue",
+    "QueueInput",
+    "QueueOutput",
+    "Reclaimed",
+    "Runtime",
+    "Selector",
+    "StampedeError",
+    "Stream",
+    "TS_MAX",
+    "Task",
+    "Unreachable",
+    "__version__",
+]
+
 __version__: str
 INFINITY: int
 TS_MAX: int
