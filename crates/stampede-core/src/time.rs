@@ -2,7 +2,7 @@
 //!
 //! A timestamp is an application-chosen `i64`. Items live at `0 ..= TS_MAX`; `INFINITY` is only
 //! ever a virtual time ("this task will not put by itself; it inherits timestamps from what it
-//! gets"), so every function that accepts an item timestamp validates it with [`check_item_ts`].
+//! gets"), so every function that accepts an item timestamp validates it with [`is_item_ts`].
 
 /// An application-chosen index of an item: frame number, sample index, nanoseconds.
 pub type Timestamp = i64;

@@ -1,7 +1,7 @@
 //! Temporal correlation (SPEC §4): exact and approximate joins over channels.
 //!
 //! Both joins are built on the public connection API (`get`, `consume`) plus settledness
-//! ([`Channel::settled_below`]), so they work unchanged wherever a channel lives.
+//! ([`Channel::settled_below`](crate::Channel::settled_below)), so they work unchanged wherever a channel lives.
 //!
 //! A join pulls every unseen item of its input connections into per-channel buffers (the items
 //! are open on the join's connections, so they cannot be reclaimed under it). A tuple it returns

@@ -34,7 +34,7 @@
 //! - [`task`] — [`Task`]: virtual time, visibility, `spawn`, `attach_input` / `attach_output`.
 //! - [`channel`] — [`Channel`], [`ChannelOutput`] (`put`) and [`ChannelInput`] (`get`,
 //!   `get_range`, `consume`, `consume_until`), blocking and async.
-//! - [`queue`] — [`Queue`] and its connections; [`split`]: splitter/joiner helpers.
+//! - [`queue`] — [`Queue`] and its connections; [`split`](mod@split): splitter/joiner helpers.
 //! - [`join`] — [`ExactJoin`] and [`ApproxJoin`]: temporal correlation (SPEC §4).
 //! - [`payload`] — copy-in through recycled buffers; what `put` accepts.
 //! - [`pacer`] — [`Pacer`], real-time pacing.
