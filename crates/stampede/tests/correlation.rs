@@ -315,3 +315,47 @@ fn late_items_are_reported() {
     assert_eq!(*seen.lock().unwrap(), vec![(3, Incomplete::Late)]);
     assert_eq!(join.stats().late, 1);
 }
+
+/// A skipping consumer (NEWEST_UNSEEN + consume_until) on the same channels never takes items
+/// away from a join: the join's own connection holds every item until it is released, on both
+/// retention policies; afterwards everything is reclaimed.
+#[test]
+fn skipping_consumer_beside_a_join() {
+    for retention in [Retention::History, Retention::CurrentReaders] {
+        let rt = Runtime::new();
+        let a = rt.create_channel("a", retention).unwrap();
+        let b = rt.create_channel("b", retention).unwrap();
+        let cams = (rt.task(0).unwrap(), rt.task(0).unwrap());
+        let (oa, ob) = (cams.0.attach_output(&a).unwrap(), cams.1.attach_output(&b).unwrap());
+        a.close_producers();
+        b.close_producers();
+        let joiner = rt.task(INFINITY).unwrap();
+        let mut join =
+            ExactJoin::new(vec![joiner.attach_input(&a).unwrap(), joiner.attach_input(&b).unwrap()], JoinPolicy::Skip)
+                .unwrap();
+        let skipper = rt.task(INFINITY).unwrap();
+        let fast = skipper.attach_input(&a).unwrap();
+        let mut joined = Vec::new();
+        for ts in 0..20 {
+            oa.put(ts, &b"a"[..]).unwrap();
+            ob.put(ts, &b"b"[..]).unwrap();
+            cams.0.set_virtual_time(ts + 1).unwrap();
+            cams.1.set_virtual_time(ts + 1).unwrap();
+            if ts % 5 == 4 {
+                let newest = fast.get(stampede::NEWEST_UNSEEN, NOW).unwrap();
+                fast.consume_until(newest.ts).unwrap();
+                while let Ok(tuple) = join.next(NOW) {
+                    joined.push(tuple.ts);
+                }
+            }
+        }
+        assert_eq!(joined, (0..20).collect::<Vec<_>>(), "{retention:?}");
+        assert_eq!(join.stats().complete, 20);
+        drop(join);
+        drop((fast, oa, ob));
+        cams.0.close();
+        cams.1.close();
+        assert_eq!((a.stats().live_items, b.stats().live_items), (0, 0), "{retention:?}");
+        assert_eq!(a.stats().reclaimed, 20);
+    }
+}
