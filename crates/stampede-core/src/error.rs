@@ -72,22 +72,3 @@ pub enum Error {
 fn neighbour(ts: Option<Timestamp>) -> String {
     ts.map_or_else(|| "none".to_owned(), |ts| ts.to_string())
 }
-
-impl Error {
-    /// The exception name bindings raise for this error (`stampede.<kind>`).
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Error::BelowVisibility { .. } => "BelowVisibility",
-            Error::DuplicateTimestamp { .. } => "DuplicateTimestamp",
-            Error::InvalidTimestamp { .. } => "InvalidTimestamp",
-            Error::Full { .. } => "Full",
-            Error::NotAvailable { .. } => "NotAvailable",
-            Error::AlreadyConsumed { .. } => "AlreadyConsumed",
-            Error::Reclaimed { .. } => "Reclaimed",
-            Error::Closed { .. } => "Closed",
-            Error::NotFound { .. } => "NotFound",
-            Error::AlreadyExists { .. } => "AlreadyExists",
-            Error::InvalidArgument { .. } => "InvalidArgument",
-        }
-    }
-}

@@ -40,11 +40,6 @@ impl PaceRule {
         Ok(PaceRule { tick, tolerance })
     }
 
-    /// Real time per virtual time unit.
-    pub fn tick(&self) -> Duration {
-        self.tick
-    }
-
     /// When, after the start, virtual time `vt` is due.
     pub fn due(&self, vt: Timestamp) -> Duration {
         let nanos = self.tick.as_nanos().saturating_mul(vt.max(0) as u128);
