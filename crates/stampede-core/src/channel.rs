@@ -48,11 +48,6 @@ impl Limits {
         Limits { bytes_max: Some(bytes_max), ..self }
     }
 
-    /// `true` while an item of `len` bytes could fit once enough items are reclaimed.
-    pub fn could_fit(&self, len: usize) -> bool {
-        !matches!(self.overflow(0, 0, len), Some((_, true)))
-    }
-
     /// Why an item of `len` bytes does not fit next to `items`/`bytes` already stored, if it
     /// does not. `never` is true when no amount of reclamation could make room.
     pub fn overflow(&self, items: usize, bytes: usize, len: usize) -> Option<(String, bool)> {
@@ -220,8 +215,8 @@ impl ChannelState {
                 reason: format!("ts={ts}: refcount must be at least 1 (it counts consumptions)"),
             });
         }
-        if let Some((reason, _)) = self.limits.overflow(self.items.len(), self.live_bytes, payload.len()) {
-            return Err(Error::Full { name: self.name.to_string(), ts, reason });
+        if let Some((reason, can_never_fit)) = self.limits.overflow(self.items.len(), self.live_bytes, payload.len()) {
+            return Err(Error::Full { name: self.name.to_string(), ts, reason, can_never_fit });
         }
         let mut fx = Effects::default();
         let channel_before = self.input_claims.min();
@@ -249,7 +244,7 @@ impl ChannelState {
     /// `get(selector)` on input connection `conn` (SPEC §2); the item becomes open there.
     pub fn get(&mut self, conn: ConnId, selector: Selector, ts_min: Timestamp, fx: &mut Effects) -> Result<Item> {
         self.check_open()?;
-        let input = self.inputs.get_mut(&conn).ok_or_else(|| detached(&self.name))?;
+        let input = self.inputs.get_mut(&conn).ok_or_else(|| Error::detached(&self.name))?;
         let ts = match selector {
             Selector::At(ts) => {
                 if !is_item_ts(ts) {
@@ -295,7 +290,7 @@ impl ChannelState {
     /// each becomes open there.
     pub fn get_range(&mut self, conn: ConnId, t0: Timestamp, t1: Timestamp, fx: &mut Effects) -> Result<Vec<Item>> {
         self.check_open()?;
-        let input = self.inputs.get_mut(&conn).ok_or_else(|| detached(&self.name))?;
+        let input = self.inputs.get_mut(&conn).ok_or_else(|| Error::detached(&self.name))?;
         if t0 > t1 {
             return Ok(Vec::new());
         }
@@ -318,7 +313,7 @@ impl ChannelState {
         if !is_item_ts(ts) {
             return Err(Error::InvalidTimestamp { op: "consume", name: self.name.to_string(), ts });
         }
-        let input = self.inputs.get(&conn).ok_or_else(|| detached(&self.name))?;
+        let input = self.inputs.get(&conn).ok_or_else(|| Error::detached(&self.name))?;
         if !self.items.contains_key(&ts) {
             if ts < ts_min || self.tombstones.contains(&ts) {
                 return Ok(());
@@ -332,7 +327,7 @@ impl ChannelState {
             });
         }
         let channel_before = self.input_claims.min();
-        let input = self.inputs.get_mut(&conn).ok_or_else(|| detached(&self.name))?;
+        let input = self.inputs.get_mut(&conn).ok_or_else(|| Error::detached(&self.name))?;
         let before = input.claim();
         let was_open = input.open.remove(&ts);
         let counted = was_open || input.unseen.remove(&ts);
@@ -352,7 +347,7 @@ impl ChannelState {
     pub fn consume_until(&mut self, conn: ConnId, ts: Timestamp, fx: &mut Effects) -> Result<()> {
         self.check_open()?;
         let channel_before = self.input_claims.min();
-        let input = self.inputs.get_mut(&conn).ok_or_else(|| detached(&self.name))?;
+        let input = self.inputs.get_mut(&conn).ok_or_else(|| Error::detached(&self.name))?;
         let before = input.claim();
         input.floor = input.floor.max(Some(ts));
         let split = ts.saturating_add(1);
@@ -570,12 +565,6 @@ impl ChannelState {
         push_move(&mut fx.claims, channel_before, self.input_claims.min());
         fx.reclaimed.push(Item { ts, payload: stored.payload });
     }
-}
-
-/// The error for an operation on a connection that was detached (explicitly, or by closing its
-/// task).
-pub fn detached(name: &str) -> Error {
-    Error::Closed { name: name.to_owned(), reason: "the connection was detached" }
 }
 
 /// Moves one connection's claim inside the channel's multiset.

@@ -35,7 +35,14 @@ pub enum Error {
 
     /// A bounded channel or queue stayed full until the timeout, or the item can never fit.
     #[error("put ts={ts} on \"{name}\": full ({reason})")]
-    Full { name: String, ts: Timestamp, reason: String },
+    Full {
+        name: String,
+        ts: Timestamp,
+        reason: String,
+        /// The item is larger than the bound: no amount of reclamation makes room, so waiting is
+        /// pointless.
+        can_never_fit: bool,
+    },
 
     /// Nothing suitable was present before the timeout. `previous` and `next` are the neighbouring
     /// timestamps present and not consumed on this connection.
@@ -66,6 +73,23 @@ pub enum Error {
     /// An argument outside its documented range (refcount 0, a tick of 0, …).
     #[error("{op} on \"{name}\": {reason}")]
     InvalidArgument { op: &'static str, name: String, reason: String },
+}
+
+/// The reason of the `Closed` error of an operation on a detached connection.
+pub const DETACHED: &str = "the connection was detached";
+
+impl Error {
+    /// `true` for the "not yet" errors a blocking call waits out: `NotAvailable`, and `Full` for
+    /// an item that could fit once items are reclaimed. Every other error is final.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::NotAvailable { .. } | Error::Full { can_never_fit: false, .. })
+    }
+
+    /// The error for an operation on a connection that was detached (explicitly, or by closing
+    /// its task).
+    pub fn detached(name: &str) -> Error {
+        Error::Closed { name: name.to_owned(), reason: DETACHED }
+    }
 }
 
 /// A neighbouring timestamp as shown in messages: the number, or `none`.

@@ -32,7 +32,7 @@ pub mod time;
 pub use channel::{ChannelState, ConnId, Limits, Retention};
 pub use claims::{ClaimUpdate, ClaimUpdates, Claims, Tracker};
 pub use effects::{Effects, OpenChange, OpenChanges};
-pub use error::{Error, Result};
+pub use error::{Error, Result, DETACHED};
 pub use item::{Codec, Item, Payload};
 pub use pacer::{Pace, PaceRule};
 pub use queue::{QueueItem, QueueState};

@@ -9,7 +9,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use crate::channel::{detached, ConnId, Limits};
+use crate::channel::{ConnId, Limits};
 use crate::claims::{push_move, Claims};
 use crate::effects::{Effects, OpenChange};
 use crate::error::{Error, Result};
@@ -97,8 +97,8 @@ impl QueueState {
             return Err(Error::InvalidTimestamp { op: "put", name: self.name.to_string(), ts });
         }
         task.check_put(&self.name, ts)?;
-        if let Some((reason, _)) = self.limits.overflow(self.live_items(), self.live_bytes, payload.len()) {
-            return Err(Error::Full { name: self.name.to_string(), ts, reason });
+        if let Some((reason, can_never_fit)) = self.limits.overflow(self.live_items(), self.live_bytes, payload.len()) {
+            return Err(Error::Full { name: self.name.to_string(), ts, reason, can_never_fit });
         }
         let mut fx = Effects::default();
         let before = self.claims.min();
@@ -114,7 +114,7 @@ impl QueueState {
     /// Takes the oldest waiting item for `conn`; it is open there until consumed.
     pub fn get(&mut self, conn: ConnId, fx: &mut Effects) -> Result<QueueItem> {
         self.check_open()?;
-        let task = *self.inputs.get(&conn).ok_or_else(|| detached(&self.name))?;
+        let task = *self.inputs.get(&conn).ok_or_else(|| Error::detached(&self.name))?;
         let Some(item) = self.waiting.pop_front() else {
             return Err(Error::NotAvailable {
                 name: self.name.to_string(),
@@ -133,7 +133,7 @@ impl QueueState {
     /// `conn`; the item is reclaimed.
     pub fn consume(&mut self, conn: ConnId, seq: Option<u64>, ts: Timestamp, fx: &mut Effects) -> Result<()> {
         self.check_open()?;
-        let task = *self.inputs.get(&conn).ok_or_else(|| detached(&self.name))?;
+        let task = *self.inputs.get(&conn).ok_or_else(|| Error::detached(&self.name))?;
         let open = self.open.entry(conn).or_default();
         let position = match seq {
             Some(seq) => open.iter().position(|q| q.seq == seq),

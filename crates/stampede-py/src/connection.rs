@@ -20,9 +20,9 @@ use parking_lot::{Mutex, RwLock};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
-use stampede::{Error, Limits, Payload, PutOptions, Selector, Timestamp};
+use stampede::{Error, Payload, PutOptions, Selector, Timestamp};
 
-use crate::errors::{to_pyerr, Closed, IntoPyResult, NotAvailable, DETACHED};
+use crate::errors::{to_pyerr, Closed, IntoPyResult, NotAvailable};
 use crate::item::Item;
 use crate::payload::to_payload;
 use crate::reclaim::HandlerErrors;
@@ -61,16 +61,6 @@ fn selector(obj: &Bound<'_, PyAny>) -> PyResult<Selector> {
     })
 }
 
-/// "Not yet" for a put: the container is full but the item could fit once items are reclaimed.
-fn full_retry(limits: Limits, payload: &Payload) -> impl Fn(&Error) -> bool {
-    let could_fit = limits.could_fit(payload.len());
-    move |e| could_fit && matches!(e, Error::Full { .. })
-}
-
-fn not_available(e: &Error) -> bool {
-    matches!(e, Error::NotAvailable { .. })
-}
-
 /// The Rust connection of a Python connection, until it is detached or handed over to a join.
 struct Slot<T> {
     /// The connection, or why it is gone (the reason of the `Closed` error later calls raise).
@@ -101,7 +91,7 @@ impl<T: Send + Sync> Slot<T> {
         let conn = {
             let mut slot = self.conn.write();
             match &*slot {
-                Ok(_) => std::mem::replace(&mut *slot, Err(DETACHED)).ok(),
+                Ok(_) => std::mem::replace(&mut *slot, Err(stampede::DETACHED)).ok(),
                 Err(_) => None, // detached already, or owned by a join now
             }
         };
@@ -176,10 +166,7 @@ impl ChannelOutput {
         let conn = self.slot.get()?;
         let payload = to_payload(data, codec, &|parts: &[&[u8]]| conn.copy_in(parts))?;
         let timeout = wait::timeout(timeout)?;
-        let retry = full_retry(conn.channel().limits(), &payload);
-        wait::blocking(py, timeout, retry, |slice| {
-            conn.put_with(ts, payload.clone(), PutOptions { refcount, timeout: slice })
-        })
+        wait::blocking(py, timeout, |slice| conn.put_with(ts, payload.clone(), PutOptions { refcount, timeout: slice }))
     }
 
     /// The asyncio form of `put`: an awaitable that waits for room without blocking the loop.
@@ -267,7 +254,7 @@ impl ChannelInput {
 
     fn get_item(&self, py: Python<'_>, selector: Selector, timeout: Option<Duration>) -> PyResult<Item> {
         let conn = self.slot.get()?;
-        let item = wait::blocking(py, timeout, not_available, |slice| conn.get(selector, slice))?;
+        let item = wait::blocking(py, timeout, |slice| conn.get(selector, slice))?;
         Ok(Item::from_channel(item))
     }
 }
@@ -412,8 +399,7 @@ impl QueueOutput {
         let conn = self.slot.get()?;
         let payload = to_payload(data, codec, &|parts: &[&[u8]]| conn.copy_in(parts))?;
         let timeout = wait::timeout(timeout)?;
-        let retry = full_retry(conn.queue().limits(), &payload);
-        wait::blocking(py, timeout, retry, |slice| conn.put(ts, payload.clone(), slice))
+        wait::blocking(py, timeout, |slice| conn.put(ts, payload.clone(), slice))
     }
 
     /// The asyncio form of `put`.
@@ -468,7 +454,7 @@ impl QueueInput {
 
     fn get_item(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<Item> {
         let conn = self.slot.get()?;
-        let item = wait::blocking(py, timeout, not_available, |slice| conn.get(slice))?;
+        let item = wait::blocking(py, timeout, |slice| conn.get(slice))?;
         Ok(Item::from_queue(item))
     }
 

@@ -58,7 +58,7 @@ fn set_attributes(value: &Bound<'_, PyAny>, error: &Error) -> PyResult<()> {
         }
         Error::DuplicateTimestamp { name, ts } | Error::AlreadyConsumed { name, ts } => (name, Some(*ts), None),
         Error::InvalidTimestamp { name, ts, .. } => (name, Some(*ts), None),
-        Error::Full { name, ts, reason } | Error::Reclaimed { name, ts, reason } => {
+        Error::Full { name, ts, reason, .. } | Error::Reclaimed { name, ts, reason } => {
             (name, Some(*ts), Some(reason.clone()))
         }
         Error::NotAvailable { name, selector, previous, next } => {
@@ -87,10 +87,6 @@ impl<T> IntoPyResult<T> for stampede::Result<T> {
         self.map_err(to_pyerr)
     }
 }
-
-/// The reason of the `Closed` error of an operation on a connection that was detached (the same
-/// text as the runtime's).
-pub(crate) const DETACHED: &str = "the connection was detached";
 
 /// Registers the exception classes in the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

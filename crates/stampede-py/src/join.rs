@@ -197,8 +197,7 @@ impl<J: RustJoin> Driver<J> {
 
     /// The next output, waiting up to `timeout` (None: until there is one or the join ends).
     fn next(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<J::Output> {
-        let not_yet = |e: &Error| matches!(e, Error::NotAvailable { .. });
-        wait::blocking(py, timeout, not_yet, |slice| {
+        wait::blocking(py, timeout, |slice| {
             let result = self.attempt(slice);
             self.deliver();
             result

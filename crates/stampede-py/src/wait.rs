@@ -3,7 +3,7 @@
 //! A blocking operation runs with the GIL released, in slices of at most [`SLICE`]; between
 //! slices the helper re-attaches and calls `check_signals`, so Ctrl-C interrupts a blocked `get`
 //! or `put` with `KeyboardInterrupt` within about one slice. A slice that ends "not yet" (the
-//! error `retry` accepts) is simply repeated until the caller's deadline; the last slice's error
+//! error is transient, [`stampede::Error::is_transient`]) is simply repeated until the caller's deadline; the last slice's error
 //! is the one raised, so `NotAvailable` still carries the neighbouring timestamps of that moment.
 //! Nothing is lost between slices: a slice either completes the operation or changes nothing.
 
@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use stampede::Error;
 
 use crate::errors::to_pyerr;
 
@@ -19,11 +18,10 @@ use crate::errors::to_pyerr;
 pub(crate) const SLICE: Duration = Duration::from_millis(50);
 
 /// Runs `op(slice_timeout)` with the GIL released until it succeeds, fails for good, or the
-/// `timeout` (None = forever) expires. `retry` tells "not yet" errors apart.
+/// `timeout` (None = forever) expires. Transient errors ("not yet") are retried.
 pub(crate) fn blocking<T: Send>(
     py: Python<'_>,
     timeout: Option<Duration>,
-    retry: impl Fn(&Error) -> bool,
     op: impl Fn(Option<Duration>) -> stampede::Result<T> + Sync,
 ) -> PyResult<T> {
     let deadline = timeout.map(|t| Instant::now() + t);
@@ -40,7 +38,7 @@ pub(crate) fn blocking<T: Send>(
             }
         };
         match py.detach(|| op(Some(slice))) {
-            Err(e) if !last && retry(&e) => py.check_signals()?,
+            Err(e) if !last && e.is_transient() => py.check_signals()?,
             other => return other.map_err(to_pyerr),
         }
     }

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use stampede_core::{ConnId, Effects, Error, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp};
+use stampede_core::{ConnId, Effects, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp};
 
 use crate::payload::IntoPayload;
 use crate::space::{ChannelShared, Held, ReclaimHandler, Space, TaskShared};
@@ -149,21 +149,14 @@ impl ChannelOutput {
     /// `BelowVisibility`, `DuplicateTimestamp`, `Full`, `Closed`.
     pub fn put_with(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
         let payload = payload.into_payload(&self.channel.shared.buffers);
-        let retry = self.full_retry(payload.len());
-        wait::blocking(
-            &self.channel.shared.freed,
-            options.timeout,
-            || self.try_put(ts, &payload, options.refcount),
-            retry,
-        )
+        wait::blocking(&self.channel.shared.freed, options.timeout, || self.try_put(ts, &payload, options.refcount))
     }
 
     /// The async form of [`put_with`](Self::put_with): waits for room without blocking a thread.
     pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
         let payload = payload.into_payload(&self.channel.shared.buffers);
-        let retry = self.full_retry(payload.len());
         let attempt = || self.try_put(ts, &payload, options.refcount);
-        wait::asynchronous(&self.channel.shared.freed, options.timeout, attempt, retry).await
+        wait::asynchronous(&self.channel.shared.freed, options.timeout, attempt).await
     }
 
     /// Copies `parts`, concatenated, into a buffer from this channel's recycling pool: the one
@@ -193,11 +186,6 @@ impl ChannelOutput {
         self.channel.reclaimed(&reclaimed);
         Ok(())
     }
-
-    fn full_retry(&self, len: usize) -> impl Fn(&Error) -> bool {
-        let could_fit = self.channel.shared.limits.could_fit(len);
-        move |e| could_fit && matches!(e, Error::Full { .. })
-    }
 }
 
 impl Drop for ChannelOutput {
@@ -225,13 +213,13 @@ impl ChannelInput {
     /// neighbouring timestamps), `AlreadyConsumed`, `Reclaimed`, `InvalidTimestamp`, `Closed`.
     pub fn get(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
         let selector = selector.into();
-        wait::blocking(&self.channel.shared.changed, timeout, || self.try_get(selector), wait::not_available)
+        wait::blocking(&self.channel.shared.changed, timeout, || self.try_get(selector))
     }
 
     /// The async form of [`get`](Self::get), for tokio.
     pub async fn get_async(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
         let selector = selector.into();
-        wait::asynchronous(&self.channel.shared.changed, timeout, || self.try_get(selector), wait::not_available).await
+        wait::asynchronous(&self.channel.shared.changed, timeout, || self.try_get(selector)).await
     }
 
     /// Every item with `t0 <= ts <= t1` present and not consumed on this connection, in

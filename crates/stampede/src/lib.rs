@@ -63,8 +63,8 @@ pub use queue::{Queue, QueueInput, QueueOutput};
 pub use runtime::{ChannelOptions, Container, Runtime, RuntimeStats};
 pub use split::{split, Gather};
 pub use stampede_core::{
-    Codec, Error, Item, Limits, Pace, Payload, QueueItem, Result, Retention, Selector, Stats, Timestamp, INFINITY,
-    TS_MAX,
+    Codec, Error, Item, Limits, Pace, Payload, QueueItem, Result, Retention, Selector, Stats, Timestamp, DETACHED,
+    INFINITY, TS_MAX,
 };
 pub use task::{Attach, Task};
 

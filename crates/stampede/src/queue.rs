@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use stampede_core::{ConnId, Effects, Error, Item, Limits, Payload, QueueItem, Result, Stats, Timestamp};
+use stampede_core::{ConnId, Effects, Item, Limits, Payload, QueueItem, Result, Stats, Timestamp};
 
 use crate::channel::forget;
 use crate::payload::IntoPayload;
@@ -87,17 +87,13 @@ impl QueueOutput {
     /// wait for room in a bounded queue.
     pub fn put(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
         let payload = payload.into_payload(&self.queue.shared.buffers);
-        let could_fit = self.queue.shared.limits.could_fit(payload.len());
-        let retry = move |e: &Error| could_fit && matches!(e, Error::Full { .. });
-        wait::blocking(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload), retry)
+        wait::blocking(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload))
     }
 
     /// The async form of [`put`](Self::put).
     pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
         let payload = payload.into_payload(&self.queue.shared.buffers);
-        let could_fit = self.queue.shared.limits.could_fit(payload.len());
-        let retry = move |e: &Error| could_fit && matches!(e, Error::Full { .. });
-        wait::asynchronous(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload), retry).await
+        wait::asynchronous(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload)).await
     }
 
     /// Copies `parts`, concatenated, into a buffer from this queue's recycling pool.
@@ -139,12 +135,12 @@ impl QueueInput {
     /// Takes the oldest waiting item; it is open on this connection (holding the task's
     /// visibility at its timestamp) until consumed. `NotAvailable` when the timeout expires.
     pub fn get(&self, timeout: Option<Duration>) -> Result<QueueItem> {
-        wait::blocking(&self.queue.shared.changed, timeout, || self.try_get(), wait::not_available)
+        wait::blocking(&self.queue.shared.changed, timeout, || self.try_get())
     }
 
     /// The async form of [`get`](Self::get).
     pub async fn get_async(&self, timeout: Option<Duration>) -> Result<QueueItem> {
-        wait::asynchronous(&self.queue.shared.changed, timeout, || self.try_get(), wait::not_available).await
+        wait::asynchronous(&self.queue.shared.changed, timeout, || self.try_get()).await
     }
 
     /// Consumes an item this connection got; the queue reclaims it.

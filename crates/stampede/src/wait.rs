@@ -9,15 +9,15 @@
 //! again; only then sleep. Whoever changes the state notifies after releasing its lock. The
 //! waiter count is incremented before the second try and read after the state change (both
 //! sequentially consistent), so a notifier that sees no waiter changed the state before that
-//! waiter's second try, which therefore sees the change. `retry` says which errors mean "not
-//! yet" (e.g. `NotAvailable`, `Full` while the item could still fit); every other result
-//! returns.
+//! waiter's second try, which therefore sees the change. The "not yet" errors are those
+//! [`Error::is_transient`] names (`NotAvailable`, `Full` while the item could still fit); every
+//! other result returns.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use event_listener::{Event, EventListener, Listener};
-use stampede_core::{Error, Result};
+use stampede_core::Result;
 
 /// How long a blocking waiter spins before it registers and sleeps. Longer than a hand-off's
 /// work on the other side (a put plus a wake-up check, ~1 µs) with room to spare, short enough
@@ -127,12 +127,11 @@ pub(crate) fn blocking<T>(
     signal: &Signal,
     timeout: Option<Duration>,
     mut attempt: impl FnMut() -> Result<T>,
-    retry: impl Fn(&Error) -> bool,
 ) -> Result<T> {
     let deadline = timeout.map(|d| Instant::now() + d);
     loop {
         match attempt() {
-            Err(e) if retry(&e) && deadline.is_none_or(|d| Instant::now() < d) => {}
+            Err(e) if e.is_transient() && deadline.is_none_or(|d| Instant::now() < d) => {}
             other => return other,
         }
         if signal.spin() {
@@ -140,7 +139,7 @@ pub(crate) fn blocking<T>(
         }
         let waiter = signal.listen();
         match attempt() {
-            Err(e) if retry(&e) => {}
+            Err(e) if e.is_transient() => {}
             other => return other,
         }
         if !waiter.wait(deadline) {
@@ -156,26 +155,20 @@ pub(crate) async fn asynchronous<T>(
     signal: &Signal,
     timeout: Option<Duration>,
     mut attempt: impl FnMut() -> Result<T>,
-    retry: impl Fn(&Error) -> bool,
 ) -> Result<T> {
     let deadline = timeout.map(|d| tokio::time::Instant::now() + d);
     loop {
         match attempt() {
-            Err(e) if retry(&e) && deadline.is_none_or(|d| tokio::time::Instant::now() < d) => {}
+            Err(e) if e.is_transient() && deadline.is_none_or(|d| tokio::time::Instant::now() < d) => {}
             other => return other,
         }
         let waiter = signal.listen();
         match attempt() {
-            Err(e) if retry(&e) => {}
+            Err(e) if e.is_transient() => {}
             other => return other,
         }
         if !waiter.wait_async(deadline).await {
             return attempt();
         }
     }
-}
-
-/// "Nothing suitable yet": worth waiting for.
-pub(crate) fn not_available(e: &Error) -> bool {
-    matches!(e, Error::NotAvailable { .. })
 }
