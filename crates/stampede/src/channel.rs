@@ -12,7 +12,7 @@ use std::time::Duration;
 use stampede_core::{ConnId, Effects, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp};
 
 use crate::payload::IntoPayload;
-use crate::space::{ChannelShared, Held, ReclaimHandler, Space, TaskShared};
+use crate::space::{ChannelShared, Held, Space, TaskShared};
 use crate::wait;
 
 /// Options of a put.
@@ -45,9 +45,7 @@ impl Channel {
 
     /// Counters now: live items and bytes, reclaimed, puts, gets, connections, ts_min.
     pub fn stats(&self) -> Stats {
-        let mut stats = self.shared.state.lock().stats();
-        stats.ts_min = self.space.ts_min();
-        stats
+        self.shared.stats(&self.space)
     }
 
     /// Timestamps of the items stored now, in order.
@@ -58,8 +56,7 @@ impl Channel {
     /// Registers a GC handler called with each item this channel reclaims, outside every lock,
     /// before the operation that made the item garbage returns.
     pub fn on_reclaim(&self, handler: impl Fn(&Item) + Send + Sync + 'static) {
-        let handler: ReclaimHandler = Arc::new(move |_, item| handler(item));
-        self.shared.handlers.write().push(handler);
+        self.shared.on_reclaim(handler);
     }
 
     /// The channel's retention policy.
@@ -117,7 +114,7 @@ impl Channel {
     }
 
     fn reclaimed(&self, items: &[Item]) {
-        self.space.reclaimed(&self.shared.name, &self.shared.handlers, &self.shared.freed, items);
+        self.space.reclaimed(&self.shared, items);
     }
 }
 

@@ -8,7 +8,7 @@ use stampede_core::{ConnId, Effects, Item, Limits, Payload, QueueItem, Result, S
 
 use crate::channel::forget;
 use crate::payload::IntoPayload;
-use crate::space::{Held, QueueShared, ReclaimHandler, Space, TaskShared};
+use crate::space::{Held, QueueShared, Space, TaskShared};
 use crate::wait;
 
 /// A named FIFO queue of timestamped items (cheap to clone).
@@ -31,15 +31,12 @@ impl Queue {
 
     /// Counters now.
     pub fn stats(&self) -> Stats {
-        let mut stats = self.shared.state.lock().stats();
-        stats.ts_min = self.space.ts_min();
-        stats
+        self.shared.stats(&self.space)
     }
 
     /// Registers a GC handler called with each item the queue reclaims (when it is consumed).
     pub fn on_reclaim(&self, handler: impl Fn(&Item) + Send + Sync + 'static) {
-        let handler: ReclaimHandler = Arc::new(move |_, item| handler(item));
-        self.shared.handlers.write().push(handler);
+        self.shared.on_reclaim(handler);
     }
 
     /// Destroys the queue: items are reclaimed, operations fail `Closed`.
@@ -163,7 +160,7 @@ impl QueueInput {
             s.consume(self.conn, seq, ts, &mut fx)?;
             Ok(((), fx))
         })?;
-        self.queue.space.reclaimed(&shared.name, &shared.handlers, &shared.freed, &reclaimed);
+        self.queue.space.reclaimed(shared, &reclaimed);
         Ok(())
     }
 

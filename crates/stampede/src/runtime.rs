@@ -1,17 +1,14 @@
 //! The embedded node (SPEC §7 "embedded by default"): channels, queues, names, tasks and GC in
 //! this process, with nothing to install or start.
 
-use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
-use stampede_core::{ChannelState, Error, Item, Limits, QueueState, Result, Retention, Timestamp, INFINITY};
+use stampede_core::{ChannelState, Error, Item, Limits, QueueState, Result, Retention, Timestamp};
 
 use crate::channel::Channel;
 use crate::queue::Queue;
-use crate::space::{ChannelShared, Entry, QueueShared, ReclaimHandler, Space};
+use crate::space::{Entry, ReclaimHandler, Shared, Space};
 use crate::task::Task;
-use crate::wait::Signal;
 
 /// How a channel is created: its bounds and its retention policy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -76,16 +73,7 @@ impl Runtime {
         check_name(name)?;
         let ChannelOptions { limits, retention } = options.into();
         let name: Arc<str> = name.into();
-        let shared = Arc::new(ChannelShared {
-            name: name.clone(),
-            limits,
-            state: Mutex::new(ChannelState::new(name.clone(), limits, retention)),
-            changed: Signal::default(),
-            freed: Signal::default(),
-            handlers: RwLock::new(Vec::new()),
-            oldest: AtomicI64::new(INFINITY),
-            buffers: Arc::default(),
-        });
+        let shared = Shared::new(name.clone(), limits, ChannelState::new(name.clone(), limits, retention));
         self.space.register(&name, Entry::Channel(shared.clone()))?;
         Ok(Channel { shared, space: self.space.clone() })
     }
@@ -94,15 +82,7 @@ impl Runtime {
     pub fn create_queue(&self, name: &str, limits: Limits) -> Result<Queue> {
         check_name(name)?;
         let name: Arc<str> = name.into();
-        let shared = Arc::new(QueueShared {
-            buffers: Arc::default(),
-            name: name.clone(),
-            limits,
-            state: Mutex::new(QueueState::new(name.clone(), limits)),
-            changed: Signal::default(),
-            freed: Signal::default(),
-            handlers: RwLock::new(Vec::new()),
-        });
+        let shared = Shared::new(name.clone(), limits, QueueState::new(name.clone(), limits));
         self.space.register(&name, Entry::Queue(shared.clone()))?;
         Ok(Queue { shared, space: self.space.clone() })
     }

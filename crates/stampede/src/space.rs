@@ -16,66 +16,99 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::payload::Buffers;
 use crate::wait::Signal;
 use stampede_core::{
-    ChannelState, Effects, Error, Item, OpenChange, OpenChanges, QueueState, Result, TaskId, TaskState, Timestamp,
-    Tracker,
+    ChannelState, Effects, Error, Item, Limits, OpenChange, OpenChanges, QueueState, Result, Stats, TaskId, TaskState,
+    Timestamp, Tracker,
 };
 
 /// A GC handler: called with the container's name and each item it reclaims.
 pub type ReclaimHandler = Arc<dyn Fn(&str, &Item) + Send + Sync>;
 
-/// A channel's state plus what waiters and GC handlers need.
-pub(crate) struct ChannelShared {
+/// A channel's or queue's state plus what waiters, GC handlers and copy-in need.
+pub(crate) struct Shared<S> {
     pub(crate) name: Arc<str>,
-    pub(crate) limits: stampede_core::Limits,
-    pub(crate) state: Mutex<ChannelState>,
+    pub(crate) limits: Limits,
+    pub(crate) state: Mutex<S>,
     /// Notified when an item arrives or something a blocked get may care about changes (ts_min
-    /// advanced, channel closed).
+    /// advanced, container closed).
     pub(crate) changed: Signal,
-    /// Notified when items are reclaimed, for puts blocked on a full channel.
+    /// Notified when items are reclaimed, for puts blocked on a full container.
     pub(crate) freed: Signal,
     pub(crate) handlers: RwLock<Vec<ReclaimHandler>>,
     /// Lowest timestamp stored or tombstoned (`INFINITY` if none), published after every
     /// operation so a GC sweep can skip, without locking, a channel with nothing below ts_min.
     pub(crate) oldest: AtomicI64,
     /// Recycled payload buffers for copy-in.
-    pub(crate) buffers: Arc<crate::payload::Buffers>,
+    pub(crate) buffers: Arc<Buffers>,
 }
 
-/// A queue's state plus what waiters and GC handlers need.
-pub(crate) struct QueueShared {
-    pub(crate) buffers: Arc<crate::payload::Buffers>,
-    pub(crate) name: Arc<str>,
-    pub(crate) limits: stampede_core::Limits,
-    pub(crate) state: Mutex<QueueState>,
-    pub(crate) changed: Signal,
-    pub(crate) freed: Signal,
-    pub(crate) handlers: RwLock<Vec<ReclaimHandler>>,
+pub(crate) type ChannelShared = Shared<ChannelState>;
+pub(crate) type QueueShared = Shared<QueueState>;
+
+/// What the driver needs from a channel's or queue's core state, whichever it is.
+pub(crate) trait ContainerState {
+    /// Lowest timestamp a GC sweep may have to reclaim (none for a queue: it is not swept).
+    fn oldest(&self) -> Option<Timestamp>;
+    fn stats(&self) -> Stats;
+    fn close(&mut self, reason: &'static str) -> Effects;
 }
 
-/// A container whose state the operation path locks.
-pub(crate) trait Guarded {
-    type State;
-    fn state(&self) -> &Mutex<Self::State>;
-    /// Publishes what lock-free readers need, under the lock, after every operation.
-    fn publish(&self, _state: &Self::State) {}
-}
-
-impl Guarded for ChannelShared {
-    type State = ChannelState;
-    fn state(&self) -> &Mutex<ChannelState> {
-        &self.state
+impl ContainerState for ChannelState {
+    fn oldest(&self) -> Option<Timestamp> {
+        ChannelState::oldest(self)
     }
-    fn publish(&self, state: &ChannelState) {
+    fn stats(&self) -> Stats {
+        ChannelState::stats(self)
+    }
+    fn close(&mut self, reason: &'static str) -> Effects {
+        ChannelState::close(self, reason)
+    }
+}
+
+impl ContainerState for QueueState {
+    fn oldest(&self) -> Option<Timestamp> {
+        None
+    }
+    fn stats(&self) -> Stats {
+        QueueState::stats(self)
+    }
+    fn close(&mut self, reason: &'static str) -> Effects {
+        QueueState::close(self, reason)
+    }
+}
+
+impl<S: ContainerState> Shared<S> {
+    pub(crate) fn new(name: Arc<str>, limits: Limits, state: S) -> Arc<Shared<S>> {
+        Arc::new(Shared {
+            name,
+            limits,
+            state: Mutex::new(state),
+            changed: Signal::default(),
+            freed: Signal::default(),
+            handlers: RwLock::new(Vec::new()),
+            oldest: AtomicI64::new(stampede_core::INFINITY),
+            buffers: Arc::default(),
+        })
+    }
+
+    /// Publishes what lock-free readers need, under the lock, after every operation.
+    fn publish(&self, state: &S) {
         self.oldest.store(state.oldest().unwrap_or(stampede_core::INFINITY), Ordering::Release);
     }
-}
 
-impl Guarded for QueueShared {
-    type State = QueueState;
-    fn state(&self) -> &Mutex<QueueState> {
-        &self.state
+    /// Counters now, with the node's ts_min.
+    pub(crate) fn stats(&self, space: &Space) -> Stats {
+        let mut stats = self.state.lock().stats();
+        stats.ts_min = space.ts_min();
+        stats
+    }
+
+    /// Adds a GC handler called with each item this container reclaims.
+    pub(crate) fn on_reclaim(&self, handler: impl Fn(&Item) + Send + Sync + 'static) {
+        let handler: ReclaimHandler = Arc::new(move |_, item| handler(item));
+        self.handlers.write().push(handler);
     }
 }
 
@@ -232,19 +265,16 @@ impl Space {
 
     fn close_entry(&self, entry: &Entry, reason: &'static str) {
         match entry {
-            Entry::Channel(ch) => {
-                let fx = ch.state.lock().close(reason);
-                self.release(&fx.claims, fx.opens);
-                self.reclaimed(&ch.name, &ch.handlers, &ch.freed, &fx.reclaimed);
-                ch.changed.notify();
-            }
-            Entry::Queue(q) => {
-                let fx = q.state.lock().close(reason);
-                self.release(&fx.claims, fx.opens);
-                self.reclaimed(&q.name, &q.handlers, &q.freed, &fx.reclaimed);
-                q.changed.notify();
-            }
+            Entry::Channel(ch) => self.close_container(ch, reason),
+            Entry::Queue(q) => self.close_container(q, reason),
         }
+    }
+
+    fn close_container<S: ContainerState>(&self, shared: &Shared<S>, reason: &'static str) {
+        let fx = shared.state.lock().close(reason);
+        self.release(&fx.claims, fx.opens);
+        self.reclaimed(shared, &fx.reclaimed);
+        shared.changed.notify();
     }
 
     // ---- tasks -------------------------------------------------------------------------------
@@ -330,7 +360,7 @@ impl Space {
                 if let Some(ch) = ch.upgrade() {
                     // Under Retention::CurrentReaders, detaching may reclaim what only it held.
                     if let Ok((_, items)) = self.run(&*ch, task, |s, _, _| Ok(((), s.detach_input(conn)))) {
-                        self.reclaimed(&ch.name, &ch.handlers, &ch.freed, &items);
+                        self.reclaimed(&ch, &items);
                     }
                 }
             }
@@ -376,13 +406,13 @@ impl Space {
     /// the acting task's open changes and all claim updates under the locks, other tasks' open
     /// changes after, then a GC sweep if ts_min advanced. Returns the op's value and the items it
     /// reclaimed itself (for the caller's GC handlers).
-    pub(crate) fn run<C: Guarded, R>(
+    pub(crate) fn run<S: ContainerState, R>(
         &self,
-        container: &C,
+        container: &Shared<S>,
         task: &TaskShared,
-        op: impl FnOnce(&mut C::State, &mut TaskState, Timestamp) -> Result<(R, Effects)>,
+        op: impl FnOnce(&mut S, &mut TaskState, Timestamp) -> Result<(R, Effects)>,
     ) -> Result<(R, Vec<Item>)> {
-        let mut guard = container.state().lock();
+        let mut guard = container.state.lock();
         let mut state = task.state.lock();
         let (value, fx) = op(&mut guard, &mut state, self.ts_min())?;
         container.publish(&guard);
@@ -519,23 +549,23 @@ impl Space {
                 ch.publish(&state);
             }
             total += items.len();
-            self.reclaimed(&ch.name, &ch.handlers, &ch.freed, &items);
+            self.reclaimed(ch, &items);
             items.clear();
         }
         total
     }
 
     /// Runs GC handlers for `items` reclaimed from the container `name` and wakes blocked puts.
-    pub(crate) fn reclaimed(&self, name: &str, handlers: &RwLock<Vec<ReclaimHandler>>, freed: &Signal, items: &[Item]) {
+    pub(crate) fn reclaimed<S>(&self, shared: &Shared<S>, items: &[Item]) {
         if items.is_empty() {
             return;
         }
-        freed.notify();
-        let local: Vec<ReclaimHandler> = handlers.read().clone();
+        shared.freed.notify();
+        let local: Vec<ReclaimHandler> = shared.handlers.read().clone();
         let global: Vec<ReclaimHandler> = self.handlers.read().clone();
         for item in items {
             for handler in local.iter().chain(&global) {
-                handler(name, item);
+                handler(&shared.name, item);
             }
         }
     }
