@@ -81,6 +81,10 @@ struct Inputs {
     stats: JoinStats,
     on_incomplete: Option<IncompleteHandler>,
     space: Arc<Space>,
+    /// Highest timestamp released (or skipped); items arriving at or below it are late.
+    released_through: Option<Timestamp>,
+    /// The timestamp of the output handed out last, consumed at the next call.
+    outstanding: Option<Timestamp>,
 }
 
 impl Inputs {
@@ -94,7 +98,15 @@ impl Inputs {
         };
         let space = first.channel().space.clone();
         let buffers = inputs.iter().map(|_| BTreeMap::new()).collect();
-        Ok(Inputs { inputs, buffers, stats: JoinStats::default(), on_incomplete: None, space })
+        Ok(Inputs {
+            inputs,
+            buffers,
+            stats: JoinStats::default(),
+            on_incomplete: None,
+            space,
+            released_through: None,
+            outstanding: None,
+        })
     }
 
     /// Fails unless every channel's producer set is closed: with an open producer set any task,
@@ -196,10 +208,6 @@ impl Inputs {
 pub struct ExactJoin {
     core: Inputs,
     policy: JoinPolicy,
-    /// Highest timestamp released (or skipped); items arriving at or below it are late.
-    released_through: Option<Timestamp>,
-    /// The tuple handed out last, consumed at the next call.
-    outstanding: Option<Timestamp>,
 }
 
 impl ExactJoin {
@@ -212,7 +220,7 @@ impl ExactJoin {
         if policy != JoinPolicy::WaitAll {
             core.require_closed_producers(&format!("{policy:?}"))?;
         }
-        Ok(ExactJoin { core, policy, released_through: None, outstanding: None })
+        Ok(ExactJoin { core, policy })
     }
 
     /// Sets the callback told about every partial, skipped or late timestamp.
@@ -228,28 +236,22 @@ impl ExactJoin {
     /// The next tuple, waiting up to `timeout` (`None`: as long as it takes). Consumes the
     /// previous tuple first.
     pub fn next(&mut self, timeout: Option<Duration>) -> Result<Joined> {
-        self.finish_outstanding()?;
-        let policy = self.policy;
-        let released_through = &mut self.released_through;
-        let joined = self.core.wait(timeout, |core| step(core, policy, released_through))?;
-        self.outstanding = Some(joined.ts);
-        Ok(joined)
-    }
-
-    fn finish_outstanding(&mut self) -> Result<()> {
-        if let Some(ts) = self.outstanding.take() {
+        if let Some(ts) = self.core.outstanding.take() {
             for i in 0..self.core.inputs.len() {
                 self.core.release(i, ts)?;
             }
         }
-        Ok(())
+        let policy = self.policy;
+        let joined = self.core.wait(timeout, |core| step(core, policy))?;
+        self.core.outstanding = Some(joined.ts);
+        Ok(joined)
     }
 }
 
 /// One attempt of an exact join: `Some` when a tuple is ready.
-fn step(core: &mut Inputs, policy: JoinPolicy, released_through: &mut Option<Timestamp>) -> Result<Option<Joined>> {
+fn step(core: &mut Inputs, policy: JoinPolicy) -> Result<Option<Joined>> {
     let horizons = core.horizons();
-    let late = *released_through;
+    let late = core.released_through;
     core.pull(|_| late)?;
     loop {
         let Some(ts) = core.buffers.iter().filter_map(|b| b.keys().next().copied()).min() else { return Ok(None) };
@@ -266,7 +268,7 @@ fn step(core: &mut Inputs, policy: JoinPolicy, released_through: &mut Option<Tim
         } else if !complete {
             return Ok(None);
         }
-        *released_through = Some(ts);
+        core.released_through = Some(ts);
         if complete {
             core.stats.complete += 1;
         } else if policy == JoinPolicy::Skip {
@@ -296,8 +298,6 @@ fn step(core: &mut Inputs, policy: JoinPolicy, released_through: &mut Option<Tim
 pub struct ApproxJoin {
     core: Inputs,
     tolerance: Timestamp,
-    released_through: Option<Timestamp>,
-    outstanding: Option<Timestamp>,
 }
 
 impl ApproxJoin {
@@ -312,7 +312,7 @@ impl ApproxJoin {
             });
         }
         core.require_closed_producers("an approximate join")?;
-        Ok(ApproxJoin { core, tolerance, released_through: None, outstanding: None })
+        Ok(ApproxJoin { core, tolerance })
     }
 
     /// Sets the callback told about late pivot items and unmatched channels (as `Partial`).
@@ -327,7 +327,7 @@ impl ApproxJoin {
 
     /// The next pivot item with its matches, waiting up to `timeout`.
     pub fn next(&mut self, timeout: Option<Duration>) -> Result<Matched> {
-        if let Some(ts) = self.outstanding.take() {
+        if let Some(ts) = self.core.outstanding.take() {
             self.core.release(0, ts)?;
             // No later pivot (> ts) can match anything at or below ts - tolerance.
             let stale = ts.saturating_sub(self.tolerance);
@@ -339,20 +339,15 @@ impl ApproxJoin {
             }
         }
         let tolerance = self.tolerance;
-        let released_through = &mut self.released_through;
-        let matched = self.core.wait(timeout, |core| approx_step(core, tolerance, released_through))?;
-        self.outstanding = Some(matched.pivot.ts);
+        let matched = self.core.wait(timeout, |core| approx_step(core, tolerance))?;
+        self.core.outstanding = Some(matched.pivot.ts);
         Ok(matched)
     }
 }
 
-fn approx_step(
-    core: &mut Inputs,
-    tolerance: Timestamp,
-    released_through: &mut Option<Timestamp>,
-) -> Result<Option<Matched>> {
+fn approx_step(core: &mut Inputs, tolerance: Timestamp) -> Result<Option<Matched>> {
     let horizons = core.horizons();
-    let late = *released_through;
+    let late = core.released_through;
     // Only the pivot has late items; others' old items are released by `next`.
     core.pull(|i| if i == 0 { late } else { None })?;
     let Some((&t, pivot)) = core.buffers[0].iter().next() else { return Ok(None) };
@@ -374,7 +369,7 @@ fn approx_step(
         matches.push(best.map(|(_, item)| item.clone()));
     }
     let pivot = pivot.clone();
-    *released_through = Some(t);
+    core.released_through = Some(t);
     if matches.iter().all(Option::is_some) {
         core.stats.complete += 1;
     } else {
