@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::item::{Item, Payload};
 use crate::stats::Stats;
 use crate::task::{TaskId, TaskState};
-use crate::time::{is_item_ts, show, Selector, Timestamp};
+use crate::time::{earliest, is_item_ts, show, Selector, Timestamp};
 
 /// Identifies a connection within a node.
 pub type ConnId = u64;
@@ -102,10 +102,7 @@ struct Input {
 impl Input {
     /// This connection's claim on ts_min: its lowest unseen or open item.
     fn claim(&self) -> Option<Timestamp> {
-        match (self.unseen.first(), self.open.first()) {
-            (Some(&a), Some(&b)) => Some(a.min(b)),
-            (a, b) => a.or(b).copied(),
-        }
+        earliest(self.unseen.first().copied(), self.open.first().copied())
     }
 
     /// Highest non-consumed timestamp below `ts` and lowest above it.
@@ -113,10 +110,7 @@ impl Input {
         let below = |set: &BTreeSet<Timestamp>| set.range(..ts).next_back().copied();
         let above = |set: &BTreeSet<Timestamp>| set.range(ts.saturating_add(1)..).next().copied();
         let previous = below(&self.unseen).max(below(&self.open));
-        let next = match (above(&self.unseen), above(&self.open)) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let next = earliest(above(&self.unseen), above(&self.open));
         (previous, next)
     }
 }
@@ -187,10 +181,7 @@ impl ChannelState {
     /// Lowest timestamp stored or tombstoned, if any (lets GC skip channels with nothing to
     /// reclaim below ts_min).
     pub fn oldest(&self) -> Option<Timestamp> {
-        match (self.items.keys().next(), self.tombstones.first()) {
-            (Some(&a), Some(&b)) => Some(a.min(b)),
-            (a, b) => a.or(b).copied(),
-        }
+        earliest(self.items.keys().next().copied(), self.tombstones.first().copied())
     }
 
     /// Tasks holding output connections (for settledness).
@@ -229,7 +220,7 @@ impl ChannelState {
             }
             let before = input.claim();
             input.unseen.insert(ts);
-            move_claim(&mut self.input_claims, before, input.claim());
+            self.input_claims.move_claim(before, input.claim());
             holders += 1;
         }
         push_move(&mut fx.claims, channel_before, self.input_claims.min());
@@ -334,7 +325,7 @@ impl ChannelState {
         if was_open {
             fx.opens.push(OpenChange { task: input.task, ts, opened: false });
         }
-        move_claim(&mut self.input_claims, before, input.claim());
+        self.input_claims.move_claim(before, input.claim());
         push_move(&mut fx.claims, channel_before, self.input_claims.min());
         if counted {
             self.count_consumption(ts, fx);
@@ -357,7 +348,7 @@ impl ChannelState {
         let consumed_open = std::mem::replace(&mut input.open, keep_open);
         let task = input.task;
         fx.opens.extend(consumed_open.iter().map(|&ts| OpenChange { task, ts, opened: false }));
-        move_claim(&mut self.input_claims, before, input.claim());
+        self.input_claims.move_claim(before, input.claim());
         push_move(&mut fx.claims, channel_before, self.input_claims.min());
         for ts in consumed_unseen.into_iter().chain(consumed_open) {
             self.count_consumption(ts, fx);
@@ -377,7 +368,7 @@ impl ChannelState {
         let input = Input { task, unseen, open: BTreeSet::new(), floor: None };
         let mut fx = Effects::default();
         let channel_before = self.input_claims.min();
-        move_claim(&mut self.input_claims, None, input.claim());
+        self.input_claims.move_claim(None, input.claim());
         push_move(&mut fx.claims, channel_before, self.input_claims.min());
         self.inputs.insert(conn, input);
         Ok(fx)
@@ -388,7 +379,7 @@ impl ChannelState {
         let mut fx = Effects::default();
         if let Some(input) = self.inputs.remove(&conn) {
             let channel_before = self.input_claims.min();
-            move_claim(&mut self.input_claims, input.claim(), None);
+            self.input_claims.move_claim(input.claim(), None);
             push_move(&mut fx.claims, channel_before, self.input_claims.min());
             let task = input.task;
             fx.opens.extend(input.open.iter().map(|&ts| OpenChange { task, ts, opened: false }));
@@ -559,23 +550,10 @@ impl ChannelState {
                 fx.opens.push(OpenChange { task: input.task, ts, opened: false });
             }
             if was_open || input.unseen.remove(&ts) {
-                move_claim(&mut self.input_claims, before, input.claim());
+                self.input_claims.move_claim(before, input.claim());
             }
         }
         push_move(&mut fx.claims, channel_before, self.input_claims.min());
         fx.reclaimed.push(Item { ts, payload: stored.payload });
-    }
-}
-
-/// Moves one connection's claim inside the channel's multiset.
-fn move_claim(claims: &mut Claims, from: Option<Timestamp>, to: Option<Timestamp>) {
-    if from == to {
-        return;
-    }
-    if let Some(ts) = to {
-        claims.add(ts);
-    }
-    if let Some(ts) = from {
-        claims.remove(ts);
     }
 }

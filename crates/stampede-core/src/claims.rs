@@ -68,6 +68,13 @@ impl Claims {
         self.apply(ClaimUpdate { ts, delta: -1 });
     }
 
+    /// Moves one claim from `from` to `to` (either may be absent), in [`push_move`]'s order.
+    pub fn move_claim(&mut self, from: Option<Timestamp>, to: Option<Timestamp>) {
+        let mut updates = ClaimUpdates::new();
+        push_move(&mut updates, from, to);
+        updates.into_iter().for_each(|update| self.apply(update));
+    }
+
     /// The lowest claim, if any.
     pub fn min(&self) -> Option<Timestamp> {
         self.counts.keys().next().copied()

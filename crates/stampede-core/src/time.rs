@@ -52,6 +52,14 @@ pub fn is_item_ts(ts: Timestamp) -> bool {
     (0..=TS_MAX).contains(&ts)
 }
 
+/// The lower of two optional timestamps (`None` means "no timestamp", not "lowest").
+pub fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Formats a virtual time or ts_min, spelling `INFINITY` out.
 pub fn show(ts: Timestamp) -> String {
     if ts == INFINITY {
