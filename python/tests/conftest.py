@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import faulthandler
+import os
+import signal
+import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -27,3 +31,20 @@ def rt() -> Iterator[stampede.Runtime]:
     """A fresh embedded runtime, closed after the test."""
     with stampede.Runtime() as runtime:
         yield runtime
+
+
+@pytest.fixture
+def interrupted() -> Callable[[str], None]:
+    """Runs `code` in a child interpreter that prints "ready" before blocking, sends it SIGINT,
+    and asserts it caught KeyboardInterrupt (printed "interrupted", exit status 42)."""
+
+    def run(code: str) -> None:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGINT)
+        rc = proc.wait(timeout=10)
+        assert (rc, proc.stdout.read().strip()) == (42, "interrupted")
+
+    return run

@@ -4,10 +4,6 @@ not block the event loop, and a blocked get is interrupted by KeyboardInterrupt.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -197,28 +193,14 @@ INTERRUPTED_GET = textwrap.dedent(
     "call",
     ["get(stampede.NEWEST_UNSEEN)", "get(5, timeout=60)", "stream().__next__()"],
 )
-def test_ctrl_c_interrupts_blocked_get(call):
+def test_ctrl_c_interrupts_blocked_get(call, interrupted):
     """SIGINT turns a get blocked forever into KeyboardInterrupt (watchdog: 10 s)."""
-    code = INTERRUPTED_GET.format(call=call)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "ready"
-    time.sleep(0.1)
-    os.kill(proc.pid, signal.SIGINT)
-    rc = proc.wait(timeout=10)
-    assert (rc, proc.stdout.read().strip()) == (42, "interrupted")
+    interrupted(INTERRUPTED_GET.format(call=call))
 
 
-def test_ctrl_c_interrupts_blocked_put():
+def test_ctrl_c_interrupts_blocked_put(interrupted):
     """SIGINT interrupts a put waiting for room in a full channel."""
-    code = INTERRUPTED_GET.format(call="get(0, timeout=0) if out.put(0, b'') else out.put(1, b'')")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "ready"
-    time.sleep(0.1)
-    os.kill(proc.pid, signal.SIGINT)
-    rc = proc.wait(timeout=10)
-    assert (rc, proc.stdout.read().strip()) == (42, "interrupted")
+    interrupted(INTERRUPTED_GET.format(call="get(0, timeout=0) if out.put(0, b'') else out.put(1, b'')"))
 
 
 def test_timeouts(rt):
