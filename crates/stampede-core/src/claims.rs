@@ -68,11 +68,18 @@ impl Claims {
         self.apply(ClaimUpdate { ts, delta: -1 });
     }
 
-    /// Moves one claim from `from` to `to` (either may be absent), in [`push_move`]'s order.
+    /// Moves one claim from `from` to `to` (either may be absent), in [`push_move`]'s order
+    /// (applied directly: this runs per connection on every put).
     pub fn move_claim(&mut self, from: Option<Timestamp>, to: Option<Timestamp>) {
-        let mut updates = ClaimUpdates::new();
-        push_move(&mut updates, from, to);
-        updates.into_iter().for_each(|update| self.apply(update));
+        if from == to {
+            return;
+        }
+        if let Some(ts) = to {
+            self.add(ts);
+        }
+        if let Some(ts) = from {
+            self.remove(ts);
+        }
     }
 
     /// The lowest claim, if any.
