@@ -3,8 +3,8 @@
 //! Representation: the items in an ordered map by timestamp; per input connection the sets of
 //! timestamps that are *unseen* and *open* there — every other present item is *consumed* there.
 //! This makes each selector a first/last lookup, `consume_until` a split proportional to what it
-//! consumes, and the connection's claim on ts_min `min(unseen ∪ open)`. The channel aggregates its
-//! connections' claims into one channel-level claim and reports only changes of that minimum.
+//! consumes, and the connection's claim on ts_min `min(unseen ∪ open)`, reported at
+//! [`Location::Input`] whenever it moves.
 //!
 //! Invariants (asserted after GC): no unseen or open timestamp lies below ts_min, so reclaiming
 //! everything below ts_min can never take an item a connection may still get.
@@ -12,13 +12,14 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use crate::claims::{push_move, Claims};
 use crate::effects::{Effects, OpenChange};
 use crate::error::{Error, Result};
 use crate::item::{Item, Payload};
+use crate::progress::{push_move, Location};
 use crate::stats::Stats;
 use crate::task::{TaskId, TaskState};
 use crate::time::{earliest, is_item_ts, show, Selector, Timestamp};
+use crate::tombstones::Tombstones;
 
 /// Identifies a connection within a node.
 pub type ConnId = u64;
@@ -126,12 +127,11 @@ pub struct ChannelState {
     producers_closed: bool,
     items: BTreeMap<Timestamp, Stored>,
     /// Timestamps reclaimed early by reference count, kept until ts_min passes them so that a
-    /// second put at the same timestamp is still rejected.
-    tombstones: BTreeSet<Timestamp>,
+    /// second put at the same timestamp is still rejected (runs of consecutive timestamps cost
+    /// one entry; bounded, see [`Tombstones`]).
+    tombstones: Tombstones,
     inputs: HashMap<ConnId, Input>,
     outputs: HashMap<ConnId, TaskId>,
-    /// Multiset of the input connections' claims; its minimum is the channel's claim.
-    input_claims: Claims,
     live_bytes: usize,
     puts: u64,
     gets: u64,
@@ -148,10 +148,9 @@ impl ChannelState {
             retention,
             producers_closed: false,
             items: BTreeMap::new(),
-            tombstones: BTreeSet::new(),
+            tombstones: Tombstones::new(),
             inputs: HashMap::new(),
             outputs: HashMap::new(),
-            input_claims: Claims::default(),
             live_bytes: 0,
             puts: 0,
             gets: 0,
@@ -181,12 +180,13 @@ impl ChannelState {
     /// Lowest timestamp stored or tombstoned, if any (lets GC skip channels with nothing to
     /// reclaim below ts_min).
     pub fn oldest(&self) -> Option<Timestamp> {
-        earliest(self.items.keys().next().copied(), self.tombstones.first().copied())
+        earliest(self.items.keys().next().copied(), self.tombstones.first())
     }
 
-    /// Tasks holding output connections (for settledness).
-    pub fn producers(&self) -> impl Iterator<Item = TaskId> + '_ {
-        self.outputs.values().copied()
+    /// The lowest timestamp stored at or above `ts`: the first claim of an input connection
+    /// attached by a task at visibility `ts`.
+    pub fn lowest_from(&self, ts: Timestamp) -> Option<Timestamp> {
+        self.items.range(ts..).next().map(|(&ts, _)| ts)
     }
 
     /// `put(ts, payload, refcount)` by `task` (SPEC §2). Copy-in happened when `payload` was made.
@@ -196,7 +196,7 @@ impl ChannelState {
             return Err(Error::InvalidTimestamp { op: "put", name: self.name.to_string(), ts });
         }
         task.check_put(&self.name, ts)?;
-        if self.items.contains_key(&ts) || self.tombstones.contains(&ts) {
+        if self.items.contains_key(&ts) || self.tombstones.contains(ts) {
             return Err(Error::DuplicateTimestamp { name: self.name.to_string(), ts });
         }
         if refcount == Some(0) {
@@ -210,24 +210,23 @@ impl ChannelState {
             return Err(Error::Full { name: self.name.to_string(), ts, reason, can_never_fit });
         }
         let mut fx = Effects::default();
-        let channel_before = self.input_claims.min();
         let mut holders = 0;
         let mut born_consumed = 0;
-        for input in self.inputs.values_mut() {
+        for (&conn, input) in self.inputs.iter_mut() {
             if input.floor.is_some_and(|floor| ts <= floor) {
                 born_consumed += 1;
                 continue;
             }
             let before = input.claim();
             input.unseen.insert(ts);
-            self.input_claims.move_claim(before, input.claim());
+            push_move(&mut fx.claims, Location::Input(conn), before, input.claim());
             holders += 1;
         }
-        push_move(&mut fx.claims, channel_before, self.input_claims.min());
         self.live_bytes += payload.len();
         let refs_left = refcount.map(|r| r.saturating_sub(born_consumed));
         self.items.insert(ts, Stored { payload, refs_left, holders });
         self.puts += 1;
+        fx.put = Some(ts);
         self.reclaim_if_garbage(ts, &mut fx);
         Ok(fx)
     }
@@ -246,7 +245,7 @@ impl ChannelState {
                     return Err(Error::Reclaimed { name: self.name.to_string(), ts, reason });
                 }
                 if !self.items.contains_key(&ts) {
-                    if self.tombstones.contains(&ts) {
+                    if self.tombstones.contains(ts) {
                         let reason = "reclaimed early: its reference count was reached".to_owned();
                         return Err(Error::Reclaimed { name: self.name.to_string(), ts, reason });
                     }
@@ -306,7 +305,7 @@ impl ChannelState {
         }
         let input = self.inputs.get(&conn).ok_or_else(|| Error::detached(&self.name))?;
         if !self.items.contains_key(&ts) {
-            if ts < ts_min || self.tombstones.contains(&ts) {
+            if ts < ts_min || self.tombstones.contains(ts) {
                 return Ok(());
             }
             let (previous, next) = input.neighbours(ts);
@@ -317,7 +316,6 @@ impl ChannelState {
                 next,
             });
         }
-        let channel_before = self.input_claims.min();
         let input = self.inputs.get_mut(&conn).ok_or_else(|| Error::detached(&self.name))?;
         let before = input.claim();
         let was_open = input.open.remove(&ts);
@@ -325,8 +323,7 @@ impl ChannelState {
         if was_open {
             fx.opens.push(OpenChange { task: input.task, ts, opened: false });
         }
-        self.input_claims.move_claim(before, input.claim());
-        push_move(&mut fx.claims, channel_before, self.input_claims.min());
+        push_move(&mut fx.claims, Location::Input(conn), before, input.claim());
         if counted {
             self.count_consumption(ts, fx);
         }
@@ -337,7 +334,6 @@ impl ChannelState {
     /// later, whatever their timestamp, are unseen on `conn`.
     pub fn consume_until(&mut self, conn: ConnId, ts: Timestamp, fx: &mut Effects) -> Result<()> {
         self.check_open()?;
-        let channel_before = self.input_claims.min();
         let input = self.inputs.get_mut(&conn).ok_or_else(|| Error::detached(&self.name))?;
         let before = input.claim();
         input.floor = input.floor.max(Some(ts));
@@ -348,8 +344,7 @@ impl ChannelState {
         let consumed_open = std::mem::replace(&mut input.open, keep_open);
         let task = input.task;
         fx.opens.extend(consumed_open.iter().map(|&ts| OpenChange { task, ts, opened: false }));
-        self.input_claims.move_claim(before, input.claim());
-        push_move(&mut fx.claims, channel_before, self.input_claims.min());
+        push_move(&mut fx.claims, Location::Input(conn), before, input.claim());
         for ts in consumed_unseen.into_iter().chain(consumed_open) {
             self.count_consumption(ts, fx);
         }
@@ -367,9 +362,7 @@ impl ChannelState {
         }
         let input = Input { task, unseen, open: BTreeSet::new(), floor: None };
         let mut fx = Effects::default();
-        let channel_before = self.input_claims.min();
-        self.input_claims.move_claim(None, input.claim());
-        push_move(&mut fx.claims, channel_before, self.input_claims.min());
+        push_move(&mut fx.claims, Location::Input(conn), None, input.claim());
         self.inputs.insert(conn, input);
         Ok(fx)
     }
@@ -378,9 +371,7 @@ impl ChannelState {
     pub fn detach_input(&mut self, conn: ConnId) -> Effects {
         let mut fx = Effects::default();
         if let Some(input) = self.inputs.remove(&conn) {
-            let channel_before = self.input_claims.min();
-            self.input_claims.move_claim(input.claim(), None);
-            push_move(&mut fx.claims, channel_before, self.input_claims.min());
+            push_move(&mut fx.claims, Location::Input(conn), input.claim(), None);
             let task = input.task;
             fx.opens.extend(input.open.iter().map(|&ts| OpenChange { task, ts, opened: false }));
             for ts in input.unseen.into_iter().chain(input.open) {
@@ -449,8 +440,8 @@ impl ChannelState {
     /// Reclaims every item below `ts_min` (TGC) and forgets tombstones below it. Work is
     /// proportional to what is reclaimed.
     pub fn reclaim_below(&mut self, ts_min: Timestamp, reclaimed: &mut Vec<Item>) {
-        assert!(
-            self.input_claims.min().is_none_or(|claim| claim >= ts_min),
+        debug_assert!(
+            self.inputs.values().all(|input| input.claim().is_none_or(|claim| claim >= ts_min)),
             "channel \"{}\" has an unconsumed item below ts_min {}",
             self.name,
             show(ts_min)
@@ -464,9 +455,8 @@ impl ChannelState {
             self.reclaimed += 1;
             reclaimed.push(Item { ts, payload: stored.payload });
         }
-        if self.tombstones.first().is_some_and(|&t| t < ts_min) {
-            self.tombstones = self.tombstones.split_off(&ts_min);
-        }
+        self.tombstones.remove_below(ts_min);
+        debug_assert!(self.oldest().is_none_or(|oldest| oldest >= ts_min), "an item survived a sweep below ts_min");
     }
 
     /// Destroys the channel: every item is reclaimed, every connection's claims dropped; later
@@ -499,8 +489,8 @@ impl ChannelState {
             gets: self.gets,
             inputs: self.inputs.len(),
             outputs: self.outputs.len(),
-            tombstones: self.tombstones.len(),
-            claim: self.input_claims.min(),
+            tombstones: self.tombstones.len() as usize,
+            claim: self.inputs.values().filter_map(Input::claim).min(),
             ts_min: 0,
         }
     }
@@ -542,18 +532,16 @@ impl ChannelState {
         self.live_bytes -= stored.payload.len();
         self.reclaimed += 1;
         self.tombstones.insert(ts);
-        let channel_before = self.input_claims.min();
-        for input in self.inputs.values_mut() {
+        for (&conn, input) in self.inputs.iter_mut() {
             let before = input.claim();
             let was_open = input.open.remove(&ts);
             if was_open {
                 fx.opens.push(OpenChange { task: input.task, ts, opened: false });
             }
             if was_open || input.unseen.remove(&ts) {
-                self.input_claims.move_claim(before, input.claim());
+                push_move(&mut fx.claims, Location::Input(conn), before, input.claim());
             }
         }
-        push_move(&mut fx.claims, channel_before, self.input_claims.min());
         fx.reclaimed.push(Item { ts, payload: stored.payload });
     }
 }

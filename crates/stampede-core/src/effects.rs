@@ -4,8 +4,8 @@
 //! named, `claims` to the ts_min tracker, runs GC handlers on `reclaimed` outside every lock, and
 //! wakes waiters.
 
-use crate::claims::ClaimUpdates;
 use crate::item::Item;
+use crate::progress::Updates;
 use crate::task::TaskId;
 use crate::time::Timestamp;
 
@@ -23,10 +23,12 @@ pub type OpenChanges = smallvec::SmallVec<[OpenChange; 2]>;
 /// Side effects of one operation.
 #[derive(Debug, Default)]
 pub struct Effects {
-    /// Changes of this container's claim on ts_min.
-    pub claims: ClaimUpdates,
+    /// Changes of claims on ts_min (at the container's connections or the queue itself).
+    pub claims: Updates,
     /// Changes to tasks' open items (and so to their visibility).
     pub opens: OpenChanges,
     /// Items reclaimed by this operation, for GC handlers.
     pub reclaimed: Vec<Item>,
+    /// The timestamp this operation put, if it put one (it may raise the put watermark).
+    pub put: Option<Timestamp>,
 }

@@ -15,7 +15,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// A put, `set_virtual_time`, `spawn` or new root task asked for a timestamp below what the
     /// task (or, for a root task, ts_min) allows.
-    #[error("{op} ts={ts} on \"{name}\" is below {what} {}", show(*.limit))]
+    #[error("{op} ts={} on \"{name}\" is below {what} {}{}", show(*.ts), show(*.limit), below_advice(op, *.limit))]
     BelowVisibility {
         op: &'static str,
         name: String,
@@ -89,6 +89,18 @@ impl Error {
     /// its task).
     pub fn detached(name: &str) -> Error {
         Error::Closed { name: name.to_owned(), reason: DETACHED }
+    }
+}
+
+/// What to do about a `BelowVisibility` of `op`.
+fn below_advice(op: &str, limit: Timestamp) -> String {
+    match op {
+        "task" => format!(
+            "; a root task starts at or above ts_min: start it at {} or later (ts_min never runs ahead of 1 + the \
+             highest timestamp put, so that is above everything that exists), or spawn it from a task",
+            show(limit)
+        ),
+        _ => String::new(),
     }
 }
 

@@ -5,9 +5,12 @@
 //! - [`time`] — timestamps, `INFINITY`, selectors.
 //! - [`item`] — payloads (bytes + codec) and items.
 //! - [`error`] — the one error type; every message names the channel, the timestamp and the rule.
-//! - [`claims`] — ts_min as a multiset of claims changed by `(timestamp, ±count)` updates.
+//! - [`claims`] — a multiset of timestamps with its minimum at hand.
+//! - [`progress`] — progress tracking: claims keyed by location, `(location, timestamp, ±n)`
+//!   batches, the frontier ts_min, settled horizons (SPEC §3, §4).
 //! - [`task`] — a task's virtual time, open items and visibility.
 //! - [`channel`] — one channel's items and per-connection item states (SPEC §2).
+//! - [`tombstones`] — timestamps of early-reclaimed items, as a bounded set of runs.
 //! - [`queue`] — one FIFO queue (SPEC §5).
 //! - [`effects`] — what an operation reports to its driver (claim updates, open changes, reclaimed
 //!   items).
@@ -15,8 +18,8 @@
 //! - [`pacer`] — the arithmetic of real-time pacing (SPEC §6).
 //!
 //! Each state machine is single-threaded and deterministic; the `stampede` crate wraps them in
-//! locks, wakes waiters, applies claim updates to the node's [`claims::Tracker`] and runs GC
-//! handlers. A distributed GC protocol can consume the same [`claims::ClaimUpdate`]s.
+//! locks, wakes waiters, applies claim updates to the node's [`progress::Progress`] and runs GC
+//! handlers. A distributed GC protocol can ship the same [`progress::Update`]s.
 
 pub mod channel;
 pub mod claims;
@@ -24,17 +27,20 @@ pub mod effects;
 pub mod error;
 pub mod item;
 pub mod pacer;
+pub mod progress;
 pub mod queue;
 pub mod stats;
 pub mod task;
 pub mod time;
+pub mod tombstones;
 
 pub use channel::{ChannelState, ConnId, Limits, Retention};
-pub use claims::{ClaimUpdate, ClaimUpdates, Claims, Tracker};
+pub use claims::Claims;
 pub use effects::{Effects, OpenChange, OpenChanges};
 pub use error::{Error, Result, DETACHED};
 pub use item::{Codec, Item, Payload};
 pub use pacer::{Pace, PaceRule};
+pub use progress::{ContainerKey, Location, Progress, Refusal, Update, Updates};
 pub use queue::{QueueItem, QueueState};
 pub use stats::Stats;
 pub use task::{TaskId, TaskState};

@@ -10,10 +10,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::channel::{ConnId, Limits};
-use crate::claims::{push_move, Claims};
+use crate::claims::Claims;
 use crate::effects::{Effects, OpenChange};
 use crate::error::{Error, Result};
 use crate::item::{Item, Payload};
+use crate::progress::{push_move, ContainerKey, Location};
 use crate::stats::Stats;
 use crate::task::{TaskId, TaskState};
 use crate::time::{is_item_ts, Selector, Timestamp};
@@ -31,6 +32,8 @@ pub struct QueueItem {
 /// The state of one queue.
 #[derive(Debug)]
 pub struct QueueState {
+    /// Where the queue's claim lives ([`Location::Queue`]).
+    key: ContainerKey,
     name: Arc<str>,
     limits: Limits,
     waiting: VecDeque<QueueItem>,
@@ -50,8 +53,9 @@ pub struct QueueState {
 
 impl QueueState {
     /// An empty queue.
-    pub fn new(name: Arc<str>, limits: Limits) -> QueueState {
+    pub fn new(key: ContainerKey, name: Arc<str>, limits: Limits) -> QueueState {
         QueueState {
+            key,
             name,
             limits,
             waiting: VecDeque::new(),
@@ -103,11 +107,12 @@ impl QueueState {
         let mut fx = Effects::default();
         let before = self.claims.min();
         self.claims.add(ts);
-        push_move(&mut fx.claims, before, self.claims.min());
+        push_move(&mut fx.claims, Location::Queue(self.key), before, self.claims.min());
         self.live_bytes += payload.len();
         self.waiting.push_back(QueueItem { seq: self.next_seq, item: Item { ts, payload } });
         self.next_seq += 1;
         self.puts += 1;
+        fx.put = Some(ts);
         Ok(fx)
     }
 
@@ -153,7 +158,7 @@ impl QueueState {
         fx.opens.push(OpenChange { task, ts: item.ts, opened: false });
         let before = self.claims.min();
         self.claims.remove(item.ts);
-        push_move(&mut fx.claims, before, self.claims.min());
+        push_move(&mut fx.claims, Location::Queue(self.key), before, self.claims.min());
         self.live_bytes -= item.payload.len();
         self.reclaimed += 1;
         fx.reclaimed.push(item);
@@ -210,7 +215,7 @@ impl QueueState {
             self.reclaimed += 1;
             fx.reclaimed.push(q.item);
         }
-        push_move(&mut fx.claims, before, self.claims.min());
+        push_move(&mut fx.claims, Location::Queue(self.key), before, self.claims.min());
         self.live_bytes = 0;
         fx
     }

@@ -7,12 +7,14 @@
 //! open is open on one of its input connections, whose claim already covers that timestamp, so
 //! `min(visibilities, connection claims) = min(virtual times, connection claims)` — the same
 //! ts_min, without a claim update each time a consumer opens or consumes an item (the hot path).
-//! Methods that move the virtual time return the [`ClaimUpdates`] that move the claim.
+//! Methods that move the virtual time return the [`Updates`] that move the claim, at
+//! [`Location::Task`]. The driver also parks there, for a moment, the claim of an item another
+//! task's operation took away while it was open here (see [`crate::progress`]).
 
 use std::collections::BTreeMap;
 
-use crate::claims::{push_move, ClaimUpdates};
 use crate::error::{Error, Result};
+use crate::progress::{push_move, Location, Updates};
 use crate::time::{Timestamp, INFINITY};
 
 /// Identifies a task within a node.
@@ -33,11 +35,11 @@ pub struct TaskState {
 impl TaskState {
     /// A task at `virtual_time`; the caller has checked the creation rule (root: `>= ts_min`,
     /// child: `>= visibility(parent)`). Returns the task and its initial claim.
-    pub fn new(id: TaskId, virtual_time: Timestamp) -> (TaskState, ClaimUpdates) {
+    pub fn new(id: TaskId, virtual_time: Timestamp) -> (TaskState, Updates) {
         assert!(virtual_time >= 0, "virtual time must not be negative");
         let task = TaskState { id, name: format!("task {id}"), virtual_time, open: BTreeMap::new(), closed: false };
-        let mut updates = ClaimUpdates::new();
-        push_move(&mut updates, None, Some(virtual_time));
+        let mut updates = Updates::new();
+        push_move(&mut updates, Location::Task(id), None, Some(virtual_time));
         (task, updates)
     }
 
@@ -76,7 +78,7 @@ impl TaskState {
     }
 
     /// Sets the virtual time; `v` must be `>= visibility`.
-    pub fn set_virtual_time(&mut self, v: Timestamp) -> Result<ClaimUpdates> {
+    pub fn set_virtual_time(&mut self, v: Timestamp) -> Result<Updates> {
         self.check_open()?;
         let before = self.visibility();
         if v < before {
@@ -88,8 +90,8 @@ impl TaskState {
                 limit: before,
             });
         }
-        let mut updates = ClaimUpdates::new();
-        push_move(&mut updates, Some(self.virtual_time), Some(v));
+        let mut updates = Updates::new();
+        push_move(&mut updates, Location::Task(self.id), Some(self.virtual_time), Some(v));
         self.virtual_time = v;
         Ok(updates)
     }
@@ -140,15 +142,10 @@ impl TaskState {
         }
     }
 
-    /// Ends the task: its claim is released. Items still open on its connections stay covered by
-    /// those connections' claims until they are detached.
-    pub fn close(&mut self) -> ClaimUpdates {
-        if self.closed {
-            return ClaimUpdates::new();
-        }
-        self.closed = true;
-        let mut updates = ClaimUpdates::new();
-        push_move(&mut updates, Some(self.virtual_time), None);
-        updates
+    /// Ends the task; returns `false` if it was closed already. The driver then drops every
+    /// claim at [`Location::Task`] of this task; items still open on its connections stay covered
+    /// by those connections' claims until they are detached.
+    pub fn close(&mut self) -> bool {
+        !std::mem::replace(&mut self.closed, true)
     }
 }

@@ -86,7 +86,7 @@ impl Channel {
     /// task elsewhere no longer delays this channel's joins.
     pub fn close_producers(&self) {
         self.shared.state.lock().close_producers();
-        self.space.progress.notify_waiters();
+        self.space.close_producers(self.shared.key);
     }
 
     /// Destroys the channel: its items are reclaimed, its name is freed, and every operation on
@@ -97,9 +97,9 @@ impl Channel {
 
     pub(crate) fn attach_input(&self, task: &Arc<TaskShared>) -> Result<ChannelInput> {
         let conn = self.space.next_id();
-        self.space.run(&*self.shared, task, |s, t, _| {
-            t.check_open()?;
-            Ok(((), s.attach_input(conn, t.id(), t.visibility())?))
+        self.space.attach_input(&self.shared, task, conn, |s, t| {
+            let first_claim = s.lowest_from(t.visibility());
+            Ok((first_claim, s.attach_input(conn, t.id(), t.visibility())?))
         })?;
         task.held.lock().push(Held::ChannelInput(Arc::downgrade(&self.shared), conn));
         Ok(ChannelInput { channel: self.clone(), task: task.clone(), conn })
@@ -108,7 +108,11 @@ impl Channel {
     pub(crate) fn attach_output(&self, task: &Arc<TaskShared>) -> Result<ChannelOutput> {
         let conn = self.space.next_id();
         task.state.lock().check_open()?;
-        self.shared.state.lock().attach_output(conn, task.id)?;
+        {
+            let mut state = self.shared.state.lock();
+            state.attach_output(conn, task.id)?;
+            self.space.attach_output(self.shared.key, task, conn);
+        }
         task.held.lock().push(Held::ChannelOutput(Arc::downgrade(&self.shared), conn));
         Ok(ChannelOutput { channel: self.clone(), task: task.clone(), conn })
     }
@@ -210,12 +214,17 @@ impl ChannelInput {
     /// neighbouring timestamps), `AlreadyConsumed`, `Reclaimed`, `InvalidTimestamp`, `Closed`.
     pub fn get(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
         let selector = selector.into();
+        // A blocked exact get must wake when ts_min passes its timestamp (→ `Reclaimed`).
+        let _registered =
+            matches!(selector, Selector::At(_)).then(|| self.channel.space.wait_exact(&self.channel.shared));
         wait::blocking(&self.channel.shared.changed, timeout, || self.try_get(selector))
     }
 
     /// The async form of [`get`](Self::get), for tokio.
     pub async fn get_async(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
         let selector = selector.into();
+        let _registered =
+            matches!(selector, Selector::At(_)).then(|| self.channel.space.wait_exact(&self.channel.shared));
         wait::asynchronous(&self.channel.shared.changed, timeout, || self.try_get(selector)).await
     }
 

@@ -52,6 +52,7 @@ pub mod queue;
 pub mod runtime;
 mod space;
 pub mod split;
+mod sync;
 pub mod task;
 mod wait;
 

@@ -10,8 +10,8 @@
 
 use std::sync::{Arc, Weak};
 
+use crate::sync::Mutex;
 use bytes::Bytes;
-use parking_lot::Mutex;
 use stampede_core::{Codec, Payload};
 
 /// Most free buffers a pool keeps.

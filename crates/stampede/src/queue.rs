@@ -46,8 +46,10 @@ impl Queue {
 
     pub(crate) fn attach_input(&self, task: &Arc<TaskShared>) -> Result<QueueInput> {
         let conn = self.space.next_id();
-        task.state.lock().check_open()?;
-        self.shared.state.lock().attach_input(conn, task.id)?;
+        self.space.attach_input(&self.shared, task, conn, |s, t| {
+            s.attach_input(conn, t.id())?;
+            Ok((s.claim(), stampede_core::Effects::default()))
+        })?;
         task.held.lock().push(Held::QueueInput(Arc::downgrade(&self.shared), conn));
         Ok(QueueInput { queue: self.clone(), task: task.clone(), conn })
     }
@@ -55,7 +57,11 @@ impl Queue {
     pub(crate) fn attach_output(&self, task: &Arc<TaskShared>) -> Result<QueueOutput> {
         let conn = self.space.next_id();
         task.state.lock().check_open()?;
-        self.shared.state.lock().attach_output(conn, task.id)?;
+        {
+            let mut state = self.shared.state.lock();
+            state.attach_output(conn, task.id)?;
+            self.space.attach_output(self.shared.key, task, conn);
+        }
         task.held.lock().push(Held::QueueOutput(Arc::downgrade(&self.shared), conn));
         Ok(QueueOutput { queue: self.clone(), task: task.clone(), conn })
     }

@@ -73,7 +73,8 @@ impl Runtime {
         check_name(name)?;
         let ChannelOptions { limits, retention } = options.into();
         let name: Arc<str> = name.into();
-        let shared = Shared::new(name.clone(), limits, ChannelState::new(name.clone(), limits, retention));
+        let key = self.space.next_id();
+        let shared = Shared::new(key, name.clone(), limits, ChannelState::new(name.clone(), limits, retention));
         self.space.register(&name, Entry::Channel(shared.clone()))?;
         Ok(Channel { shared, space: self.space.clone() })
     }
@@ -82,7 +83,8 @@ impl Runtime {
     pub fn create_queue(&self, name: &str, limits: Limits) -> Result<Queue> {
         check_name(name)?;
         let name: Arc<str> = name.into();
-        let shared = Shared::new(name.clone(), limits, QueueState::new(name.clone(), limits));
+        let key = self.space.next_id();
+        let shared = Shared::new(key, name.clone(), limits, QueueState::new(key, name.clone(), limits));
         self.space.register(&name, Entry::Queue(shared.clone()))?;
         Ok(Queue { shared, space: self.space.clone() })
     }
@@ -153,6 +155,14 @@ impl Runtime {
     /// `Closed`), every task closed. Idempotent.
     pub fn close(&self) {
         self.space.close();
+    }
+
+    /// Checks, under the locks that make each comparison atomic, that every live task's
+    /// visibility is at or above ts_min (SPEC §3). Panics naming the task otherwise. For tests and
+    /// the interleaving scheduler; the driver asserts the same after its own steps.
+    #[doc(hidden)]
+    pub fn check_invariants(&self) {
+        self.space.check_invariants();
     }
 
     /// `true` once [`close`](Self::close) ran.

@@ -1,26 +1,35 @@
 //! The node's shared state and the one path every operation's effects take.
 //!
 //! Locks, always taken in this order and never held across a wait, a sleep or a user callback:
-//! a channel's or queue's lock → the acting task's lock → the tracker's lock. Other tasks touched
-//! by an operation (an item reclaimed early while open on their connection) are updated after the
-//! first locks are released; that only raises their visibility and moves no claim (a task claims
-//! its virtual time; see `stampede_core::task`), so doing it a moment later is safe.
+//! a channel's or queue's lock → a task's lock → the progress lock. No path holds two task
+//! locks or two container locks.
 //!
-//! GC: when an operation advances ts_min it sweeps every channel before it returns, reclaiming
-//! the items below ts_min (work proportional to what is reclaimed plus one lock per channel),
-//! then runs GC handlers outside all locks. ts_min is mirrored in an atomic for lock-free reads.
+//! Progress: one [`Progress`] machine (ts_min, claims by location, settled horizons) behind the
+//! progress lock; every operation hands it its claim updates as one batch while the container
+//! and the acting task are still locked, so a new claim is reported before the claim it
+//! replaces is released, and ts_min can never pass the visibility of a task whose state is locked
+//! by that operation. Other tasks touched by an operation (an item reclaimed early, or a
+//! channel destroyed, while open on their connection) are updated after the operation's locks
+//! are released — their claim waits meanwhile at [`Location::Handover`] and is released under
+//! their own lock together with the state change, so at every instant each task's visibility is
+//! at or above ts_min (asserted after each operation in debug builds, and by
+//! [`Space::check_invariants`]).
+//!
+//! GC: channels are indexed by their oldest stored-or-tombstoned timestamp; when ts_min advances,
+//! the sweep visits exactly the channels with something below it (cost proportional to what is
+//! reclaimed, whatever the number of idle channels), then runs GC handlers outside all locks.
+//! ts_min is mirrored in an atomic for lock-free reads.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
-use parking_lot::{Mutex, RwLock};
-
 use crate::payload::Buffers;
+use crate::sync::{AtomicBool, AtomicI64, AtomicU64, Mutex, RwLock};
 use crate::wait::Signal;
 use stampede_core::{
-    ChannelState, Effects, Error, Item, Limits, OpenChange, OpenChanges, QueueState, Result, Stats, TaskId, TaskState,
-    Timestamp, Tracker,
+    ChannelState, ContainerKey, Effects, Error, Item, Limits, Location, OpenChange, OpenChanges, Progress, QueueState,
+    Refusal, Result, Stats, TaskId, TaskState, Timestamp, Update, Updates, INFINITY,
 };
 
 /// A GC handler: called with the container's name and each item it reclaims.
@@ -28,6 +37,8 @@ pub type ReclaimHandler = Arc<dyn Fn(&str, &Item) + Send + Sync>;
 
 /// A channel's or queue's state plus what waiters, GC handlers and copy-in need.
 pub(crate) struct Shared<S> {
+    /// The container's key in the progress machine and the sweep index.
+    pub(crate) key: ContainerKey,
     pub(crate) name: Arc<str>,
     pub(crate) limits: Limits,
     pub(crate) state: Mutex<S>,
@@ -37,9 +48,10 @@ pub(crate) struct Shared<S> {
     /// Notified when items are reclaimed, for puts blocked on a full container.
     pub(crate) freed: Signal,
     pub(crate) handlers: RwLock<Vec<ReclaimHandler>>,
-    /// Lowest timestamp stored or tombstoned (`INFINITY` if none), published after every
-    /// operation so a GC sweep can skip, without locking, a channel with nothing below ts_min.
-    pub(crate) oldest: AtomicI64,
+    /// The oldest timestamp under which the sweep index lists this container (`INFINITY`: not
+    /// listed). Written only with the container locked, so index updates follow its operations'
+    /// order.
+    indexed_oldest: AtomicI64,
     /// Recycled payload buffers for copy-in.
     pub(crate) buffers: Arc<Buffers>,
 }
@@ -53,6 +65,7 @@ pub(crate) trait ContainerState {
     fn oldest(&self) -> Option<Timestamp>;
     fn stats(&self) -> Stats;
     fn close(&mut self, reason: &'static str) -> Effects;
+    fn detach_input(&mut self, conn: u64) -> Effects;
 }
 
 impl ContainerState for ChannelState {
@@ -64,6 +77,9 @@ impl ContainerState for ChannelState {
     }
     fn close(&mut self, reason: &'static str) -> Effects {
         ChannelState::close(self, reason)
+    }
+    fn detach_input(&mut self, conn: u64) -> Effects {
+        ChannelState::detach_input(self, conn)
     }
 }
 
@@ -77,25 +93,24 @@ impl ContainerState for QueueState {
     fn close(&mut self, reason: &'static str) -> Effects {
         QueueState::close(self, reason)
     }
+    fn detach_input(&mut self, conn: u64) -> Effects {
+        QueueState::detach_input(self, conn)
+    }
 }
 
 impl<S: ContainerState> Shared<S> {
-    pub(crate) fn new(name: Arc<str>, limits: Limits, state: S) -> Arc<Shared<S>> {
+    pub(crate) fn new(key: ContainerKey, name: Arc<str>, limits: Limits, state: S) -> Arc<Shared<S>> {
         Arc::new(Shared {
+            key,
             name,
             limits,
             state: Mutex::new(state),
             changed: Signal::default(),
             freed: Signal::default(),
             handlers: RwLock::new(Vec::new()),
-            oldest: AtomicI64::new(stampede_core::INFINITY),
+            indexed_oldest: AtomicI64::new(INFINITY),
             buffers: Arc::default(),
         })
-    }
-
-    /// Publishes what lock-free readers need, under the lock, after every operation.
-    fn publish(&self, state: &S) {
-        self.oldest.store(state.oldest().unwrap_or(stampede_core::INFINITY), Ordering::Release);
     }
 
     /// Counters now, with the node's ts_min.
@@ -110,6 +125,21 @@ impl<S: ContainerState> Shared<S> {
         let handler: ReclaimHandler = Arc::new(move |_, item| handler(item));
         self.handlers.write().push(handler);
     }
+
+    /// The sweep-index move this container's state needs, if its oldest timestamp changed.
+    /// Call with the container locked and apply the move before unlocking it.
+    fn reindex(&self, state: &S) -> Option<IndexMove> {
+        let oldest = state.oldest().unwrap_or(INFINITY);
+        let before = self.indexed_oldest.swap(oldest, Ordering::AcqRel);
+        (before != oldest).then_some(IndexMove { key: self.key, before, after: oldest })
+    }
+}
+
+/// A container's entry in the sweep index moves from `before` to `after` (`INFINITY`: absent).
+struct IndexMove {
+    key: ContainerKey,
+    before: Timestamp,
+    after: Timestamp,
 }
 
 /// What a name refers to.
@@ -151,18 +181,50 @@ impl Drop for TaskShared {
     }
 }
 
+/// The progress machine and the sweep index, under one lock.
+#[derive(Default)]
+struct Tracking {
+    progress: Progress,
+    /// Channels by their oldest stored-or-tombstoned timestamp: what a sweep visits.
+    oldest: BTreeSet<(Timestamp, ContainerKey)>,
+}
+
+impl Tracking {
+    fn reindex(&mut self, moved: Option<IndexMove>) {
+        let Some(IndexMove { key, before, after }) = moved else { return };
+        if before != INFINITY {
+            self.oldest.remove(&(before, key));
+        }
+        if after != INFINITY {
+            self.oldest.insert((after, key));
+        }
+    }
+
+    /// Applies a batch the driver built; a refusal is a driver bug (it would let GC reclaim a
+    /// reachable item), so it panics with the offending claim.
+    fn apply(&mut self, batch: &[Update]) -> Option<Timestamp> {
+        match self.progress.apply(batch) {
+            Ok(advanced) => advanced,
+            Err(refusal) => panic!("progress batch refused: {refusal:?}"),
+        }
+    }
+}
+
 /// One node's Space-Time Memory.
 pub(crate) struct Space {
-    tracker: Mutex<Tracker>,
-    /// Mirror of `tracker.ts_min()` for lock-free reads; only ever increases.
+    tracking: Mutex<Tracking>,
+    /// Mirror of the progress machine's ts_min for lock-free reads; only ever increases.
     ts_min: AtomicI64,
     names: RwLock<BTreeMap<String, Entry>>,
-    /// The channels among `names`, as a shared snapshot a sweep can take without copying.
-    channels: RwLock<Arc<Vec<Arc<ChannelShared>>>>,
+    /// The channels among `names`, by key, for the sweep.
+    channels: RwLock<HashMap<ContainerKey, Arc<ChannelShared>>>,
     tasks: Mutex<HashMap<TaskId, Weak<TaskShared>>>,
     next_id: AtomicU64,
     closed: AtomicBool,
     handlers: RwLock<Vec<ReclaimHandler>>,
+    /// Channels with a blocked exact get, and how many: a ts_min advance must wake them (the get
+    /// may now fail `Reclaimed`) without visiting every channel.
+    exact_waiters: Mutex<HashMap<ContainerKey, (Weak<ChannelShared>, usize)>>,
     /// Notified on every put and every claim change: what joins wait on, since settledness only
     /// moves when a claim does.
     pub(crate) progress: Signal,
@@ -171,14 +233,15 @@ pub(crate) struct Space {
 impl Space {
     pub(crate) fn new() -> Arc<Space> {
         Arc::new(Space {
-            tracker: Mutex::new(Tracker::new()),
+            tracking: Mutex::new(Tracking::default()),
             ts_min: AtomicI64::new(0),
             names: RwLock::new(BTreeMap::new()),
-            channels: RwLock::new(Arc::new(Vec::new())),
+            channels: RwLock::new(HashMap::new()),
             tasks: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
             handlers: RwLock::new(Vec::new()),
+            exact_waiters: Mutex::new(HashMap::new()),
             progress: Signal::default(),
         })
     }
@@ -203,7 +266,7 @@ impl Space {
     }
 
     pub(crate) fn claim_count(&self) -> usize {
-        self.tracker.lock().claim_count()
+        self.tracking.lock().progress.claim_count()
     }
 
     pub(crate) fn add_handler(&self, handler: ReclaimHandler) {
@@ -218,20 +281,16 @@ impl Space {
         if names.contains_key(name) {
             return Err(Error::AlreadyExists { name: name.to_owned() });
         }
+        let key = match &entry {
+            Entry::Channel(ch) => {
+                self.channels.write().insert(ch.key, ch.clone());
+                ch.key
+            }
+            Entry::Queue(q) => q.key,
+        };
+        self.tracking.lock().progress.add_container(key);
         names.insert(name.to_owned(), entry);
-        self.refresh_channels(&names);
         Ok(())
-    }
-
-    fn refresh_channels(&self, names: &BTreeMap<String, Entry>) {
-        let channels = names
-            .values()
-            .filter_map(|e| match e {
-                Entry::Channel(ch) => Some(ch.clone()),
-                Entry::Queue(_) => None,
-            })
-            .collect();
-        *self.channels.write() = Arc::new(channels);
     }
 
     pub(crate) fn lookup(&self, name: &str) -> Result<Entry> {
@@ -253,34 +312,53 @@ impl Space {
 
     /// Destroys the container called `name`: blocked operations wake with `Closed`.
     pub(crate) fn destroy(&self, name: &str, reason: &'static str) -> Result<()> {
-        let entry = {
-            let mut names = self.names.write();
-            let entry = names.remove(name).ok_or_else(|| Error::NotFound { name: name.to_owned() })?;
-            self.refresh_channels(&names);
-            entry
-        };
+        let entry = self.names.write().remove(name).ok_or_else(|| Error::NotFound { name: name.to_owned() })?;
         self.close_entry(&entry, reason);
         Ok(())
     }
 
     fn close_entry(&self, entry: &Entry, reason: &'static str) {
         match entry {
-            Entry::Channel(ch) => self.close_container(ch, reason),
+            Entry::Channel(ch) => {
+                self.channels.write().remove(&ch.key);
+                self.close_container(ch, reason);
+            }
             Entry::Queue(q) => self.close_container(q, reason),
         }
     }
 
+    /// Closes a container: its connections' claims go, items still open in other tasks' states
+    /// are handed over to those tasks until their states are updated.
     fn close_container<S: ContainerState>(&self, shared: &Shared<S>, reason: &'static str) {
-        let fx = shared.state.lock().close(reason);
-        self.release(&fx.claims, fx.opens);
-        self.reclaimed(shared, &fx.reclaimed);
+        let guard_fx = {
+            let mut state = shared.state.lock();
+            let Effects { mut claims, opens, reclaimed, .. } = state.close(reason);
+            park_handovers(&mut claims, &opens);
+            let moved = shared.reindex(&state);
+            let advanced = {
+                let mut tracking = self.tracking.lock();
+                tracking.reindex(moved);
+                tracking.progress.remove_container(shared.key);
+                let advanced = tracking.apply(&claims);
+                self.publish(&tracking.progress);
+                advanced
+            };
+            (opens, reclaimed, advanced)
+        };
+        let (opens, reclaimed, advanced) = guard_fx;
+        self.progress.notify_waiters();
+        self.apply_others(opens);
+        self.reclaimed(shared, &reclaimed);
         shared.changed.notify();
+        if let Some(ts_min) = advanced {
+            self.sweep(ts_min);
+        }
     }
 
     // ---- tasks -------------------------------------------------------------------------------
 
     /// Creates a task: a root task must start at or above ts_min, a child at or above its
-    /// parent's visibility (checked while the parent's claim still covers the child's).
+    /// parent's visibility (checked while the parent's claims still cover the child's).
     pub(crate) fn new_task(
         self: &Arc<Self>,
         virtual_time: Timestamp,
@@ -292,28 +370,30 @@ impl Space {
         }
         let id = self.next_id();
         let (state, updates) = TaskState::new(id, virtual_time);
-        match parent {
-            Some(parent) => {
-                let parent_state = parent.state.lock();
-                parent_state.check_spawn(virtual_time)?;
-                self.apply(&updates);
+        let parent_state = parent.map(|parent| parent.state.lock());
+        if let Some(parent_state) = &parent_state {
+            parent_state.check_spawn(virtual_time)?;
+        }
+        let advanced = {
+            let mut tracking = self.tracking.lock();
+            let ts_min = tracking.progress.ts_min();
+            if parent.is_none() && virtual_time < ts_min {
+                return Err(Error::BelowVisibility {
+                    op: "task",
+                    name: "runtime".into(),
+                    ts: virtual_time,
+                    what: "ts_min",
+                    limit: ts_min,
+                });
             }
-            None => {
-                let mut tracker = self.tracker.lock();
-                if virtual_time < tracker.ts_min() {
-                    return Err(Error::BelowVisibility {
-                        op: "task",
-                        name: format!("task {id}"),
-                        ts: virtual_time,
-                        what: "ts_min (a root task starts at or above ts_min; spawn from a task to start lower)",
-                        limit: tracker.ts_min(),
-                    });
-                }
-                if let Some(ts_min) = self.apply_locked(&mut tracker, &updates) {
-                    drop(tracker);
-                    self.sweep(ts_min);
-                }
-            }
+            tracking.progress.add_task(id);
+            let advanced = tracking.apply(&updates);
+            self.publish(&tracking.progress);
+            advanced
+        };
+        drop(parent_state);
+        if let Some(ts_min) = advanced {
+            self.sweep(ts_min);
         }
         let task =
             Arc::new(TaskShared { id, space: self.clone(), state: Mutex::new(state), held: Mutex::new(Vec::new()) });
@@ -325,7 +405,7 @@ impl Space {
     pub(crate) fn set_virtual_time(&self, task: &TaskShared, v: Timestamp) -> Result<()> {
         let mut state = task.state.lock();
         let updates = state.set_virtual_time(v)?;
-        let advanced = self.apply(&updates);
+        let advanced = self.commit(&updates, None, None, Some(&state));
         drop(state);
         if let Some(ts_min) = advanced {
             self.sweep(ts_min);
@@ -335,26 +415,33 @@ impl Space {
 
     /// Releases a task's claim, then detaches every connection it holds.
     ///
-    /// The task's own claim goes first: its connections' claims still cover what it holds, and
-    /// a reader at `INFINITY` does not drive ts_min to `INFINITY` on its way out.
+    /// The task's own claim goes first: its connections' claims still cover what it holds open.
     pub(crate) fn close_task(&self, task: &TaskShared) {
         let advanced = {
             let mut state = task.state.lock();
-            let updates = state.close();
-            self.apply(&updates)
+            if state.close() {
+                let mut tracking = self.tracking.lock();
+                let advanced = tracking.progress.remove_task(task.id);
+                self.publish(&tracking.progress);
+                advanced
+            } else {
+                None
+            }
         };
         let held = std::mem::take(&mut *task.held.lock());
         for h in held {
             self.detach(task, h);
         }
         self.tasks.lock().remove(&task.id);
-        if advanced.is_some() {
-            self.sweep(self.ts_min());
+        if let Some(ts_min) = advanced {
+            self.sweep(ts_min);
         }
+        self.progress.notify_waiters();
     }
 
     /// Detaches one connection of `task`.
     pub(crate) fn detach(&self, task: &TaskShared, held: Held) {
+        let conn = held.conn();
         match held {
             Held::ChannelInput(ch, conn) => {
                 if let Some(ch) = ch.upgrade() {
@@ -382,6 +469,9 @@ impl Space {
                 }
             }
         }
+        self.tracking.lock().progress.detach(conn, task.id);
+        // A producer gone or an input detached moves settledness.
+        self.progress.notify_waiters();
     }
 
     /// Closes every container and task: blocked operations wake with `Closed`.
@@ -390,7 +480,6 @@ impl Space {
             return;
         }
         let entries: Vec<Entry> = std::mem::take(&mut *self.names.write()).into_values().collect();
-        *self.channels.write() = Arc::new(Vec::new());
         for entry in &entries {
             self.close_entry(entry, "the runtime was closed");
         }
@@ -400,12 +489,70 @@ impl Space {
         }
     }
 
+    // ---- connections -------------------------------------------------------------------------
+
+    /// Attaches input connection `conn` of `task` to a channel or queue. Refused
+    /// (`InvalidArgument`) when `task` produces into a channel with a closed producer set whose
+    /// settled horizon this input could bring back below (SPEC §4: settledness never goes back).
+    pub(crate) fn attach_input<S: ContainerState>(
+        &self,
+        container: &Shared<S>,
+        task: &TaskShared,
+        conn: u64,
+        attach: impl FnOnce(&mut S, &TaskState) -> Result<(Option<Timestamp>, Effects)>,
+    ) -> Result<()> {
+        let mut guard = container.state.lock();
+        let state = task.state.lock();
+        state.check_open()?;
+        let (first_claim, fx) = attach(&mut guard, &state)?;
+        let mut tracking = self.tracking.lock();
+        if let Err(refusal) = tracking.progress.check_attach_input(task.id, container.key, first_claim) {
+            drop(tracking);
+            // Undo on the still-locked container: nobody saw the connection, and its claims were
+            // never applied.
+            let undo = guard.detach_input(conn);
+            debug_assert!(undo.reclaimed.is_empty(), "undoing an attach reclaims nothing");
+            return Err(self.unsettle_error(&container.name, refusal));
+        }
+        tracking.progress.attach_input(conn, task.id, container.key);
+        let advanced = tracking.apply(&fx.claims);
+        debug_assert!(advanced.is_none(), "attaching an input only adds claims");
+        self.publish(&tracking.progress);
+        Ok(())
+    }
+
+    /// Records output connection `conn` of `task` to a container (after its core state took it).
+    pub(crate) fn attach_output(&self, key: ContainerKey, task: &TaskShared, conn: u64) {
+        self.tracking.lock().progress.attach_output(conn, task.id, key);
+    }
+
+    /// Closes a channel's producer set in the progress machine (its core state already did).
+    pub(crate) fn close_producers(&self, key: ContainerKey) {
+        self.tracking.lock().progress.close_producers(key);
+        self.progress.notify_waiters();
+    }
+
+    fn unsettle_error(&self, name: &str, refusal: Refusal) -> Error {
+        let reason = match refusal {
+            Refusal::WouldUnsettle { channel, horizon, earliest } => {
+                let channel = self.channels.read().get(&channel).map(|c| c.name.to_string()).unwrap_or_default();
+                format!(
+                    "the task produces into \"{channel}\", whose producer set is closed and which is settled below \
+                     {horizon}; this input could deliver ts={earliest} and so let the task put below what is already \
+                     settled. Attach a producer's inputs before close_producers()"
+                )
+            }
+            other => format!("{other:?}"),
+        };
+        Error::InvalidArgument { op: "attach_input", name: name.to_owned(), reason }
+    }
+
     // ---- the operation path ------------------------------------------------------------------
 
-    /// Runs `op` on a container's state with the acting task locked, then applies its effects:
-    /// the acting task's open changes and all claim updates under the locks, other tasks' open
-    /// changes after, then a GC sweep if ts_min advanced. Returns the op's value and the items it
-    /// reclaimed itself (for the caller's GC handlers).
+    /// Runs `op` on a container's state with the acting task locked, then commits its effects:
+    /// the acting task's open changes and every claim update while both are locked, other tasks'
+    /// open changes after, then a GC sweep if ts_min advanced. Returns the op's value and the
+    /// items it reclaimed itself (for the caller's GC handlers).
     pub(crate) fn run<S: ContainerState, R>(
         &self,
         container: &Shared<S>,
@@ -415,9 +562,8 @@ impl Space {
         let mut guard = container.state.lock();
         let mut state = task.state.lock();
         let (value, fx) = op(&mut guard, &mut state, self.ts_min())?;
-        container.publish(&guard);
-        let Effects { claims, opens, reclaimed } = fx;
-        let mut others = Vec::new();
+        let Effects { mut claims, opens, reclaimed, put } = fx;
+        let mut others = OpenChanges::new();
         for change in opens {
             if change.task == state.id() {
                 open_change(&mut state, change);
@@ -425,7 +571,8 @@ impl Space {
                 others.push(change);
             }
         }
-        let advanced = self.apply(&claims);
+        park_handovers(&mut claims, &others);
+        let advanced = self.commit(&claims, put, container.reindex(&guard), Some(&state));
         drop(state);
         drop(guard);
         self.apply_others(others);
@@ -435,124 +582,128 @@ impl Space {
         Ok((value, reclaimed))
     }
 
-    /// Applies claim releases and other tasks' open changes outside every container lock, then
-    /// sweeps if ts_min advanced.
-    fn release(&self, claims: &[stampede_core::ClaimUpdate], opens: OpenChanges) {
-        let advanced = self.apply(claims);
-        self.apply_others(opens);
-        if let Some(ts_min) = advanced {
-            self.sweep(ts_min);
-        }
-    }
-
-    /// Applies the open changes of other tasks than the acting one. They only ever close items
-    /// (raising those tasks' visibility) and move no claim, so they may come after the
-    /// operation's own locks are gone.
-    fn apply_others(&self, others: impl IntoIterator<Item = OpenChange>) {
-        for change in others {
-            let Some(task) = self.tasks.lock().get(&change.task).and_then(Weak::upgrade) else { continue };
-            open_change(&mut task.state.lock(), change);
-        }
-    }
-
-    /// Applies claim updates to the tracker; returns the new ts_min if it advanced.
-    fn apply(&self, updates: &[stampede_core::ClaimUpdate]) -> Option<Timestamp> {
-        if updates.is_empty() {
+    /// Applies one operation's claim updates, put watermark and sweep-index move as one step;
+    /// asserts that the acting task (still locked by the caller) stays at or above ts_min.
+    /// Returns the new ts_min if it advanced.
+    fn commit(
+        &self,
+        claims: &[Update],
+        put: Option<Timestamp>,
+        moved: Option<IndexMove>,
+        acting: Option<&TaskState>,
+    ) -> Option<Timestamp> {
+        if claims.is_empty() && put.is_none() && moved.is_none() {
             return None;
         }
-        self.apply_locked(&mut self.tracker.lock(), updates)
-    }
-
-    /// Applies claim updates to the locked tracker and mirrors an advanced ts_min.
-    fn apply_locked(&self, tracker: &mut Tracker, updates: &[stampede_core::ClaimUpdate]) -> Option<Timestamp> {
-        let advanced = tracker.apply(updates);
-        if let Some(ts_min) = advanced {
-            self.ts_min.store(ts_min, Ordering::Release);
+        let mut tracking = self.tracking.lock();
+        tracking.reindex(moved);
+        let mut advanced = tracking.apply(claims);
+        if let Some(ts) = put {
+            advanced = tracking.progress.note_put(ts).or(advanced);
         }
+        if let Some(state) = acting {
+            let ts_min = tracking.progress.ts_min();
+            assert!(
+                state.is_closed() || state.visibility() >= ts_min,
+                "{} has visibility {} below ts_min {ts_min}",
+                state.name(),
+                state.visibility()
+            );
+        }
+        self.publish(&tracking.progress);
+        drop(tracking);
         self.progress.notify_waiters();
         advanced
+    }
+
+    /// Mirrors ts_min for lock-free readers (call with the progress lock held).
+    fn publish(&self, progress: &Progress) {
+        self.ts_min.store(progress.ts_min(), Ordering::Release);
+    }
+
+    /// Applies the open changes of tasks other than the acting one, each under that task's lock
+    /// together with the release of the claim parked for it at [`Location::Handover`].
+    fn apply_others(&self, others: impl IntoIterator<Item = OpenChange>) {
+        for change in others {
+            debug_assert!(!change.opened, "an operation only ever opens items for its acting task");
+            let release = [Update { location: Location::Handover(change.task), ts: change.ts, delta: -1 }];
+            let task = self.tasks.lock().get(&change.task).and_then(Weak::upgrade);
+            let advanced = match &task {
+                Some(task) => {
+                    let mut state = task.state.lock();
+                    if !state.is_closed() {
+                        open_change(&mut state, change);
+                    }
+                    self.commit(&release, None, None, Some(&state))
+                }
+                // The task is gone: nothing can read its visibility any more.
+                None => self.commit(&release, None, None, None),
+            };
+            if let Some(ts_min) = advanced {
+                self.sweep(ts_min);
+            }
+        }
+    }
+
+    // ---- invariants --------------------------------------------------------------------------
+
+    /// Checks, with each task and the progress machine locked together, that every live task's
+    /// visibility is at or above ts_min (SPEC §3). Panics naming the task otherwise.
+    pub(crate) fn check_invariants(&self) {
+        let tasks: Vec<Arc<TaskShared>> = self.tasks.lock().values().filter_map(Weak::upgrade).collect();
+        for task in tasks {
+            let state = task.state.lock();
+            let ts_min = self.tracking.lock().progress.ts_min();
+            assert!(
+                state.is_closed() || state.visibility() >= ts_min,
+                "invariant: {} has visibility {} below ts_min {ts_min}",
+                state.name(),
+                state.visibility()
+            );
+        }
     }
 
     // ---- settledness (SPEC §4) ---------------------------------------------------------------
 
     /// Every timestamp below the returned one is settled on `ch`: no task can still put it.
-    ///
-    /// Open producer set: ts_min (any task, even one created later, may become a producer, and
-    /// no task can ever put below ts_min). Closed producer set: the lowest timestamp any current
-    /// producer may still put — its visibility, or lower if it may still open an older item on
-    /// one of its input connections — and never less than ts_min. Each producer's visibility is
-    /// read before its connections' claims, so an item it opens in between is still counted.
+    /// Computed by the progress machine (see `stampede_core::progress`).
     pub(crate) fn settled_below(&self, ch: &ChannelShared) -> Timestamp {
-        let ts_min = self.ts_min();
-        let producers: Vec<TaskId> = {
-            let state = ch.state.lock();
-            if !state.producers_closed() {
-                return ts_min;
-            }
-            state.producers().collect()
-        };
-        let mut floor = stampede_core::INFINITY;
-        for id in producers {
-            let Some(task) = self.tasks.lock().get(&id).and_then(Weak::upgrade) else { continue };
-            floor = floor.min(self.put_floor(&task));
-        }
-        floor.max(ts_min)
+        self.tracking.lock().progress.settled_below(ch.key)
     }
 
-    /// The lowest timestamp `task` may still put (INFINITY once closed).
-    fn put_floor(&self, task: &TaskShared) -> Timestamp {
-        let mut floor = {
-            let state = task.state.lock();
-            if state.is_closed() {
-                return stampede_core::INFINITY;
-            }
-            state.visibility()
-        };
-        let inputs: Vec<(Option<Entry>, u64)> = task
-            .held
-            .lock()
-            .iter()
-            .filter_map(|h| match h {
-                Held::ChannelInput(ch, conn) => Some((ch.upgrade().map(Entry::Channel), *conn)),
-                Held::QueueInput(q, conn) => Some((q.upgrade().map(Entry::Queue), *conn)),
-                Held::ChannelOutput(..) | Held::QueueOutput(..) => None,
-            })
-            .collect();
-        for (entry, conn) in inputs {
-            let claim = match entry {
-                Some(Entry::Channel(ch)) => ch.state.lock().input_claim(conn),
-                Some(Entry::Queue(q)) => q.state.lock().claim(),
-                None => None,
-            };
-            floor = floor.min(claim.unwrap_or(stampede_core::INFINITY));
-        }
-        floor
-    }
+    // ---- GC ----------------------------------------------------------------------------------
 
-    /// Reclaims everything below `ts_min` in every channel and wakes waiters that may now fail
-    /// `Reclaimed`. Returns the number of items reclaimed.
+    /// Reclaims everything below `ts_min` in the channels the sweep index lists below it, and
+    /// wakes exact gets that may now fail `Reclaimed`. Returns the number of items reclaimed.
     pub(crate) fn sweep(&self, ts_min: Timestamp) -> usize {
+        let waiting: Vec<Arc<ChannelShared>> =
+            self.exact_waiters.lock().values().filter_map(|(ch, _)| ch.upgrade()).collect();
+        for ch in waiting {
+            ch.changed.notify();
+        }
+        let due: Vec<ContainerKey> = self.tracking.lock().oldest.range(..(ts_min, 0)).map(|&(_, key)| key).collect();
         let mut total = 0;
         let mut items = Vec::new();
-        let channels = self.channels.read().clone();
-        for ch in channels.iter() {
-            // A blocked exact get may have to fail `Reclaimed` now, even with nothing stored.
-            if ch.changed.has_waiters() {
-                ch.changed.notify();
-            }
-            if ch.oldest.load(Ordering::Acquire) >= ts_min {
-                continue;
-            }
+        for key in due {
+            let Some(ch) = self.channels.read().get(&key).cloned() else { continue };
             {
                 let mut state = ch.state.lock();
                 state.reclaim_below(ts_min, &mut items);
-                ch.publish(&state);
+                let moved = ch.reindex(&state);
+                self.tracking.lock().reindex(moved);
             }
             total += items.len();
-            self.reclaimed(ch, &items);
+            self.reclaimed(&ch, &items);
             items.clear();
         }
         total
+    }
+
+    /// Registers a blocked exact get on `ch` until the returned guard drops.
+    pub(crate) fn wait_exact<'a>(&'a self, ch: &Arc<ChannelShared>) -> ExactWait<'a> {
+        let mut waiters = self.exact_waiters.lock();
+        waiters.entry(ch.key).or_insert_with(|| (Arc::downgrade(ch), 0)).1 += 1;
+        ExactWait { space: self, key: ch.key }
     }
 
     /// Runs GC handlers for `items` reclaimed from the container `name` and wakes blocked puts.
@@ -569,6 +720,39 @@ impl Space {
             }
         }
     }
+}
+
+/// A blocked exact get's registration with the sweep (see [`Space::wait_exact`]).
+pub(crate) struct ExactWait<'a> {
+    space: &'a Space,
+    key: ContainerKey,
+}
+
+impl Drop for ExactWait<'_> {
+    fn drop(&mut self) {
+        let mut waiters = self.space.exact_waiters.lock();
+        if let Some(entry) = waiters.get_mut(&self.key) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                waiters.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// Parks, at the front of `claims`, one claim at [`Location::Handover`] for every item the
+/// operation took away from another task while it was open there: the claim covers the item
+/// until that task's state no longer counts it (released by [`Space::apply_others`]).
+fn park_handovers(claims: &mut Updates, others: &[OpenChange]) {
+    if others.is_empty() {
+        return;
+    }
+    let mut batch: Updates = others
+        .iter()
+        .map(|change| Update { location: Location::Handover(change.task), ts: change.ts, delta: 1 })
+        .collect();
+    batch.extend(claims.drain(..));
+    *claims = batch;
 }
 
 fn open_change(state: &mut TaskState, change: OpenChange) {

@@ -58,11 +58,6 @@ impl Signal {
         }
     }
 
-    /// `true` while some thread or task waits on this signal.
-    pub(crate) fn has_waiters(&self) -> bool {
-        self.waiters.load(Ordering::SeqCst) > 0
-    }
-
     /// Registers a waiter: re-check the condition after this, then wait.
     pub(crate) fn listen(&self) -> Waiter<'_> {
         self.waiters.fetch_add(1, Ordering::SeqCst);

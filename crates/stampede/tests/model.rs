@@ -13,7 +13,8 @@
 //! legally get, was reclaimed) and liveness (nothing below ts_min survives).
 //!
 //! Semantic decisions the implementation made where SPEC.md is silent (and the model follows):
-//! ts_min stays put when nothing claims it; a root task starts at or above ts_min; `consume` of an
+//! ts_min never runs ahead of 1 + the highest timestamp ever put (SPEC §3 "a producer can always
+//! join"), so with nothing claiming it, it is exactly that; a root task starts at or above ts_min; `consume` of an
 //! item already consumed or reclaimed is a no-op, of a timestamp never put `NotAvailable`;
 //! `get_range` acts on items present now; `consume_until(ts)` consumes the present items up to
 //! `ts` and makes later items at or below `ts` born consumed on that connection (counting as its
@@ -302,6 +303,8 @@ struct MConn {
 
 struct Model {
     ts_min: Ts,
+    /// 1 + the highest timestamp ever put (0 before the first put): ts_min never passes it.
+    watermark: Ts,
     tasks: Vec<MTask>,
     channels: Vec<MChannel>,
     queue: MQueue,
@@ -322,6 +325,7 @@ impl Model {
         };
         Model {
             ts_min: 0,
+            watermark: 0,
             tasks: Vec::new(),
             channels: vec![channel(0), channel(1)],
             queue: MQueue {
@@ -379,7 +383,7 @@ impl Model {
     /// Recomputes ts_min and reclaims everything below it (TGC). Returns an error text if ts_min
     /// would move backwards, which no sequence of legal operations may cause.
     fn collect(&mut self) -> Result<(), String> {
-        let new = self.lowest_claim().unwrap_or(self.ts_min);
+        let new = self.lowest_claim().map_or(self.watermark, |claim| claim.min(self.watermark));
         if new < self.ts_min {
             return Err(format!("model: ts_min would move back from {} to {new}", self.ts_min));
         }
@@ -613,6 +617,7 @@ impl Model {
         // Being born consumed on a connection counts as that connection's consumption.
         let refs_left = refcount.map(|r| r.saturating_sub(born_consumed));
         self.channels[ch].items.insert(ts, MItem { payload: payload.to_vec(), refs_left });
+        self.watermark = self.watermark.max(ts + 1);
         if refs_left == Some(0) {
             self.reclaim_early(ch, ts);
         }
@@ -627,6 +632,7 @@ impl Model {
         let seq = self.queue.ts_by_seq.len() as u64;
         self.queue.ts_by_seq.push(ts);
         self.queue.waiting.push_back(MQueueItem { seq, ts, payload: payload.to_vec() });
+        self.watermark = self.watermark.max(ts + 1);
         self.queue.puts += 1;
         Out::Ok
     }
@@ -1160,6 +1166,7 @@ fn consume_on_a_detached_connection_fails_closed() {
     let reader = rt.task(INFINITY).unwrap();
     let inp = reader.attach_input(&ch).unwrap();
     reader.close();
+    producer.attach_output(&ch).unwrap().put(7, &b"."[..]).unwrap();
     producer.set_virtual_time(8).unwrap();
     assert_eq!(rt.ts_min(), 8);
     assert!(matches!(inp.consume_until(0), Err(Error::Closed { .. })));

@@ -66,16 +66,21 @@ fn set_virtual_time_not_below_visibility() {
 #[test]
 fn spawn_and_root_rules() {
     let rt = Runtime::new();
+    let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
     let parent = rt.task(5).unwrap();
     assert!(matches!(parent.spawn(4), Err(Error::BelowVisibility { ts: 4, limit: 5, .. })));
     let child = parent.spawn(5).unwrap();
     assert_eq!(child.virtual_time(), 5);
     drop(child);
+    parent.attach_output(&ch).unwrap().put(19, &b"."[..]).unwrap();
     parent.set_virtual_time(20).unwrap();
     assert_eq!(rt.ts_min(), 20);
     let err = rt.task(19).unwrap_err();
-    assert!(matches!(err, Error::BelowVisibility { limit: 20, .. }), "{err:?}");
-    assert!(err.to_string().contains("ts_min"));
+    assert!(matches!(err, Error::BelowVisibility { ts: 19, limit: 20, .. }), "{err:?}");
+    // The message names the bound and what to do, and no task the user never created.
+    let message = err.to_string();
+    assert!(message.contains("below ts_min 20") && message.contains("start it at 20 or later"), "{message}");
+    assert!(!message.contains("task 2"), "{message}");
     rt.task(20).unwrap();
 }
 
@@ -89,14 +94,15 @@ fn ts_min_definition() {
     let out = p.attach_output(&ch).unwrap();
     let r = rt.task(INFINITY).unwrap();
     let inp = r.attach_input(&ch).unwrap();
-    assert_eq!(rt.ts_min(), 3);
+    assert_eq!(rt.ts_min(), 0, "nothing put yet");
     out.put(5, &b"."[..]).unwrap();
+    assert_eq!(rt.ts_min(), 3);
     p.set_virtual_time(INFINITY).unwrap();
     assert_eq!(rt.ts_min(), 5, "the unseen item at 5 holds ts_min");
     inp.get(5, NOW).unwrap();
     assert_eq!(rt.ts_min(), 5, "open holds it too");
     inp.consume(5).unwrap();
-    assert_eq!(rt.ts_min(), INFINITY);
+    assert_eq!(rt.ts_min(), 6, "ts_min never runs ahead of 1 + the highest timestamp put");
 }
 
 /// TGC: items below ts_min are reclaimed within the operation that advances ts_min — stats and
@@ -153,7 +159,7 @@ fn reference_counts() {
     p.set_virtual_time(INFINITY).unwrap();
     drop((a, b, c));
     reader.close();
-    assert_eq!(rt.ts_min(), INFINITY);
+    assert_eq!(rt.ts_min(), 6);
     assert_eq!(ch.stats().tombstones, 0);
 }
 
@@ -192,33 +198,39 @@ fn closing_a_task_releases_claims() {
     r.close();
     assert!(matches!(inp.get(OLDEST_UNSEEN, NOW), Err(Error::Closed { .. })));
     assert_eq!(rt.stats().claims, 0);
-    // With no claim left, ts_min stays at 0: a new root task may start there and still read
-    // item 0, so it is kept (a late joiner reads the past).
-    assert_eq!(ch.stats().live_items, 1);
+    // With no claim left, ts_min is 1 + the highest timestamp put: item 0 goes, and a new root
+    // task may start at 1, above everything that exists.
+    assert_eq!((rt.ts_min(), ch.stats().live_items), (1, 0));
     let late = rt.task(rt.ts_min()).unwrap();
     assert_eq!(rt.stats().claims, 1);
     let again = late.attach_input(&ch).unwrap();
-    assert_eq!(again.get(OLDEST_UNSEEN, NOW).unwrap().ts, 0);
-    // Dropping the last handle of a task (and its connections) closes it too; once it has moved
-    // past item 0, the item goes.
+    let out = late.attach_output(&ch).unwrap();
+    out.put(1, &b"."[..]).unwrap();
+    assert_eq!(again.get(OLDEST_UNSEEN, NOW).unwrap().ts, 1);
+    // Dropping the last handle of a task (and its connections) closes it too.
     late.set_virtual_time(INFINITY).unwrap();
-    again.consume(0).unwrap();
-    assert_eq!(ch.stats().live_items, 0);
-    drop((late, again));
+    drop((late, again, out));
     assert_eq!(rt.stats().claims, 0);
+    assert_eq!((rt.ts_min(), ch.stats().live_items), (2, 0));
 }
 
-/// ts_min never moves backwards, and with no claims at all it stays where it was.
+/// ts_min never moves backwards, and never runs ahead of 1 + the highest timestamp ever put:
+/// with nothing put, a task at 7 leaves it at 0, so a producer can still start at 0.
 #[test]
-fn ts_min_monotone() {
+fn ts_min_monotone_and_capped_by_puts() {
     let rt = Runtime::new();
+    let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
     assert_eq!(rt.ts_min(), 0);
     let t = rt.task(7).unwrap();
+    assert_eq!(rt.ts_min(), 0);
+    let out = t.attach_output(&ch).unwrap();
+    out.put(8, &b"."[..]).unwrap();
     assert_eq!(rt.ts_min(), 7);
-    drop(t);
-    assert_eq!(rt.ts_min(), 7);
-    let _child_capable = rt.task(7).unwrap();
-    assert_eq!(rt.ts_min(), 7);
+    drop((t, out));
+    assert_eq!(rt.ts_min(), 9);
+    assert!(matches!(rt.task(8), Err(Error::BelowVisibility { limit: 9, .. })));
+    let _producer = rt.task(9).unwrap();
+    assert_eq!(rt.ts_min(), 9);
 }
 
 /// Stats report live items and bytes, reclaimed count, puts, gets, connections and ts_min.
