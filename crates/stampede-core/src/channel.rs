@@ -490,6 +490,7 @@ impl ChannelState {
             inputs: self.inputs.len(),
             outputs: self.outputs.len(),
             tombstones: self.tombstones.len() as usize,
+            tombstone_runs: self.tombstones.runs(),
             claim: self.inputs.values().filter_map(Input::claim).min(),
             ts_min: 0,
         }

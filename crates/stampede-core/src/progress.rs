@@ -421,3 +421,81 @@ impl Progress {
         floor
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn up(location: Location, ts: Timestamp, delta: i64) -> Update {
+        Update { location, ts, delta }
+    }
+
+    /// The frontier is the lowest claim, capped by 1 + the highest put; it never decreases.
+    #[test]
+    fn frontier_is_min_of_claims_and_watermark() {
+        let mut p = Progress::new();
+        p.apply(&[up(Location::Task(1), 5, 1)]).unwrap();
+        assert_eq!(p.ts_min(), 0, "nothing put: a producer may still start at 0");
+        assert_eq!(p.note_put(7), Some(5));
+        p.apply(&[up(Location::Task(1), 9, 1), up(Location::Task(1), 5, -1)]).unwrap();
+        assert_eq!(p.ts_min(), 8);
+    }
+
+    /// A positive update below ts_min is refused as a whole batch, changing nothing.
+    #[test]
+    fn claims_below_the_frontier_are_refused() {
+        let mut p = Progress::new();
+        p.note_put(3);
+        assert_eq!(p.ts_min(), 4);
+        let refused = p.apply(&[up(Location::Task(1), 9, 1), up(Location::Task(2), 2, 1)]);
+        assert!(matches!(refused, Err(Refusal::BelowFrontier { ts: 2, .. })));
+        assert_eq!(p.claim_count(), 0);
+    }
+
+    /// Dropping a location cancels exactly its net counts, not another location's at the same
+    /// timestamp (a dead peer's claims go, a live task's stay).
+    #[test]
+    fn dropping_a_location_cancels_exactly_its_counts() {
+        let mut p = Progress::new();
+        p.apply(&[up(Location::Peer(1), 3, 2), up(Location::Task(1), 3, 1), up(Location::Peer(1), 6, 1)]).unwrap();
+        p.note_put(100);
+        assert_eq!(p.drop_location(Location::Peer(1)), None, "the task still holds 3");
+        assert_eq!(p.claim_count(), 1);
+        assert_eq!(p.drop_location(Location::Task(1)), Some(101));
+    }
+
+    /// A closed channel's horizon follows what can reach it: its producer's claims, that
+    /// producer's input connections, and recursively the containers it reads.
+    #[test]
+    fn horizon_reaches_through_relaying_producers() {
+        let (frames, results) = (10, 11);
+        let (camera, tracker) = (1, 2);
+        let mut p = Progress::new();
+        p.add_container(frames);
+        p.add_container(results);
+        p.add_task(camera);
+        p.add_task(tracker);
+        // An unrelated task holds ts_min at 0.
+        let claims =
+            [up(Location::Task(camera), 4, 1), up(Location::Task(tracker), INFINITY, 1), up(Location::Task(9), 0, 1)];
+        p.apply(&claims).unwrap();
+        p.note_put(50);
+        p.attach_output(100, camera, frames);
+        p.attach_input(101, tracker, frames);
+        p.attach_output(102, tracker, results);
+        p.close_producers(results);
+        assert_eq!(p.settled_below(results), 0, "frames is open: anyone may put at ts_min");
+        p.close_producers(frames);
+        assert_eq!(p.settled_below(results), 4, "the camera may still put 4, the tracker relay it");
+        p.apply(&[up(Location::Input(101), 6, 1)]).unwrap();
+        p.apply(&[up(Location::Task(camera), 8, 1), up(Location::Task(camera), 4, -1)]).unwrap();
+        assert_eq!(p.settled_below(results), 6, "an unseen item at 6 on the tracker's input");
+        assert!(matches!(
+            p.check_attach_input(tracker, frames, Some(5)),
+            Err(Refusal::WouldUnsettle { horizon: 6, earliest: 5, .. })
+        ));
+        p.detach(100, camera);
+        p.apply(&[up(Location::Input(101), 6, -1)]).unwrap();
+        assert_eq!(p.settled_below(results), INFINITY, "no producer of frames is left");
+    }
+}

@@ -236,6 +236,7 @@ impl QueueState {
             inputs: self.inputs.len(),
             outputs: self.outputs.len(),
             tombstones: 0,
+            tombstone_runs: 0,
             claim: self.claims.min(),
             ts_min: 0,
         }

@@ -21,6 +21,9 @@ pub struct Stats {
     pub outputs: usize,
     /// Timestamps reclaimed early by reference count and still remembered to reject duplicates.
     pub tombstones: usize,
+    /// Runs of consecutive tombstoned timestamps: what the tombstones cost in memory (bounded
+    /// by `stampede_core::tombstones::TOMBSTONE_RUNS_MAX`).
+    pub tombstone_runs: usize,
     /// This container's lowest claim on ts_min (lowest unseen or open item on any input
     /// connection; for a queue, the lowest item not yet consumed), if any.
     pub claim: Option<Timestamp>,

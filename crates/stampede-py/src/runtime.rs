@@ -161,7 +161,7 @@ impl Channel {
     }
 
     /// Counters now: live_items, live_bytes, reclaimed, puts, gets, inputs, outputs, tombstones,
-    /// claim, ts_min, handler_errors.
+    /// tombstone_runs, claim, ts_min, handler_errors.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         stats_dict(py, &self.inner.stats(), self.errors.of(self.inner.name()))
     }
@@ -285,6 +285,7 @@ fn stats_dict<'py>(py: Python<'py>, stats: &Stats, handler_errors: u64) -> PyRes
     dict.set_item("inputs", stats.inputs)?;
     dict.set_item("outputs", stats.outputs)?;
     dict.set_item("tombstones", stats.tombstones)?;
+    dict.set_item("tombstone_runs", stats.tombstone_runs)?;
     dict.set_item("claim", stats.claim)?;
     dict.set_item("ts_min", stats.ts_min)?;
     dict.set_item("handler_errors", handler_errors)?;

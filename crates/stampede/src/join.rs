@@ -359,8 +359,10 @@ fn approx_step(core: &mut Inputs, tolerance: Timestamp) -> Result<Option<Matched
         let window = buffer.range(t.saturating_sub(tolerance)..=t.saturating_add(tolerance));
         // Closest first; on a tie the earlier timestamp wins (it comes first in the range).
         let best = window.min_by_key(|(&ts, _)| (ts - t).abs());
+        // An exact match (distance 0) is final at once: nothing can beat it, and a tie needs an
+        // equal distance.
         let decided = match best {
-            Some((&ts, _)) => t + (ts - t).abs() <= horizon,
+            Some((&ts, _)) => ts == t || t.saturating_add((ts - t).abs()) <= horizon,
             None => t.saturating_add(tolerance) < horizon,
         };
         if !decided {

@@ -169,6 +169,31 @@ fn exact_join_producer_skips_ahead() {
     assert_eq!(join.stats().skipped, 1);
 }
 
+/// An approximate join releases a distance-0 match at once: nothing can beat it, even while the
+/// other channel's producer could still put timestamps around it.
+#[test]
+fn approx_join_releases_an_exact_match_at_once() {
+    let rt = Runtime::new();
+    let (video, audio) = (
+        rt.create_channel("video", Limits::unbounded()).unwrap(),
+        rt.create_channel("audio", Limits::unbounded()).unwrap(),
+    );
+    let camera = rt.task(0).unwrap();
+    let microphone = rt.task(0).unwrap();
+    let (ov, oa) = (camera.attach_output(&video).unwrap(), microphone.attach_output(&audio).unwrap());
+    video.close_producers();
+    audio.close_producers();
+    let j = rt.task(INFINITY).unwrap();
+    let mut join = ApproxJoin::new(vec![j.attach_input(&video).unwrap(), j.attach_input(&audio).unwrap()], 5).unwrap();
+    oa.put(10, &b"a"[..]).unwrap();
+    ov.put(10, &b"v"[..]).unwrap();
+    camera.set_virtual_time(11).unwrap();
+    // The microphone is still at 0 (it may put 9 or 11), yet 10 matches 10 exactly.
+    assert_eq!(audio.settled_below(), 0);
+    let matched = join.next(NOW).unwrap();
+    assert_eq!((matched.pivot.ts, matched.matches[0].as_ref().map(|i| i.ts)), (10, Some(10)));
+}
+
 /// Joins with Partial/Skip refuse channels whose producer set is open: their missing parts
 /// could never be settled.
 #[test]
