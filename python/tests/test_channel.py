@@ -187,7 +187,8 @@ def test_reclaimed_below_ts_min(rt):
     """An exact get below ts_min fails Reclaimed."""
     _, producer, out, _, inp = pipeline(rt)
     out.put(1, b"")
-    inp.consume_until(1)
+    out.put(4, b"")
+    inp.consume_until(4)
     producer.set_virtual_time(5)
     assert rt.ts_min == 5
     with pytest.raises(stampede.Reclaimed, match="ts_min is 5"):

@@ -34,23 +34,27 @@ def cameras(rt: stampede.Runtime, names: list[str], close: bool = True):
 def test_settled_timestamps_open_vs_closed_producer_set(rt):
     """With an open producer set a timestamp is settled only below ts_min (one unrelated slow task
     holds it back); after close_producers() settledness follows the channel's own producers —
-    lowered by an unseen item a producer may still inherit — no producer may attach, and it is
-    INFINITY once the last producer closes."""
+    lowered by what can still arrive on their inputs (an unseen item, or what the upstream
+    producer may still put) — no producer may attach, and it is INFINITY once the last producer
+    closes."""
     up = rt.create_channel("up")
     ch = rt.create_channel("c")
     slow = rt.task(0)  # unrelated, holds ts_min at 0
-    feeder = rt.task(0)
+    feeder = rt.task(6)
     feed = feeder.attach_output(up)
     producer = rt.task(5)
     out = producer.attach_output(ch)
     upstream = producer.attach_input(up)
     assert ch.settled_below == 0 and not ch.is_settled(3)
     ch.close_producers()
+    assert ch.settled_below == 0  # anyone may still put 0 into "up", and the producer relay it
+    up.close_producers()
     assert ch.settled_below == 5
     assert ch.is_settled(4) and not ch.is_settled(5)
     producer.set_virtual_time(9)
-    assert ch.settled_below == 9
+    assert ch.settled_below == 6  # the feeder may still put 6
     feed.put(7, b".")  # unseen on the producer's input: it could still inherit 7
+    feeder.set_virtual_time(10)
     assert ch.settled_below == 7
     upstream.get(7, timeout=0)
     out.put(7, b"derived")
@@ -257,7 +261,7 @@ def test_inputs_are_handed_over_to_the_join(rt):
         assert join.next(timeout=0).ts == 3
         assert rt.ts_min == 3  # the released tuple stays open on the join's connection
         other.consume_until(3)
-    assert rt.ts_min == 10  # closing the join released it
+    assert rt.ts_min == 4  # closing the join released it (1 + the highest timestamp put)
     with pytest.raises(stampede.Closed, match="join was closed"):
         join.next(timeout=0)
     assert join.stats()["complete"] == 1 and list(join) == []

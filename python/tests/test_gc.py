@@ -46,12 +46,44 @@ def test_spawn_rules(rt):
 
 
 def test_root_task_below_ts_min(rt):
-    """A root task cannot start below ts_min."""
+    """A root task cannot start below ts_min; the error names the bound and what to do."""
+    ch = rt.create_channel("c")
     t = rt.task(7)
+    assert rt.ts_min == 0  # nothing put yet: ts_min never runs ahead of 1 + the highest put
+    t.attach_output(ch).put(9, b"")
     assert rt.ts_min == 7
-    with pytest.raises(stampede.BelowVisibility, match="ts_min"):
+    with pytest.raises(stampede.BelowVisibility, match="below ts_min 7.*start it at 7 or later"):
         rt.task(3)
     t.close()
+
+
+def test_readers_first_then_producer_at_zero(rt):
+    """A display at INFINITY attached before its camera exists: the camera can still start at 0."""
+    ch = rt.create_channel("camera")
+    display = rt.task(INFINITY)
+    inp = display.attach_input(ch)
+    assert rt.ts_min == 0
+    camera = rt.task(0)
+    camera.attach_output(ch).put(0, b"hello")
+    assert inp.get(stampede.NEWEST_UNSEEN, timeout=0).ts == 0
+
+
+def test_restarted_producer_starts_above_its_last_timestamp(rt):
+    """The only producer closes; a new one starts at 1 + its last timestamp, not INFINITY."""
+    ch = rt.create_channel("camera")
+    display = rt.task(INFINITY)
+    inp = display.attach_input(ch)
+    camera = rt.task(0)
+    out = camera.attach_output(ch)
+    for ts in range(5):
+        out.put(ts, b"f")
+    camera.close()
+    inp.consume_until(4)
+    assert rt.ts_min == 5
+    with pytest.raises(stampede.BelowVisibility, match="start it at 5 or later"):
+        rt.task(4)
+    rt.task(5).attach_output(ch).put(5, b"again")
+    assert inp.get(stampede.OLDEST_UNSEEN, timeout=0).ts == 5
 
 
 def test_ts_min_tracks_tasks_and_unseen_items(rt):
@@ -67,7 +99,7 @@ def test_ts_min_tracks_tasks_and_unseen_items(rt):
     inp.get(3)
     assert rt.ts_min == 3  # open
     inp.consume(3)
-    assert rt.ts_min == 10
+    assert rt.ts_min == 4  # never ahead of 1 + the highest timestamp put
     assert ch.stats()["live_items"] == 0 and ch.stats()["reclaimed"] == 1
 
 
@@ -174,6 +206,7 @@ def test_task_close_releases_claim(rt):
     writer = rt.task(0)
     out = writer.attach_output(ch)
     out.put(0, b"")
+    out.put(4, b"")
     writer.set_virtual_time(5)
     assert rt.ts_min == 0
     reader.close()
@@ -184,15 +217,17 @@ def test_task_close_releases_claim(rt):
 
 def test_dropped_handles_release_task(rt):
     """A task whose handles and connections are all gone no longer holds ts_min back."""
+    ch = rt.create_channel("c")
     blocker = rt.task(0)
     keeper = rt.task(5)
+    keeper.attach_output(ch).put(8, b"")
     assert rt.ts_min == 0
     del blocker
     gc.collect()
     assert rt.ts_min == 5
     keeper.close()
     assert rt.stats()["claims"] == 0
-    assert rt.ts_min == 5  # with no claims at all, ts_min stays where it was
+    assert rt.ts_min == 9  # with no claims at all: 1 + the highest timestamp put
 
 
 def test_runtime_stats_and_names(rt):

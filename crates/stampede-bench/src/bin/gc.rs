@@ -47,7 +47,7 @@ fn main() -> Result<()> {
 
     let steps = options.scale(200_000, 1_000);
     let overhead = timer_overhead_ns();
-    for idle_channels in [0, 10, 100] {
+    for idle_channels in [0, 3_000, 30_000] {
         let reclaiming =
             (0..rounds).map(|_| steady(steps, idle_channels, false, overhead)).collect::<Result<Vec<f64>>>()?;
         let pinned = (0..rounds).map(|_| steady(steps, idle_channels, true, overhead)).collect::<Result<Vec<f64>>>()?;
