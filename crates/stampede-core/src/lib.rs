@@ -40,7 +40,7 @@ pub use effects::{Effects, OpenChange, OpenChanges};
 pub use error::{Error, Result, DETACHED};
 pub use item::{Codec, Item, Payload};
 pub use pacer::{Pace, PaceRule};
-pub use progress::{ContainerKey, Location, Progress, Refusal, Update, Updates};
+pub use progress::{ContainerKey, IdMap, Location, Progress, Refusal, Update, Updates};
 pub use queue::{QueueItem, QueueState};
 pub use stats::Stats;
 pub use task::{TaskId, TaskState};

@@ -109,7 +109,7 @@ pub enum Refusal {
 /// Hashes ids that are already unique `u64`s by one multiplication (the default SipHash costs
 /// more than the rest of an update).
 #[derive(Default)]
-struct IdHasher(u64);
+pub struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
@@ -125,7 +125,8 @@ impl Hasher for IdHasher {
     }
 }
 
-type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+/// A hash map keyed by node-unique ids, hashed with [`IdHasher`].
+pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// Net counts of one location, by timestamp. Inline: a location holds one or two timestamps.
 type Counts = smallvec::SmallVec<[(Timestamp, i64); 2]>;
@@ -184,6 +185,11 @@ impl Progress {
     /// Number of claims held (tasks, connections, queues), the watermark not counted.
     pub fn claim_count(&self) -> usize {
         self.claims.len()
+    }
+
+    /// Locations with an entry (for tests: entries of gone owners must not pile up).
+    pub fn location_count(&self) -> usize {
+        self.locations.len()
     }
 
     /// The lowest claim of `location`, if it holds any.
@@ -260,7 +266,9 @@ impl Progress {
                 counts.push((update.ts, update.delta));
             }
         }
-        if counts.is_empty() {
+        // Tasks and connections move their claims constantly: their entries stay, empty, until
+        // the owner goes (`remove_task`, `detach`); a hand-over is rare and goes when released.
+        if counts.is_empty() && matches!(update.location, Location::Handover(_)) {
             self.locations.remove(&update.location);
         }
         self.claims.apply_count(update.ts, update.delta);
@@ -302,6 +310,13 @@ impl Progress {
     pub fn remove_task(&mut self, task: TaskKey) -> Option<Timestamp> {
         self.tasks.remove(&task);
         self.drop_location(Location::Task(task))
+    }
+
+    /// Forgets the entry of a location whose owner is gone; it must hold no claim any more.
+    fn forget(&mut self, location: Location) {
+        if let Some(counts) = self.locations.remove(&location) {
+            assert!(counts.is_empty(), "{location:?} went away holding claims {counts:?}");
+        }
     }
 
     /// Closes `container`'s producer set: its horizon now follows its producers only.
@@ -357,6 +372,7 @@ impl Progress {
 
     /// Forgets a connection (input or output) of `task`.
     pub fn detach(&mut self, conn: ConnKey, task: TaskKey) {
+        self.forget(Location::Input(conn));
         if let Some(node) = self.tasks.get_mut(&task) {
             if let Some(i) = node.outputs.iter().position(|&(c, _)| c == conn) {
                 let (_, container) = node.outputs.swap_remove(i);

@@ -214,6 +214,10 @@ impl ChannelInput {
     /// neighbouring timestamps), `AlreadyConsumed`, `Reclaimed`, `InvalidTimestamp`, `Closed`.
     pub fn get(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
         let selector = selector.into();
+        match self.try_get(selector) {
+            Err(e) if e.is_transient() && timeout != Some(Duration::ZERO) => {}
+            done => return done,
+        }
         // A blocked exact get must wake when ts_min passes its timestamp (→ `Reclaimed`).
         let _registered =
             matches!(selector, Selector::At(_)).then(|| self.channel.space.wait_exact(&self.channel.shared));
@@ -223,6 +227,10 @@ impl ChannelInput {
     /// The async form of [`get`](Self::get), for tokio.
     pub async fn get_async(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
         let selector = selector.into();
+        match self.try_get(selector) {
+            Err(e) if e.is_transient() && timeout != Some(Duration::ZERO) => {}
+            done => return done,
+        }
         let _registered =
             matches!(selector, Selector::At(_)).then(|| self.channel.space.wait_exact(&self.channel.shared));
         wait::asynchronous(&self.channel.shared.changed, timeout, || self.try_get(selector)).await

@@ -15,8 +15,9 @@
 //! at or above ts_min (asserted after each operation in debug builds, and by
 //! [`Space::check_invariants`]).
 //!
-//! GC: channels are indexed by their oldest stored-or-tombstoned timestamp; when ts_min advances,
-//! the sweep visits exactly the channels with something below it (cost proportional to what is
+//! GC: channels holding something are listed in a sweep index under a lower bound of their
+//! oldest stored-or-tombstoned timestamp (updated only when a put goes below it); when ts_min
+//! advances, the sweep visits exactly the listed channels below it (cost proportional to what is
 //! reclaimed, whatever the number of idle channels), then runs GC handlers outside all locks.
 //! ts_min is mirrored in an atomic for lock-free reads.
 
@@ -25,11 +26,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use crate::payload::Buffers;
-use crate::sync::{AtomicBool, AtomicI64, AtomicU64, Mutex, RwLock};
+use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::wait::Signal;
 use stampede_core::{
-    ChannelState, ContainerKey, Effects, Error, Item, Limits, Location, OpenChange, OpenChanges, Progress, QueueState,
-    Refusal, Result, Stats, TaskId, TaskState, Timestamp, Update, Updates, INFINITY,
+    ChannelState, ContainerKey, Effects, Error, IdMap, Item, Limits, Location, OpenChange, OpenChanges, Progress,
+    QueueState, Refusal, Result, Stats, TaskId, TaskState, Timestamp, Update, Updates, INFINITY,
 };
 
 /// A GC handler: called with the container's name and each item it reclaims.
@@ -48,10 +49,10 @@ pub(crate) struct Shared<S> {
     /// Notified when items are reclaimed, for puts blocked on a full container.
     pub(crate) freed: Signal,
     pub(crate) handlers: RwLock<Vec<ReclaimHandler>>,
-    /// The oldest timestamp under which the sweep index lists this container (`INFINITY`: not
-    /// listed). Written only with the container locked, so index updates follow its operations'
-    /// order.
-    indexed_oldest: AtomicI64,
+    /// The timestamp under which the sweep index lists this container (`INFINITY`: not listed),
+    /// a lower bound of its oldest stored-or-tombstoned timestamp. Written only with the
+    /// container locked.
+    listed_at: AtomicI64,
     /// Recycled payload buffers for copy-in.
     pub(crate) buffers: Arc<Buffers>,
 }
@@ -108,7 +109,7 @@ impl<S: ContainerState> Shared<S> {
             changed: Signal::default(),
             freed: Signal::default(),
             handlers: RwLock::new(Vec::new()),
-            indexed_oldest: AtomicI64::new(INFINITY),
+            listed_at: AtomicI64::new(INFINITY),
             buffers: Arc::default(),
         })
     }
@@ -126,20 +127,28 @@ impl<S: ContainerState> Shared<S> {
         self.handlers.write().push(handler);
     }
 
-    /// The sweep-index move this container's state needs, if its oldest timestamp changed.
-    /// Call with the container locked and apply the move before unlocking it.
-    fn reindex(&self, state: &S) -> Option<IndexMove> {
-        let oldest = state.oldest().unwrap_or(INFINITY);
-        let before = self.indexed_oldest.swap(oldest, Ordering::AcqRel);
-        (before != oldest).then_some(IndexMove { key: self.key, before, after: oldest })
+    /// The listing this container needs in the sweep index: only when something is now older
+    /// than where it is listed (a put below everything present); reclamation only raises the
+    /// oldest timestamp, so the listing stays a valid lower bound until a sweep visits it. Call
+    /// with the container locked, and apply the listing before unlocking it.
+    fn listing(&self, state: &S) -> Option<Listing<'_>> {
+        let oldest = state.oldest()?;
+        (oldest < self.listed_at.load(Ordering::Acquire)).then_some(Listing {
+            key: self.key,
+            listed_at: &self.listed_at,
+            oldest,
+        })
     }
 }
 
-/// A container's entry in the sweep index moves from `before` to `after` (`INFINITY`: absent).
-struct IndexMove {
+/// Channels due for a sweep, with the timestamp each was listed under.
+type Due = smallvec::SmallVec<[(Timestamp, ContainerKey); 4]>;
+
+/// A container to be listed in the sweep index under `oldest`.
+struct Listing<'a> {
     key: ContainerKey,
-    before: Timestamp,
-    after: Timestamp,
+    listed_at: &'a AtomicI64,
+    oldest: Timestamp,
 }
 
 /// What a name refers to.
@@ -182,21 +191,53 @@ impl Drop for TaskShared {
 }
 
 /// The progress machine and the sweep index, under one lock.
-#[derive(Default)]
 struct Tracking {
     progress: Progress,
-    /// Channels by their oldest stored-or-tombstoned timestamp: what a sweep visits.
-    oldest: BTreeSet<(Timestamp, ContainerKey)>,
+    /// Channels listed under a lower bound of their oldest stored-or-tombstoned timestamp: what
+    /// a sweep visits. Channels with nothing stored are not listed (idle channels cost nothing).
+    listed: BTreeSet<(Timestamp, ContainerKey)>,
+}
+
+/// A permanent last entry of the sweep index: it keeps the index's root node allocated when no
+/// channel is listed (a pipeline's channel is listed and unlisted on every frame), and no ts_min
+/// ever passes it.
+const LISTED_SENTINEL: (Timestamp, ContainerKey) = (INFINITY, ContainerKey::MAX);
+
+impl Default for Tracking {
+    fn default() -> Self {
+        Tracking { progress: Progress::default(), listed: BTreeSet::from([LISTED_SENTINEL]) }
+    }
 }
 
 impl Tracking {
-    fn reindex(&mut self, moved: Option<IndexMove>) {
-        let Some(IndexMove { key, before, after }) = moved else { return };
+    /// Lists (or re-lists lower) a container in the sweep index.
+    fn list(&mut self, listing: Option<Listing<'_>>) {
+        let Some(Listing { key, listed_at, oldest }) = listing else { return };
+        let before = listed_at.swap(oldest, Ordering::AcqRel);
         if before != INFINITY {
-            self.oldest.remove(&(before, key));
+            self.listed.remove(&(before, key));
         }
-        if after != INFINITY {
-            self.oldest.insert((after, key));
+        self.listed.insert((oldest, key));
+    }
+
+    /// Takes off the index every channel listed below `ts_min`: they are due for a sweep.
+    fn take_due(&mut self, ts_min: Timestamp) -> Due {
+        let mut due = Due::new();
+        while let Some(&(listed, key)) = self.listed.first() {
+            if listed >= ts_min {
+                break;
+            }
+            self.listed.pop_first();
+            due.push((listed, key));
+        }
+        due
+    }
+
+    /// Removes a container from the sweep index.
+    fn unlist(&mut self, key: ContainerKey, listed_at: &AtomicI64) {
+        let before = listed_at.swap(INFINITY, Ordering::AcqRel);
+        if before != INFINITY {
+            self.listed.remove(&(before, key));
         }
     }
 
@@ -217,7 +258,7 @@ pub(crate) struct Space {
     ts_min: AtomicI64,
     names: RwLock<BTreeMap<String, Entry>>,
     /// The channels among `names`, by key, for the sweep.
-    channels: RwLock<HashMap<ContainerKey, Arc<ChannelShared>>>,
+    channels: RwLock<IdMap<ContainerKey, Arc<ChannelShared>>>,
     tasks: Mutex<HashMap<TaskId, Weak<TaskShared>>>,
     next_id: AtomicU64,
     closed: AtomicBool,
@@ -225,6 +266,8 @@ pub(crate) struct Space {
     /// Channels with a blocked exact get, and how many: a ts_min advance must wake them (the get
     /// may now fail `Reclaimed`) without visiting every channel.
     exact_waiters: Mutex<HashMap<ContainerKey, (Weak<ChannelShared>, usize)>>,
+    /// How many exact gets are registered in `exact_waiters` (a sweep skips its lock at 0).
+    exact_waiting: AtomicUsize,
     /// Notified on every put and every claim change: what joins wait on, since settledness only
     /// moves when a claim does.
     pub(crate) progress: Signal,
@@ -236,12 +279,13 @@ impl Space {
             tracking: Mutex::new(Tracking::default()),
             ts_min: AtomicI64::new(0),
             names: RwLock::new(BTreeMap::new()),
-            channels: RwLock::new(HashMap::new()),
+            channels: RwLock::new(IdMap::default()),
             tasks: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
             handlers: RwLock::new(Vec::new()),
             exact_waiters: Mutex::new(HashMap::new()),
+            exact_waiting: AtomicUsize::new(0),
             progress: Signal::default(),
         })
     }
@@ -334,10 +378,9 @@ impl Space {
             let mut state = shared.state.lock();
             let Effects { mut claims, opens, reclaimed, .. } = state.close(reason);
             park_handovers(&mut claims, &opens);
-            let moved = shared.reindex(&state);
             let advanced = {
                 let mut tracking = self.tracking.lock();
-                tracking.reindex(moved);
+                tracking.unlist(shared.key, &shared.listed_at);
                 tracking.progress.remove_container(shared.key);
                 let advanced = tracking.apply(&claims);
                 self.publish(&tracking.progress);
@@ -405,11 +448,9 @@ impl Space {
     pub(crate) fn set_virtual_time(&self, task: &TaskShared, v: Timestamp) -> Result<()> {
         let mut state = task.state.lock();
         let updates = state.set_virtual_time(v)?;
-        let advanced = self.commit(&updates, None, None, Some(&state));
+        let due = self.commit(&updates, None, None, Some(&state));
         drop(state);
-        if let Some(ts_min) = advanced {
-            self.sweep(ts_min);
-        }
+        self.sweep_due(due);
         Ok(())
     }
 
@@ -572,31 +613,30 @@ impl Space {
             }
         }
         park_handovers(&mut claims, &others);
-        let advanced = self.commit(&claims, put, container.reindex(&guard), Some(&state));
+        let due = self.commit(&claims, put, container.listing(&guard), Some(&state));
         drop(state);
         drop(guard);
         self.apply_others(others);
-        if let Some(ts_min) = advanced {
-            self.sweep(ts_min);
-        }
+        self.sweep_due(due);
         Ok((value, reclaimed))
     }
 
-    /// Applies one operation's claim updates, put watermark and sweep-index move as one step;
-    /// asserts that the acting task (still locked by the caller) stays at or above ts_min.
-    /// Returns the new ts_min if it advanced.
+    /// Applies one operation's claim updates, put watermark and sweep-index listing as one step;
+    /// asserts that the acting task (still locked by the caller) stays at or above ts_min. If
+    /// ts_min advanced, returns the channels due for a sweep, taken off the index under the same
+    /// lock (hand them to [`Space::sweep_due`]).
     fn commit(
         &self,
         claims: &[Update],
         put: Option<Timestamp>,
-        moved: Option<IndexMove>,
+        listing: Option<Listing<'_>>,
         acting: Option<&TaskState>,
-    ) -> Option<Timestamp> {
-        if claims.is_empty() && put.is_none() && moved.is_none() {
+    ) -> Option<Due> {
+        if claims.is_empty() && put.is_none() && listing.is_none() {
             return None;
         }
         let mut tracking = self.tracking.lock();
-        tracking.reindex(moved);
+        tracking.list(listing);
         let mut advanced = tracking.apply(claims);
         if let Some(ts) = put {
             advanced = tracking.progress.note_put(ts).or(advanced);
@@ -611,9 +651,10 @@ impl Space {
             );
         }
         self.publish(&tracking.progress);
+        let due = advanced.map(|ts_min| tracking.take_due(ts_min));
         drop(tracking);
         self.progress.notify_waiters();
-        advanced
+        due
     }
 
     /// Mirrors ts_min for lock-free readers (call with the progress lock held).
@@ -628,7 +669,7 @@ impl Space {
             debug_assert!(!change.opened, "an operation only ever opens items for its acting task");
             let release = [Update { location: Location::Handover(change.task), ts: change.ts, delta: -1 }];
             let task = self.tasks.lock().get(&change.task).and_then(Weak::upgrade);
-            let advanced = match &task {
+            let due = match &task {
                 Some(task) => {
                     let mut state = task.state.lock();
                     if !state.is_closed() {
@@ -639,9 +680,7 @@ impl Space {
                 // The task is gone: nothing can read its visibility any more.
                 None => self.commit(&release, None, None, None),
             };
-            if let Some(ts_min) = advanced {
-                self.sweep(ts_min);
-            }
+            self.sweep_due(due);
         }
     }
 
@@ -673,28 +712,60 @@ impl Space {
 
     // ---- GC ----------------------------------------------------------------------------------
 
-    /// Reclaims everything below `ts_min` in the channels the sweep index lists below it, and
-    /// wakes exact gets that may now fail `Reclaimed`. Returns the number of items reclaimed.
+    /// Reclaims everything below ts_min in the channels the sweep index lists below `ts_min`,
+    /// and wakes exact gets that may now fail `Reclaimed`. Returns the number of items reclaimed.
+    ///
+    /// Each due channel is taken off the index, swept with the ts_min current under its lock and
+    /// listed again under what it still holds; if ts_min moved past that meanwhile (a concurrent
+    /// sweep could not see it), it is swept again — so no item below ts_min outlives the sweeps.
     pub(crate) fn sweep(&self, ts_min: Timestamp) -> usize {
-        let waiting: Vec<Arc<ChannelShared>> =
-            self.exact_waiters.lock().values().filter_map(|(ch, _)| ch.upgrade()).collect();
-        for ch in waiting {
-            ch.changed.notify();
+        let due = self.tracking.lock().take_due(ts_min);
+        self.sweep_due(Some(due))
+    }
+
+    /// Sweeps channels taken off the index (by [`Tracking::take_due`]) because ts_min passed
+    /// their listing; `None` (ts_min did not advance) does nothing.
+    fn sweep_due(&self, due: Option<Due>) -> usize {
+        let Some(due) = due else { return 0 };
+        if self.exact_waiting.load(Ordering::Acquire) > 0 {
+            let waiting: Vec<Arc<ChannelShared>> =
+                self.exact_waiters.lock().values().filter_map(|(ch, _)| ch.upgrade()).collect();
+            for ch in waiting {
+                ch.changed.notify();
+            }
         }
-        let due: Vec<ContainerKey> = self.tracking.lock().oldest.range(..(ts_min, 0)).map(|&(_, key)| key).collect();
         let mut total = 0;
         let mut items = Vec::new();
-        for key in due {
+        for (popped, key) in due {
             let Some(ch) = self.channels.read().get(&key).cloned() else { continue };
-            {
-                let mut state = ch.state.lock();
-                state.reclaim_below(ts_min, &mut items);
-                let moved = ch.reindex(&state);
-                self.tracking.lock().reindex(moved);
+            loop {
+                let again = {
+                    let mut state = ch.state.lock();
+                    state.reclaim_below(self.ts_min(), &mut items);
+                    match state.oldest() {
+                        // The common case: emptied, and no put listed it again since the pop.
+                        None if ch.listed_at.load(Ordering::Acquire) == popped => {
+                            ch.listed_at.store(INFINITY, Ordering::Release);
+                            false
+                        }
+                        None => {
+                            self.tracking.lock().unlist(key, &ch.listed_at);
+                            false
+                        }
+                        Some(oldest) => {
+                            let mut tracking = self.tracking.lock();
+                            tracking.list(Some(Listing { key, listed_at: &ch.listed_at, oldest }));
+                            oldest < tracking.progress.ts_min()
+                        }
+                    }
+                };
+                total += items.len();
+                self.reclaimed(&ch, &items);
+                items.clear();
+                if !again {
+                    break;
+                }
             }
-            total += items.len();
-            self.reclaimed(&ch, &items);
-            items.clear();
         }
         total
     }
@@ -702,6 +773,7 @@ impl Space {
     /// Registers a blocked exact get on `ch` until the returned guard drops.
     pub(crate) fn wait_exact<'a>(&'a self, ch: &Arc<ChannelShared>) -> ExactWait<'a> {
         let mut waiters = self.exact_waiters.lock();
+        self.exact_waiting.fetch_add(1, Ordering::AcqRel);
         waiters.entry(ch.key).or_insert_with(|| (Arc::downgrade(ch), 0)).1 += 1;
         ExactWait { space: self, key: ch.key }
     }
@@ -731,6 +803,7 @@ pub(crate) struct ExactWait<'a> {
 impl Drop for ExactWait<'_> {
     fn drop(&mut self) {
         let mut waiters = self.space.exact_waiters.lock();
+        self.space.exact_waiting.fetch_sub(1, Ordering::AcqRel);
         if let Some(entry) = waiters.get_mut(&self.key) {
             entry.1 -= 1;
             if entry.1 == 0 {

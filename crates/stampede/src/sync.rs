@@ -9,10 +9,10 @@
 #[cfg(not(feature = "shuttle"))]
 pub(crate) use parking_lot::{Mutex, RwLock};
 #[cfg(not(feature = "shuttle"))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize};
 
 #[cfg(feature = "shuttle")]
-pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
+pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize};
 #[cfg(feature = "shuttle")]
 pub(crate) use shuttled::{Mutex, RwLock};
 
