@@ -10,6 +10,9 @@ echo "== Rust tests"
 cargo test --workspace --exclude stampede-py --all-targets
 cargo test --workspace --exclude stampede-py --doc
 
+echo "== Interleavings (seeded scheduler, 2000 seeds; replay one with STAMPEDE_SEED=n)"
+STAMPEDE_SEEDS="${STAMPEDE_SEEDS:-2000}" cargo test -p stampede --features shuttle --test interleavings
+
 echo "== Python package"
 python3 -m venv .venv
 .venv/bin/pip install --quiet --upgrade pip

@@ -38,8 +38,9 @@
 //! - [`join`] — [`ExactJoin`] and [`ApproxJoin`]: temporal correlation (SPEC §4).
 //! - [`payload`] — copy-in through recycled buffers; what `put` accepts.
 //! - [`pacer`] — [`Pacer`], real-time pacing.
-//! - `space` (private): locking, the operation path, GC sweeps and handlers; `wait` (private):
-//!   blocking and async waiting without lost wake-ups.
+//! - `space` (private): locking, the operation path, progress tracking, GC sweeps and handlers;
+//!   `wait` (private): blocking and async waiting without lost wake-ups; `sync` (private): the
+//!   locks and atomics, swapped for shuttle's in the interleaving tests.
 //!
 //! The semantics live in [`stampede_core`], a pure state machine with no I/O; this crate is the
 //! thin concurrent driver around it.
