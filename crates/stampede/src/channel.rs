@@ -183,7 +183,6 @@ impl ChannelOutput {
             .space
             .run(&**shared, &self.task, |s, t, _| Ok(((), s.put(t, ts, payload.clone(), refcount)?)))?;
         shared.changed.notify();
-        self.channel.space.progress.notify_waiters();
         self.channel.reclaimed(&reclaimed);
         Ok(())
     }

@@ -374,21 +374,17 @@ impl Space {
     /// Closes a container: its connections' claims go, items still open in other tasks' states
     /// are handed over to those tasks until their states are updated.
     fn close_container<S: ContainerState>(&self, shared: &Shared<S>, reason: &'static str) {
-        let guard_fx = {
+        let (opens, reclaimed, advanced) = {
             let mut state = shared.state.lock();
             let Effects { mut claims, opens, reclaimed, .. } = state.close(reason);
             park_handovers(&mut claims, &opens);
-            let advanced = {
-                let mut tracking = self.tracking.lock();
-                tracking.unlist(shared.key, &shared.listed_at);
-                tracking.progress.remove_container(shared.key);
-                let advanced = tracking.apply(&claims);
-                self.publish(&tracking.progress);
-                advanced
-            };
+            let mut tracking = self.tracking.lock();
+            tracking.unlist(shared.key, &shared.listed_at);
+            tracking.progress.remove_container(shared.key);
+            let advanced = tracking.apply(&claims);
+            self.publish(&tracking.progress);
             (opens, reclaimed, advanced)
         };
-        let (opens, reclaimed, advanced) = guard_fx;
         self.progress.notify_waiters();
         self.apply_others(opens);
         self.reclaimed(shared, &reclaimed);
@@ -642,13 +638,7 @@ impl Space {
             advanced = tracking.progress.note_put(ts).or(advanced);
         }
         if let Some(state) = acting {
-            let ts_min = tracking.progress.ts_min();
-            assert!(
-                state.is_closed() || state.visibility() >= ts_min,
-                "{} has visibility {} below ts_min {ts_min}",
-                state.name(),
-                state.visibility()
-            );
+            assert_visible(state, tracking.progress.ts_min());
         }
         self.publish(&tracking.progress);
         let due = advanced.map(|ts_min| tracking.take_due(ts_min));
@@ -692,13 +682,7 @@ impl Space {
         let tasks: Vec<Arc<TaskShared>> = self.tasks.lock().values().filter_map(Weak::upgrade).collect();
         for task in tasks {
             let state = task.state.lock();
-            let ts_min = self.tracking.lock().progress.ts_min();
-            assert!(
-                state.is_closed() || state.visibility() >= ts_min,
-                "invariant: {} has visibility {} below ts_min {ts_min}",
-                state.name(),
-                state.visibility()
-            );
+            assert_visible(&state, self.tracking.lock().progress.ts_min());
         }
     }
 
@@ -826,6 +810,17 @@ fn park_handovers(claims: &mut Updates, others: &[OpenChange]) {
         .collect();
     batch.extend(claims.drain(..));
     *claims = batch;
+}
+
+/// SPEC §3's invariant, checked with the task and the progress machine locked together: a live
+/// task's visibility is at or above ts_min.
+fn assert_visible(state: &TaskState, ts_min: Timestamp) {
+    assert!(
+        state.is_closed() || state.visibility() >= ts_min,
+        "invariant: {} has visibility {} below ts_min {ts_min}",
+        state.name(),
+        state.visibility()
+    );
 }
 
 fn open_change(state: &mut TaskState, change: OpenChange) {

@@ -10,12 +10,14 @@
 //! STAMPEDE_SEED=1234 cargo test -p stampede --features shuttle --test interleavings   # one seed
 //! ```
 //!
-//! Several threads drive tasks through puts, gets, consumes, reference-counted early
+//! Scenario one: several threads drive tasks through puts, gets, consumes, reference-counted early
 //! reclamation, `set_virtual_time` to the current visibility, spawns, attach/detach and task
 //! close, with zero timeouts (nothing blocks). After every step the thread checks the invariants
 //! through `Runtime::check_invariants` (every live task's visibility >= ts_min, under locks), and
 //! that ts_min never decreases as it observes it; the driver itself asserts the rest. At the end
-//! every task is closed and every channel must be empty.
+//! every task is closed and every channel must be empty. Scenario two: a camera, a tracker relaying
+//! frames into results and a watcher race on settledness (SPEC §4): whoever is about to put `t`
+//! must find it unsettled, and no horizon may go back.
 #![cfg(feature = "shuttle")]
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -23,7 +25,9 @@ use std::time::Duration;
 
 use shuttle::scheduler::RandomScheduler;
 use shuttle::{Config, Runner};
-use stampede::{ChannelInput, Error, Limits, PutOptions, Runtime, Selector, Task, Timestamp, INFINITY};
+use stampede::{
+    Channel, ChannelInput, Error, Limits, PutOptions, Runtime, Selector, Task, Timestamp, INFINITY, OLDEST_UNSEEN,
+};
 
 /// Seeds run by default (each is one schedule); `STAMPEDE_SEEDS` overrides.
 const SEEDS_DEFAULT: u64 = 2000;
@@ -187,10 +191,86 @@ fn explore(name: &str, scenario: fn(u64)) {
     eprintln!("{name}: {} seeds passed", seeds.len());
 }
 
+/// Reads both channels' settled horizons until told to stop, asserting they never decrease.
+fn watch_horizons(channels: &[Channel], steps: usize) {
+    let mut last = vec![0; channels.len()];
+    for _ in 0..steps {
+        for (channel, last) in channels.iter().zip(&mut last) {
+            let horizon = channel.settled_below();
+            assert!(horizon >= *last, "{}: settled horizon went back from {last} to {horizon}", channel.name());
+            *last = horizon;
+        }
+        shuttle::thread::yield_now();
+    }
+}
+
+/// The scenario of settledness: a camera puts frames, a tracker at INFINITY relays each into a
+/// result, both producer sets closed, while a watcher reads the horizons. Whoever is about to put
+/// `t` legally must find `t` not yet settled, and no horizon ever goes back.
+fn relay_scenario(seed: u64) {
+    let mut rng = Rng(seed);
+    let rt = Runtime::new();
+    let frames = rt.create_channel("frames", Limits::unbounded()).expect("create");
+    let results = rt.create_channel("results", Limits::unbounded()).expect("create");
+    let camera = rt.task(0).expect("camera");
+    let shoot = camera.attach_output(&frames).expect("attach");
+    let tracker = rt.task(INFINITY).expect("tracker");
+    let seen = tracker.attach_input(&frames).expect("attach");
+    let found = tracker.attach_output(&results).expect("attach");
+    frames.close_producers();
+    results.close_producers();
+    // The camera skips some timestamps (it advances by 1 or 2): those are settled, never put.
+    let shots: Vec<Timestamp> = (0..PUTS)
+        .scan(0, |next, _| {
+            let t = *next;
+            *next += 1 + rng.below(2) as Timestamp;
+            Some(t)
+        })
+        .collect();
+    let watched = vec![frames.clone(), results.clone()];
+    let watcher = shuttle::thread::spawn(move || watch_horizons(&watched, 2 * PUTS as usize));
+    let relay_results = results.clone();
+    let relay = shuttle::thread::spawn(move || {
+        let mut relayed = 0;
+        while relayed < PUTS as usize {
+            match seen.get(OLDEST_UNSEEN, NOW) {
+                Ok(frame) => {
+                    assert!(!relay_results.is_settled(frame.ts), "result {} settled before it was put", frame.ts);
+                    found.put(frame.ts, &b"blob"[..]).expect("relay put");
+                    seen.consume(frame.ts).expect("consume");
+                    relayed += 1;
+                }
+                Err(Error::NotAvailable { .. }) => shuttle::thread::yield_now(),
+                Err(e) => panic!("tracker: {e}"),
+            }
+        }
+        drop((seen, found));
+        tracker.close();
+    });
+    for (i, &t) in shots.iter().enumerate() {
+        assert!(!frames.is_settled(t), "frame {t} settled before it was put");
+        shoot.put(t, vec![t as u8; 4]).expect("put");
+        camera.set_virtual_time(shots.get(i + 1).copied().unwrap_or(INFINITY)).expect("advance");
+        rt.check_invariants();
+    }
+    drop(shoot);
+    camera.close();
+    relay.join().expect("relay thread");
+    watcher.join().expect("watcher thread");
+    assert_eq!((frames.settled_below(), results.settled_below()), (INFINITY, INFINITY));
+}
+
 /// GC safety under every explored interleaving of readers, early reclamation and a producer:
 /// no legal call panics, every live task's visibility stays at or above ts_min, ts_min never
 /// decreases, and everything is reclaimed at the end.
 #[test]
 fn readers_and_early_reclamation() {
     explore("readers_and_early_reclamation", scenario);
+}
+
+/// Settledness under every explored interleaving of a camera, a relaying tracker and a watcher:
+/// nothing is settled before it is put, horizons never go back, and both end at INFINITY.
+#[test]
+fn relaying_producers_and_settledness() {
+    explore("relaying_producers_and_settledness", relay_scenario);
 }

@@ -163,3 +163,31 @@ fn settled_horizons_never_go_back() {
     other.close_producers();
     assert_eq!(other.settled_below(), 0);
 }
+
+/// Defect 1, other doors: a channel or queue destroyed while another task holds one of its items
+/// open hands that claim over too — the holder's legal `set_virtual_time(visibility)` never
+/// panics, and nothing is left pinning ts_min afterwards.
+#[test]
+fn destroying_a_container_hands_open_items_over() {
+    let rt = Runtime::new();
+    let ch = rt.create_channel("frames", Limits::unbounded()).unwrap();
+    let q = rt.create_queue("work", Limits::unbounded()).unwrap();
+    let producer = rt.task(0).unwrap();
+    let (out, qout) = (producer.attach_output(&ch).unwrap(), producer.attach_output(&q).unwrap());
+    let holder = rt.task(INFINITY).unwrap();
+    let (inp, qin) = (holder.attach_input(&ch).unwrap(), holder.attach_input(&q).unwrap());
+    out.put(3, &b"f"[..]).unwrap();
+    qout.put(4, &b"w"[..], None).unwrap();
+    producer.set_virtual_time(10).unwrap();
+    inp.get(3, NOW).unwrap();
+    qin.get(NOW).unwrap();
+    assert_eq!(holder.visibility(), 3);
+    ch.destroy().unwrap();
+    rt.check_invariants();
+    assert_eq!(holder.visibility(), 4, "the channel's item is no longer open");
+    q.destroy().unwrap();
+    rt.check_invariants();
+    holder.set_virtual_time(holder.visibility()).unwrap();
+    assert_eq!(holder.visibility(), INFINITY);
+    assert_eq!(rt.ts_min(), 5, "1 + the highest timestamp put; nothing pins it");
+}
