@@ -189,11 +189,22 @@ impl ChannelState {
         self.items.range(ts..).next().map(|(&ts, _)| ts)
     }
 
-    /// `put(ts, payload, refcount)` by `task` (SPEC §2). Copy-in happened when `payload` was made.
-    pub fn put(&mut self, task: &TaskState, ts: Timestamp, payload: Payload, refcount: Option<u32>) -> Result<Effects> {
+    /// `put(ts, payload, refcount)` through output connection `conn` of `task` (SPEC §2).
+    /// Copy-in happened when `payload` was made.
+    pub fn put(
+        &mut self,
+        conn: ConnId,
+        task: &TaskState,
+        ts: Timestamp,
+        payload: Payload,
+        refcount: Option<u32>,
+    ) -> Result<Effects> {
         self.check_open()?;
         if !is_item_ts(ts) {
             return Err(Error::InvalidTimestamp { op: "put", name: self.name.to_string(), ts });
+        }
+        if !self.outputs.contains_key(&conn) {
+            return Err(Error::detached(&self.name));
         }
         task.check_put(&self.name, ts)?;
         if self.items.contains_key(&ts) || self.tombstones.contains(ts) {

@@ -94,11 +94,15 @@ impl QueueState {
         self.waiting.len() + self.open.values().map(Vec::len).sum::<usize>()
     }
 
-    /// Appends an item (duplicate timestamps allowed).
-    pub fn put(&mut self, task: &TaskState, ts: Timestamp, payload: Payload) -> Result<Effects> {
+    /// Appends an item through output connection `conn` of `task` (duplicate timestamps
+    /// allowed).
+    pub fn put(&mut self, conn: ConnId, task: &TaskState, ts: Timestamp, payload: Payload) -> Result<Effects> {
         self.check_open()?;
         if !is_item_ts(ts) {
             return Err(Error::InvalidTimestamp { op: "put", name: self.name.to_string(), ts });
+        }
+        if !self.outputs.contains_key(&conn) {
+            return Err(Error::detached(&self.name));
         }
         task.check_put(&self.name, ts)?;
         if let Some((reason, can_never_fit)) = self.limits.overflow(self.live_items(), self.live_bytes, payload.len()) {

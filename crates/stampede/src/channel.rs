@@ -3,8 +3,13 @@
 //! A [`Channel`] is a handle to a named container. A task attaches to it with
 //! [`Task::attach_input`](crate::Task::attach_input) or
 //! [`Task::attach_output`](crate::Task::attach_output) and gets a [`ChannelInput`] or
-//! [`ChannelOutput`]. Connections detach when dropped (or with `detach`); detaching an input drops
-//! all its claims.
+//! [`ChannelOutput`]. Connections detach when dropped or with `detach` (idempotent, callable while
+//! another thread is blocked on the connection: that call returns `Closed`); detaching an input
+//! drops all its claims. Every later call on a detached connection fails `Closed`.
+//!
+//! Readiness: [`ChannelInput::changed`] and [`ChannelOutput::freed`] are owned futures that
+//! complete when a blocked get (resp. put) of that connection would wake, for bridges that do the
+//! operation itself synchronously (see [`Changed`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,8 +17,8 @@ use std::time::Duration;
 use stampede_core::{ConnId, Effects, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp};
 
 use crate::payload::IntoPayload;
-use crate::space::{ChannelShared, Held, Space, TaskShared};
-use crate::wait;
+use crate::space::{ChannelShared, Held, HorizonWait, Space, TaskShared};
+use crate::wait::{self, Changed};
 
 /// Options of a put.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,6 +38,11 @@ pub struct Channel {
 }
 
 impl Channel {
+    /// The channel's id, unique within its runtime (names may be reused after `destroy`).
+    pub fn id(&self) -> u64 {
+        self.shared.key
+    }
+
     /// The channel's name.
     pub fn name(&self) -> &str {
         &self.shared.name
@@ -96,6 +106,7 @@ impl Channel {
     }
 
     pub(crate) fn attach_input(&self, task: &Arc<TaskShared>) -> Result<ChannelInput> {
+        self.space.check_same(task, "attach_input", self.name())?;
         let conn = self.space.next_id();
         self.space.attach_input(&self.shared, task, conn, |s, t| {
             let first_claim = s.lowest_from(t.visibility());
@@ -106,6 +117,7 @@ impl Channel {
     }
 
     pub(crate) fn attach_output(&self, task: &Arc<TaskShared>) -> Result<ChannelOutput> {
+        self.space.check_same(task, "attach_output", self.name())?;
         let conn = self.space.next_id();
         task.state.lock().check_open()?;
         {
@@ -121,6 +133,15 @@ impl Channel {
         self.space.reclaimed(&self.shared, items);
     }
 }
+
+/// Handles are equal when they refer to the same channel (not merely the same name).
+impl PartialEq for Channel {
+    fn eq(&self, other: &Channel) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+}
+
+impl Eq for Channel {}
 
 impl std::fmt::Debug for Channel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -173,15 +194,25 @@ impl ChannelOutput {
         self.channel.shared.state.lock().demand(self.channel.space.ts_min())
     }
 
-    /// Detaches the connection.
-    pub fn detach(self) {}
+    /// A future that completes when a put blocked on this connection would wake: room freed,
+    /// the connection detached, its task, the channel or the runtime closed. Registered when
+    /// created; see [`Changed`].
+    pub fn freed(&self) -> Changed {
+        Changed::new(&self.channel.shared.freed, None)
+    }
+
+    /// Detaches the connection (idempotent; dropping it detaches too). A put blocked on it
+    /// returns `Closed`; every later call fails `Closed`.
+    pub fn detach(&self) {
+        self.channel.space.detach(&self.task, Held::ChannelOutput(Arc::downgrade(&self.channel.shared), self.conn));
+    }
 
     fn try_put(&self, ts: Timestamp, payload: &Payload, refcount: Option<u32>) -> Result<()> {
         let shared = &self.channel.shared;
         let (_, reclaimed) = self
             .channel
             .space
-            .run(&**shared, &self.task, |s, t, _| Ok(((), s.put(t, ts, payload.clone(), refcount)?)))?;
+            .run(&**shared, &self.task, |s, t, _| Ok(((), s.put(self.conn, t, ts, payload.clone(), refcount)?)))?;
         shared.changed.notify();
         self.channel.reclaimed(&reclaimed);
         Ok(())
@@ -190,8 +221,7 @@ impl ChannelOutput {
 
 impl Drop for ChannelOutput {
     fn drop(&mut self) {
-        forget(&self.task, self.conn);
-        self.channel.shared.state.lock().detach_output(self.conn);
+        self.detach();
     }
 }
 
@@ -217,9 +247,7 @@ impl ChannelInput {
             Err(e) if e.is_transient() && timeout != Some(Duration::ZERO) => {}
             done => return done,
         }
-        // A blocked exact get must wake when ts_min passes its timestamp (→ `Reclaimed`).
-        let _registered =
-            matches!(selector, Selector::At(_)).then(|| self.channel.space.wait_exact(&self.channel.shared));
+        let _registered = self.wait_horizon(selector);
         wait::blocking(&self.channel.shared.changed, timeout, || self.try_get(selector))
     }
 
@@ -230,9 +258,21 @@ impl ChannelInput {
             Err(e) if e.is_transient() && timeout != Some(Duration::ZERO) => {}
             done => return done,
         }
-        let _registered =
-            matches!(selector, Selector::At(_)).then(|| self.channel.space.wait_exact(&self.channel.shared));
+        let _registered = self.wait_horizon(selector);
         wait::asynchronous(&self.channel.shared.changed, timeout, || self.try_get(selector)).await
+    }
+
+    /// A future that completes when a get with `selector` blocked on this connection would wake:
+    /// an arrival, ts_min passing an exact timestamp, the connection detached, its task, the
+    /// channel or the runtime closed. Registered when created; see [`Changed`].
+    pub fn changed(&self, selector: impl Into<Selector>) -> Changed {
+        Changed::new(&self.channel.shared.changed, self.wait_horizon(selector.into()))
+    }
+
+    /// Registers a get about to block for the horizon moves that end it: an exact get must wake
+    /// when ts_min passes its timestamp (→ `Reclaimed`).
+    fn wait_horizon(&self, selector: Selector) -> Option<HorizonWait> {
+        matches!(selector, Selector::At(_)).then(|| self.channel.space.wait_exact(&self.channel.shared))
     }
 
     /// Every item with `t0 <= ts <= t1` present and not consumed on this connection, in
@@ -269,8 +309,11 @@ impl ChannelInput {
         Ok(())
     }
 
-    /// Detaches the connection: all its claims are dropped.
-    pub fn detach(self) {}
+    /// Detaches the connection (idempotent; dropping it detaches too): all its claims are
+    /// dropped. A get blocked on it returns `Closed`; every later call fails `Closed`.
+    pub fn detach(&self) {
+        self.channel.space.detach(&self.task, Held::ChannelInput(Arc::downgrade(&self.channel.shared), self.conn));
+    }
 
     fn try_get(&self, selector: Selector) -> Result<Item> {
         let (item, _) = self.channel.space.run(&*self.channel.shared, &self.task, |s, _, ts_min| {
@@ -284,12 +327,6 @@ impl ChannelInput {
 
 impl Drop for ChannelInput {
     fn drop(&mut self) {
-        forget(&self.task, self.conn);
-        self.channel.space.detach(&self.task, Held::ChannelInput(Arc::downgrade(&self.channel.shared), self.conn));
+        self.detach();
     }
-}
-
-/// Removes a connection from its task's list of held connections.
-pub(crate) fn forget(task: &TaskShared, conn: ConnId) {
-    task.held.lock().retain(|h| h.conn() != conn);
 }

@@ -69,6 +69,7 @@ pub use stampede_core::{
     INFINITY, TS_MAX,
 };
 pub use task::{Attach, Task};
+pub use wait::Changed;
 
 /// `Selector::Oldest`.
 pub const OLDEST: Selector = Selector::Oldest;

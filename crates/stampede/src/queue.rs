@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use stampede_core::{ConnId, Effects, Item, Limits, Payload, QueueItem, Result, Stats, Timestamp};
 
-use crate::channel::forget;
 use crate::payload::IntoPayload;
 use crate::space::{Held, QueueShared, Space, TaskShared};
-use crate::wait;
+use crate::wait::{self, Changed};
 
 /// A named FIFO queue of timestamped items (cheap to clone).
 #[derive(Clone)]
@@ -19,6 +18,11 @@ pub struct Queue {
 }
 
 impl Queue {
+    /// The queue's id, unique within its runtime (names may be reused after `destroy`).
+    pub fn id(&self) -> u64 {
+        self.shared.key
+    }
+
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.shared.name
@@ -45,6 +49,7 @@ impl Queue {
     }
 
     pub(crate) fn attach_input(&self, task: &Arc<TaskShared>) -> Result<QueueInput> {
+        self.space.check_same(task, "attach_input", self.name())?;
         let conn = self.space.next_id();
         self.space.attach_input(&self.shared, task, conn, |s, t| {
             s.attach_input(conn, t.id())?;
@@ -55,6 +60,7 @@ impl Queue {
     }
 
     pub(crate) fn attach_output(&self, task: &Arc<TaskShared>) -> Result<QueueOutput> {
+        self.space.check_same(task, "attach_output", self.name())?;
         let conn = self.space.next_id();
         task.state.lock().check_open()?;
         {
@@ -66,6 +72,15 @@ impl Queue {
         Ok(QueueOutput { queue: self.clone(), task: task.clone(), conn })
     }
 }
+
+/// Handles are equal when they refer to the same queue (not merely the same name).
+impl PartialEq for Queue {
+    fn eq(&self, other: &Queue) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+}
+
+impl Eq for Queue {}
 
 impl std::fmt::Debug for Queue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -104,12 +119,21 @@ impl QueueOutput {
         self.queue.shared.buffers.copy(parts)
     }
 
-    /// Detaches the connection.
-    pub fn detach(self) {}
+    /// A future that completes when a put blocked on this connection would wake (as
+    /// [`ChannelOutput::freed`](crate::ChannelOutput::freed)).
+    pub fn freed(&self) -> Changed {
+        Changed::new(&self.queue.shared.freed, None)
+    }
+
+    /// Detaches the connection (idempotent; dropping it detaches too). A put blocked on it
+    /// returns `Closed`; every later call fails `Closed`.
+    pub fn detach(&self) {
+        self.queue.space.detach(&self.task, Held::QueueOutput(Arc::downgrade(&self.queue.shared), self.conn));
+    }
 
     fn try_put(&self, ts: Timestamp, payload: &Payload) -> Result<()> {
         let shared = &self.queue.shared;
-        self.queue.space.run(&**shared, &self.task, |s, t, _| Ok(((), s.put(t, ts, payload.clone())?)))?;
+        self.queue.space.run(&**shared, &self.task, |s, t, _| Ok(((), s.put(self.conn, t, ts, payload.clone())?)))?;
         shared.changed.notify();
         Ok(())
     }
@@ -117,8 +141,7 @@ impl QueueOutput {
 
 impl Drop for QueueOutput {
     fn drop(&mut self) {
-        forget(&self.task, self.conn);
-        self.queue.shared.state.lock().detach_output(self.conn);
+        self.detach();
     }
 }
 
@@ -156,8 +179,19 @@ impl QueueInput {
         self.consume_at(None, ts)
     }
 
-    /// Detaches the connection; items it still holds open go back to the head of the queue.
-    pub fn detach(self) {}
+    /// A future that completes when a get blocked on this connection would wake: an arrival,
+    /// the connection detached, its task, the queue or the runtime closed. Registered when
+    /// created; see [`Changed`].
+    pub fn changed(&self) -> Changed {
+        Changed::new(&self.queue.shared.changed, None)
+    }
+
+    /// Detaches the connection (idempotent; dropping it detaches too); items it still holds open
+    /// go back to the head of the queue. A get blocked on it returns `Closed`; every later call
+    /// fails `Closed`.
+    pub fn detach(&self) {
+        self.queue.space.detach(&self.task, Held::QueueInput(Arc::downgrade(&self.queue.shared), self.conn));
+    }
 
     fn consume_at(&self, seq: Option<u64>, ts: Timestamp) -> Result<()> {
         let shared = &self.queue.shared;
@@ -182,7 +216,6 @@ impl QueueInput {
 
 impl Drop for QueueInput {
     fn drop(&mut self) {
-        forget(&self.task, self.conn);
-        self.queue.space.detach(&self.task, Held::QueueInput(Arc::downgrade(&self.queue.shared), self.conn));
+        self.detach();
     }
 }

@@ -43,11 +43,13 @@ pub(crate) struct Shared<S> {
     pub(crate) name: Arc<str>,
     pub(crate) limits: Limits,
     pub(crate) state: Mutex<S>,
-    /// Notified when an item arrives or something a blocked get may care about changes (ts_min
-    /// advanced, container closed).
-    pub(crate) changed: Signal,
-    /// Notified when items are reclaimed, for puts blocked on a full container.
-    pub(crate) freed: Signal,
+    /// Notified when an item arrives or something a blocked get may care about changes (a
+    /// horizon it waits on moved, a connection detached, the container closed). An `Arc` so that a
+    /// [`Changed`](crate::wait::Changed) future can own its registration.
+    pub(crate) changed: Arc<Signal>,
+    /// Notified when items are reclaimed, for puts blocked on a full container (and when a
+    /// connection detaches or the container closes).
+    pub(crate) freed: Arc<Signal>,
     pub(crate) handlers: RwLock<Vec<ReclaimHandler>>,
     /// The timestamp under which the sweep index lists this container (`INFINITY`: not listed),
     /// a lower bound of its oldest stored-or-tombstoned timestamp. Written only with the
@@ -106,12 +108,19 @@ impl<S: ContainerState> Shared<S> {
             name,
             limits,
             state: Mutex::new(state),
-            changed: Signal::default(),
-            freed: Signal::default(),
+            changed: Arc::default(),
+            freed: Arc::default(),
             handlers: RwLock::new(Vec::new()),
             listed_at: AtomicI64::new(INFINITY),
             buffers: Arc::default(),
         })
+    }
+
+    /// Wakes every call blocked on this container, gets and puts: they try again and find what
+    /// changed (a connection detached, the container closed).
+    pub(crate) fn wake_all(&self) {
+        self.changed.notify();
+        self.freed.notify();
     }
 
     /// Counters now, with the node's ts_min.
@@ -309,6 +318,23 @@ impl Space {
         Ok(())
     }
 
+    /// Refuses a task of another runtime: its claims live in another progress machine, so this
+    /// one's GC could never see them.
+    pub(crate) fn check_same(self: &Arc<Self>, task: &TaskShared, op: &'static str, name: &str) -> Result<()> {
+        if Arc::ptr_eq(self, &task.space) {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument {
+            op,
+            name: name.to_owned(),
+            reason: format!(
+                "{} and the channel or queue belong to different runtimes; attach a task of the runtime that \
+                 created the container",
+                task.state.lock().name()
+            ),
+        })
+    }
+
     pub(crate) fn claim_count(&self) -> usize {
         self.tracking.lock().progress.claim_count()
     }
@@ -385,10 +411,10 @@ impl Space {
             self.publish(&tracking.progress);
             (opens, reclaimed, advanced)
         };
-        self.progress.notify_waiters();
+        self.progressed();
         self.apply_others(opens);
         self.reclaimed(shared, &reclaimed);
-        shared.changed.notify();
+        shared.wake_all();
         if let Some(ts_min) = advanced {
             self.sweep(ts_min);
         }
@@ -473,12 +499,16 @@ impl Space {
         if let Some(ts_min) = advanced {
             self.sweep(ts_min);
         }
-        self.progress.notify_waiters();
+        self.progressed();
     }
 
-    /// Detaches one connection of `task`.
+    /// Detaches one connection of `task`: the one path every detach takes (explicit, dropped, or
+    /// its task closing). Idempotent. The progress machine forgets the connection (settledness
+    /// and joins follow), and the container's waiters wake, so a call blocked on this connection
+    /// returns `Closed` at once.
     pub(crate) fn detach(&self, task: &TaskShared, held: Held) {
         let conn = held.conn();
+        task.held.lock().retain(|h| h.conn() != conn);
         match held {
             Held::ChannelInput(ch, conn) => {
                 if let Some(ch) = ch.upgrade() {
@@ -486,29 +516,38 @@ impl Space {
                     if let Ok((_, items)) = self.run(&*ch, task, |s, _, _| Ok(((), s.detach_input(conn)))) {
                         self.reclaimed(&ch, &items);
                     }
+                    self.forget_connection(&ch, |_| {});
                 }
             }
             Held::ChannelOutput(ch, conn) => {
                 if let Some(ch) = ch.upgrade() {
-                    ch.state.lock().detach_output(conn);
+                    self.forget_connection(&ch, |s| s.detach_output(conn));
                 }
             }
             Held::QueueInput(q, conn) => {
                 if let Some(q) = q.upgrade() {
+                    // Items it held open go back to the queue.
                     let _ = self.run(&*q, task, |s, _, _| Ok(((), s.detach_input(conn))));
-                    // Items it held open are back in the queue.
-                    q.changed.notify();
+                    self.forget_connection(&q, |_| {});
                 }
             }
             Held::QueueOutput(q, conn) => {
                 if let Some(q) = q.upgrade() {
-                    q.state.lock().detach_output(conn);
+                    self.forget_connection(&q, |s| s.detach_output(conn));
                 }
             }
         }
+        // After the container forgot it (no put can pass it any more), so horizons only rise; and
+        // whether or not the container is gone.
         self.tracking.lock().progress.detach(conn, task.id);
-        // A producer gone or an input detached moves settledness.
-        self.progress.notify_waiters();
+        self.progressed();
+    }
+
+    /// Removes a connection from the container's state (`forget`), then wakes the container's
+    /// waiters.
+    fn forget_connection<S: ContainerState>(&self, shared: &Shared<S>, forget: impl FnOnce(&mut S)) {
+        forget(&mut shared.state.lock());
+        shared.wake_all();
     }
 
     /// Closes every container and task: blocked operations wake with `Closed`.
@@ -566,7 +605,7 @@ impl Space {
     /// Closes a channel's producer set in the progress machine (its core state already did).
     pub(crate) fn close_producers(&self, key: ContainerKey) {
         self.tracking.lock().progress.close_producers(key);
-        self.progress.notify_waiters();
+        self.progressed();
     }
 
     fn unsettle_error(&self, name: &str, refusal: Refusal) -> Error {
@@ -643,8 +682,14 @@ impl Space {
         self.publish(&tracking.progress);
         let due = advanced.map(|ts_min| tracking.take_due(ts_min));
         drop(tracking);
-        self.progress.notify_waiters();
+        self.progressed();
         due
+    }
+
+    /// Wakes what waits on progress after a claim or the graph changed (call with the progress
+    /// lock released): joins, and gets registered for a horizon.
+    fn progressed(&self) {
+        self.progress.notify_waiters();
     }
 
     /// Mirrors ts_min for lock-free readers (call with the progress lock held).
@@ -755,11 +800,11 @@ impl Space {
     }
 
     /// Registers a blocked exact get on `ch` until the returned guard drops.
-    pub(crate) fn wait_exact<'a>(&'a self, ch: &Arc<ChannelShared>) -> ExactWait<'a> {
+    pub(crate) fn wait_exact(self: &Arc<Self>, ch: &Arc<ChannelShared>) -> HorizonWait {
         let mut waiters = self.exact_waiters.lock();
         self.exact_waiting.fetch_add(1, Ordering::AcqRel);
         waiters.entry(ch.key).or_insert_with(|| (Arc::downgrade(ch), 0)).1 += 1;
-        ExactWait { space: self, key: ch.key }
+        HorizonWait { space: self.clone(), key: ch.key }
     }
 
     /// Runs GC handlers for `items` reclaimed from the container `name` and wakes blocked puts.
@@ -779,12 +824,12 @@ impl Space {
 }
 
 /// A blocked exact get's registration with the sweep (see [`Space::wait_exact`]).
-pub(crate) struct ExactWait<'a> {
-    space: &'a Space,
+pub(crate) struct HorizonWait {
+    space: Arc<Space>,
     key: ContainerKey,
 }
 
-impl Drop for ExactWait<'_> {
+impl Drop for HorizonWait {
     fn drop(&mut self) {
         let mut waiters = self.space.exact_waiters.lock();
         self.space.exact_waiting.fetch_sub(1, Ordering::AcqRel);

@@ -12,12 +12,26 @@
 //! waiter's second try, which therefore sees the change. The "not yet" errors are those
 //! [`Error::is_transient`] names (`NotAvailable`, `Full` while the item could still fit); every
 //! other result returns.
+//!
+//! [`Changed`] is the same registration as an owned future, for callers that do the operation
+//! itself elsewhere (an async bridge that takes or stores synchronously on its own thread): it is
+//! registered when created, so "create it; try with a zero timeout; await it if that was 'not
+//! yet'" loses no wake-up, and awaiting it never holds an item.
+//!
+//! A timeout too large to be represented as a deadline (`Duration::MAX`) means "wait forever".
 
+use std::future::Future;
+use std::ops::Deref;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use event_listener::{Event, EventListener, Listener};
 use stampede_core::Result;
+
+use crate::space::HorizonWait;
 
 /// How long a blocking waiter spins before it registers and sleeps. Longer than a hand-off's
 /// work on the other side (a put plus a wake-up check, ~1 µs) with room to spare, short enough
@@ -35,9 +49,10 @@ pub(crate) struct Signal {
     waiters: AtomicUsize,
 }
 
-/// A registered waiter; deregisters when dropped.
-pub(crate) struct Waiter<'a> {
-    signal: &'a Signal,
+/// A registered waiter; deregisters when dropped. `P` reaches the signal: a borrow for a call
+/// that blocks, an `Arc` for a [`Changed`] future that outlives the call creating it.
+pub(crate) struct Waiter<P: Deref<Target = Signal>> {
+    signal: P,
     listener: Option<EventListener>,
 }
 
@@ -59,9 +74,13 @@ impl Signal {
     }
 
     /// Registers a waiter: re-check the condition after this, then wait.
-    pub(crate) fn listen(&self) -> Waiter<'_> {
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-        Waiter { signal: self, listener: Some(self.event.listen()) }
+    pub(crate) fn listen(&self) -> Waiter<&Signal> {
+        Waiter::new(self)
+    }
+
+    /// [`listen`](Self::listen) for a waiter that owns its way to the signal.
+    pub(crate) fn listen_owned(self: &Arc<Self>) -> Waiter<Arc<Signal>> {
+        Waiter::new(self.clone())
     }
 
     /// Spins in bursts, yielding between them, for up to [`SPIN_FOR`]; `true` if a
@@ -84,7 +103,13 @@ impl Signal {
     }
 }
 
-impl Waiter<'_> {
+impl<P: Deref<Target = Signal>> Waiter<P> {
+    fn new(signal: P) -> Waiter<P> {
+        signal.waiters.fetch_add(1, Ordering::SeqCst);
+        let listener = Some(signal.event.listen());
+        Waiter { signal, listener }
+    }
+
     /// Sleeps until notified, or until `deadline`; `false` if the deadline passed.
     pub(crate) fn wait(mut self, deadline: Option<Instant>) -> bool {
         let listener = self.listener.take().expect("a waiter waits once");
@@ -110,7 +135,7 @@ impl Waiter<'_> {
     }
 }
 
-impl Drop for Waiter<'_> {
+impl<P: Deref<Target = Signal>> Drop for Waiter<P> {
     fn drop(&mut self) {
         self.signal.waiters.fetch_sub(1, Ordering::SeqCst);
     }
@@ -123,7 +148,7 @@ pub(crate) fn blocking<T>(
     timeout: Option<Duration>,
     mut attempt: impl FnMut() -> Result<T>,
 ) -> Result<T> {
-    let deadline = timeout.map(|d| Instant::now() + d);
+    let deadline = deadline(timeout);
     loop {
         match attempt() {
             Err(e) if e.is_transient() && deadline.is_none_or(|d| Instant::now() < d) => {}
@@ -151,7 +176,7 @@ pub(crate) async fn asynchronous<T>(
     timeout: Option<Duration>,
     mut attempt: impl FnMut() -> Result<T>,
 ) -> Result<T> {
-    let deadline = timeout.map(|d| tokio::time::Instant::now() + d);
+    let deadline = timeout.and_then(|d| tokio::time::Instant::now().checked_add(d));
     loop {
         match attempt() {
             Err(e) if e.is_transient() && deadline.is_none_or(|d| tokio::time::Instant::now() < d) => {}
@@ -165,5 +190,68 @@ pub(crate) async fn asynchronous<T>(
         if !waiter.wait_async(deadline).await {
             return attempt();
         }
+    }
+}
+
+/// The deadline `timeout` from now: `None` (wait forever) for no timeout, or for one too far
+/// away to be represented.
+pub(crate) fn deadline(timeout: Option<Duration>) -> Option<Instant> {
+    timeout.and_then(|d| Instant::now().checked_add(d))
+}
+
+/// A future that completes when something a blocked call of one connection waits for may have
+/// happened: for an input, an arrival, ts_min or the settled horizon passing what it asks for,
+/// its container destroyed, the connection detached, its task or the runtime closed; for an
+/// output, room freed or the same closings. It is registered when created, so the pattern
+///
+/// ```
+/// # use std::time::Duration;
+/// # use stampede::{Limits, Runtime, Selector, INFINITY};
+/// # async fn bridge(inp: &stampede::ChannelInput) -> stampede::Result<stampede::Item> {
+/// loop {
+///     let changed = inp.changed(Selector::OldestUnseen);
+///     match inp.get(Selector::OldestUnseen, Some(Duration::ZERO)) {
+///         Err(e) if e.is_transient() => changed.await,
+///         done => return done,
+///     }
+/// }
+/// # }
+/// ```
+///
+/// loses no wake-up. It may complete spuriously (try again); it owns what it needs (`'static`,
+/// `Send`), and dropping it deregisters.
+#[must_use = "a Changed does nothing unless awaited"]
+pub struct Changed {
+    waiter: Waiter<Arc<Signal>>,
+    /// Keeps the connection registered for horizon moves (ts_min, settledness) while waiting.
+    _horizon: Option<HorizonWait>,
+}
+
+impl Changed {
+    pub(crate) fn new(signal: &Arc<Signal>, horizon: Option<HorizonWait>) -> Changed {
+        Changed { waiter: signal.listen_owned(), _horizon: horizon }
+    }
+}
+
+impl Future for Changed {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match self.waiter.listener.as_mut() {
+            Some(listener) => {
+                let ready = Pin::new(listener).poll(cx);
+                if ready.is_ready() {
+                    self.waiter.listener = None;
+                }
+                ready
+            }
+            None => Poll::Ready(()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Changed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Changed").field("done", &self.waiter.listener.is_none()).finish()
     }
 }

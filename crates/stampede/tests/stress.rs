@@ -3,16 +3,16 @@
 //! concurrent attach/detach and `set_virtual_time`, and `Runtime::close` waking blocked callers.
 //!
 //! Every test does a bounded amount of work and runs under a watchdog that aborts the process
-//! with a message naming the test if it has not finished in [`WATCHDOG`] (a deadlock or a lost
+//! with a message naming the test if it has not finished in [`WATCHDOG`](support::WATCHDOG) (a deadlock or a lost
 //! wake-up); nothing asserts on wall-clock speed. Each test ends by checking the GC invariants:
 //! once every consumer has consumed everything and every producer has advanced, every container
 //! is empty, ts_min is where the rules put it, live items and bytes are zero and every put item
 //! was reclaimed exactly once.
 
+mod support;
+
 use std::collections::BTreeSet;
-use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -21,29 +21,10 @@ use stampede::{
     Channel, ChannelInput, ChannelOutput, Error, Gather, Item, Limits, PutOptions, Queue, Runtime, Selector, Task,
     Timestamp, INFINITY, NEWEST_UNSEEN, OLDEST_UNSEEN,
 };
+use support::with_watchdog;
 
-/// Longest any one test may run before the watchdog declares it hung.
-const WATCHDOG: Duration = Duration::from_secs(60);
 /// A short timeout for gets and puts that retry (exercises the timed wait path).
 const SHORT: Option<Duration> = Some(Duration::from_millis(2));
-
-/// Runs `body` under a watchdog that aborts the whole process, naming `test`, if `body` has not
-/// returned (or panicked) within [`WATCHDOG`]. A panic in a watchdog thread would not stop a
-/// test blocked forever, so it aborts instead.
-fn with_watchdog(test: &'static str, body: impl FnOnce()) {
-    let (done, finished) = mpsc::channel::<()>();
-    let dog = thread::spawn(move || {
-        if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(WATCHDOG) {
-            // Straight to stderr: the test harness captures `eprintln!` and an abort loses it.
-            let message = format!("watchdog: `{test}` did not finish within {WATCHDOG:?}: deadlock or lost wake-up\n");
-            let _ = std::io::stderr().write_all(message.as_bytes());
-            std::process::abort();
-        }
-    });
-    body();
-    drop(done);
-    dog.join().expect("watchdog thread");
-}
 
 /// The payload stored at `ts` by every producer here, so any reader can check what it got.
 fn payload(ts: Timestamp) -> Vec<u8> {
