@@ -18,7 +18,7 @@ use crate::item::{Item, Payload};
 use crate::progress::{push_move, Location};
 use crate::stats::Stats;
 use crate::task::{TaskId, TaskState};
-use crate::time::{earliest, is_item_ts, show, Selector, Timestamp};
+use crate::time::{earliest, is_item_ts, show, Selector, Timestamp, INFINITY};
 use crate::tombstones::Tombstones;
 
 /// Identifies a connection within a node.
@@ -243,7 +243,17 @@ impl ChannelState {
     }
 
     /// `get(selector)` on input connection `conn` (SPEC §2); the item becomes open there.
-    pub fn get(&mut self, conn: ConnId, selector: Selector, ts_min: Timestamp, fx: &mut Effects) -> Result<Item> {
+    /// `settled_below` is asked, only when nothing suitable is present, for the channel's settled
+    /// horizon (SPEC §4): a `NotAvailable` is final (`settled`) when nothing suitable can come
+    /// any more — an exact timestamp below it, or, for a wildcard, a horizon at `INFINITY`.
+    pub fn get(
+        &mut self,
+        conn: ConnId,
+        selector: Selector,
+        ts_min: Timestamp,
+        settled_below: impl FnOnce() -> Timestamp,
+        fx: &mut Effects,
+    ) -> Result<Item> {
         self.check_open()?;
         let input = self.inputs.get_mut(&conn).ok_or_else(|| Error::detached(&self.name))?;
         let ts = match selector {
@@ -261,7 +271,8 @@ impl ChannelState {
                         return Err(Error::Reclaimed { name: self.name.to_string(), ts, reason });
                     }
                     let (previous, next) = input.neighbours(ts);
-                    return Err(Error::NotAvailable { name: self.name.to_string(), selector, previous, next });
+                    let settled = ts < settled_below();
+                    return Err(Error::NotAvailable { op: "get", name: self.name.to_string(), selector, previous, next, settled });
                 }
                 if !input.unseen.contains(&ts) && !input.open.contains(&ts) {
                     return Err(Error::AlreadyConsumed { name: self.name.to_string(), ts });
@@ -275,7 +286,15 @@ impl ChannelState {
         };
         let Some(ts) = ts else {
             let previous = input.unseen.last().max(input.open.last()).copied();
-            return Err(Error::NotAvailable { name: self.name.to_string(), selector, previous, next: None });
+            let settled = settled_below() == INFINITY;
+            return Err(Error::NotAvailable {
+                op: "get",
+                name: self.name.to_string(),
+                selector,
+                previous,
+                next: None,
+                settled,
+            });
         };
         // unseen -> open keeps min(unseen ∪ open), so the claim does not move.
         if input.unseen.remove(&ts) {
@@ -321,10 +340,12 @@ impl ChannelState {
             }
             let (previous, next) = input.neighbours(ts);
             return Err(Error::NotAvailable {
+                op: "consume",
                 name: self.name.to_string(),
                 selector: Selector::At(ts),
                 previous,
                 next,
+                settled: false,
             });
         }
         let input = self.inputs.get_mut(&conn).ok_or_else(|| Error::detached(&self.name))?;
@@ -438,7 +459,7 @@ impl ChannelState {
             Retention::History => ts_min,
             Retention::CurrentReaders => {
                 let wanted = |input: &Input| input.floor.map_or(0, |floor| floor.saturating_add(1));
-                self.inputs.values().map(wanted).min().unwrap_or(crate::time::INFINITY).max(ts_min)
+                self.inputs.values().map(wanted).min().unwrap_or(INFINITY).max(ts_min)
             }
         }
     }
@@ -485,7 +506,7 @@ impl ChannelState {
             fx.opens.extend(detached.opens);
         }
         self.outputs.clear();
-        self.reclaim_below(crate::time::INFINITY, &mut fx.reclaimed);
+        self.reclaim_below(INFINITY, &mut fx.reclaimed);
         self.tombstones.clear();
         fx
     }

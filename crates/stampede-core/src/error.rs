@@ -44,10 +44,21 @@ pub enum Error {
         can_never_fit: bool,
     },
 
-    /// Nothing suitable was present before the timeout. `previous` and `next` are the neighbouring
-    /// timestamps present and not consumed on this connection.
-    #[error("get {selector} on \"{name}\": not available (previous={}, next={}); wait with a timeout or pick a neighbour", neighbour(*.previous), neighbour(*.next))]
-    NotAvailable { name: String, selector: Selector, previous: Option<Timestamp>, next: Option<Timestamp> },
+    /// Nothing suitable was present before the timeout (`op` "get" or "join"), or a consume named
+    /// nothing this connection can consume (`op` "consume"). `previous` and `next` are the
+    /// neighbouring timestamps present and not consumed on this connection. `settled`: nothing
+    /// suitable can ever come — the timestamps the selector asks for are settled (SPEC §4: the
+    /// channel's producer set is closed and its producers are done or past them) — so waiting is
+    /// pointless and the error is final, not transient.
+    #[error("{}", not_available(op, name, *.selector, *.previous, *.next, *.settled))]
+    NotAvailable {
+        op: &'static str,
+        name: String,
+        selector: Selector,
+        previous: Option<Timestamp>,
+        next: Option<Timestamp>,
+        settled: bool,
+    },
 
     /// Exact get of an item this connection has already consumed.
     #[error("get ts={ts} on \"{name}\": already consumed on this connection")]
@@ -79,10 +90,10 @@ pub enum Error {
 pub const DETACHED: &str = "the connection was detached";
 
 impl Error {
-    /// `true` for the "not yet" errors a blocking call waits out: `NotAvailable`, and `Full` for
-    /// an item that could fit once items are reclaimed. Every other error is final.
+    /// `true` for the "not yet" errors a blocking call waits out: `NotAvailable` unless settled,
+    /// and `Full` for an item that could fit once items are reclaimed. Every other error is final.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::NotAvailable { .. } | Error::Full { can_never_fit: false, .. })
+        matches!(self, Error::NotAvailable { settled: false, .. } | Error::Full { can_never_fit: false, .. })
     }
 
     /// The error for an operation on a connection that was detached (explicitly, or by closing
@@ -101,6 +112,36 @@ fn below_advice(op: &str, limit: Timestamp) -> String {
             show(limit)
         ),
         _ => String::new(),
+    }
+}
+
+/// The message of `NotAvailable`: what was asked, the neighbours, and what to do next.
+fn not_available(
+    op: &str,
+    name: &str,
+    selector: Selector,
+    previous: Option<Timestamp>,
+    next: Option<Timestamp>,
+    settled: bool,
+) -> String {
+    let neighbours = format!("previous={}, next={}", neighbour(previous), neighbour(next));
+    match (op, selector, settled) {
+        ("consume", Selector::At(ts), _) => format!(
+            "consume ts={ts} on \"{name}\": nothing to consume at this timestamp on this connection ({neighbours}); \
+             consume a timestamp that was put (on a queue: one gotten on this connection and not yet consumed)"
+        ),
+        ("join", _, _) => format!("join on \"{name}\": nothing released before the timeout; wait longer"),
+        (_, Selector::At(ts), true) => format!(
+            "{op} ts={ts} on \"{name}\": not available and never will be: ts={ts} is settled (the channel's \
+             producer set is closed and no producer can still put it) ({neighbours}); pick a neighbour"
+        ),
+        (_, _, true) => format!(
+            "{op} {selector} on \"{name}\": nothing more can arrive: the channel's producer set is closed and its \
+             producers are done ({neighbours}); stop reading this connection"
+        ),
+        (_, _, false) => {
+            format!("{op} {selector} on \"{name}\": not available ({neighbours}); wait with a timeout or pick a neighbour")
+        }
     }
 }
 

@@ -126,10 +126,12 @@ impl QueueState {
         let task = *self.inputs.get(&conn).ok_or_else(|| Error::detached(&self.name))?;
         let Some(item) = self.waiting.pop_front() else {
             return Err(Error::NotAvailable {
+                op: "get",
                 name: self.name.to_string(),
                 selector: Selector::Oldest,
                 previous: None,
                 next: None,
+                settled: false,
             });
         };
         fx.opens.push(OpenChange { task, ts: item.item.ts, opened: true });
@@ -152,10 +154,12 @@ impl QueueState {
             let previous = open.iter().map(|q| q.item.ts).filter(|&t| t < ts).max();
             let next = open.iter().map(|q| q.item.ts).filter(|&t| t > ts).min();
             return Err(Error::NotAvailable {
+                op: "consume",
                 name: self.name.to_string(),
                 selector: Selector::At(ts),
                 previous,
                 next,
+                settled: false,
             });
         };
         let item = open.remove(position).item;

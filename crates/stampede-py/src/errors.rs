@@ -3,13 +3,14 @@
 //!
 //! Every variant of the Rust error enum maps onto the exception of the same name, derived from
 //! `stampede.StampedeError`, with the message text of the Rust `Display` unchanged. The fields of
-//! the variant are also set as attributes (`name`, `ts`, `reason`; `selector`, `previous`, `next`
-//! for `NotAvailable`; `limit` for `BelowVisibility`), `None` where the variant has no such field.
+//! the variant are also set as attributes (`name`, `ts`, `reason`; `selector`, `previous`, `next`,
+//! `settled` for `NotAvailable`, whose `ts` is the exact timestamp asked for, if any; `limit` for
+//! `BelowVisibility`), `None` where the variant has no such field.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use stampede::{Error, Timestamp};
+use stampede::{Error, Selector, Timestamp};
 
 create_exception!(stampede, StampedeError, PyException, "Base class of every Stampede error.");
 create_exception!(stampede, BelowVisibility, StampedeError, "A timestamp below the task's visibility (or ts_min).");
@@ -61,11 +62,16 @@ fn set_attributes(value: &Bound<'_, PyAny>, error: &Error) -> PyResult<()> {
         Error::Full { name, ts, reason, .. } | Error::Reclaimed { name, ts, reason } => {
             (name, Some(*ts), Some(reason.clone()))
         }
-        Error::NotAvailable { name, selector, previous, next } => {
+        Error::NotAvailable { name, selector, previous, next, settled, .. } => {
             value.setattr("selector", selector.to_string())?;
             value.setattr("previous", *previous)?;
             value.setattr("next", *next)?;
-            (name, none, None)
+            value.setattr("settled", *settled)?;
+            let ts = match selector {
+                Selector::At(ts) => Some(*ts),
+                _ => None,
+            };
+            (name, ts, None)
         }
         Error::Closed { name, reason } => (name, none, Some((*reason).to_owned())),
         Error::NotFound { name } | Error::AlreadyExists { name } => (name, none, None),

@@ -11,10 +11,11 @@
 //! complete when a blocked get (resp. put) of that connection would wake, for bridges that do the
 //! operation itself synchronously (see [`Changed`]).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stampede_core::{ConnId, Effects, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp};
+use stampede_core::{ConnId, Effects, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp, TS_MAX};
 
 use crate::payload::IntoPayload;
 use crate::space::{ChannelShared, Held, HorizonWait, Space, TaskShared};
@@ -95,8 +96,7 @@ impl Channel {
     /// and settledness depends only on the tasks holding output connections now, so one stalled
     /// task elsewhere no longer delays this channel's joins.
     pub fn close_producers(&self) {
-        self.shared.state.lock().close_producers();
-        self.space.close_producers(self.shared.key);
+        self.space.close_producers(&self.shared);
     }
 
     /// Destroys the channel: its items are reclaimed, its name is freed, and every operation on
@@ -247,8 +247,8 @@ impl ChannelInput {
             Err(e) if e.is_transient() && timeout != Some(Duration::ZERO) => {}
             done => return done,
         }
-        let _registered = self.wait_horizon(selector);
-        wait::blocking(&self.channel.shared.changed, timeout, || self.try_get(selector))
+        let mut registered = None;
+        wait::blocking(&self.channel.shared.changed, timeout, || self.try_registered(selector, &mut registered))
     }
 
     /// The async form of [`get`](Self::get), for tokio.
@@ -258,21 +258,40 @@ impl ChannelInput {
             Err(e) if e.is_transient() && timeout != Some(Duration::ZERO) => {}
             done => return done,
         }
-        let _registered = self.wait_horizon(selector);
-        wait::asynchronous(&self.channel.shared.changed, timeout, || self.try_get(selector)).await
+        let mut registered = None;
+        wait::asynchronous(&self.channel.shared.changed, timeout, || self.try_registered(selector, &mut registered))
+            .await
     }
 
     /// A future that completes when a get with `selector` blocked on this connection would wake:
-    /// an arrival, ts_min passing an exact timestamp, the connection detached, its task, the
-    /// channel or the runtime closed. Registered when created; see [`Changed`].
+    /// an arrival, ts_min or the settled horizon passing what it asks for (the get then fails
+    /// for good), the connection detached, its task, the channel or the runtime closed. Registered
+    /// when created; see [`Changed`].
     pub fn changed(&self, selector: impl Into<Selector>) -> Changed {
         Changed::new(&self.channel.shared.changed, self.wait_horizon(selector.into()))
     }
 
-    /// Registers a get about to block for the horizon moves that end it: an exact get must wake
-    /// when ts_min passes its timestamp (→ `Reclaimed`).
+    /// A blocking attempt: registers for horizon moves first if the get needs to (once), then
+    /// tries. Registering inside the attempt means a producer set closed while the get waits
+    /// (which wakes it) is seen by the next attempt.
+    fn try_registered(&self, selector: Selector, registered: &mut Option<HorizonWait>) -> Result<Item> {
+        if registered.is_none() {
+            *registered = self.wait_horizon(selector);
+        }
+        self.try_get(selector)
+    }
+
+    /// Registers a get about to block for the horizon moves that end it, if any can: an exact get
+    /// when ts_min or the settled horizon passes its timestamp, a wildcard get on a channel
+    /// with a closed producer set when the horizon reaches `INFINITY`.
     fn wait_horizon(&self, selector: Selector) -> Option<HorizonWait> {
-        matches!(selector, Selector::At(_)).then(|| self.channel.space.wait_exact(&self.channel.shared))
+        let shared = &self.channel.shared;
+        let threshold = match selector {
+            Selector::At(ts) => ts,
+            _ if shared.producers_closed.load(Ordering::SeqCst) => TS_MAX,
+            _ => return None,
+        };
+        Some(self.channel.space.wait_horizon(shared, threshold))
     }
 
     /// Every item with `t0 <= ts <= t1` present and not consumed on this connection, in
@@ -316,9 +335,10 @@ impl ChannelInput {
     }
 
     fn try_get(&self, selector: Selector) -> Result<Item> {
-        let (item, _) = self.channel.space.run(&*self.channel.shared, &self.task, |s, _, ts_min| {
+        let (space, shared) = (&self.channel.space, &self.channel.shared);
+        let (item, _) = space.run(&**shared, &self.task, |s, _, ts_min| {
             let mut fx = Effects::default();
-            let item = s.get(self.conn, selector, ts_min, &mut fx)?;
+            let item = s.get(self.conn, selector, ts_min, || space.horizon(shared), &mut fx)?;
             Ok((item, fx))
         })?;
         Ok(item)

@@ -14,12 +14,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use stampede_core::{Error, Item, Result, Selector, Timestamp};
 
 use crate::channel::ChannelInput;
 use crate::space::Space;
+use crate::wait;
 
 /// What an exact join does with a timestamp that is missing in some channels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +110,11 @@ impl Inputs {
         })
     }
 
+    /// The join's name in messages: its channels' names, in order ("left, right").
+    fn name(&self) -> String {
+        self.inputs.iter().map(|i| i.channel().name()).collect::<Vec<_>>().join(", ")
+    }
+
     /// Fails unless every channel's producer set is closed: with an open producer set any task,
     /// even the joining one, could still put a missing part, so it would never be settled.
     fn require_closed_producers(&self, policy: &str) -> Result<()> {
@@ -185,7 +191,7 @@ impl Inputs {
         timeout: Option<Duration>,
         mut step: impl FnMut(&mut Inputs) -> Result<Option<T>>,
     ) -> Result<T> {
-        let deadline = timeout.map(|d| Instant::now() + d);
+        let deadline = wait::deadline(timeout);
         loop {
             let space = self.space.clone();
             let waiter = space.progress.listen();
@@ -194,10 +200,12 @@ impl Inputs {
             }
             if !waiter.wait(deadline) {
                 return step(self)?.ok_or_else(|| Error::NotAvailable {
-                    name: self.inputs[0].channel().name().to_owned(),
+                    op: "join",
+                    name: self.name(),
                     selector: Selector::Oldest,
                     previous: None,
                     next: None,
+                    settled: false,
                 });
             }
         }

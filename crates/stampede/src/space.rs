@@ -29,8 +29,8 @@ use crate::payload::Buffers;
 use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::wait::Signal;
 use stampede_core::{
-    ChannelState, ContainerKey, Effects, Error, IdMap, Item, Limits, Location, OpenChange, OpenChanges, Progress,
-    QueueState, Refusal, Result, Stats, TaskId, TaskState, Timestamp, Update, Updates, INFINITY,
+    ChannelState, Claims, ContainerKey, Effects, Error, IdMap, Item, Limits, Location, OpenChange, OpenChanges,
+    Progress, QueueState, Refusal, Result, Stats, TaskId, TaskState, Timestamp, Update, Updates, INFINITY,
 };
 
 /// A GC handler: called with the container's name and each item it reclaims.
@@ -51,6 +51,9 @@ pub(crate) struct Shared<S> {
     /// connection detaches or the container closes).
     pub(crate) freed: Arc<Signal>,
     pub(crate) handlers: RwLock<Vec<ReclaimHandler>>,
+    /// Mirrors the channel's "producer set closed" (never set for a queue): whether a blocked
+    /// wildcard get needs a horizon registration, read without the container's lock.
+    pub(crate) producers_closed: AtomicBool,
     /// The timestamp under which the sweep index lists this container (`INFINITY`: not listed),
     /// a lower bound of its oldest stored-or-tombstoned timestamp. Written only with the
     /// container locked.
@@ -111,6 +114,7 @@ impl<S: ContainerState> Shared<S> {
             changed: Arc::default(),
             freed: Arc::default(),
             handlers: RwLock::new(Vec::new()),
+            producers_closed: AtomicBool::new(false),
             listed_at: AtomicI64::new(INFINITY),
             buffers: Arc::default(),
         })
@@ -272,11 +276,12 @@ pub(crate) struct Space {
     next_id: AtomicU64,
     closed: AtomicBool,
     handlers: RwLock<Vec<ReclaimHandler>>,
-    /// Channels with a blocked exact get, and how many: a ts_min advance must wake them (the get
-    /// may now fail `Reclaimed`) without visiting every channel.
-    exact_waiters: Mutex<HashMap<ContainerKey, (Weak<ChannelShared>, usize)>>,
-    /// How many exact gets are registered in `exact_waiters` (a sweep skips its lock at 0).
-    exact_waiting: AtomicUsize,
+    /// Channels with a blocked get that a horizon move ends, with the thresholds those gets wait
+    /// for the horizon to pass (see [`Space::wait_horizon`]): woken without visiting every
+    /// channel.
+    horizon_waiters: Mutex<IdMap<ContainerKey, (Weak<ChannelShared>, Claims)>>,
+    /// How many gets are registered in `horizon_waiters` (progress skips its lock at 0).
+    horizon_waiting: AtomicUsize,
     /// Notified on every put and every claim change: what joins wait on, since settledness only
     /// moves when a claim does.
     pub(crate) progress: Signal,
@@ -293,8 +298,8 @@ impl Space {
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
             handlers: RwLock::new(Vec::new()),
-            exact_waiters: Mutex::new(HashMap::new()),
-            exact_waiting: AtomicUsize::new(0),
+            horizon_waiters: Mutex::new(IdMap::default()),
+            horizon_waiting: AtomicUsize::new(0),
             progress: Signal::default(),
         })
     }
@@ -602,10 +607,17 @@ impl Space {
         self.tracking.lock().progress.attach_output(conn, task.id, key);
     }
 
-    /// Closes a channel's producer set in the progress machine (its core state already did).
-    pub(crate) fn close_producers(&self, key: ContainerKey) {
-        self.tracking.lock().progress.close_producers(key);
+    /// Closes a channel's producer set: in its core state, the progress machine and the mirror
+    /// flag, then wakes its blocked gets (a wildcard get may now need a horizon registration).
+    pub(crate) fn close_producers(&self, ch: &ChannelShared) {
+        {
+            let mut state = ch.state.lock();
+            state.close_producers();
+            self.tracking.lock().progress.close_producers(ch.key);
+            ch.producers_closed.store(true, Ordering::SeqCst);
+        }
         self.progressed();
+        ch.wake_all();
     }
 
     fn unsettle_error(&self, name: &str, refusal: Refusal) -> Error {
@@ -687,9 +699,23 @@ impl Space {
     }
 
     /// Wakes what waits on progress after a claim or the graph changed (call with the progress
-    /// lock released): joins, and gets registered for a horizon.
+    /// lock released): joins, and gets whose channel's horizon passed what they wait for.
     fn progressed(&self) {
         self.progress.notify_waiters();
+        if self.horizon_waiting.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let waiting: Vec<(Arc<ChannelShared>, Timestamp)> = self
+            .horizon_waiters
+            .lock()
+            .values()
+            .filter_map(|(ch, thresholds)| Some((ch.upgrade()?, thresholds.min()?)))
+            .collect();
+        for (ch, threshold) in waiting {
+            if self.horizon(&ch) > threshold {
+                ch.changed.notify();
+            }
+        }
     }
 
     /// Mirrors ts_min for lock-free readers (call with the progress lock held).
@@ -739,10 +765,20 @@ impl Space {
         self.tracking.lock().progress.settled_below(ch.key)
     }
 
+    /// [`settled_below`](Self::settled_below) without the progress lock when the producer set is
+    /// open (the horizon is then ts_min).
+    pub(crate) fn horizon(&self, ch: &ChannelShared) -> Timestamp {
+        if ch.producers_closed.load(Ordering::SeqCst) {
+            self.settled_below(ch)
+        } else {
+            self.ts_min()
+        }
+    }
+
     // ---- GC ----------------------------------------------------------------------------------
 
-    /// Reclaims everything below ts_min in the channels the sweep index lists below `ts_min`,
-    /// and wakes exact gets that may now fail `Reclaimed`. Returns the number of items reclaimed.
+    /// Reclaims everything below ts_min in the channels the sweep index lists below `ts_min`.
+    /// Returns the number of items reclaimed.
     ///
     /// Each due channel is taken off the index, swept with the ts_min current under its lock and
     /// listed again under what it still holds; if ts_min moved past that meanwhile (a concurrent
@@ -756,13 +792,6 @@ impl Space {
     /// their listing; `None` (ts_min did not advance) does nothing.
     fn sweep_due(&self, due: Option<Due>) -> usize {
         let Some(due) = due else { return 0 };
-        if self.exact_waiting.load(Ordering::Acquire) > 0 {
-            let waiting: Vec<Arc<ChannelShared>> =
-                self.exact_waiters.lock().values().filter_map(|(ch, _)| ch.upgrade()).collect();
-            for ch in waiting {
-                ch.changed.notify();
-            }
-        }
         let mut total = 0;
         let mut items = Vec::new();
         for (popped, key) in due {
@@ -799,12 +828,16 @@ impl Space {
         total
     }
 
-    /// Registers a blocked exact get on `ch` until the returned guard drops.
-    pub(crate) fn wait_exact(self: &Arc<Self>, ch: &Arc<ChannelShared>) -> HorizonWait {
-        let mut waiters = self.exact_waiters.lock();
-        self.exact_waiting.fetch_add(1, Ordering::AcqRel);
-        waiters.entry(ch.key).or_insert_with(|| (Arc::downgrade(ch), 0)).1 += 1;
-        HorizonWait { space: self.clone(), key: ch.key }
+    /// Registers a get blocked on `ch` until the returned guard drops: `ch.changed` is notified
+    /// whenever, after a progress change, the channel's horizon ([`Space::horizon`]) is above
+    /// `threshold`. An exact get of `t` waits for `t` (ts_min past it: `Reclaimed`; settled: a
+    /// final `NotAvailable`), a wildcard get for [`TS_MAX`] (settled everywhere: nothing more can
+    /// arrive).
+    pub(crate) fn wait_horizon(self: &Arc<Self>, ch: &Arc<ChannelShared>, threshold: Timestamp) -> HorizonWait {
+        let mut waiters = self.horizon_waiters.lock();
+        self.horizon_waiting.fetch_add(1, Ordering::SeqCst);
+        waiters.entry(ch.key).or_insert_with(|| (Arc::downgrade(ch), Claims::default())).1.add(threshold);
+        HorizonWait { space: self.clone(), key: ch.key, threshold }
     }
 
     /// Runs GC handlers for `items` reclaimed from the container `name` and wakes blocked puts.
@@ -823,19 +856,20 @@ impl Space {
     }
 }
 
-/// A blocked exact get's registration with the sweep (see [`Space::wait_exact`]).
+/// A blocked get's registration for horizon moves (see [`Space::wait_horizon`]).
 pub(crate) struct HorizonWait {
     space: Arc<Space>,
     key: ContainerKey,
+    threshold: Timestamp,
 }
 
 impl Drop for HorizonWait {
     fn drop(&mut self) {
-        let mut waiters = self.space.exact_waiters.lock();
-        self.space.exact_waiting.fetch_sub(1, Ordering::AcqRel);
-        if let Some(entry) = waiters.get_mut(&self.key) {
-            entry.1 -= 1;
-            if entry.1 == 0 {
+        let mut waiters = self.space.horizon_waiters.lock();
+        self.space.horizon_waiting.fetch_sub(1, Ordering::SeqCst);
+        if let Some((_, thresholds)) = waiters.get_mut(&self.key) {
+            thresholds.remove(self.threshold);
+            if thresholds.is_empty() {
                 waiters.remove(&self.key);
             }
         }
