@@ -93,7 +93,7 @@ def test_stream_without_consume_and_ends_on_close(rt):
     threading.Timer(0.05, ch.destroy).start()
     with pytest.raises(StopIteration):
         next(it)
-    with pytest.raises(ValueError):
+    with pytest.raises(stampede.InvalidArgument):
         inp.stream(5)
 
 
@@ -204,12 +204,12 @@ def test_ctrl_c_interrupts_blocked_put(interrupted):
 
 
 def test_timeouts(rt):
-    """None blocks, 0 never blocks, a number waits that long; negative or NaN is ValueError."""
+    """None blocks, 0 never blocks, a number waits that long; negative or NaN is InvalidArgument."""
     _, _, _, inp = pipeline(rt)
     start = time.monotonic()
     with pytest.raises(stampede.NotAvailable):
         inp.get(NEWEST_UNSEEN, timeout=0.12)
     assert time.monotonic() - start >= 0.1
     for bad in (-1, float("nan")):
-        with pytest.raises(ValueError):
+        with pytest.raises(stampede.InvalidArgument):
             inp.get(NEWEST_UNSEEN, timeout=bad)

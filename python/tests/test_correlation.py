@@ -405,7 +405,7 @@ def test_demand_on_a_current_readers_channel(rt):
     assert out_kept.demand() == rt.ts_min == 0
     out.put(max(out.demand(), source.visibility), b"frame")
     assert inp.get(OLDEST_UNSEEN, timeout=0).ts == 11
-    with pytest.raises(ValueError, match="retention"):
+    with pytest.raises(stampede.InvalidArgument, match="retention"):
         rt.create_channel("bad", retention="forever")
 
 

@@ -52,7 +52,7 @@ def test_reset_and_invalid_tick():
     assert pacer.vt_now() == 0 and pacer.tick == 1.0
     with pytest.raises(stampede.InvalidArgument, match="tick"):
         stampede.Pacer(tick=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(stampede.InvalidArgument, match="tick"):
         stampede.Pacer(tick=-1)
 
 

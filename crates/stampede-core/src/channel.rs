@@ -49,21 +49,48 @@ impl Limits {
         Limits { bytes_max: Some(bytes_max), ..self }
     }
 
-    /// Why an item of `len` bytes does not fit next to `items`/`bytes` already stored, if it
-    /// does not. `never` is true when no amount of reclamation could make room.
-    pub fn overflow(&self, items: usize, bytes: usize, len: usize) -> Option<(String, bool)> {
+    /// Refuses bounds nothing could ever fit in (`capacity` or `bytes_max` of 0): every put
+    /// would fail. `op` and `name` are the creation's, for the error.
+    pub fn check(&self, op: &'static str, name: &str) -> Result<()> {
+        let zero = match (self.capacity, self.bytes_max) {
+            (Some(0), _) => "capacity",
+            (_, Some(0)) => "max_bytes",
+            _ => return Ok(()),
+        };
+        Err(Error::InvalidArgument {
+            op,
+            name: name.to_owned(),
+            reason: format!("{zero}=0 would refuse every item; give a positive bound, or None for unbounded"),
+        })
+    }
+
+    /// Fails `Full { can_never_fit: true }` when an item of `payload_bytes` at `ts` could never
+    /// fit in container `name`, however much is reclaimed: check this before copying a payload.
+    pub fn check_fits(&self, name: &str, ts: Timestamp, payload_bytes: usize) -> Result<()> {
+        match self.bytes_max {
+            Some(bytes_max) if payload_bytes > bytes_max => Err(Error::Full {
+                name: name.to_owned(),
+                ts,
+                reason: format!("the item's {payload_bytes} bytes exceed max_bytes={bytes_max}; it can never fit"),
+                can_never_fit: true,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Fails `Full` when an item of `len` bytes at `ts` does not fit next to `items`/`bytes`
+    /// already stored in container `name`; `can_never_fit` when no reclamation could make room.
+    pub fn check_room(&self, name: &str, ts: Timestamp, items: usize, bytes: usize, len: usize) -> Result<()> {
+        self.check_fits(name, ts, len)?;
+        let full = |reason: String| Error::Full { name: name.to_owned(), ts, reason, can_never_fit: false };
         if let Some(bytes_max) = self.bytes_max {
-            if len > bytes_max {
-                return Some((format!("the item's {len} bytes exceed max_bytes={bytes_max}; it can never fit"), true));
-            }
-            if bytes + len > bytes_max {
-                return Some((format!("{bytes} of max_bytes={bytes_max} bytes in use, the item needs {len}"), false));
+            if bytes.saturating_add(len) > bytes_max {
+                return Err(full(format!("{bytes} of max_bytes={bytes_max} bytes in use, the item needs {len}")));
             }
         }
         match self.capacity {
-            Some(0) => Some(("capacity=0 items; nothing can ever fit".to_owned(), true)),
-            Some(capacity) if items >= capacity => Some((format!("holds capacity={capacity} items"), false)),
-            _ => None,
+            Some(capacity) if items >= capacity => Err(full(format!("holds capacity={capacity} items"))),
+            _ => Ok(()),
         }
     }
 }
@@ -217,9 +244,7 @@ impl ChannelState {
                 reason: format!("ts={ts}: refcount must be at least 1 (it counts consumptions)"),
             });
         }
-        if let Some((reason, can_never_fit)) = self.limits.overflow(self.items.len(), self.live_bytes, payload.len()) {
-            return Err(Error::Full { name: self.name.to_string(), ts, reason, can_never_fit });
-        }
+        self.limits.check_room(&self.name, ts, self.items.len(), self.live_bytes, payload.len())?;
         let mut fx = Effects::default();
         let mut holders = 0;
         let mut born_consumed = 0;
@@ -272,7 +297,14 @@ impl ChannelState {
                     }
                     let (previous, next) = input.neighbours(ts);
                     let settled = ts < settled_below();
-                    return Err(Error::NotAvailable { op: "get", name: self.name.to_string(), selector, previous, next, settled });
+                    return Err(Error::NotAvailable {
+                        op: "get",
+                        name: self.name.to_string(),
+                        selector,
+                        previous,
+                        next,
+                        settled,
+                    });
                 }
                 if !input.unseen.contains(&ts) && !input.open.contains(&ts) {
                     return Err(Error::AlreadyConsumed { name: self.name.to_string(), ts });

@@ -13,9 +13,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong in a Stampede operation.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
-    /// A put, `set_virtual_time`, `spawn` or new root task asked for a timestamp below what the
-    /// task (or, for a root task, ts_min) allows.
-    #[error("{op} ts={} on \"{name}\" is below {what} {}{}", show(*.ts), show(*.limit), below_advice(op, *.limit))]
+    /// A put, `set_virtual_time`, `spawn` or new root task (`op` "task") asked for a timestamp
+    /// below what the task (or, for a root task, ts_min) allows.
+    #[error("{}", below_visibility(op, name, *.ts, what, *.limit))]
     BelowVisibility {
         op: &'static str,
         name: String,
@@ -29,8 +29,9 @@ pub enum Error {
     #[error("put ts={ts} on \"{name}\": the channel already holds or has reclaimed an item at this timestamp (one item per timestamp)")]
     DuplicateTimestamp { name: String, ts: Timestamp },
 
-    /// Negative timestamp, or `INFINITY` used as an item timestamp.
-    #[error("{op} ts={} on \"{name}\" is not a valid item timestamp (items live at 0 ..= i64::MAX-1; INFINITY is only a virtual time)", show(*.ts))]
+    /// Negative timestamp, or `INFINITY` used as an item timestamp; or a negative virtual time
+    /// for a new task (`op` "task" or "spawn").
+    #[error("{}", invalid_timestamp(op, name, *.ts))]
     InvalidTimestamp { op: &'static str, name: String, ts: Timestamp },
 
     /// A bounded channel or queue stayed full until the timeout, or the item can never fit.
@@ -103,15 +104,36 @@ impl Error {
     }
 }
 
-/// What to do about a `BelowVisibility` of `op`.
-fn below_advice(op: &str, limit: Timestamp) -> String {
+/// The message of `BelowVisibility`: a new task's own wording (there is no task yet to name),
+/// else the operation on the channel or task `name`.
+fn below_visibility(op: &str, name: &str, ts: Timestamp, what: &str, limit: Timestamp) -> String {
+    let (ts, limit) = (show(ts), show(limit));
     match op {
         "task" => format!(
-            "; a root task starts at or above ts_min: start it at {} or later (ts_min never runs ahead of 1 + the \
-             highest timestamp put, so that is above everything that exists), or spawn it from a task",
-            show(limit)
+            "rt.task(virtual_time={ts}) is below ts_min {limit}: a root task starts at or above ts_min, so start it at \
+             {limit} or later (ts_min never runs ahead of 1 + the highest timestamp put, so that is above everything \
+             that exists), or spawn it from a running task with task.spawn(virtual_time=...)"
         ),
-        _ => String::new(),
+        "spawn" => format!(
+            "task.spawn(virtual_time={ts}) on {name} is below {what} {limit}: a child starts at or above its \
+             parent's visibility"
+        ),
+        _ => format!("{op} ts={ts} on \"{name}\" is below {what} {limit}"),
+    }
+}
+
+/// The message of `InvalidTimestamp`: an item timestamp, or a new task's virtual time.
+fn invalid_timestamp(op: &str, name: &str, ts: Timestamp) -> String {
+    match op {
+        "task" | "spawn" => format!(
+            "{}(virtual_time={ts}) is not a valid virtual time: virtual times are 0 ..= INFINITY",
+            if op == "task" { "rt.task" } else { "task.spawn" }
+        ),
+        _ => format!(
+            "{op} ts={} on \"{name}\" is not a valid item timestamp (items live at 0 ..= i64::MAX-1; INFINITY is \
+             only a virtual time)",
+            show(ts)
+        ),
     }
 }
 
@@ -140,7 +162,9 @@ fn not_available(
              producers are done ({neighbours}); stop reading this connection"
         ),
         (_, _, false) => {
-            format!("{op} {selector} on \"{name}\": not available ({neighbours}); wait with a timeout or pick a neighbour")
+            format!(
+                "{op} {selector} on \"{name}\": not available ({neighbours}); wait with a timeout or pick a neighbour"
+            )
         }
     }
 }

@@ -3,6 +3,7 @@
 //! # Layout
 //!
 //! - [`time`] — timestamps, `INFINITY`, selectors.
+//! - [`name`] — what a channel or queue name may be; hierarchical prefixes.
 //! - [`item`] — payloads (bytes + codec) and items.
 //! - [`error`] — the one error type; every message names the channel, the timestamp and the rule.
 //! - [`claims`] — a multiset of timestamps with its minimum at hand.
@@ -26,6 +27,7 @@ pub mod claims;
 pub mod effects;
 pub mod error;
 pub mod item;
+pub mod name;
 pub mod pacer;
 pub mod progress;
 pub mod queue;
@@ -39,6 +41,7 @@ pub use claims::Claims;
 pub use effects::{Effects, OpenChange, OpenChanges};
 pub use error::{Error, Result, DETACHED};
 pub use item::{Codec, Item, Payload};
+pub use name::NAME_BYTES_MAX;
 pub use pacer::{Pace, PaceRule};
 pub use progress::{ContainerKey, IdMap, Location, Progress, Refusal, Update, Updates};
 pub use queue::{QueueItem, QueueState};

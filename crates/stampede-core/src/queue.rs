@@ -105,9 +105,7 @@ impl QueueState {
             return Err(Error::detached(&self.name));
         }
         task.check_put(&self.name, ts)?;
-        if let Some((reason, can_never_fit)) = self.limits.overflow(self.live_items(), self.live_bytes, payload.len()) {
-            return Err(Error::Full { name: self.name.to_string(), ts, reason, can_never_fit });
-        }
+        self.limits.check_room(&self.name, ts, self.live_items(), self.live_bytes, payload.len())?;
         let mut fx = Effects::default();
         let before = self.claims.min();
         self.claims.add(ts);

@@ -2,30 +2,31 @@
 //! `consume` / `consume_until` / `stream`, and the queue forms, blocking and asyncio.
 //!
 //! Each Python connection holds its Rust connection behind an `Arc`, so several Python threads
-//! may use one connection at once with the GIL released. `detach()` drops the Python side's
-//! reference: the Rust connection detaches at once, or when the calls still running on it return;
-//! every later call raises `Closed` ("the connection was detached"). Building a join
+//! may use one connection at once with the GIL released. `detach()` detaches the Rust connection
+//! at once: calls still blocked on it on other threads wake with `Closed`, and every later call
+//! raises `Closed` ("the connection was detached"). Building a join
 //! (`crate::join`) *takes* the Rust connection of a `ChannelInput` the same way, for good: later
 //! calls raise `Closed` ("handed over to a join").
 //!
-//! asyncio: `get_async` / `put_async` run the runtime's own async operations on a small tokio
-//! runtime (pyo3-async-runtimes) and complete an asyncio future. A waiting coroutine holds no
-//! thread, and cancelling it drops the Rust future before it takes an item, so a cancelled queue
-//! get never swallows an item (which an executor thread blocked in `get` would).
+//! asyncio: `get_async` / `put_async` return coroutines (`crate::aio`): a waiting coroutine holds
+//! no thread, and one cancelled or timed out never swallows an item nor lands a put later.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
+use pyo3::{PyTraverseError, PyVisit};
 use stampede::{Error, Payload, PutOptions, Selector, Timestamp};
 
-use crate::errors::{to_pyerr, Closed, IntoPyResult, NotAvailable};
+use crate::aio::{Op, Pending};
+use crate::args::{self, At};
+use crate::errors::{to_pyerr, Closed, NotAvailable};
 use crate::item::Item;
 use crate::payload::to_payload;
-use crate::reclaim::HandlerErrors;
+use crate::reclaim::{HandlerErrors, Handlers};
 use crate::wait;
 
 /// A get selector other than an exact timestamp: `OLDEST`, `NEWEST`, `OLDEST_UNSEEN`,
@@ -47,7 +48,7 @@ pub(crate) enum PySelector {
 }
 
 /// An exact timestamp (int) or a `Selector`.
-fn selector(obj: &Bound<'_, PyAny>) -> PyResult<Selector> {
+fn selector(obj: &Bound<'_, PyAny>, at: At<'_>) -> PyResult<Selector> {
     if let Ok(s) = obj.extract::<PySelector>() {
         return Ok(match s {
             PySelector::Oldest => Selector::Oldest,
@@ -56,9 +57,31 @@ fn selector(obj: &Bound<'_, PyAny>) -> PyResult<Selector> {
             PySelector::NewestUnseen => Selector::NewestUnseen,
         });
     }
-    obj.extract::<Timestamp>().map(Selector::At).map_err(|_| {
-        PyTypeError::new_err("selector must be an int timestamp or OLDEST, NEWEST, OLDEST_UNSEEN, NEWEST_UNSEEN")
+    args::timestamp(obj, "selector", at).map(Selector::At).map_err(|e| {
+        if e.is_instance_of::<PyTypeError>(obj.py()) {
+            PyTypeError::new_err("selector must be an int timestamp or OLDEST, NEWEST, OLDEST_UNSEEN, NEWEST_UNSEEN")
+        } else {
+            e
+        }
     })
+}
+
+/// A queue input's selector: a queue hands out items in FIFO order, so only `OLDEST` (the
+/// default) is meaningful; anything else, an int included, is `InvalidArgument`.
+fn queue_selector(obj: Option<&Bound<'_, PyAny>>, at: At<'_>) -> PyResult<()> {
+    match obj {
+        None => Ok(()),
+        Some(obj) if matches!(obj.extract::<PySelector>(), Ok(PySelector::Oldest)) => Ok(()),
+        Some(obj) => Err(to_pyerr(Error::InvalidArgument {
+            op: at.op,
+            name: at.name.to_owned(),
+            reason: format!(
+                "a queue input gets in FIFO order: the selector must be stampede.OLDEST, not {} (pass a timeout \
+                 by keyword: get(timeout=...))",
+                obj.repr().map(|r| r.to_string()).unwrap_or_default()
+            ),
+        })),
+    }
 }
 
 /// The Rust connection of a Python connection, until it is detached or handed over to a join.
@@ -71,7 +94,24 @@ struct Slot<T> {
 /// Why a connection handed over to a join refuses every later call.
 const HANDED_OVER: &str = "the connection was handed over to a join (use the join; close it to detach)";
 
-impl<T: Send + Sync> Slot<T> {
+/// The Rust connections: each detaches through `&self`, so a call blocked on the connection on
+/// another thread is woken (with `Closed`) instead of keeping it attached.
+trait Detach {
+    fn detach(&self);
+}
+
+macro_rules! detach_by_ref {
+    ($($t:ty),*) => {$(
+        impl Detach for $t {
+            fn detach(&self) {
+                <$t>::detach(self);
+            }
+        }
+    )*};
+}
+detach_by_ref!(stampede::ChannelInput, stampede::ChannelOutput, stampede::QueueInput, stampede::QueueOutput);
+
+impl<T: Detach + Send + Sync> Slot<T> {
     fn new(conn: T, name: &str) -> Slot<T> {
         Slot { conn: RwLock::new(Ok(Arc::new(conn))), name: name.to_owned() }
     }
@@ -95,8 +135,11 @@ impl<T: Send + Sync> Slot<T> {
                 Err(_) => None, // detached already, or owned by a join now
             }
         };
-        // Detaching may release claims and run GC handlers: do it without the GIL.
-        py.detach(move || drop(conn));
+        // Detaching may release claims and run GC handlers: do it without the GIL. Calls still
+        // running on the connection on other threads wake with `Closed`.
+        if let Some(conn) = conn {
+            py.detach(move || conn.detach());
+        }
     }
 
     /// Takes the Rust connection out for good: later calls fail `Closed` with `reason`. Fails
@@ -133,12 +176,33 @@ impl<T: Send + Sync> Slot<T> {
 #[pyclass(module = "stampede._stampede", frozen)]
 pub(crate) struct ChannelOutput {
     slot: Slot<stampede::ChannelOutput>,
+    /// The runtime's GC handlers (see `reclaim::Handlers`).
+    handlers: Py<Handlers>,
 }
 
 impl ChannelOutput {
-    pub(crate) fn new(conn: stampede::ChannelOutput) -> ChannelOutput {
+    pub(crate) fn new(conn: stampede::ChannelOutput, handlers: Py<Handlers>) -> ChannelOutput {
         let name = conn.channel().name().to_owned();
-        ChannelOutput { slot: Slot::new(conn, &name) }
+        ChannelOutput { slot: Slot::new(conn, &name), handlers }
+    }
+
+    /// Converts a put's arguments and copies its data in (once).
+    #[allow(clippy::type_complexity)]
+    fn prepare(
+        &self,
+        ts: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+        refcount: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+        codec: Option<&str>,
+    ) -> PyResult<(Arc<stampede::ChannelOutput>, Timestamp, Payload, Option<u32>, Option<Duration>)> {
+        let at = At { op: "put", name: &self.slot.name };
+        let ts = args::timestamp(ts, "ts", at)?;
+        let refcount = args::count(refcount, "refcount", at)?;
+        let timeout = args::timeout(timeout, at)?;
+        let conn = self.slot.get()?;
+        let payload = to_payload(data, codec, &|parts: &[&[u8]]| conn.copy_in(parts))?;
+        Ok((conn, ts, payload, refcount, timeout))
     }
 }
 
@@ -157,35 +221,32 @@ impl ChannelOutput {
     fn put(
         &self,
         py: Python<'_>,
-        ts: Timestamp,
+        ts: &Bound<'_, PyAny>,
         data: &Bound<'_, PyAny>,
-        refcount: Option<u32>,
-        timeout: Option<f64>,
+        refcount: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
         codec: Option<&str>,
     ) -> PyResult<()> {
-        let conn = self.slot.get()?;
-        let payload = to_payload(data, codec, &|parts: &[&[u8]]| conn.copy_in(parts))?;
-        let timeout = wait::timeout(timeout)?;
+        let (conn, ts, payload, refcount, timeout) = self.prepare(ts, data, refcount, timeout, codec)?;
         wait::blocking(py, timeout, |slice| conn.put_with(ts, payload.clone(), PutOptions { refcount, timeout: slice }))
     }
 
     /// The asyncio form of `put`: an awaitable that waits for room without blocking the loop.
+    ///
+    /// Cancellation-safe: a coroutine cancelled (or timed out) while waiting for room has stored
+    /// nothing, and nothing it was given lands later.
     #[pyo3(signature = (ts, data, refcount=None, timeout=None, codec=None))]
     fn put_async<'py>(
         &self,
         py: Python<'py>,
-        ts: Timestamp,
+        ts: &Bound<'py, PyAny>,
         data: &Bound<'py, PyAny>,
-        refcount: Option<u32>,
-        timeout: Option<f64>,
+        refcount: Option<&Bound<'py, PyAny>>,
+        timeout: Option<&Bound<'py, PyAny>>,
         codec: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let conn = self.slot.get()?;
-        let payload = to_payload(data, codec, &|parts: &[&[u8]]| conn.copy_in(parts))?;
-        let timeout = wait::timeout(timeout)?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            conn.put_async(ts, payload, PutOptions { refcount, timeout }).await.py()
-        })
+        let (conn, ts, payload, refcount, timeout) = self.prepare(ts, data, refcount, timeout, codec)?;
+        Pending::start(py, Op::ChannelPut(conn, ts, payload, refcount), timeout)
     }
 
     /// Demand feedback (SPEC §3): the lowest timestamp any current or future consumer may still
@@ -214,6 +275,10 @@ impl ChannelOutput {
     fn __repr__(&self) -> String {
         format!("ChannelOutput({:?})", self.slot.name)
     }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.handlers)
+    }
 }
 
 // ---- channel input -------------------------------------------------------------------------
@@ -224,12 +289,14 @@ pub(crate) struct ChannelInput {
     slot: Slot<stampede::ChannelInput>,
     /// The runtime's count of callback exceptions (a join's `on_incomplete` reports there).
     pub(crate) errors: Arc<HandlerErrors>,
+    /// The runtime's GC handlers (see `reclaim::Handlers`).
+    pub(crate) handlers: Py<Handlers>,
 }
 
 impl ChannelInput {
-    pub(crate) fn new(conn: stampede::ChannelInput, errors: Arc<HandlerErrors>) -> ChannelInput {
+    pub(crate) fn new(conn: stampede::ChannelInput, handlers: Py<Handlers>) -> ChannelInput {
         let name = conn.channel().name().to_owned();
-        ChannelInput { slot: Slot::new(conn, &name), errors }
+        ChannelInput { slot: Slot::new(conn, &name), errors: handlers.get().errors.clone(), handlers }
     }
 
     /// The channel, while the connection is usable.
@@ -257,6 +324,20 @@ impl ChannelInput {
         let item = wait::blocking(py, timeout, |slice| conn.get(selector, slice))?;
         Ok(Item::from_channel(item))
     }
+
+    fn consume_ts(&self, py: Python<'_>, ts: Timestamp) -> PyResult<()> {
+        let conn = self.slot.get()?;
+        wait::released(py, || conn.consume(ts))
+    }
+
+    fn consume_until_ts(&self, py: Python<'_>, ts: Timestamp) -> PyResult<()> {
+        let conn = self.slot.get()?;
+        wait::released(py, || conn.consume_until(ts))
+    }
+
+    fn at(&self, op: &'static str) -> At<'_> {
+        At { op, name: &self.slot.name }
+    }
 }
 
 #[pymethods]
@@ -271,45 +352,47 @@ impl ChannelInput {
     /// `timeout`: None waits, 0 never waits, seconds otherwise. Raises NotAvailable (with
     /// `previous` and `next`), AlreadyConsumed, Reclaimed, InvalidTimestamp, Closed.
     #[pyo3(signature = (selector, timeout=None))]
-    fn get(&self, py: Python<'_>, selector: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<Item> {
-        let selector = self::selector(selector)?;
-        self.get_item(py, selector, wait::timeout(timeout)?)
+    fn get(&self, py: Python<'_>, selector: &Bound<'_, PyAny>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Item> {
+        let at = self.at("get");
+        let selector = self::selector(selector, at)?;
+        self.get_item(py, selector, args::timeout(timeout, at)?)
     }
 
-    /// The asyncio form of `get`: an awaitable that does not block the event loop.
+    /// The asyncio form of `get`: a coroutine that does not block the event loop. Cancellation-
+    /// safe: a coroutine cancelled (or timed out) while waiting has taken nothing.
     #[pyo3(signature = (selector, timeout=None))]
     fn get_async<'py>(
         &self,
         py: Python<'py>,
         selector: &Bound<'py, PyAny>,
-        timeout: Option<f64>,
+        timeout: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let conn = self.slot.get()?;
-        let selector = self::selector(selector)?;
-        let timeout = wait::timeout(timeout)?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            conn.get_async(selector, timeout).await.map(Item::from_channel).py()
-        })
+        let at = self.at("get");
+        let selector = self::selector(selector, at)?;
+        let timeout = args::timeout(timeout, at)?;
+        Pending::start(py, Op::ChannelGet(self.slot.get()?, selector), timeout)
     }
 
     /// Every present item with t0 <= ts <= t1 not consumed on this connection, in timestamp
     /// order; each becomes open. Never waits.
-    fn get_range(&self, py: Python<'_>, t0: Timestamp, t1: Timestamp) -> PyResult<Vec<Item>> {
+    fn get_range(&self, py: Python<'_>, t0: &Bound<'_, PyAny>, t1: &Bound<'_, PyAny>) -> PyResult<Vec<Item>> {
+        let at = self.at("get_range");
+        let (t0, t1) = (args::timestamp(t0, "t0", at)?, args::timestamp(t1, "t1", at)?);
         let conn = self.slot.get()?;
         let items = wait::released(py, || conn.get_range(t0, t1))?;
         Ok(items.into_iter().map(Item::from_channel).collect())
     }
 
     /// Marks the item at `ts` consumed on this connection.
-    fn consume(&self, py: Python<'_>, ts: Timestamp) -> PyResult<()> {
-        let conn = self.slot.get()?;
-        wait::released(py, || conn.consume(ts))
+    fn consume(&self, py: Python<'_>, ts: &Bound<'_, PyAny>) -> PyResult<()> {
+        let ts = args::timestamp(ts, "ts", self.at("consume"))?;
+        self.consume_ts(py, ts)
     }
 
     /// Marks every present item <= ts consumed on this connection, unseen ones included.
-    fn consume_until(&self, py: Python<'_>, ts: Timestamp) -> PyResult<()> {
-        let conn = self.slot.get()?;
-        wait::released(py, || conn.consume_until(ts))
+    fn consume_until(&self, py: Python<'_>, ts: &Bound<'_, PyAny>) -> PyResult<()> {
+        let ts = args::timestamp(ts, "ts", self.at("consume_until"))?;
+        self.consume_until_ts(py, ts)
     }
 
     /// An iterator of items: each step gets with `selector` (a wildcard) and `timeout`.
@@ -322,21 +405,29 @@ impl ChannelInput {
     /// `timeout`, or when the channel, connection, task or runtime is closed.
     #[pyo3(signature = (selector=None, timeout=None, consume=true))]
     fn stream(
-        slf: Py<Self>,
+        slf: &Bound<'_, Self>,
         selector: Option<&Bound<'_, PyAny>>,
-        timeout: Option<f64>,
+        timeout: Option<&Bound<'_, PyAny>>,
         consume: bool,
     ) -> PyResult<Stream> {
+        let this = slf.get();
+        let at = this.at("stream");
         let selector = match selector {
             None => Selector::OldestUnseen,
-            Some(s) => self::selector(s)?,
+            Some(s) => self::selector(s, at)?,
         };
         if matches!(selector, Selector::At(_)) {
-            return Err(PyValueError::new_err("stream() takes a wildcard selector, not an exact timestamp"));
+            return Err(to_pyerr(Error::InvalidArgument {
+                op: "stream",
+                name: this.slot.name.clone(),
+                reason:
+                    "stream() takes a wildcard selector (OLDEST_UNSEEN, NEWEST_UNSEEN, ...), not an exact timestamp"
+                        .into(),
+            }));
         }
         Ok(Stream {
-            source: Source::Channel(slf, selector),
-            timeout: wait::timeout(timeout)?,
+            source: Source::Channel(slf.clone().unbind(), selector),
+            timeout: args::timeout(timeout, at)?,
             consume,
             pending: Mutex::new(None),
         })
@@ -360,6 +451,10 @@ impl ChannelInput {
     fn __repr__(&self) -> String {
         format!("ChannelInput({:?})", self.slot.name)
     }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.handlers)
+    }
 }
 
 // ---- queue output --------------------------------------------------------------------------
@@ -368,12 +463,41 @@ impl ChannelInput {
 #[pyclass(module = "stampede._stampede", frozen)]
 pub(crate) struct QueueOutput {
     slot: Slot<stampede::QueueOutput>,
+    /// The runtime's GC handlers (see `reclaim::Handlers`).
+    handlers: Py<Handlers>,
 }
 
 impl QueueOutput {
-    pub(crate) fn new(conn: stampede::QueueOutput) -> QueueOutput {
+    pub(crate) fn new(conn: stampede::QueueOutput, handlers: Py<Handlers>) -> QueueOutput {
         let name = conn.queue().name().to_owned();
-        QueueOutput { slot: Slot::new(conn, &name) }
+        QueueOutput { slot: Slot::new(conn, &name), handlers }
+    }
+
+    /// Converts a put's arguments and copies its data in (once).
+    #[allow(clippy::type_complexity)]
+    fn prepare(
+        &self,
+        ts: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+        refcount: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+        codec: Option<&str>,
+    ) -> PyResult<(Arc<stampede::QueueOutput>, Timestamp, Payload, Option<Duration>)> {
+        let at = At { op: "put", name: &self.slot.name };
+        let ts = args::timestamp(ts, "ts", at)?;
+        if refcount.is_some_and(|r| !r.is_none()) {
+            return Err(to_pyerr(Error::InvalidArgument {
+                op: "put",
+                name: self.slot.name.clone(),
+                reason: "a queue item goes to exactly one getter and is reclaimed when it consumes the item: \
+                         refcount must be None"
+                    .into(),
+            }));
+        }
+        let timeout = args::timeout(timeout, at)?;
+        let conn = self.slot.get()?;
+        let payload = to_payload(data, codec, &|parts: &[&[u8]]| conn.copy_in(parts))?;
+        Ok((conn, ts, payload, timeout))
     }
 }
 
@@ -385,37 +509,37 @@ impl QueueOutput {
         &self.slot.name
     }
 
-    /// Appends `data` at `ts` (duplicates allowed; ts >= the task's visibility). `timeout` bounds
-    /// the wait for room in a bounded queue.
-    #[pyo3(signature = (ts, data, timeout=None, codec=None))]
+    /// Appends `data` at `ts` (duplicates allowed; ts >= the task's visibility). The call shape
+    /// is a channel output's; `refcount` must be None (a queue item goes to exactly one getter
+    /// and is reclaimed when that getter consumes it). `timeout` bounds the wait for room in a
+    /// bounded queue.
+    #[pyo3(signature = (ts, data, refcount=None, timeout=None, codec=None))]
     fn put(
         &self,
         py: Python<'_>,
-        ts: Timestamp,
+        ts: &Bound<'_, PyAny>,
         data: &Bound<'_, PyAny>,
-        timeout: Option<f64>,
+        refcount: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
         codec: Option<&str>,
     ) -> PyResult<()> {
-        let conn = self.slot.get()?;
-        let payload = to_payload(data, codec, &|parts: &[&[u8]]| conn.copy_in(parts))?;
-        let timeout = wait::timeout(timeout)?;
+        let (conn, ts, payload, timeout) = self.prepare(ts, data, refcount, timeout, codec)?;
         wait::blocking(py, timeout, |slice| conn.put(ts, payload.clone(), slice))
     }
 
-    /// The asyncio form of `put`.
-    #[pyo3(signature = (ts, data, timeout=None, codec=None))]
+    /// The asyncio form of `put` (cancellation-safe, as `ChannelOutput.put_async`).
+    #[pyo3(signature = (ts, data, refcount=None, timeout=None, codec=None))]
     fn put_async<'py>(
         &self,
         py: Python<'py>,
-        ts: Timestamp,
+        ts: &Bound<'py, PyAny>,
         data: &Bound<'py, PyAny>,
-        timeout: Option<f64>,
+        refcount: Option<&Bound<'py, PyAny>>,
+        timeout: Option<&Bound<'py, PyAny>>,
         codec: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let conn = self.slot.get()?;
-        let payload = to_payload(data, codec, &|parts: &[&[u8]]| conn.copy_in(parts))?;
-        let timeout = wait::timeout(timeout)?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move { conn.put_async(ts, payload, timeout).await.py() })
+        let (conn, ts, payload, timeout) = self.prepare(ts, data, refcount, timeout, codec)?;
+        Pending::start(py, Op::QueuePut(conn, ts, payload), timeout)
     }
 
     /// Detaches the connection. Idempotent.
@@ -436,6 +560,10 @@ impl QueueOutput {
     fn __repr__(&self) -> String {
         format!("QueueOutput({:?})", self.slot.name)
     }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.handlers)
+    }
 }
 
 // ---- queue input ---------------------------------------------------------------------------
@@ -444,18 +572,24 @@ impl QueueOutput {
 #[pyclass(module = "stampede._stampede", frozen)]
 pub(crate) struct QueueInput {
     slot: Slot<stampede::QueueInput>,
+    /// The runtime's GC handlers (see `reclaim::Handlers`).
+    handlers: Py<Handlers>,
 }
 
 impl QueueInput {
-    pub(crate) fn new(conn: stampede::QueueInput) -> QueueInput {
+    pub(crate) fn new(conn: stampede::QueueInput, handlers: Py<Handlers>) -> QueueInput {
         let name = conn.queue().name().to_owned();
-        QueueInput { slot: Slot::new(conn, &name) }
+        QueueInput { slot: Slot::new(conn, &name), handlers }
     }
 
     fn get_item(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<Item> {
         let conn = self.slot.get()?;
         let item = wait::blocking(py, timeout, |slice| conn.get(slice))?;
         Ok(Item::from_queue(item))
+    }
+
+    fn at(&self, op: &'static str) -> At<'_> {
+        At { op, name: &self.slot.name }
     }
 
     fn consume_at(&self, py: Python<'_>, seq: Option<u64>, ts: Timestamp) -> PyResult<()> {
@@ -477,20 +611,32 @@ impl QueueInput {
     }
 
     /// Takes the oldest waiting item; it stays open on this connection (holding the task's
-    /// visibility at its timestamp) until consumed. Raises NotAvailable when the timeout expires.
-    #[pyo3(signature = (timeout=None))]
-    fn get(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Item> {
-        self.get_item(py, wait::timeout(timeout)?)
+    /// visibility at its timestamp) until consumed. The call shape is a channel input's; the
+    /// selector must be `OLDEST` (the default). Raises NotAvailable when the timeout expires.
+    #[pyo3(signature = (selector=None, timeout=None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        selector: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Item> {
+        let at = self.at("get");
+        queue_selector(selector, at)?;
+        self.get_item(py, args::timeout(timeout, at)?)
     }
 
-    /// The asyncio form of `get`.
-    #[pyo3(signature = (timeout=None))]
-    fn get_async<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
-        let conn = self.slot.get()?;
-        let timeout = wait::timeout(timeout)?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            conn.get_async(timeout).await.map(Item::from_queue).py()
-        })
+    /// The asyncio form of `get` (cancellation-safe, as `ChannelInput.get_async`).
+    #[pyo3(signature = (selector=None, timeout=None))]
+    fn get_async<'py>(
+        &self,
+        py: Python<'py>,
+        selector: Option<&Bound<'py, PyAny>>,
+        timeout: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let at = self.at("get");
+        queue_selector(selector, at)?;
+        let timeout = args::timeout(timeout, at)?;
+        Pending::start(py, Op::QueueGet(self.slot.get()?), timeout)
     }
 
     /// Consumes an item this connection got — given as the Item (exact) or as its timestamp
@@ -500,16 +646,34 @@ impl QueueInput {
             let item = item.get();
             return self.consume_at(py, item.seq, item.ts);
         }
-        let ts: Timestamp =
-            item.extract().map_err(|_| PyTypeError::new_err("consume() takes an Item or an int timestamp"))?;
+        let ts = args::timestamp(item, "item", self.at("consume")).map_err(|e| {
+            if e.is_instance_of::<PyTypeError>(py) {
+                PyTypeError::new_err("consume() takes an Item or an int timestamp")
+            } else {
+                e
+            }
+        })?;
         self.consume_at(py, None, ts)
     }
 
     /// An iterator of items, each consumed (with `consume(item)`) when the next one is asked for
-    /// if `consume=True`. Ends when no item arrives within `timeout` or the queue is closed.
-    #[pyo3(signature = (timeout=None, consume=true))]
-    fn stream(slf: Py<Self>, timeout: Option<f64>, consume: bool) -> PyResult<Stream> {
-        Ok(Stream { source: Source::Queue(slf), timeout: wait::timeout(timeout)?, consume, pending: Mutex::new(None) })
+    /// if `consume=True`. The call shape is a channel input's (the selector must be `OLDEST`).
+    /// Ends when no item arrives within `timeout` or the queue is closed.
+    #[pyo3(signature = (selector=None, timeout=None, consume=true))]
+    fn stream(
+        slf: &Bound<'_, Self>,
+        selector: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+        consume: bool,
+    ) -> PyResult<Stream> {
+        let at = slf.get().at("stream");
+        queue_selector(selector, at)?;
+        Ok(Stream {
+            source: Source::Queue(slf.clone().unbind()),
+            timeout: args::timeout(timeout, at)?,
+            consume,
+            pending: Mutex::new(None),
+        })
     }
 
     /// Detaches the connection; items it still holds open go back to the head of the queue.
@@ -529,6 +693,10 @@ impl QueueInput {
 
     fn __repr__(&self) -> String {
         format!("QueueInput({:?})", self.slot.name)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.handlers)
     }
 }
 
@@ -581,8 +749,8 @@ impl Stream {
 impl Stream {
     fn consume_pending(&self, py: Python<'_>, ts: Timestamp, seq: Option<u64>) -> PyResult<()> {
         match &self.source {
-            Source::Channel(conn, Selector::Newest | Selector::NewestUnseen) => conn.get().consume_until(py, ts),
-            Source::Channel(conn, _) => conn.get().consume(py, ts),
+            Source::Channel(conn, Selector::Newest | Selector::NewestUnseen) => conn.get().consume_until_ts(py, ts),
+            Source::Channel(conn, _) => conn.get().consume_ts(py, ts),
             Source::Queue(conn) => conn.get().consume_at(py, seq, ts),
         }
     }

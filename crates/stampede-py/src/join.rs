@@ -4,8 +4,8 @@
 //!
 //! The Rust joins own their input connections. Building a join *hands over* the Rust connection
 //! of every Python `ChannelInput` given: all of them or none (if one cannot be handed over —
-//! detached, given twice, in use by a blocked call on another thread — the others are given
-//! back). Afterwards the Python connection raises `Closed` ("handed over to a join") on every
+//! detached, in use by a blocked call on another thread — the others are given back; the same
+//! connection given twice is refused before anything is taken). Afterwards the Python connection raises `Closed` ("handed over to a join") on every
 //! call; the join reads through it, and `join.close()` (or leaving a `with` block, or dropping
 //! the join) detaches it. Everything the Rust constructors would reject is checked *before* the
 //! hand-over, so a refused join leaves the connections usable.
@@ -138,6 +138,11 @@ fn hand_over(
         return Err(invalid(op, "", "no input connections".into()));
     };
     let errors = first.get().errors.clone();
+    if let Some(twice) = inputs.iter().enumerate().find(|(i, input)| inputs[..*i].iter().any(|e| e.is(*input))) {
+        let reason = "the same input connection is given twice; a join reads each position through its own \
+                      connection (attach another input to read a channel twice)";
+        return Err(invalid(op, twice.1.get().name(), reason.into()));
+    }
     let channels = inputs.iter().map(|i| i.get().channel()).collect::<PyResult<Vec<_>>>()?;
     if let Some(policy) = settled_for {
         for input in inputs {

@@ -4,6 +4,9 @@
 //!
 //! - [`errors`] — the `StampedeError` hierarchy and the one conversion from `stampede::Error`.
 //! - [`wait`] — the one GIL-releasing, Ctrl-C-aware helper every blocking call goes through.
+//! - [`args`] — Python arguments to Rust values: wrong types raise `TypeError`, out-of-range
+//!   ints the typed error of what they are.
+//! - [`aio`] — the cancellation-safe asyncio bridge behind `get_async` / `put_async`.
 //! - [`runtime`] — `Runtime`, `Channel`, `Queue`.
 //! - [`task`] — `Task`.
 //! - [`connection`] — channel and queue connections, selectors, streams, asyncio forms.
@@ -18,6 +21,8 @@
 
 use pyo3::prelude::*;
 
+mod aio;
+mod args;
 mod connection;
 mod errors;
 mod item;
@@ -29,16 +34,8 @@ mod runtime;
 mod task;
 mod wait;
 
-/// Worker threads of the tokio runtime behind `get_async` / `put_async`: waiting costs no
-/// thread, so one is enough to complete the futures.
-const ASYNC_WORKER_THREADS: usize = 1;
-
 #[pymodule]
 fn _stampede(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.worker_threads(ASYNC_WORKER_THREADS).thread_name("stampede-async").enable_all();
-    pyo3_async_runtimes::tokio::init(builder);
-
     m.add_class::<runtime::Runtime>()?;
     m.add_class::<runtime::Channel>()?;
     m.add_class::<runtime::Queue>()?;

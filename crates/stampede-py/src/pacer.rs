@@ -3,8 +3,9 @@
 //! `sync(vt)` waits until `start + vt * tick` when early; when later than the tolerance it calls
 //! `on_late(vt, lateness_seconds)` (after the Rust pacer returned, with no lock held, so the handler
 //! may call `vt_now()` or `reset()`). Python's `sync` returns the virtual time to proceed with: `vt`,
-//! or the int `on_late` returned to skip ahead (e.g. `pacer.vt_now()`). Long waits are sliced so
-//! Ctrl-C interrupts them; the last stretch is the Rust pacer's precise wait.
+//! or the int `on_late` returned to skip ahead (e.g. `pacer.vt_now()`). Long waits sleep in slices
+//! of at most [`SLICE`] with a look at pending signals between them, so Ctrl-C interrupts any
+//! wait within about one slice; the last stretch is the Rust pacer's precise wait.
 
 use std::time::{Duration, Instant};
 
@@ -12,8 +13,9 @@ use parking_lot::Mutex;
 use pyo3::prelude::*;
 use stampede::{Pace, Timestamp};
 
-use crate::errors::IntoPyResult;
-use crate::wait::{self, SLICE};
+use crate::args::{self, At};
+use crate::errors::{to_pyerr, IntoPyResult};
+use crate::wait::SLICE;
 
 /// Paces a loop against real time: `vt = pacer.sync(vt)`.
 #[pyclass(module = "stampede._stampede", frozen)]
@@ -31,12 +33,19 @@ pub(crate) struct Pacer {
 #[pymethods]
 impl Pacer {
     /// `tick`: seconds of real time per unit of virtual time (1/30 for 30 fps); `tolerance`:
-    /// seconds late that still count as on time; `on_late(vt, lateness)`: called when later.
+    /// seconds late that still count as on time (None = 0); `on_late(vt, lateness)`: called when
+    /// later. Both in 0 ..= 86 400 s (a tick of 0 is refused); anything else is InvalidArgument.
     #[new]
-    #[pyo3(signature = (tick, tolerance=0.0, on_late=None))]
-    fn new(tick: f64, tolerance: f64, on_late: Option<Py<PyAny>>) -> PyResult<Pacer> {
-        let tick_d = wait::seconds("tick", tick)?;
-        let tolerance_d = wait::seconds("tolerance", tolerance)?;
+    #[pyo3(signature = (tick, tolerance=None, on_late=None))]
+    fn new(
+        py: Python<'_>,
+        tick: &Bound<'_, PyAny>,
+        tolerance: Option<&Bound<'_, PyAny>>,
+        on_late: Option<Py<PyAny>>,
+    ) -> PyResult<Pacer> {
+        let tick_d = args::pacer_seconds(tick, "tick")?;
+        let tolerance_d = tolerance.map_or(Ok(Duration::ZERO), |t| args::pacer_seconds(t, "tolerance"))?;
+        let on_late = on_late.map(|cb| args::callable(cb, py, "on_late")).transpose()?;
         let inner = stampede::Pacer::new(tick_d, tolerance_d).py()?;
         Ok(Pacer {
             inner: Mutex::new(inner),
@@ -49,20 +58,34 @@ impl Pacer {
 
     /// Waits until `vt` is due when early; calls `on_late` when late beyond the tolerance.
     /// Returns the virtual time to proceed with (`vt`, or what `on_late` returned).
-    fn sync(&self, py: Python<'_>, vt: Timestamp) -> PyResult<Timestamp> {
-        let due = *self.start.lock() + self.tick.saturating_mul(u32::try_from(vt.max(0)).unwrap_or(u32::MAX));
+    fn sync(&self, py: Python<'_>, vt: &Bound<'_, PyAny>) -> PyResult<Timestamp> {
+        let at = At { op: "sync", name: "pacer" };
+        let vt = args::timestamp(vt, "vt", at)?;
+        if vt < 0 {
+            return Err(to_pyerr(stampede::Error::InvalidTimestamp { op: "sync", name: "pacer".into(), ts: vt }));
+        }
+        // When vt is due, saturating like the pacer's own rule; a due time beyond what the clock
+        // can represent (centuries away) is waited for like any other: until Ctrl-C.
+        let due_nanos = u64::try_from(self.tick.as_nanos().saturating_mul(vt as u128)).unwrap_or(u64::MAX);
+        let due = self.start.lock().checked_add(Duration::from_nanos(due_nanos));
         loop {
-            let left = due.saturating_duration_since(Instant::now());
+            let left = due.map_or(Duration::MAX, |due| due.saturating_duration_since(Instant::now()));
             if left <= SLICE {
                 break;
             }
-            py.detach(|| std::thread::sleep(left - SLICE));
+            py.detach(|| std::thread::sleep(SLICE.min(left - SLICE)));
             py.check_signals()?;
         }
         let pace = py.detach(|| self.inner.lock().sync(vt));
         match (pace, &self.on_late) {
             (Pace::Late(lateness), Some(on_late)) => {
-                Ok(on_late.call1(py, (vt, lateness.as_secs_f64()))?.extract::<Option<Timestamp>>(py)?.unwrap_or(vt))
+                let next = on_late.call1(py, (vt, lateness.as_secs_f64()))?;
+                let next = next.bind(py);
+                if next.is_none() {
+                    Ok(vt)
+                } else {
+                    args::timestamp(next, "the virtual time on_late returned", at)
+                }
             }
             _ => Ok(vt),
         }

@@ -2,13 +2,14 @@
 
 use std::sync::Arc;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use stampede::{ChannelOptions, Limits, Retention, Stats, Timestamp};
+use pyo3::{PyTraverseError, PyVisit};
+use stampede::{ChannelOptions, Error, Limits, Retention, Stats, Timestamp};
 
-use crate::errors::IntoPyResult;
-use crate::reclaim::{self, HandlerErrors};
+use crate::args::{self, At};
+use crate::errors::{to_pyerr, IntoPyResult};
+use crate::reclaim::{HandlerErrors, Handlers};
 use crate::task::Task;
 use crate::wait;
 
@@ -16,15 +17,29 @@ use crate::wait;
 #[pyclass(module = "stampede._stampede", frozen)]
 pub(crate) struct Runtime {
     inner: stampede::Runtime,
-    /// Exceptions raised by this runtime's GC handlers.
-    errors: Arc<HandlerErrors>,
+    /// This runtime's GC handlers written in Python (and the count of their exceptions).
+    handlers: Py<Handlers>,
+}
+
+impl Runtime {
+    fn errors(&self) -> &Arc<HandlerErrors> {
+        &self.handlers.get().errors
+    }
+
+    fn channel(&self, py: Python<'_>, inner: stampede::Channel) -> Channel {
+        Channel { inner, handlers: self.handlers.clone_ref(py) }
+    }
+
+    fn queue(&self, py: Python<'_>, inner: stampede::Queue) -> Queue {
+        Queue { inner, handlers: self.handlers.clone_ref(py) }
+    }
 }
 
 #[pymethods]
 impl Runtime {
     #[new]
-    fn new() -> Runtime {
-        Runtime { inner: stampede::Runtime::new(), errors: Arc::default() }
+    fn new(py: Python<'_>) -> PyResult<Runtime> {
+        Ok(Runtime { inner: stampede::Runtime::new(), handlers: Handlers::new(py)? })
     }
 
     /// Creates a channel; `capacity` (items) and `max_bytes` bound it, None = unbounded.
@@ -34,36 +49,44 @@ impl Runtime {
     #[pyo3(signature = (name, capacity=None, max_bytes=None, retention="history"))]
     fn create_channel(
         &self,
+        py: Python<'_>,
         name: &str,
-        capacity: Option<usize>,
-        max_bytes: Option<usize>,
+        capacity: Option<&Bound<'_, PyAny>>,
+        max_bytes: Option<&Bound<'_, PyAny>>,
         retention: &str,
     ) -> PyResult<Channel> {
-        let options = ChannelOptions { limits: limits(capacity, max_bytes), retention: parse_retention(retention)? };
+        let at = At { op: "create_channel", name };
+        let options =
+            ChannelOptions { limits: limits(capacity, max_bytes, at)?, retention: parse_retention(retention, at)? };
         let inner = self.inner.create_channel(name, options).py()?;
-        Ok(Channel { inner, errors: self.errors.clone() })
+        Ok(self.channel(py, inner))
     }
 
     /// Creates a queue; `capacity` (items) and `max_bytes` bound it, None = unbounded.
     #[pyo3(signature = (name, capacity=None, max_bytes=None))]
-    fn create_queue(&self, name: &str, capacity: Option<usize>, max_bytes: Option<usize>) -> PyResult<Queue> {
-        let inner = self.inner.create_queue(name, limits(capacity, max_bytes)).py()?;
-        Ok(Queue { inner, errors: self.errors.clone() })
+    fn create_queue(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        capacity: Option<&Bound<'_, PyAny>>,
+        max_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Queue> {
+        let limits = limits(capacity, max_bytes, At { op: "create_queue", name })?;
+        let inner = self.inner.create_queue(name, limits).py()?;
+        Ok(self.queue(py, inner))
     }
 
-    /// The channel or queue called `name` (NotFound otherwise).
+    /// The channel or queue called `name` (NotFound otherwise). Equal (`==`) to every other
+    /// handle of the same channel or queue.
     fn lookup(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
         Ok(match self.inner.lookup(name).py()? {
-            stampede::Container::Channel(inner) => {
-                Channel { inner, errors: self.errors.clone() }.into_pyobject(py)?.into_any().unbind()
-            }
-            stampede::Container::Queue(inner) => {
-                Queue { inner, errors: self.errors.clone() }.into_pyobject(py)?.into_any().unbind()
-            }
+            stampede::Container::Channel(inner) => self.channel(py, inner).into_pyobject(py)?.into_any().unbind(),
+            stampede::Container::Queue(inner) => self.queue(py, inner).into_pyobject(py)?.into_any().unbind(),
         })
     }
 
-    /// Names of channels and queues starting with `prefix`, sorted.
+    /// Names of channels and queues under `prefix`, sorted. Hierarchical: "camera/" matches
+    /// "camera/left" (not "cameras"); "camera" matches "camera" itself and everything under it.
     #[pyo3(signature = (prefix=""))]
     fn names(&self, prefix: &str) -> Vec<String> {
         self.inner.names(prefix)
@@ -81,15 +104,24 @@ impl Runtime {
     }
 
     /// A root task at `virtual_time` (INFINITY allowed; must be >= ts_min).
-    #[pyo3(signature = (virtual_time=0))]
-    fn task(&self, py: Python<'_>, virtual_time: Timestamp) -> PyResult<Task> {
+    #[pyo3(signature = (virtual_time=None))]
+    fn task(&self, py: Python<'_>, virtual_time: Option<&Bound<'_, PyAny>>) -> PyResult<Task> {
+        let virtual_time = match virtual_time {
+            None => 0,
+            Some(v) => args::timestamp(v, "virtual_time", At { op: "task", name: "runtime" })?,
+        };
         let inner = wait::released(py, || self.inner.task(virtual_time))?;
-        Ok(Task { inner })
+        Ok(Task { inner, handlers: self.handlers.clone_ref(py) })
     }
 
-    /// Registers a GC handler for every channel and queue: `callback(name, ts)`.
-    fn on_reclaim(&self, callback: Py<PyAny>) {
-        self.inner.on_reclaim(reclaim::global(callback, self.errors.clone()));
+    /// Sets the GC handler for every channel and queue: `callback(name, ts)`, replacing the
+    /// previous one; `None` removes it.
+    fn on_reclaim(&self, py: Python<'_>, callback: Option<Py<PyAny>>) -> PyResult<()> {
+        let callback = callback.map(|cb| args::callable(cb, py, "callback")).transpose()?;
+        if let Some(trampoline) = Handlers::set_global(self.handlers.bind(py), callback)? {
+            self.inner.on_reclaim(trampoline);
+        }
+        Ok(())
     }
 
     /// Node-wide counters: ts_min, containers, claims, handler_errors.
@@ -99,7 +131,7 @@ impl Runtime {
         dict.set_item("ts_min", stats.ts_min)?;
         dict.set_item("containers", stats.containers)?;
         dict.set_item("claims", stats.claims)?;
-        dict.set_item("handler_errors", self.errors.total())?;
+        dict.set_item("handler_errors", self.errors().total())?;
         Ok(dict)
     }
 
@@ -132,13 +164,18 @@ impl Runtime {
         let stats = self.inner.stats();
         format!("Runtime(containers={}, ts_min={}, closed={})", stats.containers, stats.ts_min, self.inner.is_closed())
     }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.handlers)
+    }
 }
 
 /// A named channel of timestamped items (at most one per timestamp).
 #[pyclass(module = "stampede._stampede", frozen)]
 pub(crate) struct Channel {
     pub(crate) inner: stampede::Channel,
-    pub(crate) errors: Arc<HandlerErrors>,
+    /// The runtime's GC handlers (see [`Handlers`] for why every handle holds them).
+    pub(crate) handlers: Py<Handlers>,
 }
 
 #[pymethods]
@@ -163,7 +200,7 @@ impl Channel {
     /// Counters now: live_items, live_bytes, reclaimed, puts, gets, inputs, outputs, tombstones,
     /// tombstone_runs, claim, ts_min, handler_errors.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        stats_dict(py, &self.inner.stats(), self.errors.of(self.inner.name()))
+        stats_dict(py, &self.inner.stats(), self.handlers.get().errors.of(self.inner.name()))
     }
 
     /// Timestamps of the items stored now, in order.
@@ -200,10 +237,15 @@ impl Channel {
         py.detach(|| self.inner.close_producers());
     }
 
-    /// Registers a GC handler: `callback(ts)` for each item this channel reclaims.
-    fn on_reclaim(&self, callback: Py<PyAny>) {
-        let name = self.inner.name().to_owned();
-        self.inner.on_reclaim(reclaim::per_container(name, callback, self.errors.clone()));
+    /// Sets the GC handler: `callback(ts)` for each item this channel reclaims, replacing the
+    /// previous one; `None` removes it.
+    fn on_reclaim(&self, py: Python<'_>, callback: Option<Py<PyAny>>) -> PyResult<()> {
+        let callback = callback.map(|cb| args::callable(cb, py, "callback")).transpose()?;
+        let handlers = self.handlers.bind(py);
+        if let Some(trampoline) = Handlers::set(handlers, self.inner.id(), self.inner.name().to_owned(), callback)? {
+            self.inner.on_reclaim(trampoline);
+        }
+        Ok(())
     }
 
     /// Destroys the channel: items are reclaimed, the name is freed, operations raise Closed.
@@ -214,13 +256,26 @@ impl Channel {
     fn __repr__(&self) -> String {
         format!("Channel({:?})", self.inner.name())
     }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.cast::<Channel>().is_ok_and(|o| o.get().inner == self.inner)
+    }
+
+    fn __hash__(&self) -> u64 {
+        self.inner.id()
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.handlers)
+    }
 }
 
 /// A named FIFO queue of timestamped items; each item goes to exactly one getter.
 #[pyclass(module = "stampede._stampede", frozen)]
 pub(crate) struct Queue {
     pub(crate) inner: stampede::Queue,
-    errors: Arc<HandlerErrors>,
+    /// The runtime's GC handlers (see [`Handlers`]).
+    pub(crate) handlers: Py<Handlers>,
 }
 
 #[pymethods]
@@ -242,13 +297,18 @@ impl Queue {
 
     /// Counters now (as `Channel.stats()`).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        stats_dict(py, &self.inner.stats(), self.errors.of(self.inner.name()))
+        stats_dict(py, &self.inner.stats(), self.handlers.get().errors.of(self.inner.name()))
     }
 
-    /// Registers a GC handler: `callback(ts)` for each item the queue reclaims (when consumed).
-    fn on_reclaim(&self, callback: Py<PyAny>) {
-        let name = self.inner.name().to_owned();
-        self.inner.on_reclaim(reclaim::per_container(name, callback, self.errors.clone()));
+    /// Sets the GC handler: `callback(ts)` for each item the queue reclaims (when consumed),
+    /// replacing the previous one; `None` removes it.
+    fn on_reclaim(&self, py: Python<'_>, callback: Option<Py<PyAny>>) -> PyResult<()> {
+        let callback = callback.map(|cb| args::callable(cb, py, "callback")).transpose()?;
+        let handlers = self.handlers.bind(py);
+        if let Some(trampoline) = Handlers::set(handlers, self.inner.id(), self.inner.name().to_owned(), callback)? {
+            self.inner.on_reclaim(trampoline);
+        }
+        Ok(())
     }
 
     /// Destroys the queue: items are reclaimed, operations raise Closed.
@@ -259,20 +319,34 @@ impl Queue {
     fn __repr__(&self) -> String {
         format!("Queue({:?})", self.inner.name())
     }
-}
 
-fn parse_retention(retention: &str) -> PyResult<Retention> {
-    match retention {
-        "history" => Ok(Retention::History),
-        "current_readers" => Ok(Retention::CurrentReaders),
-        other => {
-            Err(PyValueError::new_err(format!("retention must be \"history\" or \"current_readers\", not {other:?}")))
-        }
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.cast::<Queue>().is_ok_and(|o| o.get().inner == self.inner)
+    }
+
+    fn __hash__(&self) -> u64 {
+        self.inner.id()
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.handlers)
     }
 }
 
-fn limits(capacity: Option<usize>, max_bytes: Option<usize>) -> Limits {
-    Limits { capacity, bytes_max: max_bytes }
+fn parse_retention(retention: &str, at: At<'_>) -> PyResult<Retention> {
+    match retention {
+        "history" => Ok(Retention::History),
+        "current_readers" => Ok(Retention::CurrentReaders),
+        other => Err(to_pyerr(Error::InvalidArgument {
+            op: at.op,
+            name: at.name.to_owned(),
+            reason: format!("retention must be \"history\" or \"current_readers\", not {other:?}"),
+        })),
+    }
+}
+
+fn limits(capacity: Option<&Bound<'_, PyAny>>, max_bytes: Option<&Bound<'_, PyAny>>, at: At<'_>) -> PyResult<Limits> {
+    Ok(Limits { capacity: args::count(capacity, "capacity", at)?, bytes_max: args::count(max_bytes, "max_bytes", at)? })
 }
 
 fn stats_dict<'py>(py: Python<'py>, stats: &Stats, handler_errors: u64) -> PyResult<Bound<'py, PyDict>> {

@@ -3,9 +3,12 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
+use pyo3::{PyTraverseError, PyVisit};
 use stampede::Timestamp;
 
+use crate::args::{self, At};
 use crate::connection::{ChannelInput, ChannelOutput, QueueInput, QueueOutput};
+use crate::reclaim::Handlers;
 use crate::runtime::{Channel, Queue};
 use crate::wait;
 
@@ -13,6 +16,15 @@ use crate::wait;
 #[pyclass(module = "stampede._stampede", frozen)]
 pub(crate) struct Task {
     pub(crate) inner: stampede::Task,
+    /// The runtime's GC handlers (see [`Handlers`]: every handle that keeps the runtime alive
+    /// holds them).
+    pub(crate) handlers: Py<Handlers>,
+}
+
+impl Task {
+    fn at(&self, op: &'static str) -> At<'static> {
+        At { op, name: "task" }
+    }
 }
 
 #[pymethods]
@@ -36,15 +48,18 @@ impl Task {
     }
 
     /// Sets the virtual time; `v` must be >= visibility (else BelowVisibility). May reclaim.
-    fn set_virtual_time(&self, py: Python<'_>, v: Timestamp) -> PyResult<()> {
+    fn set_virtual_time(&self, py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        let v = args::timestamp(v, "v", self.at("set_virtual_time"))?;
         wait::released(py, || self.inner.set_virtual_time(v))
     }
 
     /// A child task; `virtual_time` must be >= this task's visibility (default: equal to it).
     #[pyo3(signature = (virtual_time=None))]
-    fn spawn(&self, py: Python<'_>, virtual_time: Option<Timestamp>) -> PyResult<Task> {
+    fn spawn(&self, py: Python<'_>, virtual_time: Option<&Bound<'_, PyAny>>) -> PyResult<Task> {
+        let virtual_time: Option<Timestamp> =
+            virtual_time.map(|v| args::timestamp(v, "virtual_time", self.at("spawn"))).transpose()?;
         let inner = wait::released(py, || self.inner.spawn(virtual_time.unwrap_or_else(|| self.inner.visibility())))?;
-        Ok(Task { inner })
+        Ok(Task { inner, handlers: self.handlers.clone_ref(py) })
     }
 
     /// Attaches an input connection to a Channel (ChannelInput) or a Queue (QueueInput).
@@ -52,12 +67,12 @@ impl Task {
         if let Ok(channel) = container.cast::<Channel>() {
             let channel = channel.get();
             let inner = wait::released(py, || self.inner.attach_input(&channel.inner))?;
-            return ChannelInput::new(inner, channel.errors.clone()).into_py_any(py);
+            return ChannelInput::new(inner, channel.handlers.clone_ref(py)).into_py_any(py);
         }
         if let Ok(queue) = container.cast::<Queue>() {
-            let queue = &queue.get().inner;
-            let inner = wait::released(py, || self.inner.attach_input(queue))?;
-            return QueueInput::new(inner).into_py_any(py);
+            let queue = queue.get();
+            let inner = wait::released(py, || self.inner.attach_input(&queue.inner))?;
+            return QueueInput::new(inner, queue.handlers.clone_ref(py)).into_py_any(py);
         }
         Err(not_a_container(container))
     }
@@ -65,14 +80,14 @@ impl Task {
     /// Attaches an output connection to a Channel (ChannelOutput) or a Queue (QueueOutput).
     fn attach_output(&self, py: Python<'_>, container: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         if let Ok(channel) = container.cast::<Channel>() {
-            let channel = &channel.get().inner;
-            let inner = wait::released(py, || self.inner.attach_output(channel))?;
-            return ChannelOutput::new(inner).into_py_any(py);
+            let channel = channel.get();
+            let inner = wait::released(py, || self.inner.attach_output(&channel.inner))?;
+            return ChannelOutput::new(inner, channel.handlers.clone_ref(py)).into_py_any(py);
         }
         if let Ok(queue) = container.cast::<Queue>() {
-            let queue = &queue.get().inner;
-            let inner = wait::released(py, || self.inner.attach_output(queue))?;
-            return QueueOutput::new(inner).into_py_any(py);
+            let queue = queue.get();
+            let inner = wait::released(py, || self.inner.attach_output(&queue.inner))?;
+            return QueueOutput::new(inner, queue.handlers.clone_ref(py)).into_py_any(py);
         }
         Err(not_a_container(container))
     }
@@ -98,6 +113,10 @@ impl Task {
 
     fn __repr__(&self) -> String {
         format!("{:?}", self.inner)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.handlers)
     }
 }
 

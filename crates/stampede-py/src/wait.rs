@@ -61,11 +61,3 @@ pub(crate) fn timeout(seconds: Option<f64>) -> PyResult<Option<Duration>> {
         Some(s) => Ok(Some(Duration::from_secs_f64(s.min(1e9)))),
     }
 }
-
-/// A duration in seconds from Python (`tick`, `tolerance`).
-pub(crate) fn seconds(what: &str, s: f64) -> PyResult<Duration> {
-    if !s.is_finite() || s < 0.0 {
-        return Err(PyValueError::new_err(format!("{what} must be a finite number of seconds >= 0, not {s}")));
-    }
-    Ok(Duration::from_secs_f64(s))
-}

@@ -170,15 +170,26 @@ impl ChannelOutput {
     /// Puts with a reference count and/or a timeout (SPEC §2). Errors: `InvalidTimestamp`,
     /// `BelowVisibility`, `DuplicateTimestamp`, `Full`, `Closed`.
     pub fn put_with(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
+        self.check_fits(ts, payload.payload_bytes())?;
         let payload = payload.into_payload(&self.channel.shared.buffers);
         wait::blocking(&self.channel.shared.freed, options.timeout, || self.try_put(ts, &payload, options.refcount))
     }
 
     /// The async form of [`put_with`](Self::put_with): waits for room without blocking a thread.
     pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
+        self.check_fits(ts, payload.payload_bytes())?;
         let payload = payload.into_payload(&self.channel.shared.buffers);
         let attempt = || self.try_put(ts, &payload, options.refcount);
         wait::asynchronous(&self.channel.shared.freed, options.timeout, attempt).await
+    }
+
+    /// Fails `Full { can_never_fit: true, .. }` (the error a put would return) when an item of
+    /// `payload_bytes` at `ts` can never fit this channel's `max_bytes`, whatever is reclaimed:
+    /// for callers that copy a payload themselves and want to refuse before the copy. Every put
+    /// checks this before copying.
+    pub fn check_fits(&self, ts: Timestamp, payload_bytes: usize) -> Result<()> {
+        let shared = &self.channel.shared;
+        shared.limits.check_fits(&shared.name, ts, payload_bytes)
     }
 
     /// Copies `parts`, concatenated, into a buffer from this channel's recycling pool: the one

@@ -66,7 +66,7 @@ pub use runtime::{ChannelOptions, Container, Runtime, RuntimeStats};
 pub use split::{split, Gather};
 pub use stampede_core::{
     Codec, Error, Item, Limits, Pace, Payload, QueueItem, Result, Retention, Selector, Stats, Timestamp, DETACHED,
-    INFINITY, TS_MAX,
+    INFINITY, NAME_BYTES_MAX, TS_MAX,
 };
 pub use task::{Attach, Task};
 pub use wait::Changed;

@@ -77,47 +77,72 @@ impl Drop for Recycled {
 /// Anything `put` accepts: borrowed bytes and text are copied once (through the container's
 /// buffer pool); owned `Vec<u8>`, [`Bytes`] and [`Payload`] are taken without a copy.
 pub trait IntoPayload {
+    /// The payload's size in bytes, known before any copy: `put` refuses an item that can never
+    /// fit a `max_bytes` bound without copying it first.
+    fn payload_bytes(&self) -> usize;
+
     /// Makes the payload, copying borrowed data into a buffer from `buffers`.
     fn into_payload(self, buffers: &Arc<Buffers>) -> Payload;
 }
 
 impl IntoPayload for &[u8] {
+    fn payload_bytes(&self) -> usize {
+        self.len()
+    }
     fn into_payload(self, buffers: &Arc<Buffers>) -> Payload {
         Payload { data: buffers.copy(&[self]), codec: Codec::Raw }
     }
 }
 
 impl<const N: usize> IntoPayload for &[u8; N] {
+    fn payload_bytes(&self) -> usize {
+        N
+    }
     fn into_payload(self, buffers: &Arc<Buffers>) -> Payload {
         self.as_slice().into_payload(buffers)
     }
 }
 
 impl IntoPayload for &Vec<u8> {
+    fn payload_bytes(&self) -> usize {
+        self.len()
+    }
     fn into_payload(self, buffers: &Arc<Buffers>) -> Payload {
         self.as_slice().into_payload(buffers)
     }
 }
 
 impl IntoPayload for &str {
+    fn payload_bytes(&self) -> usize {
+        self.len()
+    }
     fn into_payload(self, buffers: &Arc<Buffers>) -> Payload {
         Payload { data: buffers.copy(&[self.as_bytes()]), codec: Codec::Utf8 }
     }
 }
 
 impl IntoPayload for Vec<u8> {
+    fn payload_bytes(&self) -> usize {
+        self.len()
+    }
     fn into_payload(self, _: &Arc<Buffers>) -> Payload {
         Payload::from(self)
     }
 }
 
 impl IntoPayload for Bytes {
+    fn payload_bytes(&self) -> usize {
+        self.len()
+    }
     fn into_payload(self, _: &Arc<Buffers>) -> Payload {
         Payload::from(self)
     }
 }
 
 impl IntoPayload for Payload {
+    fn payload_bytes(&self) -> usize {
+        self.len()
+    }
     fn into_payload(self, _: &Arc<Buffers>) -> Payload {
         self
     }
@@ -130,6 +155,9 @@ pub struct Parts<'a> {
 }
 
 impl IntoPayload for Parts<'_> {
+    fn payload_bytes(&self) -> usize {
+        self.parts.iter().map(|p| p.len()).sum()
+    }
     fn into_payload(self, buffers: &Arc<Buffers>) -> Payload {
         Payload { data: buffers.copy(self.parts), codec: self.codec }
     }

@@ -104,14 +104,22 @@ impl QueueOutput {
     /// Appends `payload` at `ts` (duplicates allowed; `ts >= visibility`). `timeout` bounds the
     /// wait for room in a bounded queue.
     pub fn put(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
+        self.check_fits(ts, payload.payload_bytes())?;
         let payload = payload.into_payload(&self.queue.shared.buffers);
         wait::blocking(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload))
     }
 
     /// The async form of [`put`](Self::put).
     pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
+        self.check_fits(ts, payload.payload_bytes())?;
         let payload = payload.into_payload(&self.queue.shared.buffers);
         wait::asynchronous(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload)).await
+    }
+
+    /// As [`ChannelOutput::check_fits`](crate::ChannelOutput::check_fits), for this queue.
+    pub fn check_fits(&self, ts: Timestamp, payload_bytes: usize) -> Result<()> {
+        let shared = &self.queue.shared;
+        shared.limits.check_fits(&shared.name, ts, payload_bytes)
     }
 
     /// Copies `parts`, concatenated, into a buffer from this queue's recycling pool.

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use stampede_core::name::check_name;
 use stampede_core::{ChannelState, Error, Item, Limits, QueueState, Result, Retention, Timestamp};
 
 use crate::channel::Channel;
@@ -68,10 +69,12 @@ impl Runtime {
     }
 
     /// Creates a channel with bounds ([`Limits`]) or full [`ChannelOptions`]. Names are
-    /// hierarchical by convention (`camera/left`).
+    /// `/`-separated segments (`camera/left`, see [`stampede_core::name`]); a bad name or a zero
+    /// bound is `InvalidArgument`, a name in use `AlreadyExists`, a closed runtime `Closed`.
     pub fn create_channel(&self, name: &str, options: impl Into<ChannelOptions>) -> Result<Channel> {
-        check_name(name)?;
         let ChannelOptions { limits, retention } = options.into();
+        check_name("create_channel", name)?;
+        limits.check("create_channel", name)?;
         let name: Arc<str> = name.into();
         let key = self.space.next_id();
         let shared = Shared::new(key, name.clone(), limits, ChannelState::new(name.clone(), limits, retention));
@@ -79,9 +82,10 @@ impl Runtime {
         Ok(Channel { shared, space: self.space.clone() })
     }
 
-    /// Creates a queue.
+    /// Creates a queue (names and bounds as [`create_channel`](Self::create_channel)).
     pub fn create_queue(&self, name: &str, limits: Limits) -> Result<Queue> {
-        check_name(name)?;
+        check_name("create_queue", name)?;
+        limits.check("create_queue", name)?;
         let name: Arc<str> = name.into();
         let key = self.space.next_id();
         let shared = Shared::new(key, name.clone(), limits, QueueState::new(key, name.clone(), limits));
@@ -89,8 +93,10 @@ impl Runtime {
         Ok(Queue { shared, space: self.space.clone() })
     }
 
-    /// The channel or queue called `name` (`NotFound` otherwise).
+    /// The channel or queue called `name` (`NotFound` otherwise; `InvalidArgument` for a name
+    /// no container can have; `Closed` once the runtime is closed).
     pub fn lookup(&self, name: &str) -> Result<Container> {
+        check_name("lookup", name)?;
         Ok(match self.space.lookup(name)? {
             Entry::Channel(shared) => Container::Channel(Channel { shared, space: self.space.clone() }),
             Entry::Queue(shared) => Container::Queue(Queue { shared, space: self.space.clone() }),
@@ -113,7 +119,9 @@ impl Runtime {
         }
     }
 
-    /// Names of channels and queues starting with `prefix`, sorted.
+    /// Names of the channels and queues `prefix` selects, sorted. Hierarchical
+    /// ([`stampede_core::name::under`]): `""` selects all; `"camera/"` the names under `camera/`
+    /// (not `cameraX`); `"camera"` `camera` itself and the names under it (not `cameras`).
     pub fn names(&self, prefix: &str) -> Vec<String> {
         self.space.names(prefix)
     }
@@ -169,15 +177,4 @@ impl Runtime {
     pub fn is_closed(&self) -> bool {
         self.space.is_closed()
     }
-}
-
-fn check_name(name: &str) -> Result<()> {
-    if name.is_empty() || name.starts_with('/') || name.ends_with('/') || name.contains("//") {
-        return Err(Error::InvalidArgument {
-            op: "create",
-            name: name.to_owned(),
-            reason: "names are non-empty, '/'-separated segments (e.g. \"camera/left\")".into(),
-        });
-    }
-    Ok(())
 }

@@ -28,6 +28,7 @@ use std::sync::{Arc, Weak};
 use crate::payload::Buffers;
 use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::wait::Signal;
+use stampede_core::name;
 use stampede_core::{
     ChannelState, Claims, ContainerKey, Effects, Error, IdMap, Item, Limits, Location, OpenChange, OpenChanges,
     Progress, QueueState, Refusal, Result, Stats, TaskId, TaskState, Timestamp, Update, Updates, INFINITY,
@@ -369,14 +370,17 @@ impl Space {
     }
 
     pub(crate) fn lookup(&self, name: &str) -> Result<Entry> {
+        self.check_open(name)?;
         self.names.read().get(name).cloned().ok_or_else(|| Error::NotFound { name: name.to_owned() })
     }
 
+    /// The names `prefix` selects ([`stampede_core::name::under`]), sorted.
     pub(crate) fn names(&self, prefix: &str) -> Vec<String> {
         self.names
             .read()
             .range(prefix.to_owned()..)
             .take_while(|(n, _)| n.starts_with(prefix))
+            .filter(|(n, _)| name::under(n, prefix))
             .map(|(n, _)| n.clone())
             .collect()
     }
@@ -436,7 +440,8 @@ impl Space {
     ) -> Result<Arc<TaskShared>> {
         self.check_open("runtime")?;
         if virtual_time < 0 {
-            return Err(Error::InvalidTimestamp { op: "task", name: "runtime".into(), ts: virtual_time });
+            let op = if parent.is_some() { "spawn" } else { "task" };
+            return Err(Error::InvalidTimestamp { op, name: "runtime".into(), ts: virtual_time });
         }
         let id = self.next_id();
         let (state, updates) = TaskState::new(id, virtual_time);

@@ -11,7 +11,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use stampede::{Error, ExactJoin, JoinPolicy, Limits, PutOptions, Runtime, Selector, DETACHED, INFINITY};
+use stampede::payload::Buffers;
+use stampede::{
+    Error, ExactJoin, IntoPayload, JoinPolicy, Limits, Payload, PutOptions, Runtime, Selector, DETACHED, INFINITY,
+};
 use support::with_watchdog;
 
 /// A zero timeout: never wait.
@@ -258,4 +261,129 @@ fn exact_get_of_a_settled_absent_timestamp_fails_for_good() {
         assert!(matches!(inp.get(12, NOW), Err(Error::NotAvailable { settled: false, .. })));
         drop(shoot);
     });
+}
+
+/// Defect 1: a task of one runtime attaching to another runtime's channel or queue (input or
+/// output) is refused with `InvalidArgument` saying they belong to different runtimes; before,
+/// the attach succeeded and a later put panicked ("claim reported below ts_min").
+#[test]
+fn attaching_across_runtimes_is_refused() {
+    let (a, b) = (Runtime::new(), Runtime::new());
+    let ch = b.create_channel("foreign/frames", Limits::unbounded()).unwrap();
+    let q = b.create_queue("foreign/work", Limits::unbounded()).unwrap();
+    let task = a.task(0).unwrap();
+    let refused =
+        |e: Error| matches!(&e, Error::InvalidArgument { .. }) && e.to_string().contains("different runtimes");
+    assert!(refused(task.attach_output(&ch).err().expect("refused")));
+    assert!(refused(task.attach_input(&ch).err().expect("refused")));
+    assert!(refused(task.attach_output(&q).err().expect("refused")));
+    assert!(refused(task.attach_input(&q).err().expect("refused")));
+    assert_eq!((ch.stats().inputs, ch.stats().outputs, q.stats().inputs), (0, 0, 0));
+}
+
+/// Defect 12: a bound nothing fits in (`capacity` or `max_bytes` of 0) is refused at creation
+/// with `InvalidArgument`, for channels and queues; before, creation succeeded and every put
+/// failed.
+#[test]
+fn zero_bounds_are_refused_at_creation() {
+    let rt = Runtime::new();
+    for limits in [Limits::items(0), Limits::unbounded().with_bytes(0), Limits::items(3).with_bytes(0)] {
+        let error = rt.create_channel("zero/channel", limits).unwrap_err();
+        assert!(matches!(error, Error::InvalidArgument { .. }) && error.to_string().contains("=0"), "{error}");
+        assert!(matches!(rt.create_queue("zero/queue", limits), Err(Error::InvalidArgument { .. })));
+    }
+    assert!(rt.names("").is_empty());
+}
+
+/// Defect 13: names follow SPEC §15 (segments of letters, digits and `_ - . :`, no `.`/`..`,
+/// at most `NAME_BYTES_MAX` bytes) in `create_channel`, `create_queue` and `lookup`, each
+/// refusal an `InvalidArgument` naming the rule; and `names(prefix)` selects whole segments.
+#[test]
+fn names_are_checked_and_selected_hierarchically() {
+    let rt = Runtime::new();
+    let long = "a".repeat(stampede::NAME_BYTES_MAX + 1);
+    for bad in ["", "/a", "a/", "a//b", "a/../b", "cam era", "cam*", "a$b", "a?", "a#", "tab\t", "é", long.as_str()] {
+        let error = rt.create_channel(bad, Limits::unbounded()).unwrap_err();
+        assert!(matches!(error, Error::InvalidArgument { .. }), "{bad:?}: {error}");
+        assert!(matches!(rt.create_queue(bad, Limits::unbounded()), Err(Error::InvalidArgument { .. })), "{bad:?}");
+        assert!(matches!(rt.lookup(bad), Err(Error::InvalidArgument { .. })), "{bad:?}");
+    }
+    for name in ["camera", "camera/left", "camera/left/raw", "cameraX", "cameras", "mic:0/a-b_c.d"] {
+        rt.create_channel(name, Limits::unbounded()).unwrap();
+    }
+    assert_eq!(rt.names("camera/"), ["camera/left", "camera/left/raw"]);
+    assert_eq!(rt.names("camera"), ["camera", "camera/left", "camera/left/raw"]);
+    assert_eq!(rt.names("camera/left"), ["camera/left", "camera/left/raw"]);
+    assert_eq!(rt.names("").len(), 6);
+    assert!(rt.names("cam").is_empty());
+}
+
+/// A payload that counts how often it was copied, to prove a put refuses before copying.
+struct Counted<'a>(&'a [u8], &'a std::sync::atomic::AtomicUsize);
+
+impl IntoPayload for Counted<'_> {
+    fn payload_bytes(&self) -> usize {
+        self.0.len()
+    }
+    fn into_payload(self, buffers: &Arc<Buffers>) -> Payload {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.into_payload(buffers)
+    }
+}
+
+/// Defect 14: a put of an item larger than `max_bytes` fails `Full { can_never_fit: true }`
+/// without copying the payload (blocking, async, channel and queue), and `check_fits` gives the
+/// same error up front for callers that copy themselves.
+#[test]
+fn oversized_puts_fail_before_copying() {
+    let rt = Runtime::new();
+    let ch = rt.create_channel("big/frames", Limits::unbounded().with_bytes(16)).unwrap();
+    let q = rt.create_queue("big/work", Limits::unbounded().with_bytes(16)).unwrap();
+    let task = rt.task(0).unwrap();
+    let (out, qout) = (task.attach_output(&ch).unwrap(), task.attach_output(&q).unwrap());
+    let copies = std::sync::atomic::AtomicUsize::new(0);
+    let frame = vec![0u8; 1_000];
+    let never = |r: stampede::Result<()>| matches!(r, Err(Error::Full { can_never_fit: true, .. }));
+    assert!(never(out.put_with(0, Counted(&frame, &copies), PutOptions::default())));
+    assert!(never(qout.put(0, Counted(&frame, &copies), None)));
+    let tokio = tokio();
+    assert!(never(tokio.block_on(out.put_async(0, Counted(&frame, &copies), PutOptions::default()))));
+    assert!(never(tokio.block_on(qout.put_async(0, Counted(&frame, &copies), None))));
+    assert_eq!(copies.load(std::sync::atomic::Ordering::SeqCst), 0, "an oversized payload was copied");
+    assert!(never(out.check_fits(0, 17)) && never(qout.check_fits(0, 17)));
+    assert!(out.check_fits(0, 16).is_ok() && qout.check_fits(0, 16).is_ok());
+    out.put(0, Counted(&frame[..16], &copies)).unwrap();
+    assert_eq!(copies.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+/// Defect 15: error messages name what the user did. `consume` of a timestamp never put is worded
+/// as a consume (not a get with get's advice); `lookup`, `create_*` and `task` after `close()`
+/// say the runtime was closed (`Closed`, not `NotFound`); a root task below ts_min talks about
+/// `rt.task(virtual_time=…)`, not a task named "runtime".
+#[test]
+fn messages_name_the_operation_the_user_called() {
+    let rt = Runtime::new();
+    let ch = rt.create_channel("words/frames", Limits::unbounded()).unwrap();
+    let producer = rt.task(0).unwrap();
+    let out = producer.attach_output(&ch).unwrap();
+    let reader = rt.task(0).unwrap();
+    let inp = reader.attach_input(&ch).unwrap();
+    out.put(3, &b"x"[..]).unwrap();
+    let consume = inp.consume(5).unwrap_err().to_string();
+    assert!(consume.starts_with("consume ts=5") && !consume.contains("wait with a timeout"), "{consume}");
+    producer.set_virtual_time(20).unwrap();
+    reader.set_virtual_time(20).unwrap();
+    let task = rt.task(1).unwrap_err().to_string();
+    assert!(task.contains("rt.task(virtual_time=1)") && !task.contains("\"runtime\""), "{task}");
+    let spawn = producer.spawn(-1).unwrap_err().to_string();
+    assert!(spawn.contains("task.spawn(virtual_time=-1)"), "{spawn}");
+    rt.close();
+    for error in [
+        rt.lookup("words/frames").map(|_| ()).unwrap_err(),
+        rt.create_channel("words/new", Limits::unbounded()).map(|_| ()).unwrap_err(),
+        rt.create_queue("words/queue", Limits::unbounded()).map(|_| ()).unwrap_err(),
+        rt.task(INFINITY).map(|_| ()).unwrap_err(),
+    ] {
+        assert!(matches!(error, Error::Closed { reason: "the runtime was closed", .. }), "{error}");
+    }
 }
