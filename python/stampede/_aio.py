@@ -10,7 +10,7 @@ nothing and stored nothing.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Optional
+from typing import Any
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -19,7 +19,7 @@ def _wake(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-async def get(pending: Any, timeout: Optional[float]) -> Any:
+async def get(pending: Any, timeout: float | None) -> Any:
     """Repeats ``pending.attempt(False)`` (``None``: not yet; raises when it fails for good) until
     it returns an item, awaiting a fresh ``pending.readiness()`` between attempts. Once
     ``timeout`` seconds have passed, ``pending.attempt(True)`` raises the "not yet" error itself
@@ -50,6 +50,6 @@ async def get(pending: Any, timeout: Optional[float]) -> Any:
             ready.close()
 
 
-async def put(pending: Any, timeout: Optional[float]) -> None:
+async def put(pending: Any, timeout: float | None) -> None:
     """As ``get``, for a put (whose attempt returns ``True`` once the item is stored)."""
     await get(pending, timeout)

@@ -247,7 +247,7 @@ def test_inputs_are_handed_over_to_the_join(rt):
     join detaches its connections, so their claims stop holding ts_min."""
     _, (cam,), (out,), (inp,) = cameras(rt, ["a"], close=False)
     other = rt.task(INFINITY).attach_input(rt.lookup("a"))
-    with pytest.raises(stampede.Closed):
+    with pytest.raises(stampede.InvalidArgument, match="twice"):
         ExactJoin([other, inp, inp])
     other.consume_until(0)  # nothing was taken
     with ExactJoin([inp]) as join:

@@ -168,6 +168,31 @@ impl<T: Detach + Send + Sync> Slot<T> {
     fn restore(&self, conn: T) {
         *self.conn.write() = Ok(Arc::new(conn));
     }
+
+    /// Converts the arguments every put takes and copies its data in with `copy_in` (once).
+    fn put_args(
+        &self,
+        ts: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+        timeout: Option<&Bound<'_, PyAny>>,
+        codec: Option<&str>,
+        copy_in: fn(&T, &[&[u8]]) -> bytes::Bytes,
+    ) -> PyResult<PutArgs<T>> {
+        let at = At { op: "put", name: &self.name };
+        let ts = args::timestamp(ts, "ts", at)?;
+        let timeout = args::timeout(timeout, at)?;
+        let conn = self.get()?;
+        let payload = to_payload(data, codec, &|parts: &[&[u8]]| copy_in(&conn, parts))?;
+        Ok(PutArgs { conn, ts, payload, timeout })
+    }
+}
+
+/// A put's arguments, converted, with its data copied in.
+struct PutArgs<T> {
+    conn: Arc<T>,
+    ts: Timestamp,
+    payload: Payload,
+    timeout: Option<Duration>,
 }
 
 // ---- channel output ------------------------------------------------------------------------
@@ -187,7 +212,6 @@ impl ChannelOutput {
     }
 
     /// Converts a put's arguments and copies its data in (once).
-    #[allow(clippy::type_complexity)]
     fn prepare(
         &self,
         ts: &Bound<'_, PyAny>,
@@ -195,14 +219,9 @@ impl ChannelOutput {
         refcount: Option<&Bound<'_, PyAny>>,
         timeout: Option<&Bound<'_, PyAny>>,
         codec: Option<&str>,
-    ) -> PyResult<(Arc<stampede::ChannelOutput>, Timestamp, Payload, Option<u32>, Option<Duration>)> {
-        let at = At { op: "put", name: &self.slot.name };
-        let ts = args::timestamp(ts, "ts", at)?;
-        let refcount = args::count(refcount, "refcount", at)?;
-        let timeout = args::timeout(timeout, at)?;
-        let conn = self.slot.get()?;
-        let payload = to_payload(data, codec, &|parts: &[&[u8]]| conn.copy_in(parts))?;
-        Ok((conn, ts, payload, refcount, timeout))
+    ) -> PyResult<(PutArgs<stampede::ChannelOutput>, Option<u32>)> {
+        let refcount = args::count(refcount, "refcount", At { op: "put", name: &self.slot.name })?;
+        Ok((self.slot.put_args(ts, data, timeout, codec, stampede::ChannelOutput::copy_in)?, refcount))
     }
 }
 
@@ -227,7 +246,7 @@ impl ChannelOutput {
         timeout: Option<&Bound<'_, PyAny>>,
         codec: Option<&str>,
     ) -> PyResult<()> {
-        let (conn, ts, payload, refcount, timeout) = self.prepare(ts, data, refcount, timeout, codec)?;
+        let (PutArgs { conn, ts, payload, timeout }, refcount) = self.prepare(ts, data, refcount, timeout, codec)?;
         wait::blocking(py, timeout, |slice| conn.put_with(ts, payload.clone(), PutOptions { refcount, timeout: slice }))
     }
 
@@ -245,7 +264,7 @@ impl ChannelOutput {
         timeout: Option<&Bound<'py, PyAny>>,
         codec: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (conn, ts, payload, refcount, timeout) = self.prepare(ts, data, refcount, timeout, codec)?;
+        let (PutArgs { conn, ts, payload, timeout }, refcount) = self.prepare(ts, data, refcount, timeout, codec)?;
         Pending::start(py, Op::ChannelPut(conn, ts, payload, refcount), timeout)
     }
 
@@ -473,8 +492,7 @@ impl QueueOutput {
         QueueOutput { slot: Slot::new(conn, &name), handlers }
     }
 
-    /// Converts a put's arguments and copies its data in (once).
-    #[allow(clippy::type_complexity)]
+    /// Converts a put's arguments (refusing a refcount) and copies its data in (once).
     fn prepare(
         &self,
         ts: &Bound<'_, PyAny>,
@@ -482,9 +500,7 @@ impl QueueOutput {
         refcount: Option<&Bound<'_, PyAny>>,
         timeout: Option<&Bound<'_, PyAny>>,
         codec: Option<&str>,
-    ) -> PyResult<(Arc<stampede::QueueOutput>, Timestamp, Payload, Option<Duration>)> {
-        let at = At { op: "put", name: &self.slot.name };
-        let ts = args::timestamp(ts, "ts", at)?;
+    ) -> PyResult<PutArgs<stampede::QueueOutput>> {
         if refcount.is_some_and(|r| !r.is_none()) {
             return Err(to_pyerr(Error::InvalidArgument {
                 op: "put",
@@ -494,10 +510,7 @@ impl QueueOutput {
                     .into(),
             }));
         }
-        let timeout = args::timeout(timeout, at)?;
-        let conn = self.slot.get()?;
-        let payload = to_payload(data, codec, &|parts: &[&[u8]]| conn.copy_in(parts))?;
-        Ok((conn, ts, payload, timeout))
+        self.slot.put_args(ts, data, timeout, codec, stampede::QueueOutput::copy_in)
     }
 }
 
@@ -523,7 +536,7 @@ impl QueueOutput {
         timeout: Option<&Bound<'_, PyAny>>,
         codec: Option<&str>,
     ) -> PyResult<()> {
-        let (conn, ts, payload, timeout) = self.prepare(ts, data, refcount, timeout, codec)?;
+        let PutArgs { conn, ts, payload, timeout } = self.prepare(ts, data, refcount, timeout, codec)?;
         wait::blocking(py, timeout, |slice| conn.put(ts, payload.clone(), slice))
     }
 
@@ -538,7 +551,7 @@ impl QueueOutput {
         timeout: Option<&Bound<'py, PyAny>>,
         codec: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (conn, ts, payload, timeout) = self.prepare(ts, data, refcount, timeout, codec)?;
+        let PutArgs { conn, ts, payload, timeout } = self.prepare(ts, data, refcount, timeout, codec)?;
         Pending::start(py, Op::QueuePut(conn, ts, payload), timeout)
     }
 

@@ -240,12 +240,7 @@ impl Channel {
     /// Sets the GC handler: `callback(ts)` for each item this channel reclaims, replacing the
     /// previous one; `None` removes it.
     fn on_reclaim(&self, py: Python<'_>, callback: Option<Py<PyAny>>) -> PyResult<()> {
-        let callback = callback.map(|cb| args::callable(cb, py, "callback")).transpose()?;
-        let handlers = self.handlers.bind(py);
-        if let Some(trampoline) = Handlers::set(handlers, self.inner.id(), self.inner.name().to_owned(), callback)? {
-            self.inner.on_reclaim(trampoline);
-        }
-        Ok(())
+        set_handler(py, &self.handlers, self.inner.id(), self.inner.name(), callback, |t| self.inner.on_reclaim(t))
     }
 
     /// Destroys the channel: items are reclaimed, the name is freed, operations raise Closed.
@@ -303,12 +298,7 @@ impl Queue {
     /// Sets the GC handler: `callback(ts)` for each item the queue reclaims (when consumed),
     /// replacing the previous one; `None` removes it.
     fn on_reclaim(&self, py: Python<'_>, callback: Option<Py<PyAny>>) -> PyResult<()> {
-        let callback = callback.map(|cb| args::callable(cb, py, "callback")).transpose()?;
-        let handlers = self.handlers.bind(py);
-        if let Some(trampoline) = Handlers::set(handlers, self.inner.id(), self.inner.name().to_owned(), callback)? {
-            self.inner.on_reclaim(trampoline);
-        }
-        Ok(())
+        set_handler(py, &self.handlers, self.inner.id(), self.inner.name(), callback, |t| self.inner.on_reclaim(t))
     }
 
     /// Destroys the queue: items are reclaimed, operations raise Closed.
@@ -331,6 +321,23 @@ impl Queue {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.handlers)
     }
+}
+
+/// Sets (or removes) a channel's or queue's Python GC handler; the first time, `register`s the
+/// trampoline that calls it with the container.
+fn set_handler(
+    py: Python<'_>,
+    handlers: &Py<Handlers>,
+    id: u64,
+    name: &str,
+    callback: Option<Py<PyAny>>,
+    register: impl FnOnce(Box<dyn Fn(&stampede::Item) + Send + Sync>),
+) -> PyResult<()> {
+    let callback = callback.map(|cb| args::callable(cb, py, "callback")).transpose()?;
+    if let Some(trampoline) = Handlers::set(handlers.bind(py), id, name.to_owned(), callback)? {
+        register(Box::new(trampoline));
+    }
+    Ok(())
 }
 
 fn parse_retention(retention: &str, at: At<'_>) -> PyResult<Retention> {
