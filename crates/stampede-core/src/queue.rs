@@ -5,6 +5,14 @@
 //! it. An item is reclaimed when its getter consumes it. Items a getter still holds open when it
 //! detaches go back to the head of the queue in their original order, so a worker that quits or
 //! dies never loses a frame.
+//!
+//! Fairness: getters are served first come, first served. A getter that is going to wait takes a
+//! [`Ticket`], a place in line; the ticket at position `k` is served as soon as more than `k`
+//! items wait, and a getter without a ticket only from items beyond every ticket's share — so a
+//! fresh getter never overtakes a waiting one, and an arriving item is, in effect, reserved for
+//! the oldest waiting getter. A getter that gives up (timeout, cancellation, detach) leaves the
+//! line ([`QueueState::leave`]), passing its share on: no item is ever stranded behind a ticket
+//! nobody holds.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -29,6 +37,9 @@ pub struct QueueItem {
     pub item: Item,
 }
 
+/// A waiting getter's place in line (see the module doc).
+pub type Ticket = u64;
+
 /// The state of one queue.
 #[derive(Debug)]
 pub struct QueueState {
@@ -37,6 +48,9 @@ pub struct QueueState {
     name: Arc<str>,
     limits: Limits,
     waiting: VecDeque<QueueItem>,
+    /// Getters waiting for an item, oldest first, with their connections.
+    line: VecDeque<(Ticket, ConnId)>,
+    next_ticket: Ticket,
     /// Items gotten and not yet consumed, per input connection.
     open: HashMap<ConnId, Vec<QueueItem>>,
     inputs: HashMap<ConnId, TaskId>,
@@ -59,6 +73,8 @@ impl QueueState {
             name,
             limits,
             waiting: VecDeque::new(),
+            line: VecDeque::new(),
+            next_ticket: 0,
             open: HashMap::new(),
             inputs: HashMap::new(),
             outputs: HashMap::new(),
@@ -118,11 +134,26 @@ impl QueueState {
         Ok(fx)
     }
 
-    /// Takes the oldest waiting item for `conn`; it is open there until consumed.
-    pub fn get(&mut self, conn: ConnId, fx: &mut Effects) -> Result<QueueItem> {
+    /// Takes the oldest waiting item for `conn`; it is open there until consumed. `ticket`:
+    /// `None` for a getter that will not wait (served only from items beyond every waiting
+    /// getter's share); `Some(slot)` for one that waits: when it cannot be served it takes a
+    /// ticket into `slot` (kept across attempts, cleared when served; the caller must
+    /// [`leave`](Self::leave) with a ticket still held when it gives up).
+    pub fn get(&mut self, conn: ConnId, ticket: Option<&mut Option<Ticket>>, fx: &mut Effects) -> Result<QueueItem> {
         self.check_open()?;
         let task = *self.inputs.get(&conn).ok_or_else(|| Error::detached(&self.name))?;
-        let Some(item) = self.waiting.pop_front() else {
+        let held = ticket.as_ref().and_then(|slot| **slot);
+        let position = held.and_then(|t| self.line.iter().position(|&(held, _)| held == t));
+        let served = self.waiting.len() > position.unwrap_or(self.line.len());
+        let item = if served { self.waiting.pop_front() } else { None };
+        let Some(item) = item else {
+            if let Some(slot) = ticket {
+                if position.is_none() {
+                    *slot = Some(self.next_ticket);
+                    self.line.push_back((self.next_ticket, conn));
+                    self.next_ticket += 1;
+                }
+            }
             return Err(Error::NotAvailable {
                 op: "get",
                 name: self.name.to_string(),
@@ -132,11 +163,24 @@ impl QueueState {
                 settled: false,
             });
         };
+        if let (Some(position), Some(slot)) = (position, ticket) {
+            self.line.remove(position);
+            *slot = None;
+        }
         fx.opens.push(OpenChange { task, ts: item.item.ts, opened: true });
         self.open.entry(conn).or_default().push(item.clone());
         self.gets += 1;
         Ok(item)
     }
+
+    /// A getter gives up its place in line. Returns `true` when that passes an item on (one was
+    /// there for it): the driver must wake the other getters.
+    pub fn leave(&mut self, ticket: Ticket) -> bool {
+        let Some(position) = self.line.iter().position(|&(held, _)| held == ticket) else { return false };
+        self.line.remove(position);
+        position < self.waiting.len()
+    }
+
 
     /// Consumes the open item `seq` (or, with `seq == None`, the oldest open item at `ts`) on
     /// `conn`; the item is reclaimed.
@@ -182,6 +226,7 @@ impl QueueState {
     pub fn detach_input(&mut self, conn: ConnId) -> Effects {
         let mut fx = Effects::default();
         let Some(task) = self.inputs.remove(&conn) else { return fx };
+        self.line.retain(|&(_, held)| held != conn);
         let mut returned = self.open.remove(&conn).unwrap_or_default();
         returned.sort_by_key(|q| q.seq);
         for q in returned.into_iter().rev() {
@@ -246,5 +291,62 @@ impl QueueState {
             claim: self.claims.min(),
             ts_min: 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::TaskState;
+
+    fn queue() -> (QueueState, TaskState) {
+        let mut q = QueueState::new(1, "work".into(), Limits::unbounded());
+        for conn in [10, 11, 12] {
+            q.attach_input(conn, 7).unwrap();
+        }
+        q.attach_output(20, 7).unwrap();
+        (q, TaskState::new(7, 0).0)
+    }
+
+    fn put(q: &mut QueueState, task: &TaskState, ts: Timestamp) {
+        q.put(20, task, ts, Payload::from(vec![ts as u8])).unwrap();
+    }
+
+    /// Waiting getters are served in the order they started waiting; a fresh getter (with or
+    /// without the will to wait) does not overtake them.
+    #[test]
+    fn waiting_getters_are_served_first_come_first_served() {
+        let (mut q, task) = queue();
+        let mut fx = Effects::default();
+        let (mut first, mut second) = (None, None);
+        assert!(q.get(10, Some(&mut first), &mut fx).is_err());
+        assert!(q.get(11, Some(&mut second), &mut fx).is_err());
+        put(&mut q, &task, 0);
+        assert!(q.get(12, None, &mut fx).is_err(), "a fresh getter overtook the line");
+        assert!(q.get(11, Some(&mut second), &mut fx).is_err(), "the second in line overtook the first");
+        assert_eq!(q.get(10, Some(&mut first), &mut fx).unwrap().item.ts, 0);
+        assert_eq!(first, None);
+        put(&mut q, &task, 1);
+        put(&mut q, &task, 2);
+        assert_eq!(q.get(11, Some(&mut second), &mut fx).unwrap().item.ts, 1);
+        assert_eq!(q.get(12, None, &mut fx).unwrap().item.ts, 2, "items beyond the line are anyone's");
+    }
+
+    /// A getter that gives up passes its share on, and a detached connection leaves the line:
+    /// no item is stranded behind a ticket nobody holds.
+    #[test]
+    fn leaving_the_line_strands_nothing() {
+        let (mut q, task) = queue();
+        let mut fx = Effects::default();
+        let (mut gone, mut next, mut detached) = (None, None, None);
+        assert!(q.get(10, Some(&mut gone), &mut fx).is_err());
+        assert!(q.get(12, Some(&mut detached), &mut fx).is_err());
+        assert!(q.get(11, Some(&mut next), &mut fx).is_err());
+        put(&mut q, &task, 0);
+        assert!(q.leave(gone.unwrap()), "its item is passed on");
+        assert!(!q.leave(gone.unwrap()), "leaving twice changes nothing");
+        q.detach_input(12);
+        assert_eq!(q.get(11, Some(&mut next), &mut fx).unwrap().item.ts, 0);
+        assert!(q.line.is_empty());
     }
 }

@@ -254,9 +254,8 @@ impl ChannelInput {
     /// neighbouring timestamps), `AlreadyConsumed`, `Reclaimed`, `InvalidTimestamp`, `Closed`.
     pub fn get(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
         let selector = selector.into();
-        match self.try_get(selector) {
-            Err(e) if e.is_transient() && timeout != Some(Duration::ZERO) => {}
-            done => return done,
+        if let Some(done) = wait::at_once(self.try_get(selector), timeout) {
+            return done;
         }
         let mut registered = None;
         wait::blocking(&self.channel.shared.changed, timeout, || self.try_registered(selector, &mut registered))
@@ -265,9 +264,8 @@ impl ChannelInput {
     /// The async form of [`get`](Self::get), for tokio.
     pub async fn get_async(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
         let selector = selector.into();
-        match self.try_get(selector) {
-            Err(e) if e.is_transient() && timeout != Some(Duration::ZERO) => {}
-            done => return done,
+        if let Some(done) = wait::at_once(self.try_get(selector), timeout) {
+            return done;
         }
         let mut registered = None;
         wait::asynchronous(&self.channel.shared.changed, timeout, || self.try_registered(selector, &mut registered))

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use stampede_core::queue::Ticket;
 use stampede_core::{ConnId, Effects, Item, Limits, Payload, QueueItem, Result, Stats, Timestamp};
 
 use crate::payload::IntoPayload;
@@ -168,13 +169,24 @@ impl QueueInput {
 
     /// Takes the oldest waiting item; it is open on this connection (holding the task's
     /// visibility at its timestamp) until consumed. `NotAvailable` when the timeout expires.
+    /// Blocked getters are served first come, first served; a getter that gives up passes its
+    /// turn on.
     pub fn get(&self, timeout: Option<Duration>) -> Result<QueueItem> {
-        wait::blocking(&self.queue.shared.changed, timeout, || self.try_get())
+        if let Some(done) = wait::at_once(self.try_get(None), timeout) {
+            return done;
+        }
+        let mut place = Place { input: self, ticket: None };
+        wait::blocking(&self.queue.shared.changed, timeout, || self.try_get(Some(&mut place.ticket)))
     }
 
-    /// The async form of [`get`](Self::get).
+    /// The async form of [`get`](Self::get). Cancelling it (dropping the future) takes nothing
+    /// and gives up its turn.
     pub async fn get_async(&self, timeout: Option<Duration>) -> Result<QueueItem> {
-        wait::asynchronous(&self.queue.shared.changed, timeout, || self.try_get()).await
+        if let Some(done) = wait::at_once(self.try_get(None), timeout) {
+            return done;
+        }
+        let mut place = Place { input: self, ticket: None };
+        wait::asynchronous(&self.queue.shared.changed, timeout, || self.try_get(Some(&mut place.ticket))).await
     }
 
     /// Consumes an item this connection got; the queue reclaims it.
@@ -189,7 +201,8 @@ impl QueueInput {
 
     /// A future that completes when a get blocked on this connection would wake: an arrival,
     /// the connection detached, its task, the queue or the runtime closed. Registered when
-    /// created; see [`Changed`].
+    /// created; see [`Changed`]. It holds no place in line: a zero-timeout get after it is served
+    /// only from items no blocked getter is waiting for.
     pub fn changed(&self) -> Changed {
         Changed::new(&self.queue.shared.changed, None)
     }
@@ -212,13 +225,31 @@ impl QueueInput {
         Ok(())
     }
 
-    fn try_get(&self) -> Result<QueueItem> {
+    fn try_get(&self, ticket: Option<&mut Option<Ticket>>) -> Result<QueueItem> {
         let (item, _) = self.queue.space.run(&*self.queue.shared, &self.task, |s, _, _| {
             let mut fx = Effects::default();
-            let item = s.get(self.conn, &mut fx)?;
+            let item = s.get(self.conn, ticket, &mut fx)?;
             Ok((item, fx))
         })?;
         Ok(item)
+    }
+}
+
+/// A blocked get's place in the queue's line of getters, left when the get returns or is
+/// cancelled (dropped).
+struct Place<'a> {
+    input: &'a QueueInput,
+    ticket: Option<Ticket>,
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        let Some(ticket) = self.ticket else { return };
+        let shared = &self.input.queue.shared;
+        let passed_on = shared.state.lock().leave(ticket);
+        if passed_on {
+            shared.changed.notify();
+        }
     }
 }
 

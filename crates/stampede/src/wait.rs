@@ -141,6 +141,16 @@ impl<P: Deref<Target = Signal>> Drop for Waiter<P> {
     }
 }
 
+/// The result of a first, non-waiting attempt if it is the call's result: `None` when it is "not
+/// yet" and the caller may wait (`timeout` other than zero), so the caller goes on to register
+/// and block.
+pub(crate) fn at_once<T>(first: Result<T>, timeout: Option<Duration>) -> Option<Result<T>> {
+    match first {
+        Err(e) if e.is_transient() && timeout != Some(Duration::ZERO) => None,
+        done => Some(done),
+    }
+}
+
 /// Blocks until `attempt` succeeds or fails for good, or `timeout` (None = forever) expires,
 /// in which case the last "not yet" error is returned.
 pub(crate) fn blocking<T>(

@@ -17,8 +17,13 @@
 //! that ts_min never decreases as it observes it; the driver itself asserts the rest. At the end
 //! every task is closed and every channel must be empty. Scenario two: a camera, a tracker relaying
 //! frames into results and a watcher race on settledness (SPEC §4): whoever is about to put `t`
-//! must find it unsettled, and no horizon may go back.
+//! must find it unsettled, and no horizon may go back. Scenario three: getters of one queue
+//! take places in its line of waiting getters and give them up (timeouts of a microsecond: a
+//! real sleep would stall the scheduler) while a producer puts: no item is lost, doubled or
+//! stranded behind a place nobody holds.
 #![cfg(feature = "shuttle")]
+
+mod support;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
@@ -28,6 +33,7 @@ use shuttle::{Config, Runner};
 use stampede::{
     Channel, ChannelInput, Error, Limits, PutOptions, Runtime, Selector, Task, Timestamp, INFINITY, OLDEST_UNSEEN,
 };
+use support::Rng;
 
 /// Seeds run by default (each is one schedule); `STAMPEDE_SEEDS` overrides.
 const SEEDS_DEFAULT: u64 = 2000;
@@ -35,23 +41,6 @@ const SEEDS_DEFAULT: u64 = 2000;
 const STEPS_PER_THREAD: usize = 12;
 /// Timestamps the producer puts.
 const PUTS: Timestamp = 3;
-
-/// A deterministic pseudo-random stream (splitmix64): operations come from the seed, not from
-/// shuttle's scheduler, so one seed fixes both.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 const NOW: Option<Duration> = Some(Duration::ZERO);
 
@@ -260,6 +249,48 @@ fn relay_scenario(seed: u64) {
     assert_eq!((frames.settled_below(), results.settled_below()), (INFINITY, INFINITY));
 }
 
+/// The scenario of the queue's line: two or three getters alternate zero-timeout gets and
+/// gets that take a place in line and time out almost at once, while the producer puts; then a
+/// fresh getter must be able to take everything left.
+fn queue_line_scenario(seed: u64) {
+    let mut rng = Rng(seed);
+    let rt = Runtime::new();
+    let queue = rt.create_queue("work", Limits::unbounded()).expect("create");
+    let producer = rt.task(0).expect("producer");
+    let out = producer.attach_output(&queue).expect("attach output");
+    let getters: Vec<_> = (0..2 + rng.below(2))
+        .map(|_| {
+            let input = rt.task(INFINITY).expect("getter").attach_input(&queue).expect("attach input");
+            let mut rng = Rng(rng.next());
+            shuttle::thread::spawn(move || {
+                let mut taken = Vec::new();
+                for _ in 0..PUTS {
+                    let timeout = if rng.below(2) == 0 { NOW } else { Some(Duration::from_micros(1)) };
+                    match input.get(timeout) {
+                        Ok(item) => {
+                            input.consume(&item).expect("consume");
+                            taken.push(item.item.ts);
+                        }
+                        Err(e) => assert!(e.is_transient(), "getter: {e}"),
+                    }
+                }
+                taken
+            })
+        })
+        .collect();
+    for ts in 0..PUTS {
+        out.put(ts, vec![ts as u8; 4], NOW).expect("put");
+    }
+    let mut taken: Vec<Timestamp> = getters.into_iter().flat_map(|g| g.join().expect("getter thread")).collect();
+    let late = rt.task(INFINITY).expect("late getter").attach_input(&queue).expect("attach");
+    while let Ok(item) = late.get(NOW) {
+        late.consume(&item).expect("consume");
+        taken.push(item.item.ts);
+    }
+    taken.sort_unstable();
+    assert_eq!(taken, (0..PUTS).collect::<Vec<_>>(), "items lost, doubled or stranded");
+}
+
 /// GC safety under every explored interleaving of readers, early reclamation and a producer:
 /// no legal call panics, every live task's visibility stays at or above ts_min, ts_min never
 /// decreases, and everything is reclaimed at the end.
@@ -273,4 +304,11 @@ fn readers_and_early_reclamation() {
 #[test]
 fn relaying_producers_and_settledness() {
     explore("relaying_producers_and_settledness", relay_scenario);
+}
+
+/// The queue's line of waiting getters under every explored interleaving of getters taking and
+/// giving up places and a producer: every item is taken exactly once, none is stranded.
+#[test]
+fn queue_line_strands_nothing() {
+    explore("queue_line_strands_nothing", queue_line_scenario);
 }

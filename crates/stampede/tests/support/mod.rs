@@ -1,4 +1,6 @@
-//! What several test files share: the watchdog that turns a hang into a named failure.
+//! What several test files share: the watchdog that turns a hang into a named failure, and a
+//! seeded pseudo-random stream. (Each test file compiles its own copy and uses part of it.)
+#![allow(dead_code)]
 
 use std::io::Write as _;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -25,4 +27,21 @@ pub fn with_watchdog<T>(test: &'static str, body: impl FnOnce() -> T) -> T {
     drop(done);
     dog.join().expect("watchdog thread");
     value
+}
+
+/// A deterministic pseudo-random stream (splitmix64): a seed fixes every choice a test makes.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
 }
