@@ -9,6 +9,9 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 
+/// Nanoseconds in a second.
+const NANOS_PER_SEC: u128 = 1_000_000_000;
+
 /// Where a task stands against real time at one `sync`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pace {
@@ -40,15 +43,17 @@ impl PaceRule {
         Ok(PaceRule { tick, tolerance })
     }
 
-    /// When, after the start, virtual time `vt` is due.
-    pub fn due(&self, vt: Timestamp) -> Duration {
-        let nanos = self.tick.as_nanos().saturating_mul(vt.max(0) as u128);
-        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    /// When, after the start, virtual time `vt` is due (a negative `vt` at the start); `None`
+    /// when that is beyond what a [`Duration`] can hold (never, for any practical purpose).
+    pub fn due(&self, vt: Timestamp) -> Option<Duration> {
+        let nanos = self.tick.as_nanos().checked_mul(u128::from(vt.max(0).unsigned_abs()))?;
+        let secs = u64::try_from(nanos / NANOS_PER_SEC).ok()?;
+        Some(Duration::new(secs, (nanos % NANOS_PER_SEC) as u32))
     }
 
     /// Decides for a task at `vt` when `elapsed` has passed since the start.
     pub fn decide(&self, vt: Timestamp, elapsed: Duration) -> Pace {
-        let due = self.due(vt);
+        let Some(due) = self.due(vt) else { return Pace::Early(Duration::MAX) };
         if elapsed < due {
             return Pace::Early(due - elapsed);
         }
@@ -81,5 +86,19 @@ mod tests {
         assert_eq!(rule.decide(3, Duration::from_millis(33)), Pace::Late(Duration::from_millis(3)));
         assert_eq!(rule.vt_at(Duration::from_millis(57)), 5);
         assert!(PaceRule::new(Duration::ZERO, Duration::ZERO).is_err());
+    }
+
+    /// Huge ticks and virtual times never overflow: a due time beyond a `Duration` is `None`
+    /// (always early), and the exact value is kept where it fits.
+    #[test]
+    fn huge_ticks_and_virtual_times_do_not_overflow() {
+        let huge = PaceRule::new(Duration::MAX, Duration::MAX).unwrap();
+        assert_eq!(huge.due(2), None);
+        assert_eq!(huge.decide(Timestamp::MAX, Duration::MAX), Pace::Early(Duration::MAX));
+        assert_eq!(huge.decide(Timestamp::MIN, Duration::ZERO), Pace::OnTime(Duration::ZERO));
+        assert_eq!(huge.vt_at(Duration::MAX), 1);
+        let nano = PaceRule::new(Duration::from_nanos(1), Duration::ZERO).unwrap();
+        assert_eq!(nano.due(Timestamp::MAX), Some(Duration::from_nanos(i64::MAX as u64)));
+        assert_eq!(nano.vt_at(Duration::MAX), crate::time::TS_MAX);
     }
 }

@@ -98,6 +98,13 @@ impl Inputs {
             });
         };
         let space = first.channel().space.clone();
+        if let Some(foreign) = inputs.iter().find(|i| !Arc::ptr_eq(&i.channel().space, &space)) {
+            return Err(Error::InvalidArgument {
+                op: "join",
+                name: foreign.channel().name().to_owned(),
+                reason: "the join's channels belong to different runtimes; join channels of one runtime".into(),
+            });
+        }
         let buffers = inputs.iter().map(|_| BTreeMap::new()).collect();
         Ok(Inputs {
             inputs,

@@ -1,5 +1,7 @@
 //! Real-time pacing (SPEC §6): `sync(vt)` sleeps until `start + vt * tick` when early and calls
-//! `on_late(vt, lateness)` when later than the tolerance.
+//! `on_late(vt, lateness)` when later than the tolerance. A due time too far away for the clock
+//! to represent (a huge tick or virtual time) is waited for like any other: the sleep does not
+//! end.
 
 use std::time::{Duration, Instant};
 
@@ -33,7 +35,7 @@ impl Pacer {
     pub fn sync(&mut self, vt: Timestamp) -> Pace {
         let pace = self.rule.decide(vt, self.start.elapsed());
         match pace {
-            Pace::Early(wait) => sleep_until(self.start + self.rule.due(vt), wait),
+            Pace::Early(wait) => sleep_until(self.rule.due(vt).and_then(|due| self.start.checked_add(due)), wait),
             Pace::Late(lateness) => {
                 if let Some(on_late) = self.on_late.as_mut() {
                     on_late(vt, lateness);
@@ -56,13 +58,14 @@ impl Pacer {
 }
 
 /// Sleeps for most of `wait`, then yields until `deadline`: `thread::sleep` alone overshoots by
-/// the timer slack (~50–100 µs here), the last stretch keeps the wake-up error small.
-fn sleep_until(deadline: Instant, wait: Duration) {
+/// the timer slack (~50–100 µs here), the last stretch keeps the wake-up error small. With no
+/// representable deadline, `wait` is all there is.
+fn sleep_until(deadline: Option<Instant>, wait: Duration) {
     const SPIN: Duration = Duration::from_micros(200);
     if wait > SPIN {
         std::thread::sleep(wait - SPIN);
     }
-    while Instant::now() < deadline {
+    while deadline.is_some_and(|deadline| Instant::now() < deadline) {
         std::thread::yield_now();
     }
 }

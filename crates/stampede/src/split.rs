@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use stampede_core::{QueueItem, Result, Timestamp};
+use stampede_core::{Error, QueueItem, Result, Timestamp};
 
 use crate::payload::IntoPayload;
 
@@ -36,10 +36,17 @@ pub struct Gather {
 }
 
 impl Gather {
-    /// A gatherer of `k` results per timestamp.
-    pub fn new(k: usize) -> Gather {
-        assert!(k > 0, "Gather::new: k must be at least 1");
-        Gather { k, partial: BTreeMap::new() }
+    /// A gatherer of `k` results per timestamp (`InvalidArgument` for `k == 0`: nothing could
+    /// ever be gathered).
+    pub fn new(k: usize) -> Result<Gather> {
+        if k == 0 {
+            return Err(Error::InvalidArgument {
+                op: "Gather",
+                name: "gather".into(),
+                reason: "k must be at least 1 (the number of results per timestamp)".into(),
+            });
+        }
+        Ok(Gather { k, partial: BTreeMap::new() })
     }
 
     /// Gets from `inp` until some timestamp has `k` results, and returns them in arrival order

@@ -29,7 +29,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use event_listener::{Event, EventListener, Listener};
-use stampede_core::Result;
+use stampede_core::{Error, Result};
 
 use crate::space::HorizonWait;
 
@@ -180,12 +180,22 @@ pub(crate) fn blocking<T>(
 
 /// The async form of [`blocking`]: the waiting task yields to its executor instead of blocking
 /// a thread (no spinning). Timeouts use tokio's timer, so a timeout needs a tokio runtime with
-/// time enabled.
+/// time enabled: outside any tokio runtime a timed async call fails `InvalidArgument` (instead of
+/// tokio's panic); without a timeout any executor will do.
 pub(crate) async fn asynchronous<T>(
     signal: &Signal,
     timeout: Option<Duration>,
     mut attempt: impl FnMut() -> Result<T>,
 ) -> Result<T> {
+    if timeout.is_some() && tokio::runtime::Handle::try_current().is_err() {
+        return Err(Error::InvalidArgument {
+            op: "async",
+            name: String::new(),
+            reason: "an async call with a timeout needs a tokio runtime (with time enabled); await it there, or \
+                     without a timeout, or race changed()/freed() against your executor's timer"
+                .into(),
+        });
+    }
     let deadline = timeout.and_then(|d| tokio::time::Instant::now().checked_add(d));
     loop {
         match attempt() {

@@ -503,3 +503,70 @@ fn timed_out_or_cancelled_getters_strand_nothing() {
         }
     });
 }
+
+/// A timeout too large to be a deadline.
+const FOREVER: Option<Duration> = Some(Duration::MAX);
+
+/// Defect 3: a timeout of `Duration::MAX` (too far away to be an `Instant`) means "wait as long
+/// as needed" in `get`, `put_with`, `get_async` and `ExactJoin::next`; before, computing the
+/// deadline panicked ("overflow when adding duration to instant").
+#[test]
+fn huge_timeouts_wait_instead_of_panicking() {
+    with_watchdog("huge_timeouts_wait_instead_of_panicking", || {
+        let rt = Runtime::new();
+        let ch = rt.create_channel("forever/frames", Limits::items(1)).unwrap();
+        let producer = rt.task(0).unwrap();
+        let out = Arc::new(producer.attach_output(&ch).unwrap());
+        let reader = rt.task(INFINITY).unwrap();
+        let inp = Arc::new(reader.attach_input(&ch).unwrap());
+        let get = blocked({
+            let inp = inp.clone();
+            move || inp.get(Selector::OldestUnseen, FOREVER).map(|item| item.ts)
+        });
+        out.put(0, &b"0"[..]).unwrap();
+        assert_eq!(get.join().unwrap().unwrap(), 0);
+        let put = blocked({
+            let out = out.clone();
+            move || out.put_with(1, &b"1"[..], PutOptions { timeout: FOREVER, ..Default::default() })
+        });
+        inp.consume(0).unwrap();
+        producer.set_virtual_time(1).unwrap();
+        put.join().unwrap().unwrap();
+        let tokio = tokio();
+        assert_eq!(tokio.block_on(inp.get_async(Selector::OldestUnseen, FOREVER)).unwrap().ts, 1);
+
+        let left = rt.create_channel("forever/left", Limits::unbounded()).unwrap();
+        let camera = rt.task(2).unwrap();
+        let shoot = camera.attach_output(&left).unwrap();
+        let mixer = rt.task(INFINITY).unwrap();
+        let mut join = ExactJoin::new(vec![mixer.attach_input(&left).unwrap()], JoinPolicy::WaitAll).unwrap();
+        let next = blocked(move || join.next(FOREVER).map(|joined| joined.ts));
+        shoot.put(2, &b"2"[..]).unwrap();
+        assert_eq!(next.join().unwrap().unwrap(), 2);
+    });
+}
+
+/// Defect 3: other hostile arguments that panicked: `Gather::new(0)` (an assertion) is
+/// `InvalidArgument`; a timed async get awaited outside tokio is `InvalidArgument`, not tokio's
+/// "no reactor" panic; a pacer with a `Duration::MAX` tick and huge virtual times computes
+/// without overflow (the arithmetic itself is proved in `stampede_core::pacer`).
+#[test]
+fn hostile_helper_arguments_are_typed_errors() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    assert!(matches!(stampede::Gather::new(0), Err(Error::InvalidArgument { .. })));
+    let rt = Runtime::new();
+    let ch = rt.create_channel("hostile/frames", Limits::unbounded()).unwrap();
+    let inp = rt.task(INFINITY).unwrap().attach_input(&ch).unwrap();
+    let waker = Waker::from(Arc::new(Noop));
+    let mut get = std::pin::pin!(inp.get_async(Selector::OldestUnseen, Some(Duration::from_secs(1))));
+    let polled = get.as_mut().poll(&mut Context::from_waker(&waker));
+    assert!(matches!(polled, Poll::Ready(Err(Error::InvalidArgument { .. }))), "{polled:?}");
+    let mut pacer = stampede::Pacer::new(Duration::MAX, Duration::MAX).unwrap();
+    assert!(matches!(pacer.sync(0), stampede::Pace::OnTime(_)));
+    assert_eq!(pacer.vt_now(), 0);
+}

@@ -169,7 +169,7 @@ fn split_and_gather() {
         assert_eq!(n, K);
         splitter.set_virtual_time(ts + 1).unwrap();
     }
-    let mut gather = Gather::new(K);
+    let mut gather = Gather::new(K).unwrap();
     let mut frames = HashSet::new();
     for _ in 0..FRAMES {
         let (ts, parts) = gather.next(&results_in, Some(Duration::from_secs(5))).unwrap();

@@ -578,7 +578,7 @@ fn queue_workers_deliver_each_item_exactly_once() {
             thread::spawn(move || {
                 let task = rt.task(INFINITY).unwrap();
                 let inp = task.attach_input(&results).unwrap();
-                let mut gather = Gather::new(K);
+                let mut gather = Gather::new(K).unwrap();
                 let mut frames = BTreeSet::new();
                 while frames.len() < FRAMES {
                     let (ts, parts) = gather.next(&inp, None).expect("gather");
