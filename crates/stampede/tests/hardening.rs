@@ -79,10 +79,17 @@ fn readiness_futures_complete_on_arrival_room_and_detach() {
     });
 }
 
-/// Runs `call` on a new thread and returns its handle: for a call expected to block until the
-/// main thread does something.
+/// How long [`blocked`] gives a new thread to reach its blocking wait. Nothing observable says a
+/// thread is blocked, so this only makes it likely that the test exercises the wake-up of a
+/// sleeping call rather than a call that starts after the event; no result depends on it.
+const BLOCK_GRACE: Duration = Duration::from_millis(50);
+
+/// Runs `call` on a new thread and returns its handle once the call has (very likely) blocked:
+/// for a call expected to wait until the main thread does something.
 fn blocked<T: Send + 'static>(call: impl FnOnce() -> T + Send + 'static) -> thread::JoinHandle<T> {
-    thread::spawn(call)
+    let handle = thread::spawn(call);
+    thread::sleep(BLOCK_GRACE);
+    handle
 }
 
 /// Defect 6: `detach(&self)` from another thread wakes a get blocked on that connection, on a

@@ -185,6 +185,24 @@ fn typed<T>(result: stampede::Result<T>) -> Option<T> {
 const NOW: Option<Duration> = Some(Duration::ZERO);
 
 impl World {
+    /// Two runtimes, each with a channel, a queue, a producer task at 0 and a reader task at
+    /// `INFINITY`, so that random operations meet something to act on from the first step.
+    fn new() -> World {
+        let mut world = World {
+            runtimes: [Runtime::new(), Runtime::new()],
+            tasks: Vec::new(),
+            containers: Vec::new(),
+            conns: Vec::new(),
+        };
+        for rt in 0..2 {
+            world.run(Op::CreateChannel { rt, name: "cam".into(), capacity: None, bytes: None });
+            world.run(Op::CreateQueue { rt, name: "q".into(), capacity: None });
+            world.run(Op::Task { rt, vt: 0 });
+            world.run(Op::Task { rt, vt: INFINITY });
+        }
+        world
+    }
+
     fn run(&mut self, op: Op) {
         match op {
             Op::CreateChannel { rt, name, capacity, bytes } => {
@@ -372,8 +390,7 @@ proptest! {
     /// above ts_min after each step.
     #[test]
     fn hostile_arguments_never_panic(ops in proptest::collection::vec(op(), 1..OPS_MAX)) {
-        let mut world =
-            World { runtimes: [Runtime::new(), Runtime::new()], tasks: Vec::new(), containers: Vec::new(), conns: Vec::new() };
+        let mut world = World::new();
         for op in ops {
             world.run(op);
             for rt in &world.runtimes {
