@@ -1,8 +1,14 @@
 //! The node's shared state and the one path every operation's effects take.
 //!
 //! Locks, always taken in this order and never held across a wait, a sleep or a user callback:
-//! a channel's or queue's lock → a task's lock → the progress lock. No path holds two task
-//! locks or two container locks.
+//! a channel's or queue's lock → a task's lock → the registry of gets waiting for a horizon (held
+//! alone, never while taking another) → the progress lock. No path holds two task locks or two
+//! container locks.
+//!
+//! Wake-ups: every change of claims or of the graph ends in [`Space::progressed`], which wakes
+//! joins and the gets registered for a horizon that has now passed what they wait for; every
+//! detach — explicit, by drop, or by a task closing — takes [`Space::detach`], which also wakes
+//! the container's blocked calls.
 //!
 //! Progress: one [`Progress`] machine (ts_min, claims by location, settled horizons) behind the
 //! progress lock; every operation hands it its claim updates as one batch while the container
