@@ -1,8 +1,8 @@
 //! The node's shared state and the one path every operation's effects take.
 //!
 //! Locks, always taken in this order and never held across a wait, a sleep or a user callback:
-//! a channel's or queue's lock → a task's lock → the registry of gets waiting for a horizon (held
-//! alone, never while taking another) → the progress lock. No path holds two task locks or two
+//! a channel's or queue's lock → a task's lock → the registry of gets waiting for a horizon →
+//! the progress lock. No path holds two task locks or two
 //! container locks.
 //!
 //! Wake-ups: every change of claims or of the graph ends in [`Space::progressed`], which wakes
@@ -36,8 +36,8 @@ use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::wait::Signal;
 use stampede_core::name;
 use stampede_core::{
-    ChannelState, Claims, ContainerKey, Effects, Error, IdMap, Item, Limits, Location, OpenChange, OpenChanges,
-    Progress, QueueState, Refusal, Result, Stats, TaskId, TaskState, Timestamp, Update, Updates, INFINITY,
+    ChannelState, ContainerKey, Effects, Error, IdMap, Item, Limits, Location, OpenChange, OpenChanges, Progress,
+    QueueState, Refusal, Result, Stats, TaskId, TaskState, Timestamp, Update, Updates, INFINITY,
 };
 
 /// A GC handler: called with the container's name and each item it reclaims.
@@ -286,7 +286,7 @@ pub(crate) struct Space {
     /// Channels with a blocked get that a horizon move ends, with the thresholds those gets wait
     /// for the horizon to pass (see [`Space::wait_horizon`]): woken without visiting every
     /// channel.
-    horizon_waiters: Mutex<IdMap<ContainerKey, (Weak<ChannelShared>, Claims)>>,
+    horizon_waiters: Mutex<IdMap<ContainerKey, (Weak<ChannelShared>, Thresholds)>>,
     /// How many gets are registered in `horizon_waiters` (progress skips its lock at 0).
     horizon_waiting: AtomicUsize,
     /// Notified on every put and every claim change: what joins wait on, since settledness only
@@ -716,13 +716,10 @@ impl Space {
         if self.horizon_waiting.load(Ordering::SeqCst) == 0 {
             return;
         }
-        let waiting: Vec<(Arc<ChannelShared>, Timestamp)> = self
-            .horizon_waiters
-            .lock()
-            .values()
-            .filter_map(|(ch, thresholds)| Some((ch.upgrade()?, thresholds.min()?)))
-            .collect();
-        for (ch, threshold) in waiting {
+        // Checked under the registry's lock (it comes before the progress lock): no allocation
+        // on this path, which runs after every put while a get is blocked.
+        for (ch, thresholds) in self.horizon_waiters.lock().values() {
+            let (Some(ch), Some(&threshold)) = (ch.upgrade(), thresholds.iter().min()) else { continue };
             if self.horizon(&ch) > threshold {
                 ch.changed.notify();
             }
@@ -847,7 +844,7 @@ impl Space {
     pub(crate) fn wait_horizon(self: &Arc<Self>, ch: &Arc<ChannelShared>, threshold: Timestamp) -> HorizonWait {
         let mut waiters = self.horizon_waiters.lock();
         self.horizon_waiting.fetch_add(1, Ordering::SeqCst);
-        waiters.entry(ch.key).or_insert_with(|| (Arc::downgrade(ch), Claims::default())).1.add(threshold);
+        waiters.entry(ch.key).or_insert_with(|| (Arc::downgrade(ch), Thresholds::new())).1.push(threshold);
         HorizonWait { space: self.clone(), key: ch.key, threshold }
     }
 
@@ -867,6 +864,10 @@ impl Space {
     }
 }
 
+/// The thresholds of the gets blocked on one channel, with multiplicity (inline: a channel rarely
+/// has more than a few blocked gets; the minimum is found by a scan).
+type Thresholds = smallvec::SmallVec<[Timestamp; 4]>;
+
 /// A blocked get's registration for horizon moves (see [`Space::wait_horizon`]).
 pub(crate) struct HorizonWait {
     space: Arc<Space>,
@@ -879,7 +880,9 @@ impl Drop for HorizonWait {
         let mut waiters = self.space.horizon_waiters.lock();
         self.space.horizon_waiting.fetch_sub(1, Ordering::SeqCst);
         if let Some((_, thresholds)) = waiters.get_mut(&self.key) {
-            thresholds.remove(self.threshold);
+            if let Some(i) = thresholds.iter().position(|&t| t == self.threshold) {
+                thresholds.swap_remove(i);
+            }
             if thresholds.is_empty() {
                 waiters.remove(&self.key);
             }
