@@ -37,6 +37,7 @@
 //! - [`queue`] — [`Queue`] and its connections; [`split`](mod@split): splitter/joiner helpers.
 //! - [`join`] — [`ExactJoin`] and [`ApproxJoin`]: temporal correlation (SPEC §4).
 //! - [`payload`] — copy-in through recycled buffers; what `put` accepts.
+//! - [`npy`] — reading and checking `.npy` headers (codec `"npy"`): no object dtypes, sizes that add up.
 //! - [`pacer`] — [`Pacer`], real-time pacing.
 //! - `space` (private): locking, the operation path, progress tracking, GC sweeps and handlers;
 //!   `wait` (private): blocking and async waiting without lost wake-ups; `sync` (private): the
@@ -47,6 +48,7 @@
 
 pub mod channel;
 pub mod join;
+pub mod npy;
 pub mod pacer;
 pub mod payload;
 pub mod queue;
