@@ -84,6 +84,7 @@ class NotAvailable(StampedeError):
     selector: str
     previous: int | None
     next: int | None
+    settled: bool
 
 class AlreadyConsumed(StampedeError): ...
 class Reclaimed(StampedeError): ...

@@ -15,7 +15,7 @@ import pytest
 import stampede
 
 #: A test still running after this many seconds is hung: dump every thread's stack and exit.
-WATCHDOG_S = 60.0
+WATCHDOG_S = float(os.environ.get("STAMPEDE_WATCHDOG_S", "60"))
 
 
 @pytest.fixture(autouse=True)

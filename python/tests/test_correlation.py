@@ -233,7 +233,7 @@ def test_joins_need_closed_producer_sets_and_leave_inputs_usable(rt):
     for c in channels:
         c.close_producers()
     assert ExactJoin(inputs, policy="skip").policy == "skip"
-    with pytest.raises(ValueError):
+    with pytest.raises(stampede.InvalidArgument, match="policy"):
         ExactJoin([], policy="sometimes")
     with pytest.raises(stampede.InvalidArgument, match="no input connections"):
         ExactJoin([])

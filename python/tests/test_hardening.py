@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import multiprocessing
+import os
 import textwrap
 import threading
 import time
@@ -94,6 +95,24 @@ def test_cancelled_put_async_is_withdrawn(rt):
             await trial(ts)
 
     asyncio.run(main())
+
+
+def test_put_async_cancelled_before_it_ran_never_lands(rt):
+    """Defect 5: a put_async cancelled before the loop ran it stores nothing, now or later (the
+    old future started at once and landed anyway)."""
+    ch = rt.create_channel("c")
+    out = rt.task(0).attach_output(ch)
+
+    async def main() -> None:
+        for ts in range(TRIALS):
+            task = asyncio.ensure_future(out.put_async(ts, b"x"))
+            task.cancel()
+            await asyncio.sleep(0.005)
+            assert task.cancelled() and ts not in ch.timestamps()
+            await out.put_async(ts, b"retry")
+
+    asyncio.run(main())
+    assert ch.timestamps() == list(range(TRIALS))
 
 
 def test_asyncio_run_accepts_get_async(rt):
@@ -412,3 +431,27 @@ def test_lookup_returns_an_equal_handle(rt):
     assert rt.lookup("work") == q and rt.lookup("work") != ch
     ch.destroy()
     assert rt.create_channel("camera/left") != ch
+
+
+# ---- 14: an oversized put fails before the copy ---------------------------------------------
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.parametrize("kind", ["channel", "queue"])
+def test_oversized_put_fails_before_copying(rt, kind):
+    """Defect 14: a payload larger than max_bytes fails Full without being copied first. The
+    source is 256 MiB of untouched (lazily zeroed) pages: a copy would make the process's
+    resident memory grow by about that much."""
+    c = rt.create_channel("c", max_bytes=1024) if kind == "channel" else rt.create_queue("q", max_bytes=1024)
+    out = rt.task(0).attach_output(c)
+    big = np.zeros(256 << 20, dtype=np.uint8)  # calloc: pages untouched until read or written
+    before = _rss_bytes()
+    for data in (big, memoryview(big)):
+        with pytest.raises(stampede.Full) as info:
+            out.put(1, data)
+        assert "can never fit" in str(info.value) or "larger" in str(info.value)
+    assert _rss_bytes() - before < (64 << 20)

@@ -26,7 +26,7 @@ use crate::args::{self, At};
 use crate::errors::{to_pyerr, Closed, NotAvailable};
 use crate::item::Item;
 use crate::payload::to_payload;
-use crate::reclaim::{HandlerErrors, Handlers};
+use crate::reclaim::Handlers;
 use crate::wait;
 
 /// A get selector other than an exact timestamp: `OLDEST`, `NEWEST`, `OLDEST_UNSEEN`,
@@ -169,23 +169,34 @@ impl<T: Detach + Send + Sync> Slot<T> {
         *self.conn.write() = Ok(Arc::new(conn));
     }
 
-    /// Converts the arguments every put takes and copies its data in with `copy_in` (once).
+    /// Converts the arguments every put takes and copies its data in with `copy_in` (once),
+    /// after `check_fits` accepted its size: an item larger than the container's byte bound
+    /// fails `Full` before a byte is copied.
     fn put_args(
         &self,
         ts: &Bound<'_, PyAny>,
         data: &Bound<'_, PyAny>,
         timeout: Option<&Bound<'_, PyAny>>,
         codec: Option<&str>,
-        copy_in: fn(&T, &[&[u8]]) -> bytes::Bytes,
+        (check_fits, copy_in): (CheckFits<T>, CopyIn<T>),
     ) -> PyResult<PutArgs<T>> {
         let at = At { op: "put", name: &self.name };
         let ts = args::timestamp(ts, "ts", at)?;
         let timeout = args::timeout(timeout, at)?;
         let conn = self.get()?;
-        let payload = to_payload(data, codec, &|parts: &[&[u8]]| copy_in(&conn, parts))?;
+        let copy = |parts: &[&[u8]]| {
+            check_fits(&conn, ts, parts.iter().map(|p| p.len()).sum()).map_err(to_pyerr)?;
+            Ok(copy_in(&conn, parts))
+        };
+        let payload = to_payload(data, codec, &self.name, ts, &copy)?;
         Ok(PutArgs { conn, ts, payload, timeout })
     }
 }
+
+/// An output connection's size check before a copy-in (`check_fits`).
+type CheckFits<T> = fn(&T, Timestamp, usize) -> stampede::Result<()>;
+/// An output connection's copy-in into a recycled buffer.
+type CopyIn<T> = fn(&T, &[&[u8]]) -> bytes::Bytes;
 
 /// A put's arguments, converted, with its data copied in.
 struct PutArgs<T> {
@@ -221,7 +232,16 @@ impl ChannelOutput {
         codec: Option<&str>,
     ) -> PyResult<(PutArgs<stampede::ChannelOutput>, Option<u32>)> {
         let refcount = args::count(refcount, "refcount", At { op: "put", name: &self.slot.name })?;
-        Ok((self.slot.put_args(ts, data, timeout, codec, stampede::ChannelOutput::copy_in)?, refcount))
+        Ok((
+            self.slot.put_args(
+                ts,
+                data,
+                timeout,
+                codec,
+                (stampede::ChannelOutput::check_fits, stampede::ChannelOutput::copy_in),
+            )?,
+            refcount,
+        ))
     }
 }
 
@@ -306,8 +326,6 @@ impl ChannelOutput {
 #[pyclass(module = "stampede._stampede", frozen)]
 pub(crate) struct ChannelInput {
     slot: Slot<stampede::ChannelInput>,
-    /// The runtime's count of callback exceptions (a join's `on_incomplete` reports there).
-    pub(crate) errors: Arc<HandlerErrors>,
     /// The runtime's GC handlers (see `reclaim::Handlers`).
     pub(crate) handlers: Py<Handlers>,
 }
@@ -315,7 +333,7 @@ pub(crate) struct ChannelInput {
 impl ChannelInput {
     pub(crate) fn new(conn: stampede::ChannelInput, handlers: Py<Handlers>) -> ChannelInput {
         let name = conn.channel().name().to_owned();
-        ChannelInput { slot: Slot::new(conn, &name), errors: handlers.get().errors.clone(), handlers }
+        ChannelInput { slot: Slot::new(conn, &name), handlers }
     }
 
     /// The channel, while the connection is usable.
@@ -510,7 +528,13 @@ impl QueueOutput {
                     .into(),
             }));
         }
-        self.slot.put_args(ts, data, timeout, codec, stampede::QueueOutput::copy_in)
+        self.slot.put_args(
+            ts,
+            data,
+            timeout,
+            codec,
+            (stampede::QueueOutput::check_fits, stampede::QueueOutput::copy_in),
+        )
     }
 }
 

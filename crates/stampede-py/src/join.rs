@@ -39,16 +39,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3::IntoPyObjectExt;
+use pyo3::{PyTraverseError, PyVisit};
 use stampede::{Error, Incomplete, JoinPolicy, JoinStats, Timestamp, INFINITY};
 
+use crate::args::{self, At};
 use crate::connection::{ended, ChannelInput};
 use crate::errors::to_pyerr;
 use crate::item::Item;
-use crate::reclaim::{self, HandlerErrors};
+use crate::reclaim::{self, Handlers};
 use crate::wait;
 
 /// Reason of the `Closed` error once every input is settled everywhere and nothing is left.
@@ -112,8 +114,9 @@ struct Driver<J> {
     name: String,
     reports: Arc<Mutex<Vec<Report>>>,
     callback: RwLock<Option<Py<PyAny>>>,
-    /// The runtime's count of callback exceptions.
-    runtime_errors: Arc<HandlerErrors>,
+    /// The runtime's GC handlers and count of callback exceptions: the join keeps the runtime
+    /// alive, so it holds them like every other handle (see `reclaim::Handlers`).
+    handlers: Py<Handlers>,
     /// This join's count of callback exceptions.
     callback_errors: AtomicU64,
 }
@@ -122,7 +125,7 @@ struct Driver<J> {
 struct HandedOver {
     inputs: Vec<stampede::ChannelInput>,
     channels: Vec<stampede::Channel>,
-    errors: Arc<HandlerErrors>,
+    handlers: Py<Handlers>,
 }
 
 /// Checks what the Rust constructor checks, then takes the Rust connections out of `inputs`:
@@ -137,7 +140,7 @@ fn hand_over(
     let Some(first) = inputs.first() else {
         return Err(invalid(op, "", "no input connections".into()));
     };
-    let errors = first.get().errors.clone();
+    let handlers = first.get().handlers.clone_ref(py);
     if let Some(twice) = inputs.iter().enumerate().find(|(i, input)| inputs[..*i].iter().any(|e| e.is(*input))) {
         let reason = "the same input connection is given twice; a join reads each position through its own \
                       connection (attach another input to read a channel twice)";
@@ -171,7 +174,7 @@ fn hand_over(
             }
         }
     }
-    Ok(HandedOver { inputs: taken, channels, errors })
+    Ok(HandedOver { inputs: taken, channels, handlers })
 }
 
 fn invalid(op: &'static str, name: &str, reason: String) -> PyErr {
@@ -179,7 +182,7 @@ fn invalid(op: &'static str, name: &str, reason: String) -> PyErr {
 }
 
 impl<J: RustJoin> Driver<J> {
-    fn new(mut join: J, channels: Vec<stampede::Channel>, runtime_errors: Arc<HandlerErrors>) -> Driver<J> {
+    fn new(mut join: J, channels: Vec<stampede::Channel>, handlers: Py<Handlers>) -> Driver<J> {
         let reports: Arc<Mutex<Vec<Report>>> = Arc::default();
         let queue = reports.clone();
         join.on_incomplete(move |ts, present, what| queue.lock().push((ts, present.to_vec(), what)));
@@ -191,9 +194,14 @@ impl<J: RustJoin> Driver<J> {
             name,
             reports,
             callback: RwLock::new(None),
-            runtime_errors,
+            handlers,
             callback_errors: AtomicU64::new(0),
         }
+    }
+
+    /// A `next` or `stream` timeout (see `args::timeout`).
+    fn timeout(&self, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
+        args::timeout(timeout, At { op: "join", name: &self.name })
     }
 
     fn closed(&self, reason: &'static str) -> Error {
@@ -232,7 +240,7 @@ impl<J: RustJoin> Driver<J> {
             for (ts, present, what) in reports {
                 reclaim::invoke(py, &callback, (ts, present, incomplete_name(what)), || {
                     self.callback_errors.fetch_add(1, Ordering::Relaxed);
-                    self.runtime_errors.record(None);
+                    self.handlers.get().errors.record(None);
                 });
             }
         });
@@ -259,6 +267,20 @@ impl<J: RustJoin> Driver<J> {
             }
         }
         *self.callback.write() = callback.map(Bound::unbind);
+        Ok(())
+    }
+
+    /// Reports the Python objects the join holds to the collector (a callback capturing its
+    /// join must not make an uncollectable cycle).
+    fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.handlers)?;
+        // try_read: the collector holds the GIL and no code holds this lock across a call into
+        // Python; if it is held anyway, skipping the callback only delays collection.
+        if let Some(callback) = self.callback.try_read() {
+            if let Some(callback) = &*callback {
+                visit.call(callback)?;
+            }
+        }
         Ok(())
     }
 
@@ -318,31 +340,32 @@ impl ExactJoin {
             "partial" => (JoinPolicy::Partial, "partial"),
             "skip" => (JoinPolicy::Skip, "skip"),
             other => {
-                return Err(PyValueError::new_err(format!(
-                    "policy must be \"wait_all\", \"partial\" or \"skip\", not {other:?}"
-                )))
+                let name = inputs.first().map(|i| i.get().name().to_owned()).unwrap_or_default();
+                let reason = format!("policy must be \"wait_all\", \"partial\" or \"skip\", not {other:?}");
+                return Err(invalid("join", &name, reason));
             }
         };
         let settled_for = (rust_policy != JoinPolicy::WaitAll).then(|| format!("policy=\"{policy}\""));
-        let HandedOver { inputs, channels, errors } = hand_over(py, &inputs, "join", settled_for.as_deref())?;
+        let HandedOver { inputs, channels, handlers } = hand_over(py, &inputs, "join", settled_for.as_deref())?;
         let join = wait::released(py, || stampede::ExactJoin::new(inputs, rust_policy))?;
-        Ok(ExactJoin { driver: Driver::new(join, channels, errors), policy })
+        Ok(ExactJoin { driver: Driver::new(join, channels, handlers), policy })
     }
 
     /// The next tuple (consuming the previous one first), waiting up to `timeout` seconds (None:
     /// as long as it takes). Raises NotAvailable on timeout, Closed when the join is exhausted
     /// or closed. Releases the GIL; Ctrl-C interrupts it.
     #[pyo3(signature = (timeout=None))]
-    fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Joined> {
-        let joined = self.driver.next(py, wait::timeout(timeout)?)?;
+    fn next(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Joined> {
+        let joined = self.driver.next(py, self.driver.timeout(timeout)?)?;
         Joined::new(py, joined)
     }
 
     /// An iterator of tuples that stops when no tuple comes within `timeout` seconds (None: never
     /// times out), or when the join is exhausted or closed.
     #[pyo3(signature = (timeout=None))]
-    fn stream(slf: Py<Self>, timeout: Option<f64>) -> PyResult<JoinStream> {
-        Ok(JoinStream { join: JoinRef::Exact(slf), timeout: wait::timeout(timeout)? })
+    fn stream(slf: &Bound<'_, Self>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<JoinStream> {
+        let timeout = slf.get().driver.timeout(timeout)?;
+        Ok(JoinStream { join: JoinRef::Exact(slf.clone().unbind()), timeout })
     }
 
     fn __iter__(slf: Py<Self>) -> Py<Self> {
@@ -398,6 +421,10 @@ impl ExactJoin {
 
     fn __repr__(&self) -> String {
         format!("ExactJoin({:?}, policy={:?})", self.driver.names(), self.policy)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        self.driver.traverse(&visit)
     }
 }
 
@@ -464,29 +491,32 @@ impl ApproxJoin {
     /// Hands the Rust connections of `inputs` over to the join (as `ExactJoin`). `tolerance` is
     /// in timestamp units, >= 0.
     #[new]
-    fn new(py: Python<'_>, inputs: Vec<Bound<'_, ChannelInput>>, tolerance: Timestamp) -> PyResult<ApproxJoin> {
+    fn new(py: Python<'_>, inputs: Vec<Bound<'_, ChannelInput>>, tolerance: &Bound<'_, PyAny>) -> PyResult<ApproxJoin> {
+        let name = inputs.first().map(|i| i.get().name().to_owned()).unwrap_or_default();
+        let tolerance = args::timestamp(tolerance, "tolerance", At { op: "approx_join", name: &name })?;
         if !inputs.is_empty() && (tolerance < 0 || inputs.len() < 2) {
             let reason = "needs a pivot and at least one other channel, and tolerance >= 0".into();
             return Err(invalid("approx_join", inputs[0].get().name(), reason));
         }
-        let HandedOver { inputs, channels, errors } =
+        let HandedOver { inputs, channels, handlers } =
             hand_over(py, &inputs, "approx_join", Some("an approximate join"))?;
         let join = wait::released(py, || stampede::ApproxJoin::new(inputs, tolerance))?;
-        Ok(ApproxJoin { driver: Driver::new(join, channels, errors), tolerance })
+        Ok(ApproxJoin { driver: Driver::new(join, channels, handlers), tolerance })
     }
 
     /// The next pivot item with its matches (releasing the previous one first), waiting up to
     /// `timeout` seconds. Raises NotAvailable on timeout, Closed when exhausted or closed.
     #[pyo3(signature = (timeout=None))]
-    fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Matched> {
-        let matched = self.driver.next(py, wait::timeout(timeout)?)?;
+    fn next(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Matched> {
+        let matched = self.driver.next(py, self.driver.timeout(timeout)?)?;
         Matched::new(py, matched)
     }
 
     /// An iterator of matches (as `ExactJoin.stream`).
     #[pyo3(signature = (timeout=None))]
-    fn stream(slf: Py<Self>, timeout: Option<f64>) -> PyResult<JoinStream> {
-        Ok(JoinStream { join: JoinRef::Approx(slf), timeout: wait::timeout(timeout)? })
+    fn stream(slf: &Bound<'_, Self>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<JoinStream> {
+        let timeout = slf.get().driver.timeout(timeout)?;
+        Ok(JoinStream { join: JoinRef::Approx(slf.clone().unbind()), timeout })
     }
 
     fn __iter__(slf: Py<Self>) -> Py<Self> {
@@ -541,6 +571,10 @@ impl ApproxJoin {
 
     fn __repr__(&self) -> String {
         format!("ApproxJoin({:?}, tolerance={})", self.driver.names(), self.tolerance)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        self.driver.traverse(&visit)
     }
 }
 

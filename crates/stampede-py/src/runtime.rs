@@ -226,8 +226,9 @@ impl Channel {
     }
 
     /// True when no task can still put `ts` into the channel (`ts < settled_below`).
-    fn is_settled(&self, py: Python<'_>, ts: Timestamp) -> bool {
-        py.detach(|| self.inner.is_settled(ts))
+    fn is_settled(&self, py: Python<'_>, ts: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let ts = args::timestamp(ts, "ts", At { op: "is_settled", name: self.inner.name() })?;
+        Ok(py.detach(|| self.inner.is_settled(ts)))
     }
 
     /// Closes the producer set: attaching another output connection raises InvalidArgument from

@@ -9,7 +9,6 @@
 
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::errors::to_pyerr;
@@ -47,17 +46,4 @@ pub(crate) fn blocking<T: Send>(
 /// Runs a non-waiting operation with the GIL released (it may take locks, run GC handlers).
 pub(crate) fn released<T: Send>(py: Python<'_>, op: impl FnOnce() -> stampede::Result<T> + Send) -> PyResult<T> {
     py.detach(op).map_err(to_pyerr)
-}
-
-/// A Python timeout in seconds: `None` blocks, `0` never blocks, a positive number waits that
-/// long (`inf` = forever).
-pub(crate) fn timeout(seconds: Option<f64>) -> PyResult<Option<Duration>> {
-    match seconds {
-        None => Ok(None),
-        Some(s) if s.is_nan() || s < 0.0 => {
-            Err(PyValueError::new_err(format!("timeout must be None or a number of seconds >= 0, not {s}")))
-        }
-        Some(s) if s.is_infinite() => Ok(None),
-        Some(s) => Ok(Some(Duration::from_secs_f64(s.min(1e9)))),
-    }
 }
