@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import array
 import io
+import re
 
 import numpy as np
 import pytest
 
-from stampede import INFINITY
+from stampede import INFINITY, InvalidArgument, NotAvailable
 
 FRAME_SHAPE = (1080, 1920, 3)  # 6 MB of uint8
 
@@ -138,3 +139,138 @@ def test_forwarding_an_item_shares_its_buffer(rt):
     ob.put(0, ia.get(0))
     assert np.shares_memory(ia.get(0).array(), ib.get(0).array())
     assert ib.get(0).codec == "npy"
+
+
+def npy_payload(dict_text: str, data: bytes, version: int = 1) -> bytes:
+    """A .npy file: the dict padded to 64 bytes as NumPy does, then `data`."""
+    prefix = 10 if version == 1 else 12
+    raw = dict_text.encode("utf-8")
+    total = -(-(prefix + len(raw) + 1) // 64) * 64
+    header = raw + b" " * (total - prefix - len(raw) - 1) + b"\n"
+    length = len(header).to_bytes(2 if version == 1 else 4, "little")
+    return b"\x93NUMPY" + bytes([version, 0]) + length + header + data
+
+
+def npy_dict(descr: str = "'<f4'", shape: str = "(2,)", fortran: str = "False") -> str:
+    return f"{{'descr': {descr}, 'fortran_order': {fortran}, 'shape': {shape}, }}"
+
+
+OBJECT_DTYPE_SCRIPT = """
+import stampede
+from stampede import INFINITY
+payloads = {payloads!r}
+with stampede.Runtime() as rt:
+    ch = rt.create_channel("objects")
+    out = rt.task(0).attach_output(ch)
+    inp = rt.task(INFINITY).attach_input(ch)
+    for ts, payload in enumerate(payloads):
+        try:
+            out.put(ts, payload, codec="npy")
+        except stampede.InvalidArgument as e:
+            assert "Python objects" in str(e), e
+            print("refused at put")
+            continue
+        inp.get(ts).array()  # a view of pointers that are not objects: the crash of issue 8
+        print("viewed")
+"""
+
+
+def test_npy_object_dtypes_refused_in_a_subprocess():
+    """Issue 8, defect 2: .npy bytes whose dtype holds objects ('|O', or an object field of a
+    structure) are refused at put with InvalidArgument; before, item.array() built an object
+    array over raw bytes and crashed the process (run in a subprocess so a crash fails only
+    this test)."""
+    import subprocess
+    import sys
+
+    payloads = [
+        npy_payload(npy_dict("'|O'", "(4,)"), b"\x41" * 32),
+        npy_payload(npy_dict("[('a', '<i8'), ('b', '|O')]", "(2,)"), b"\x41" * 32),
+        npy_payload(npy_dict("('|O', (2,))", "(2,)"), b"\x41" * 32),
+    ]
+    script = OBJECT_DTYPE_SCRIPT.format(payloads=payloads)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    assert done.stdout.split("\n").count("refused at put") == 3, done.stdout
+
+
+GOOD = npy_dict()
+MALFORMED = {
+    "bad magic": (b"\x93NUMPX" + npy_payload(GOOD, bytes(8))[6:], "bad magic"),
+    "truncated preamble": (b"\x93NUMPY\x01", "bad magic|truncated"),
+    "truncated header": (npy_payload(GOOD, bytes(8))[:40], "truncated"),
+    "bad version": (b"\x93NUMPY\x07\x00" + npy_payload(GOOD, bytes(8))[8:], "unsupported version 7.0"),
+    "not text": (
+        npy_payload("{'descr': '\xff\xfe', }", bytes(8)).replace(b"\xc3\xbf\xc3\xbe", b"\xff\xfe"),
+        "",
+    ),
+    "bad descr": (npy_payload(npy_dict("'<q9'"), bytes(8)), "descr"),
+    "descr not a dtype": (npy_payload(npy_dict("3"), bytes(8)), "descr"),
+    "shape entry not an int": (npy_payload(npy_dict(shape="('2',)"), bytes(8)), "shape"),
+    "negative dim": (npy_payload(npy_dict(shape="(-2,)"), bytes(8)), "shape"),
+    "shape product overflows": (npy_payload(npy_dict(shape="(4294967296, 4294967296)"), b""), "memory"),
+    "bytes overflow": (npy_payload(npy_dict("'<f8'", "(2305843009213693952,)"), b""), "memory"),
+    "shape not closed": (npy_payload(npy_dict(shape=")"), bytes(8)), ""),
+    "shape non-ASCII": (npy_payload(npy_dict(shape="é)"), bytes(8), 3), ""),
+    "data shorter": (npy_payload(GOOD, bytes(7)), "8 data bytes"),
+    "data longer": (npy_payload(GOOD, bytes(9)), "8 data bytes"),
+    "fortran_order not a bool": (npy_payload(npy_dict(fortran="1"), bytes(8)), "fortran_order"),
+    "extra key": (npy_payload(GOOD[:-1] + "'x': 1, }", bytes(8)), "unknown key"),
+    "missing key": (npy_payload("{'descr': '<f4', 'shape': (2,), }", bytes(8)), "fortran_order"),
+    "header length past the payload": (b"\x93NUMPY\x02\x00\xff\xff\xff\xff" + bytes(64), "declares"),
+    "deep nesting": (npy_payload(npy_dict("[" * 40 + "'<f4'" + "]" * 40), bytes(8)), "nests"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_npy_refused_at_put(conns, case):
+    """Issue 8, defects 2 and 3: every malformed .npy header put as bytes with codec="npy" is
+    refused with InvalidArgument naming the channel, the ts and the rule; before, they were
+    stored, and item.array() read them by hand (a PanicException for an odd shape, a wrong or
+    crashing view for others)."""
+    out, inp = conns
+    payload, reason = MALFORMED[case]
+    with pytest.raises(InvalidArgument, match=r'put on "frames": ts=3: not a valid \.npy payload: ') as err:
+        out.put(3, payload, codec="npy")
+    assert re.search(reason, str(err.value)), err.value
+    with pytest.raises(NotAvailable):
+        inp.get(3, timeout=0)
+
+
+@pytest.mark.parametrize("codec_data", ["str", "bytearray"])
+def test_npy_check_covers_str_and_buffers(conns, codec_data):
+    """The check applies to every bytes-like and str datum put with codec="npy"."""
+    out, _ = conns
+    bad = npy_payload(npy_dict("'|O'"), bytes(16))
+    data = bad.decode("latin-1") if codec_data == "str" else bytearray(bad)
+    with pytest.raises(InvalidArgument):
+        out.put(0, data, codec="npy")
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        np.dtype([("é", "<i4"), ("日本", "<f8", (2,))]),
+        np.dtype([("a", "<i4"), ("b", [("c", "<u2", (3,))])]),
+        np.dtype(">c8"),
+        np.dtype("<m8[10ms]"),
+        np.dtype("<U7"),
+    ],
+)
+def test_written_headers_round_trip_through_numpy(conns, dtype):
+    """The headers put writes read back through numpy.lib.format (non-ASCII field names as
+    version 3.0, as NumPy writes them), and pass the put-time check when put again as bytes."""
+    out, inp = conns
+    arr = np.zeros((2, 3), dtype=dtype)
+    out.put(0, arr)
+    raw = bytes(inp.get(0).data)
+    f = io.BytesIO(raw)
+    version = np.lib.format.read_magic(f)
+    read = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    if version in read:
+        shape, fortran, got = read[version](f)
+        assert (shape, fortran, got) == (arr.shape, False, arr.dtype)
+    assert version == ((1, 0) if dtype.descr.__repr__().isascii() else (3, 0))
+    assert np.load(io.BytesIO(raw)).dtype == arr.dtype
+    out.put(1, raw, codec="npy")
+    np.testing.assert_array_equal(inp.get(1).array(), arr)

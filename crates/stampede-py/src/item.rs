@@ -9,15 +9,13 @@
 use std::os::raw::{c_int, c_void};
 
 use bytes::Bytes;
-use numpy::npyffi::{self, PY_ARRAY_API};
-use numpy::PyArrayDescrMethods;
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyMemoryView;
 use stampede::{Codec, Payload, Timestamp};
 
-use crate::payload::{dtype_of, parse_npy};
+use crate::payload::{ndarray_type, npy_view};
 
 /// An item gotten from a channel or queue. Immutable.
 #[pyclass(module = "stampede._stampede", frozen)]
@@ -73,7 +71,9 @@ impl Item {
             .map_err(|e| PyValueError::new_err(format!("item ts={} is not UTF-8: {e}", self.ts)))
     }
 
-    /// A read-only NumPy array viewing the stored data (zero-copy), for "npy" items.
+    /// A read-only NumPy array viewing the stored data (zero-copy), for "npy" items. A payload
+    /// that is not a valid `.npy` file, or whose dtype holds Python objects, raises `ValueError`
+    /// naming the item's timestamp and the rule broken.
     fn array<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         if self.payload.codec != Codec::Npy {
             return Err(PyValueError::new_err(format!(
@@ -82,44 +82,14 @@ impl Item {
                 self.payload.codec.name()
             )));
         }
-        let data = &self.payload.data;
-        let header = parse_npy(data).map_err(|e| PyValueError::new_err(format!("item ts={}: {e}", self.ts)))?;
-        let dtype = dtype_of(py, &header.descr)?;
-        let count: usize = header.shape.iter().product();
-        let needed = header.data_offset + count * dtype.itemsize();
-        if data.len() < needed {
-            return Err(PyValueError::new_err(format!(
-                "item ts={}: the .npy data holds {} bytes, its header needs {needed}",
-                self.ts,
-                data.len()
-            )));
-        }
-        let mut dims: Vec<npyffi::npy_intp> = header.shape.iter().map(|&d| d as npyffi::npy_intp).collect();
-        let flags = if header.fortran { npyffi::NPY_ARRAY_F_CONTIGUOUS } else { 0 };
-        let base = self.buffer(py)?;
-        // SAFETY: the data pointer stays valid while `base` (which holds the `Bytes`) lives, and
-        // `base` becomes the array's base object. The array is created without WRITEABLE, so
-        // NumPy refuses writes. NewFromDescr steals the dtype reference and SetBaseObject steals
-        // the base reference; on failure of the latter NumPy releases the array's reference
-        // through `from_owned_ptr_or_err`'s owner below.
-        unsafe {
-            let array = PY_ARRAY_API.PyArray_NewFromDescr(
-                py,
-                npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
-                dtype.into_dtype_ptr(),
-                dims.len() as c_int,
-                dims.as_mut_ptr(),
-                std::ptr::null_mut(),
-                data.as_ptr().add(header.data_offset) as *mut c_void,
-                flags,
-                std::ptr::null_mut(),
-            );
-            let array = Bound::from_owned_ptr_or_err(py, array)?;
-            if PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_ptr().cast(), base.into_ptr()) < 0 {
-                return Err(PyErr::fetch(py));
-            }
-            Ok(array)
-        }
+        let view = npy_view(py, &self.payload.data)
+            .map_err(|e| PyValueError::new_err(format!("item ts={}: not a valid .npy payload: {e}", self.ts)))?;
+        // numpy.ndarray(shape, dtype, buffer, offset, strides, order): a view of the buffer,
+        // read-only because `ItemBuffer` refuses writable exports; NumPy checks that the buffer
+        // holds offset + shape × itemsize bytes (so does `npy_view`, exactly).
+        let args =
+            (view.shape.bind(py), view.dtype.bind(py), self.buffer(py)?, view.data_offset, py.None(), view.order);
+        ndarray_type(py)?.call1(args)
     }
 
     /// The payload as `bytes` (copies).
@@ -158,6 +128,12 @@ pub(crate) struct ItemBuffer {
 
 #[pymethods]
 impl ItemBuffer {
+    /// The buffer protocol's export, read-only.
+    ///
+    /// # Safety
+    ///
+    /// Called by the interpreter (through PyO3's slot) with `view` either null (refused) or
+    /// pointing to a `Py_buffer` it owns and will release with `bf_releasebuffer`.
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
         if view.is_null() {
             return Err(PyBufferError::new_err("null view"));

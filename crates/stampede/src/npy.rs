@@ -144,6 +144,13 @@ pub fn header(payload: &[u8]) -> Result<NpyHeader, NpyError> {
     Ok(Arc::unwrap_or_clone(parsed))
 }
 
+/// The length of a `.npy` payload's header, i.e. where its data starts: the magic, the version
+/// (1.0, 2.0 or 3.0) and the declared length checked against the payload and
+/// [`HEADER_BYTES_MAX`]. The dict itself is not parsed.
+pub fn data_offset(payload: &[u8]) -> Result<usize, NpyError> {
+    preamble(payload).map(|(_, _, data_offset)| data_offset)
+}
+
 /// Magic, version and header length: `(version, where the dict starts, where the data starts)`.
 fn preamble(payload: &[u8]) -> Result<((u8, u8), usize, usize), NpyError> {
     if payload.len() < 8 || payload[..6] != MAGIC[..] {
