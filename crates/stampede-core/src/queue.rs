@@ -181,7 +181,6 @@ impl QueueState {
         position < self.waiting.len()
     }
 
-
     /// Consumes the open item `seq` (or, with `seq == None`, the oldest open item at `ts`) on
     /// `conn`; the item is reclaimed.
     pub fn consume(&mut self, conn: ConnId, seq: Option<u64>, ts: Timestamp, fx: &mut Effects) -> Result<()> {

@@ -170,17 +170,20 @@ impl ChannelOutput {
     /// Puts with a reference count and/or a timeout (SPEC §2). Errors: `InvalidTimestamp`,
     /// `BelowVisibility`, `DuplicateTimestamp`, `Full`, `Closed`.
     pub fn put_with(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
-        self.check_fits(ts, payload.payload_bytes())?;
-        let payload = payload.into_payload(&self.channel.shared.buffers);
+        let payload = self.admit(ts, payload)?;
         wait::blocking(&self.channel.shared.freed, options.timeout, || self.try_put(ts, &payload, options.refcount))
     }
 
     /// The async form of [`put_with`](Self::put_with): waits for room without blocking a thread.
     pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
-        self.check_fits(ts, payload.payload_bytes())?;
-        let payload = payload.into_payload(&self.channel.shared.buffers);
+        let payload = self.admit(ts, payload)?;
         let attempt = || self.try_put(ts, &payload, options.refcount);
         wait::asynchronous(&self.channel.shared.freed, options.timeout, attempt).await
+    }
+
+    fn admit(&self, ts: Timestamp, payload: impl IntoPayload) -> Result<Payload> {
+        let buffers = &self.channel.shared.buffers;
+        crate::payload::admit(self.channel.name(), ts, payload, buffers, |bytes| self.check_fits(ts, bytes))
     }
 
     /// Fails `Full { can_never_fit: true, .. }` (the error a put would return) when an item of

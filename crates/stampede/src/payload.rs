@@ -12,7 +12,7 @@ use std::sync::{Arc, Weak};
 
 use crate::sync::Mutex;
 use bytes::Bytes;
-use stampede_core::{Codec, Payload};
+use stampede_core::{Codec, Payload, Result, Timestamp};
 
 /// Most free buffers a pool keeps.
 pub const POOL_BUFFERS_MAX: usize = 8;
@@ -185,4 +185,22 @@ mod tests {
         assert_eq!(&second[..], &frame[..]);
         assert_eq!(&pool.copy(&[b"small"])[..], b"small");
     }
+}
+
+/// Takes a put's payload in: refuses one that can never fit (`check_fits`, before the copy),
+/// copies it (once), and refuses an `npy` payload whose header is malformed or declares object
+/// data (SPEC §8: every reader, in every language, may then trust the header).
+pub(crate) fn admit(
+    name: &str,
+    ts: Timestamp,
+    payload: impl IntoPayload,
+    buffers: &Arc<Buffers>,
+    check_fits: impl FnOnce(usize) -> Result<()>,
+) -> Result<Payload> {
+    check_fits(payload.payload_bytes())?;
+    let payload = payload.into_payload(buffers);
+    if payload.codec == Codec::Npy {
+        crate::npy::check(name, ts, &payload.data)?;
+    }
+    Ok(payload)
 }

@@ -105,16 +105,19 @@ impl QueueOutput {
     /// Appends `payload` at `ts` (duplicates allowed; `ts >= visibility`). `timeout` bounds the
     /// wait for room in a bounded queue.
     pub fn put(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
-        self.check_fits(ts, payload.payload_bytes())?;
-        let payload = payload.into_payload(&self.queue.shared.buffers);
+        let payload = self.admit(ts, payload)?;
         wait::blocking(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload))
     }
 
     /// The async form of [`put`](Self::put).
     pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
-        self.check_fits(ts, payload.payload_bytes())?;
-        let payload = payload.into_payload(&self.queue.shared.buffers);
+        let payload = self.admit(ts, payload)?;
         wait::asynchronous(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload)).await
+    }
+
+    fn admit(&self, ts: Timestamp, payload: impl IntoPayload) -> Result<Payload> {
+        let buffers = &self.queue.shared.buffers;
+        crate::payload::admit(self.queue.name(), ts, payload, buffers, |bytes| self.check_fits(ts, bytes))
     }
 
     /// As [`ChannelOutput::check_fits`](crate::ChannelOutput::check_fits), for this queue.

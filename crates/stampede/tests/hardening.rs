@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use stampede::payload::Buffers;
 use stampede::{
-    Error, ExactJoin, IntoPayload, JoinPolicy, Limits, Payload, PutOptions, Runtime, Selector, DETACHED, INFINITY,
+    Codec, Error, ExactJoin, IntoPayload, JoinPolicy, Limits, Payload, PutOptions, Runtime, Selector, DETACHED,
+    INFINITY,
 };
 use support::{with_watchdog, Rng};
 
@@ -576,4 +577,35 @@ fn hostile_helper_arguments_are_typed_errors() {
     let mut pacer = stampede::Pacer::new(Duration::MAX, Duration::MAX).unwrap();
     assert!(matches!(pacer.sync(0), stampede::Pace::OnTime(_)));
     assert_eq!(pacer.vt_now(), 0);
+}
+
+/// Defect 2 (Rust puts): an `npy` payload whose header declares object data, or is malformed, is
+/// refused at put with `InvalidArgument`, on channels and queues alike; a valid one is stored.
+#[test]
+fn npy_payloads_with_object_or_malformed_headers_are_refused_at_put() {
+    fn npy(descr: &str, data: &[u8]) -> Payload {
+        let dict = format!("{{'descr': {descr}, 'fortran_order': False, 'shape': (1,), }}");
+        let mut header = dict.into_bytes();
+        while (10 + header.len() + 1) % 64 != 0 {
+            header.push(b' ');
+        }
+        header.push(b'\n');
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(&header);
+        bytes.extend_from_slice(data);
+        Payload { data: bytes.into(), codec: Codec::Npy }
+    }
+    let rt = Runtime::new();
+    let ch = rt.create_channel("arrays", Limits::unbounded()).unwrap();
+    let q = rt.create_queue("work", Limits::unbounded()).unwrap();
+    let task = rt.task(0).unwrap();
+    let (out, qout) = (task.attach_output(&ch).unwrap(), task.attach_output(&q).unwrap());
+    for bad in [npy("'|O'", &[0; 8]), npy("[('a', '|O')]", &[0; 8]), npy("'<f4'", &[0; 3])] {
+        assert!(matches!(out.put(1, bad.clone()), Err(Error::InvalidArgument { .. })));
+        assert!(matches!(qout.put(1, bad, None), Err(Error::InvalidArgument { .. })));
+    }
+    assert_eq!(ch.stats().live_items, 0);
+    out.put(1, npy("'<f4'", &[0; 4])).unwrap();
+    assert_eq!(ch.timestamps(), vec![1]);
 }
