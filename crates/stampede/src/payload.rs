@@ -163,6 +163,24 @@ impl IntoPayload for Parts<'_> {
     }
 }
 
+/// Takes a put's payload in: refuses one that can never fit (`check_fits`, before the copy),
+/// copies it (once), and refuses an `npy` payload whose header is malformed or declares object
+/// data (SPEC §8: every reader, in every language, may then trust the header).
+pub(crate) fn admit(
+    name: &str,
+    ts: Timestamp,
+    payload: impl IntoPayload,
+    buffers: &Arc<Buffers>,
+    check_fits: impl FnOnce(usize) -> Result<()>,
+) -> Result<Payload> {
+    check_fits(payload.payload_bytes())?;
+    let payload = payload.into_payload(buffers);
+    if payload.codec == Codec::Npy {
+        crate::npy::check(name, ts, &payload.data)?;
+    }
+    Ok(payload)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,22 +203,4 @@ mod tests {
         assert_eq!(&second[..], &frame[..]);
         assert_eq!(&pool.copy(&[b"small"])[..], b"small");
     }
-}
-
-/// Takes a put's payload in: refuses one that can never fit (`check_fits`, before the copy),
-/// copies it (once), and refuses an `npy` payload whose header is malformed or declares object
-/// data (SPEC §8: every reader, in every language, may then trust the header).
-pub(crate) fn admit(
-    name: &str,
-    ts: Timestamp,
-    payload: impl IntoPayload,
-    buffers: &Arc<Buffers>,
-    check_fits: impl FnOnce(usize) -> Result<()>,
-) -> Result<Payload> {
-    check_fits(payload.payload_bytes())?;
-    let payload = payload.into_payload(buffers);
-    if payload.codec == Codec::Npy {
-        crate::npy::check(name, ts, &payload.data)?;
-    }
-    Ok(payload)
 }
