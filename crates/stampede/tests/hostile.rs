@@ -380,7 +380,8 @@ impl World {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: CASES,
+        // PROPTEST_CASES=n runs longer (docs/CHECKS.md).
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(CASES),
         failure_persistence: Some(Box::new(FileFailurePersistence::Off)),
         ..ProptestConfig::default()
     })]

@@ -155,7 +155,12 @@ fn data_length_checked() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+    // PROPTEST_CASES=n runs longer (docs/CHECKS.md).
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(3000),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     /// Valid headers of every dtype and shape are read back exactly, and accepted with exactly
     /// the right data length; object dtypes (top-level or in a field) are reported and refused.
