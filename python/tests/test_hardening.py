@@ -455,3 +455,76 @@ def test_oversized_put_fails_before_copying(rt, kind):
             out.put(1, data)
         assert "can never fit" in str(info.value) or "larger" in str(info.value)
     assert _rss_bytes() - before < (64 << 20)
+
+
+# ---- 1, 13, 15: cross-runtime attach, names, messages ---------------------------------------
+
+
+def test_attaching_to_another_runtimes_channel_is_refused():
+    """Defect 1: a task of one runtime cannot attach to another runtime's channel or queue (it
+    used to be accepted, then its put panicked and cleanup aborted the process)."""
+    with stampede.Runtime() as a, stampede.Runtime() as b:
+        ch, q = b.create_channel("c"), b.create_queue("q")
+        task = a.task(0)
+        for attach in (task.attach_input, task.attach_output):
+            for container in (ch, q):
+                with pytest.raises(stampede.InvalidArgument, match="runtime"):
+                    attach(container)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        " ",
+        "a b",
+        "a\x00b",
+        "a\nb",
+        "a*",
+        "a$",
+        "a?",
+        "a#",
+        "a/../b",
+        "..",
+        "/a",
+        "a/",
+        "a//b",
+        "x" * 10_000,
+    ],
+)
+def test_names_outside_the_rule_are_refused(rt, name):
+    """Defect 13: names are '/'-separated segments of letters, digits and _ - . : of bounded
+    length; anything else is InvalidArgument, for channels and queues."""
+    with pytest.raises(stampede.InvalidArgument):
+        rt.create_channel(name)
+    with pytest.raises(stampede.InvalidArgument):
+        rt.create_queue(name)
+    assert rt.names() == []
+
+
+def test_names_prefix_is_hierarchical(rt):
+    """Defect 13: "camera/" matches what is under camera, "camera" also camera itself, never
+    "cameras"."""
+    for name in ("camera", "camera/left", "camera/right:raw", "cameras"):
+        rt.create_channel(name)
+    assert rt.names("camera/") == ["camera/left", "camera/right:raw"]
+    assert rt.names("camera") == ["camera", "camera/left", "camera/right:raw"]
+    assert rt.names("") == ["camera", "camera/left", "camera/right:raw", "cameras"]
+
+
+def test_messages_say_what_happened(rt):
+    """Defect 15: NotAvailable for an exact get carries its ts; consume is worded as a consume;
+    using a closed runtime says the runtime is closed."""
+    ch = rt.create_channel("c")
+    rt.task(0).attach_output(ch)
+    inp = rt.task(INFINITY).attach_input(ch)
+    with pytest.raises(stampede.NotAvailable) as info:
+        inp.get(5, timeout=0)
+    assert info.value.ts == 5 and info.value.settled is False
+    with pytest.raises(stampede.NotAvailable) as info:
+        inp.consume(7)
+    assert str(info.value).startswith("consume")
+    rt.close()
+    for call in (lambda: rt.lookup("c"), lambda: rt.create_channel("d"), lambda: rt.task(0)):
+        with pytest.raises(stampede.Closed, match="runtime was closed"):
+            call()
