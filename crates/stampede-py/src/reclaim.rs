@@ -90,8 +90,9 @@ impl Handlers {
         name: String,
         callback: Option<Py<PyAny>>,
     ) -> PyResult<Option<impl Fn(&stampede::Item) + Send + Sync + 'static>> {
-        let first = slf.get().table.lock().per.insert(id, callback).is_none();
-        if !first {
+        // The previous handler is released after the lock: dropping it may run Python code.
+        let previous = slf.get().table.lock().per.insert(id, callback);
+        if previous.is_some() {
             return Ok(None);
         }
         let weak = PyWeakrefReference::new(slf)?.unbind();
@@ -106,11 +107,11 @@ impl Handlers {
         slf: &Bound<'_, Handlers>,
         callback: Option<Py<PyAny>>,
     ) -> PyResult<Option<impl Fn(&str, &stampede::Item) + Send + Sync + 'static>> {
-        let first = {
+        let (previous, first) = {
             let mut table = slf.get().table.lock();
-            table.global = callback;
-            !std::mem::replace(&mut table.global_installed, true)
+            (std::mem::replace(&mut table.global, callback), !std::mem::replace(&mut table.global_installed, true))
         };
+        drop(previous); // after the lock: dropping a handler may run Python code
         if !first {
             return Ok(None);
         }
@@ -144,9 +145,14 @@ impl Handlers {
     }
 
     fn __clear__(&self) {
-        let mut table = self.table.lock();
-        table.global = None;
-        table.per.values_mut().for_each(|cb| *cb = None);
+        // Released after the lock: dropping a handler may run Python code.
+        let cleared: Vec<Py<PyAny>> = {
+            let mut table = self.table.lock();
+            let mut cleared: Vec<Py<PyAny>> = table.global.take().into_iter().collect();
+            cleared.extend(table.per.values_mut().filter_map(Option::take));
+            cleared
+        };
+        drop(cleared);
     }
 }
 
