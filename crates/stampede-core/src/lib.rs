@@ -9,6 +9,8 @@
 //! - [`claims`] — a multiset of timestamps with its minimum at hand.
 //! - [`progress`] — progress tracking: claims keyed by location, `(location, timestamp, ±n)`
 //!   batches, the frontier ts_min, settled horizons (SPEC §3, §4).
+//! - [`mesh`] — the distributed ts_min protocol between nodes and client sessions: batches of
+//!   claim changes tagged `(sender, incarnation, seq)`, moves, doors, fences (SPEC §3, §7).
 //! - [`task`] — a task's virtual time, open items and visibility.
 //! - [`channel`] — one channel's items and per-connection item states (SPEC §2).
 //! - [`tombstones`] — timestamps of early-reclaimed items, as a bounded set of runs.
@@ -20,13 +22,14 @@
 //!
 //! Each state machine is single-threaded and deterministic; the `stampede` crate wraps them in
 //! locks, wakes waiters, applies claim updates to the node's [`progress::Progress`] and runs GC
-//! handlers. A distributed GC protocol can ship the same [`progress::Update`]s.
+//! handlers. The [`mesh`] machine ships the same [`progress::Update`]s between participants.
 
 pub mod channel;
 pub mod claims;
 pub mod effects;
 pub mod error;
 pub mod item;
+pub mod mesh;
 pub mod name;
 pub mod pacer;
 pub mod progress;
@@ -41,6 +44,7 @@ pub use claims::Claims;
 pub use effects::{Effects, OpenChange, OpenChanges};
 pub use error::{Error, Result, DETACHED};
 pub use item::{Codec, Item, Payload};
+pub use mesh::{Mesh, MeshLimits, MeshRefusal, Peer};
 pub use name::NAME_BYTES_MAX;
 pub use pacer::{Pace, PaceRule};
 pub use progress::{ContainerKey, IdMap, Location, Progress, Refusal, Update, Updates};

@@ -1,0 +1,600 @@
+//! The distributed ts_min protocol (SPEC §3 "Distributed", "A producer can always join", §7
+//! failures): one pure state machine per participant — node or client session — with no I/O, no
+//! threads, no clock and no randomness. The driver hands inputs in (`peer_joined`, `peer_dead`,
+//! local claim changes, moves of data between participants, messages from peers) and pulls
+//! outputs ([`Mesh::poll_transmit`], [`Mesh::poll_event`], [`Mesh::ts_min`]). The protocol and
+//! its safety and liveness argument: `docs/PROTOCOL.md`.
+//!
+//! **Model** (Timely Dataflow's progress tracking, adapted to crashes). Each participant reports
+//! changes of its own claims as atomic batches of `(site, timestamp, ±n)` tagged `(sender,
+//! incarnation, seq)`; every peer applies each batch at most once, in `seq` order, after the
+//! batches it names in `after`. A participant's view is the sum of every batch it applied, kept
+//! per owner; its ts_min is `min(every claim, every door, watermark)`.
+//!
+//! **Guarantees**, for participants that follow the rules below, under any delay, reordering
+//! between senders (FIFO per sender), duplicate delivery, crash and restart:
+//! - *safety*: a view's ts_min never exceeds the lowest claim any live participant holds or any
+//!   in-flight move still covers, nor `1 +` the highest timestamp ever put; and it never
+//!   decreases;
+//! - *liveness*: once messages are delivered and deaths declared, every view reaches the same
+//!   value, `min(live claims, watermark)`, within a bounded number of message rounds;
+//! - *hostile input*: any message from the fabric is either applied or refused with a
+//!   [`MeshRefusal`]; none panics, and everything the machine holds is bounded by
+//!   [`MeshLimits`].
+//!
+//! **Rules for the driver.** New claims at or above a claim the participant holds (its
+//! `Progress` enforces this locally); root tasks at or above [`Mesh::join_floor`]; data handed to
+//! another participant covered by [`Mesh::send_move`] before the covering claim is released, and
+//! taken over with [`Mesh::accept_move`] (or refused with [`Mesh::decline_move`]); a newcomer
+//! joins through a sponsor's move ([`Mesh::join`]) or, alone, by [`Mesh::genesis`];
+//! `peer_joined` for a peer before its messages; once the fabric declares an incarnation dead it
+//! never speaks again (the driver closes its session; a process that finds itself declared dead
+//! restarts as a new incarnation).
+
+mod members;
+mod stream;
+mod view;
+pub mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::mesh::view::View;
+use crate::progress::{IdMap, Location, Update};
+use crate::time::Timestamp;
+pub use view::CLAIM_COUNT_MAX;
+pub use wire::{Batch, Change, Message, MoveId, MoveRef, Peer, Seq, Site, Snapshot, Transmit};
+
+/// Named bounds on everything a participant holds or accepts. Inputs beyond them are refused
+/// with [`MeshRefusal::Oversized`], [`MeshRefusal::TooManyPeers`], [`MeshRefusal::TooFarAhead`]
+/// or [`MeshRefusal::Backpressure`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MeshLimits {
+    /// Participants known at once (live and dying).
+    pub peers_max: usize,
+    /// Changes in one batch (a larger local change is split, new claims first).
+    pub batch_changes_max: usize,
+    /// Markers (took, declined, fenced, after) in one batch or snapshot.
+    pub batch_markers_max: usize,
+    /// Batches of one sender held until the ones before them (or the ones they wait for) arrive.
+    pub pending_batches_max: usize,
+    /// Distinct `(site, timestamp)` entries one participant may hold.
+    pub contribution_entries_max: usize,
+    /// Moves this participant has handed out and not yet seen taken over.
+    pub moves_open_max: usize,
+    /// Moves of one sender resolved here ahead of an older one still unresolved.
+    pub moves_ahead_max: usize,
+    /// Messages waiting for `poll_transmit`.
+    pub transmits_queued_max: usize,
+    /// Dead incarnations remembered (their late messages are refused, their fences repeated).
+    pub dead_remembered_max: usize,
+    /// Events waiting for `poll_event`; beyond it the oldest is dropped.
+    pub events_queued_max: usize,
+}
+
+impl Default for MeshLimits {
+    fn default() -> MeshLimits {
+        MeshLimits {
+            peers_max: 1024,
+            batch_changes_max: 4096,
+            batch_markers_max: 4096,
+            pending_batches_max: 256,
+            contribution_entries_max: 1 << 16,
+            moves_open_max: 1 << 16,
+            moves_ahead_max: 4096,
+            transmits_queued_max: 1 << 16,
+            dead_remembered_max: 1024,
+            events_queued_max: 1024,
+        }
+    }
+}
+
+/// Why an input was refused. Nothing changed when an input is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MeshRefusal {
+    #[error("{what}: {len} is more than the bound {max}")]
+    Oversized { what: &'static str, len: usize, max: usize },
+    #[error("timestamp {ts} is outside 0 ..= INFINITY")]
+    InvalidTimestamp { ts: Timestamp },
+    #[error("malformed message: {reason}")]
+    InvalidChange { reason: &'static str },
+    #[error("{peer:?} is not a known participant (report peer_joined before its messages)")]
+    UnknownPeer { peer: Peer },
+    #[error("{peer:?} was declared dead: its messages and moves are refused")]
+    DeadIncarnation { peer: Peer },
+    #[error("{peer:?} is older than the known incarnation {current} of that participant")]
+    StaleIncarnation { peer: Peer, current: u64 },
+    #[error("more than {max} participants")]
+    TooManyPeers { max: usize },
+    #[error("this participant was declared dead: restart it as a new incarnation")]
+    Expelled,
+    #[error("batch {seq} of {peer:?} was already received")]
+    Duplicate { peer: Peer, seq: Seq },
+    #[error("batch {seq} of {peer:?} is more than {max} ahead of batch {applied}, the last applied")]
+    TooFarAhead { peer: Peer, seq: Seq, applied: Seq, max: usize },
+    #[error("{peer:?} sent a batch that was refused: its stream stays stopped until it is declared dead")]
+    Faulted { peer: Peer },
+    #[error("{owner:?} claims ts={ts} below ts_min {ts_min}")]
+    BelowFrontier { owner: Peer, ts: Timestamp, ts_min: Timestamp },
+    #[error("{owner:?} releases a claim at {site:?} ts={ts} it does not hold")]
+    ReleaseWithoutClaim { owner: Peer, site: Site, ts: Timestamp },
+    #[error("a claim count out of range (0 ..= CLAIM_COUNT_MAX)")]
+    CountOverflow,
+    #[error("{owner:?} would hold two doors")]
+    TwoDoors { owner: Peer },
+    #[error("{owner:?} would hold more than {max} claim entries")]
+    TooManyEntries { owner: Peer, max: usize },
+    #[error("move {id} of {mover:?} was already taken over or declined")]
+    DuplicateMove { mover: Peer, id: MoveId },
+    #[error("this participant already has a door")]
+    AlreadyDoored,
+    #[error("other participants are live: a newcomer joins through a sponsor's move")]
+    NotAlone,
+    #[error("{queued} messages wait to be sent (bound {max}): call poll_transmit")]
+    Backpressure { queued: usize, max: usize },
+}
+
+/// What the driver should know of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A peer's batch or snapshot broke the rules; its stream is stopped (its claims stay,
+    /// holding ts_min down, until the fabric declares it dead).
+    Faulted { peer: Peer, refusal: MeshRefusal },
+    /// A dead peer's claims were dropped: every live participant had fenced it.
+    Finalized { peer: Peer },
+    /// This participant was declared dead; it refuses every input from now on.
+    Expelled,
+}
+
+/// A protocol fault that the simulation switches on to show that its checker catches it. Only
+/// the `mutations` feature can switch one on (`Mesh::mutate`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// Apply a batch as soon as it is next in its sender's stream, ignoring its `after`.
+    IgnoreDependencies,
+    /// Drop a dead peer's claims as soon as its death is known, without waiting for fences.
+    FinalizeWithoutFences,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Standing {
+    Live,
+    /// Declared dead (by the fabric or a peer's fence); its claims stay until finalized.
+    Dying,
+}
+
+/// What this participant knows of one peer.
+#[derive(Debug)]
+struct Member {
+    standing: Standing,
+    /// Its snapshot arrived: its batches after `applied` may be applied.
+    snapshot: bool,
+    /// Last batch applied (the snapshot's `seq` at first).
+    applied: Seq,
+    /// Batches received ahead of their turn.
+    pending: BTreeMap<Seq, Batch>,
+    /// Dying participants this peer fenced, with the `seq` that said so.
+    fences: BTreeMap<Peer, Seq>,
+    /// Moves from this peer already taken over or declined here.
+    moves: MoveWindow,
+    /// A batch of it was refused: the rest of its stream cannot be applied.
+    faulted: bool,
+}
+
+/// Move ids below `below`, and those in `ahead`, are resolved (at-most-once takeover).
+#[derive(Debug)]
+struct MoveWindow {
+    below: MoveId,
+    ahead: BTreeSet<MoveId>,
+}
+
+/// A move handed out and not yet resolved: its carry claim covers `ts`.
+#[derive(Clone, Copy, Debug)]
+struct Carry {
+    to: Peer,
+    ts: Timestamp,
+}
+
+/// One participant's protocol machine.
+#[derive(Debug)]
+pub struct Mesh {
+    me: Peer,
+    limits: MeshLimits,
+    view: View,
+    /// Published ts_min: monotone; held while the view misses a live peer's snapshot.
+    ts_min: Timestamp,
+    /// This participant's door, once it joined.
+    door: Option<Timestamp>,
+    members: BTreeMap<Peer, Member>,
+    /// Dead incarnations remembered, oldest first (a set beside it for lookups).
+    dead: VecDeque<Peer>,
+    dead_set: BTreeSet<Peer>,
+    /// Changes and markers not yet sealed into a batch.
+    open: Batch,
+    /// Last batch sealed.
+    seq: Seq,
+    /// Watermark carried by the last batch sealed (a rise alone is worth a batch: gossip).
+    announced: Timestamp,
+    carries: IdMap<MoveId, Carry>,
+    next_move: MoveId,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<Event>,
+    expelled: bool,
+    #[cfg(feature = "mutations")]
+    mutation: Option<Mutation>,
+}
+
+impl Mesh {
+    /// A participant that knows nobody yet, with ts_min 0 and no door.
+    pub fn new(me: Peer, limits: MeshLimits) -> Mesh {
+        // Sums over owners stay below i64::MAX (view.rs relies on it).
+        let entries = (limits.peers_max as u128 + 1) * limits.contribution_entries_max as u128;
+        assert!(entries * CLAIM_COUNT_MAX as u128 <= i64::MAX as u128, "MeshLimits too large: {limits:?}");
+        Mesh {
+            me,
+            limits,
+            view: View::default(),
+            ts_min: 0,
+            door: None,
+            members: BTreeMap::new(),
+            dead: VecDeque::new(),
+            dead_set: BTreeSet::new(),
+            open: Batch::default(),
+            seq: 0,
+            announced: 0,
+            carries: IdMap::default(),
+            next_move: 1,
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            expelled: false,
+            #[cfg(feature = "mutations")]
+            mutation: None,
+        }
+    }
+
+    /// Switches on a protocol fault (tests of the checker only).
+    #[cfg(feature = "mutations")]
+    pub fn mutate(&mut self, mutation: Mutation) {
+        self.mutation = Some(mutation);
+    }
+
+    /// Whether `mutation` is switched on (never, without the `mutations` feature).
+    fn mutated(&self, mutation: Mutation) -> bool {
+        #[cfg(feature = "mutations")]
+        return self.mutation == Some(mutation);
+        #[cfg(not(feature = "mutations"))]
+        {
+            let _ = mutation;
+            false
+        }
+    }
+
+    pub fn me(&self) -> Peer {
+        self.me
+    }
+
+    /// This participant's view of the global ts_min: nothing below it can be gotten any more,
+    /// anywhere. Never decreases.
+    pub fn ts_min(&self) -> Timestamp {
+        self.ts_min
+    }
+
+    /// `1 +` the highest timestamp put anywhere that this participant heard of.
+    pub fn watermark(&self) -> Timestamp {
+        self.view.watermark()
+    }
+
+    /// The lowest virtual time a root task may start at here (its door); `None` before joining.
+    /// At or above every participant's ts_min, now and until the door rises past it.
+    pub fn join_floor(&self) -> Option<Timestamp> {
+        self.door
+    }
+
+    /// Whether the view holds every live peer's snapshot (ts_min is held until it does).
+    pub fn is_complete(&self) -> bool {
+        self.members.values().all(|m| m.standing == Standing::Dying || m.snapshot)
+    }
+
+    // ---- local inputs ----------------------------------------------------------------------------
+
+    /// Applies a batch of this participant's own claim changes — what its `Progress` outbox
+    /// holds. `Location::Peer` updates (the driver's mirror of this machine) are skipped; a
+    /// watermark rise is gossiped. New claims below ts_min are refused (a driver bug).
+    pub fn apply_local(&mut self, updates: &[Update]) -> Result<(), MeshRefusal> {
+        self.admit()?;
+        self.commit_local(updates)?;
+        self.settle();
+        Ok(())
+    }
+
+    /// Covers data at `ts` handed to `to` (a put to a remote channel, an item given to a remote
+    /// getter, a door for a newcomer) with a carry claim, until `to` takes it over, declines it,
+    /// or is dead. Call it before releasing the claim that covered the data. The id goes with
+    /// the data.
+    pub fn send_move(&mut self, to: Peer, ts: Timestamp) -> Result<MoveId, MeshRefusal> {
+        self.admit()?;
+        match self.members.get(&to) {
+            Some(m) if m.standing == Standing::Live => {}
+            Some(_) => return Err(MeshRefusal::DeadIncarnation { peer: to }),
+            None => return Err(MeshRefusal::UnknownPeer { peer: to }),
+        }
+        if self.carries.len() >= self.limits.moves_open_max {
+            let max = self.limits.moves_open_max;
+            return Err(MeshRefusal::Oversized { what: "moves open", len: self.carries.len() + 1, max });
+        }
+        let id = self.next_move;
+        self.commit_own(&[Change { site: Site::Carry { to, id }, ts, delta: 1 }])?;
+        self.next_move += 1;
+        self.carries.insert(id, Carry { to, ts });
+        Ok(id)
+    }
+
+    /// Whether move `id` of `from` may be taken over here: `from` is live here (a fenced sender's
+    /// data is refused — its claims may already be gone elsewhere) and the move is not resolved.
+    pub fn may_accept(&self, from: Peer, id: MoveId) -> Result<(), MeshRefusal> {
+        self.check_alive()?;
+        let member = self.members.get(&from).ok_or_else(|| self.unknown(from))?;
+        if member.standing == Standing::Dying {
+            return Err(MeshRefusal::DeadIncarnation { peer: from });
+        }
+        self.check_unresolved(from, member, id)
+    }
+
+    /// Takes over move `id` of `from`: `updates` (from the local `Progress`) create the claims
+    /// that now cover the data; the mover learns it from the same batch and releases its carry.
+    pub fn accept_move(&mut self, from: Peer, id: MoveId, updates: &[Update]) -> Result<(), MeshRefusal> {
+        self.admit()?;
+        self.may_accept(from, id)?;
+        self.commit_local(updates)?;
+        self.resolve(from, id, true);
+        self.settle();
+        Ok(())
+    }
+
+    /// Joins through sponsor `from`'s move `id`: this participant's door opens at `ts`, the
+    /// sponsor's door when it sent the move.
+    pub fn join(&mut self, from: Peer, id: MoveId, ts: Timestamp) -> Result<(), MeshRefusal> {
+        if self.door.is_some() {
+            return Err(MeshRefusal::AlreadyDoored);
+        }
+        self.admit()?;
+        self.may_accept(from, id)?;
+        self.commit_own(&[Change { site: Site::Door, ts, delta: 1 }])?;
+        self.door = Some(ts);
+        self.resolve(from, id, true);
+        self.settle();
+        Ok(())
+    }
+
+    /// Refuses move `id` of `from` (the data is dropped: a getter gone, a put that failed); the
+    /// mover may release its carry.
+    pub fn decline_move(&mut self, from: Peer, id: MoveId) -> Result<(), MeshRefusal> {
+        self.check_alive()?;
+        let member = self.members.get(&from).ok_or_else(|| self.unknown(from))?;
+        self.check_unresolved(from, member, id)?;
+        self.resolve(from, id, false);
+        Ok(())
+    }
+
+    /// Opens this participant's door with nobody to sponsor it: allowed only when no other
+    /// participant is live (then no other view exists to be passed). Returns the door.
+    pub fn genesis(&mut self) -> Result<Timestamp, MeshRefusal> {
+        self.admit()?;
+        if self.door.is_some() {
+            return Err(MeshRefusal::AlreadyDoored);
+        }
+        if self.members.values().any(|m| m.standing == Standing::Live) {
+            return Err(MeshRefusal::NotAlone);
+        }
+        let door = self.view.frontier().max(self.ts_min);
+        self.commit_own(&[Change { site: Site::Door, ts: door, delta: 1 }])?;
+        self.door = Some(door);
+        self.settle();
+        Ok(door)
+    }
+
+    // ---- outputs ---------------------------------------------------------------------------------
+
+    /// The next message to send. Seals what is pending into a batch first.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.seal();
+        self.transmits.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ---- internals -------------------------------------------------------------------------------
+
+    fn check_alive(&self) -> Result<(), MeshRefusal> {
+        if self.expelled {
+            return Err(MeshRefusal::Expelled);
+        }
+        Ok(())
+    }
+
+    /// Refuses inputs that add to what waits to be sent while too much does. (Declarations of
+    /// death and refusals of moves pass: they only ever add one marker.)
+    fn admit(&self) -> Result<(), MeshRefusal> {
+        self.check_alive()?;
+        if self.transmits.len() >= self.limits.transmits_queued_max {
+            return Err(MeshRefusal::Backpressure {
+                queued: self.transmits.len(),
+                max: self.limits.transmits_queued_max,
+            });
+        }
+        Ok(())
+    }
+
+    fn unknown(&self, peer: Peer) -> MeshRefusal {
+        if self.dead_set.contains(&peer) {
+            MeshRefusal::DeadIncarnation { peer }
+        } else {
+            MeshRefusal::UnknownPeer { peer }
+        }
+    }
+
+    fn check_unresolved(&self, from: Peer, member: &Member, id: MoveId) -> Result<(), MeshRefusal> {
+        let window = &member.moves;
+        if id < window.below || window.ahead.contains(&id) {
+            return Err(MeshRefusal::DuplicateMove { mover: from, id });
+        }
+        if window.ahead.len() >= self.limits.moves_ahead_max {
+            let max = self.limits.moves_ahead_max;
+            return Err(MeshRefusal::Oversized { what: "moves resolved ahead", len: window.ahead.len() + 1, max });
+        }
+        Ok(())
+    }
+
+    /// Marks move `id` of `from` resolved and tells its mover (took or declined).
+    fn resolve(&mut self, from: Peer, id: MoveId, took: bool) {
+        let window = &mut self.members.get_mut(&from).expect("checked member").moves;
+        window.ahead.insert(id);
+        while window.ahead.remove(&window.below) {
+            window.below += 1;
+        }
+        let marker = MoveRef { mover: from, id };
+        if took {
+            self.open.took.push(marker);
+        } else {
+            self.open.declined.push(marker);
+        }
+        self.seal_if_full();
+    }
+
+    /// Own claim changes from a `Progress` outbox: claims into the contribution, the watermark
+    /// into the view.
+    fn commit_local(&mut self, updates: &[Update]) -> Result<(), MeshRefusal> {
+        let mut changes = Vec::with_capacity(updates.len());
+        let mut watermark = None;
+        for u in updates {
+            match u.location {
+                Location::Peer(_) => {}
+                Location::Watermark if u.delta > 0 => watermark = watermark.max(Some(u.ts)),
+                Location::Watermark => {}
+                location => changes.push(Change { site: Site::Local(location), ts: u.ts, delta: u.delta }),
+            }
+        }
+        if let Some(ts) = watermark.filter(|ts| !(0..=crate::time::INFINITY).contains(ts)) {
+            return Err(MeshRefusal::InvalidTimestamp { ts });
+        }
+        self.commit_own(&changes)?;
+        if let Some(ts) = watermark {
+            self.view.raise_watermark(ts);
+        }
+        Ok(())
+    }
+
+    /// Checks and applies changes of this participant's own contribution, and queues them for
+    /// the next batch — new claims first, so that any cut of an oversized change is safe.
+    fn commit_own(&mut self, changes: &[Change]) -> Result<(), MeshRefusal> {
+        for change in changes {
+            if !(0..=crate::time::INFINITY).contains(&change.ts) {
+                return Err(MeshRefusal::InvalidTimestamp { ts: change.ts });
+            }
+        }
+        let mut net = self.view.check(self.me, changes, self.ts_min, self.limits.contribution_entries_max)?;
+        self.view.apply(self.me, &net);
+        net.sort_by_key(|&(_, _, delta)| delta < 0);
+        for (site, ts, delta) in net {
+            self.queue_change(Change { site, ts, delta });
+        }
+        Ok(())
+    }
+
+    /// Adds one own change to the open batch, merged with one at the same site and timestamp.
+    fn queue_change(&mut self, change: Change) {
+        let changes = &mut self.open.changes;
+        match changes.iter().position(|c| c.site == change.site && c.ts == change.ts) {
+            Some(i) => {
+                changes[i].delta += change.delta;
+                if changes[i].delta == 0 {
+                    changes.remove(i);
+                }
+            }
+            None => changes.push(change),
+        }
+        self.seal_if_full();
+    }
+
+    fn seal_if_full(&mut self) {
+        let open = &self.open;
+        let markers = open.took.len() + open.declined.len() + open.fenced.len() + open.after.len();
+        if open.changes.len() >= self.limits.batch_changes_max || markers + 1 >= self.limits.batch_markers_max {
+            self.seal();
+        }
+    }
+
+    /// Seals the open batch (if it holds anything, or the watermark rose) and queues it for
+    /// every live peer.
+    fn seal(&mut self) {
+        let open = &self.open;
+        let empty = open.changes.is_empty()
+            && open.took.is_empty()
+            && open.declined.is_empty()
+            && open.fenced.is_empty()
+            && open.after.is_empty();
+        if empty && self.view.watermark() == self.announced {
+            return;
+        }
+        let mut batch = std::mem::take(&mut self.open);
+        // Merging may have put a release before a claim: new claims first on the wire.
+        batch.changes.sort_by_key(|c| c.delta < 0);
+        self.seq += 1;
+        batch.seq = self.seq;
+        batch.watermark = self.view.watermark();
+        self.announced = batch.watermark;
+        let message = Message::Batch(batch);
+        debug_assert_eq!(message.validate(&self.limits), Ok(()), "a batch this machine sealed");
+        let to = self.live_peers();
+        if !to.is_empty() {
+            self.transmits.push_back(Transmit { to, message });
+        }
+    }
+
+    fn live_peers(&self) -> Vec<Peer> {
+        self.members.iter().filter(|(_, m)| m.standing == Standing::Live).map(|(&p, _)| p).collect()
+    }
+
+    fn push_event(&mut self, event: Event) {
+        if self.events.len() >= self.limits.events_queued_max {
+            self.events.pop_front();
+        }
+        self.events.push_back(event);
+    }
+
+    /// After any input: applies what became applicable, finalizes the dead once every live peer
+    /// fenced them, raises the door to the frontier, and publishes ts_min.
+    fn settle(&mut self) {
+        loop {
+            self.drain();
+            if !self.try_finalize() {
+                break;
+            }
+        }
+        if self.expelled || !self.is_complete() {
+            return;
+        }
+        self.raise_door();
+        let ts_min = self.view.ts_min();
+        assert!(ts_min >= self.ts_min, "ts_min of {:?} moved backwards from {} to {ts_min}", self.me, self.ts_min);
+        self.ts_min = ts_min;
+    }
+
+    /// A door follows the frontier (it never holds the view below what the participant itself
+    /// knows; it only keeps everyone else's view at or below it until they hear of the rise).
+    fn raise_door(&mut self) {
+        let Some(door) = self.door else { return };
+        let frontier = self.view.frontier();
+        if frontier <= door {
+            return;
+        }
+        let changes =
+            [Change { site: Site::Door, ts: frontier, delta: 1 }, Change { site: Site::Door, ts: door, delta: -1 }];
+        self.commit_own(&changes).expect("a door moving up is covered by itself and keeps one entry");
+        self.door = Some(frontier);
+    }
+}

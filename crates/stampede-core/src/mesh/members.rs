@@ -1,0 +1,205 @@
+//! Who takes part: joins (a snapshot to every newcomer), deaths (fences), and finalization —
+//! the one place claims of a dead participant are dropped.
+//!
+//! **The rule for the dead.** A death is learned from the fabric (`peer_dead`) or from any
+//! peer's fence of it (gossip: the fabric declared it to someone). On learning it, a participant
+//! *fences* the dead incarnation: it takes nothing over from it any more, and says so in its
+//! next batch — after every takeover it ever did from it, since its stream is FIFO. It drops the
+//! dead one's claims only when every live participant it knows has fenced it: by then every
+//! claim that moved from the dead one to a live one is in the view, so nothing the dead one
+//! covered is left uncovered. Participants dying together are finalized together (one of them
+//! may have handed the other's data on). A carry handed to the dead is released after the same
+//! fences, so that data a dead receiver passed on before dying stays covered too.
+
+use crate::mesh::wire::{Change, Peer, Seq, Site, Snapshot, Transmit};
+use crate::mesh::{Event, Member, Mesh, MeshRefusal, Message, MoveId, MoveWindow, Mutation, Standing};
+
+impl Mesh {
+    /// The fabric reports `peer` alive (liveliness). This participant sends it a snapshot of its
+    /// contribution, and holds its ts_min until `peer`'s snapshot arrives. A newer incarnation
+    /// of a known participant means the older one is dead.
+    pub fn peer_joined(&mut self, peer: Peer) -> Result<(), MeshRefusal> {
+        self.admit()?;
+        if peer.id == self.me.id {
+            if peer.incarnation > self.me.incarnation {
+                self.expel();
+                return Err(MeshRefusal::Expelled);
+            }
+            if peer.incarnation < self.me.incarnation {
+                return Err(MeshRefusal::StaleIncarnation { peer, current: self.me.incarnation });
+            }
+            return Ok(());
+        }
+        if self.members.contains_key(&peer) {
+            return Ok(());
+        }
+        if self.dead_set.contains(&peer) {
+            return Err(MeshRefusal::DeadIncarnation { peer });
+        }
+        let same_id = self.members.keys().find(|p| p.id == peer.id).copied();
+        if let Some(known) = same_id.filter(|known| known.incarnation > peer.incarnation) {
+            return Err(MeshRefusal::StaleIncarnation { peer, current: known.incarnation });
+        }
+        if same_id.is_none() && self.members.len() >= self.limits.peers_max {
+            return Err(MeshRefusal::TooManyPeers { max: self.limits.peers_max });
+        }
+        if let Some(older) = same_id {
+            self.learn_death(older);
+        }
+        // What the snapshot says must be exactly what batches up to `self.seq` said.
+        self.seal();
+        let member = Member {
+            standing: Standing::Live,
+            snapshot: false,
+            applied: 0,
+            pending: Default::default(),
+            fences: Default::default(),
+            moves: MoveWindow { below: 1, ahead: Default::default() },
+            faulted: false,
+        };
+        self.members.insert(peer, member);
+        let snapshot = Snapshot {
+            seq: self.seq,
+            claims: self.view.contribution(self.me),
+            watermark: self.view.watermark(),
+            fenced: self.fenced(),
+        };
+        self.transmits.push_back(Transmit { to: vec![peer], message: Message::Snapshot(snapshot) });
+        self.settle();
+        Ok(())
+    }
+
+    /// The fabric declares `peer` dead (liveliness lost, session closed). Its claims are dropped
+    /// once every live participant has fenced it (module doc).
+    pub fn peer_dead(&mut self, peer: Peer) -> Result<(), MeshRefusal> {
+        self.check_alive()?;
+        self.learn_death(peer);
+        self.settle();
+        Ok(())
+    }
+
+    /// Fences `peer`: refuses its moves from now on and says so in the next batch.
+    pub(super) fn learn_death(&mut self, peer: Peer) {
+        if peer == self.me || (peer.id == self.me.id && peer.incarnation > self.me.incarnation) {
+            self.expel();
+            return;
+        }
+        match self.members.get_mut(&peer) {
+            Some(member) if member.standing == Standing::Live => {
+                member.standing = Standing::Dying;
+                self.open.fenced.push(peer);
+                self.seal_if_full();
+            }
+            Some(_) => {}
+            // Never a member here (or long gone): nothing to drop, but peers may wait for this
+            // participant's fence of it.
+            None => {
+                if self.remember_dead(peer) {
+                    self.open.fenced.push(peer);
+                    self.seal_if_full();
+                }
+            }
+        }
+    }
+
+    /// Records peer `from`'s fences (from its batch or snapshot `seq`): each is also news of a
+    /// death.
+    pub(super) fn note_fences(&mut self, from: Peer, fenced: &[Peer], seq: Seq) {
+        for &dead in fenced {
+            self.learn_death(dead);
+            if self.expelled {
+                return;
+            }
+            if self.members.get(&dead).is_some_and(|m| m.standing == Standing::Dying) {
+                if let Some(member) = self.members.get_mut(&from) {
+                    member.fences.entry(dead).or_insert(seq);
+                }
+            }
+        }
+    }
+
+    /// Remembers a dead incarnation (bounded: the oldest is forgotten; its late messages are
+    /// then refused as unknown). Returns whether it is new.
+    fn remember_dead(&mut self, peer: Peer) -> bool {
+        if !self.dead_set.insert(peer) {
+            return false;
+        }
+        self.dead.push_back(peer);
+        if self.dead.len() > self.limits.dead_remembered_max {
+            if let Some(oldest) = self.dead.pop_front() {
+                self.dead_set.remove(&oldest);
+            }
+        }
+        true
+    }
+
+    /// What this participant has fenced: those dying here and the dead it remembers.
+    fn fenced(&self) -> Vec<Peer> {
+        let dying = self.members.iter().filter(|(_, m)| m.standing == Standing::Dying).map(|(&p, _)| p);
+        dying.chain(self.dead.iter().copied()).take(self.limits.batch_markers_max).collect()
+    }
+
+    /// Drops every dying participant once every live one has fenced them all; returns whether it
+    /// did (batches waiting on them may now apply).
+    pub(super) fn try_finalize(&mut self) -> bool {
+        let dying: Vec<Peer> =
+            self.members.iter().filter(|(_, m)| m.standing == Standing::Dying).map(|(&p, _)| p).collect();
+        if dying.is_empty() {
+            return false;
+        }
+        let live = || self.members.values().filter(|m| m.standing == Standing::Live);
+        let fenced_by_all = live().all(|m| dying.iter().all(|d| m.fences.contains_key(d)));
+        if !fenced_by_all && !self.mutated(Mutation::FinalizeWithoutFences) {
+            return false;
+        }
+        // Carries to the dead are released after every fence waited for, everywhere.
+        let after: Vec<(Peer, Seq)> = self
+            .members
+            .iter()
+            .filter(|(_, m)| m.standing == Standing::Live)
+            .filter_map(|(&p, m)| dying.iter().filter_map(|d| m.fences.get(d)).max().map(|&seq| (p, seq)))
+            .collect();
+        for dead in &dying {
+            self.view.drop_owner(*dead);
+            self.members.remove(dead);
+            self.remember_dead(*dead);
+            self.push_event(Event::Finalized { peer: *dead });
+        }
+        for member in self.members.values_mut() {
+            member.fences.retain(|d, _| !dying.contains(d));
+        }
+        let gone: Vec<MoveId> = self.carries.iter().filter(|(_, c)| dying.contains(&c.to)).map(|(&id, _)| id).collect();
+        if !gone.is_empty() {
+            for dep in after {
+                self.add_after(dep);
+            }
+            for id in gone {
+                self.release_carry(id);
+            }
+        }
+        true
+    }
+
+    /// Releases own carry `id` (resolved, or its receiver finalized).
+    pub(super) fn release_carry(&mut self, id: MoveId) {
+        let Some(carry) = self.carries.remove(&id) else { return };
+        let change = Change { site: Site::Carry { to: carry.to, id }, ts: carry.ts, delta: -1 };
+        self.commit_own(&[change]).expect("a carry held is released");
+    }
+
+    /// The open batch must be applied after batch `seq` of `peer` (keeps the highest per peer).
+    pub(super) fn add_after(&mut self, (peer, seq): (Peer, Seq)) {
+        match self.open.after.iter_mut().find(|(p, _)| *p == peer) {
+            Some(entry) => entry.1 = entry.1.max(seq),
+            None => self.open.after.push((peer, seq)),
+        }
+        self.seal_if_full();
+    }
+
+    fn expel(&mut self) {
+        if !self.expelled {
+            self.expelled = true;
+            self.push_event(Event::Expelled);
+        }
+    }
+}

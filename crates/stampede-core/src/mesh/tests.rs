@@ -1,0 +1,303 @@
+//! One scenario per rule, driven through an in-memory net whose deliveries the test chooses.
+//! (The seeded simulation in `tests/mesh_simulation.rs` drives random ones.)
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::*;
+
+fn peer(id: u64) -> Peer {
+    Peer { id, incarnation: 1 }
+}
+
+fn up(location: Location, ts: Timestamp, delta: i64) -> Update {
+    Update { location, ts, delta }
+}
+
+fn task(ts: Timestamp, delta: i64) -> Update {
+    up(Location::Task(1), ts, delta)
+}
+
+fn put(ts: Timestamp) -> Update {
+    up(Location::Watermark, ts + 1, 1)
+}
+
+/// Participants `0..n` that all know each other, participant 0 the genesis, the others joined
+/// through its door; every message delivered.
+struct Net {
+    meshes: Vec<Mesh>,
+    /// FIFO queues per (from, to).
+    links: BTreeMap<(usize, usize), VecDeque<Message>>,
+    crashed: Vec<bool>,
+}
+
+impl Net {
+    fn new(n: usize) -> Net {
+        let mut net = Net {
+            meshes: (0..n as u64).map(|i| Mesh::new(peer(i), MeshLimits::default())).collect(),
+            links: BTreeMap::new(),
+            crashed: vec![false; n],
+        };
+        net.meshes[0].genesis().unwrap();
+        for i in 0..n {
+            for j in 0..n {
+                if i != j {
+                    net.meshes[i].peer_joined(peer(j as u64)).unwrap();
+                }
+            }
+        }
+        for i in 1..n {
+            let floor = net.meshes[0].join_floor().unwrap();
+            let id = net.meshes[0].send_move(peer(i as u64), floor).unwrap();
+            net.meshes[i].join(peer(0), id, floor).unwrap();
+        }
+        net.pump();
+        net
+    }
+
+    /// Moves what `i` has to send into the links (nothing, once it crashed).
+    fn flush(&mut self, i: usize) {
+        while let Some(t) = self.meshes[i].poll_transmit().filter(|_| !self.crashed[i]) {
+            for to in t.to.into_iter().filter(|to| !self.crashed[to.id as usize]) {
+                self.links.entry((i, to.id as usize)).or_default().push_back(t.message.clone());
+            }
+        }
+    }
+
+    /// Delivers everything waiting from `from` to `to`.
+    fn deliver(&mut self, from: usize, to: usize) {
+        self.flush(from);
+        let sender = self.meshes[from].me();
+        while let Some(m) = self.links.get_mut(&(from, to)).and_then(|q| q.pop_front()) {
+            self.meshes[to].handle_message(sender, m).unwrap();
+        }
+    }
+
+    /// `i` stops; what it sent and was not delivered is lost.
+    fn crash(&mut self, i: usize) {
+        self.crashed[i] = true;
+        self.links.retain(|&(from, to), _| from != i && to != i);
+    }
+
+    fn pump(&mut self) {
+        loop {
+            (0..self.meshes.len()).for_each(|i| self.flush(i));
+            let Some((&(from, to), _)) = self.links.iter().find(|(_, q)| !q.is_empty()) else { return };
+            self.deliver(from, to);
+        }
+    }
+
+    fn ts_mins(&self) -> Vec<Timestamp> {
+        self.meshes.iter().map(|m| m.ts_min()).collect()
+    }
+}
+
+/// Every view reaches min(claims, watermark); a door keeps the others' views at or below what
+/// its owner knows, and a newcomer starts at its sponsor's door.
+#[test]
+fn views_converge_on_the_lowest_claim_capped_by_the_watermark() {
+    let mut net = Net::new(3);
+    assert_eq!(net.ts_mins(), [0, 0, 0], "nothing put: a producer may start at 0");
+    net.meshes[1].apply_local(&[task(3, 1), put(9)]).unwrap();
+    net.pump();
+    assert_eq!(net.ts_mins(), [3, 3, 3]);
+    assert_eq!(net.meshes[2].watermark(), 10, "the watermark is gossiped");
+    net.meshes[1].apply_local(&[task(7, 1), task(3, -1)]).unwrap();
+    net.pump();
+    assert_eq!(net.ts_mins(), [7, 7, 7]);
+    net.meshes[1].apply_local(&[task(7, -1)]).unwrap();
+    net.pump();
+    assert_eq!(net.ts_mins(), [10, 10, 10], "nothing claimed: ts_min stops at 1 + the highest put");
+    assert!(net.meshes.iter().all(|m| m.join_floor() == Some(10)));
+}
+
+/// A batch is applied at most once and in order; a duplicate is refused, an early one held.
+#[test]
+fn batches_apply_at_most_once_and_in_order() {
+    let mut net = Net::new(2);
+    net.meshes[0].apply_local(&[task(2, 1), put(8)]).unwrap();
+    net.flush(0);
+    net.meshes[0].apply_local(&[task(4, 1), task(2, -1)]).unwrap();
+    net.flush(0);
+    let mut first_two: Vec<Message> = net.links.get_mut(&(0, 1)).unwrap().drain(..).collect();
+    let second = first_two.pop().unwrap();
+    let first = first_two.pop().unwrap();
+    net.meshes[1].handle_message(peer(0), second.clone()).unwrap();
+    assert_eq!(net.meshes[1].ts_min(), 0, "held until the one before it arrives");
+    net.meshes[1].handle_message(peer(0), first.clone()).unwrap();
+    assert_eq!(net.meshes[1].ts_min(), 4);
+    for m in [first, second] {
+        let Message::Batch(b) = &m else { panic!("a batch") };
+        assert_eq!(
+            net.meshes[1].handle_message(peer(0), m.clone()),
+            Err(MeshRefusal::Duplicate { peer: peer(0), seq: b.seq })
+        );
+    }
+    net.pump();
+    assert_eq!(net.ts_mins(), [4, 4]);
+}
+
+/// Data handed from A to B stays covered at C whatever the order: A's carry until C applied B's
+/// takeover, because A's release of the carry is applied after it.
+#[test]
+fn a_carry_covers_data_until_the_takeover_is_applied_everywhere() {
+    let (a, b, c) = (0, 1, 2);
+    let mut net = Net::new(3);
+    net.meshes[a].apply_local(&[task(5, 1), put(20)]).unwrap();
+    net.pump();
+    // A puts at 5 into a channel on B, then moves its virtual time on.
+    let id = net.meshes[a].send_move(peer(b as u64), 5).unwrap();
+    net.meshes[a].apply_local(&[task(9, 1), task(5, -1)]).unwrap();
+    net.meshes[b].may_accept(peer(a as u64), id).unwrap();
+    net.meshes[b].accept_move(peer(a as u64), id, &[up(Location::Queue(1), 5, 1)]).unwrap();
+    net.deliver(b, a); // A sees the takeover and releases its carry
+    net.deliver(a, c); // C gets A's carry, A's move and A's release, before B's takeover
+    assert_eq!(net.meshes[c].ts_min(), 5, "A's release waits for B's takeover");
+    net.deliver(b, c);
+    net.pump();
+    assert_eq!(net.ts_mins(), [5, 5, 5], "B's queue holds 5");
+    assert_eq!(
+        net.meshes[b].accept_move(peer(a as u64), id, &[]),
+        Err(MeshRefusal::DuplicateMove { mover: peer(a as u64), id })
+    );
+    net.meshes[b].apply_local(&[up(Location::Queue(1), 5, -1)]).unwrap();
+    net.pump();
+    assert_eq!(net.ts_mins(), [9, 9, 9]);
+}
+
+/// A dead participant's claims go only when every live one fenced it: a takeover C did from it
+/// reaches A before A drops B, even when A heard of the death first and B's own batches never
+/// came.
+#[test]
+fn the_dead_are_dropped_after_every_live_participant_fenced_them() {
+    let (a, b, c) = (0, 1, 2);
+    let mut net = Net::new(3);
+    net.meshes[b].apply_local(&[task(2, 1), put(30)]).unwrap();
+    net.pump();
+    // B hands data at 2 to C, releases its task, and crashes: none of it reaches A.
+    let id = net.meshes[b].send_move(peer(c as u64), 2).unwrap();
+    net.meshes[b].apply_local(&[task(2, -1)]).unwrap();
+    net.crash(b);
+    net.meshes[c].accept_move(peer(b as u64), id, &[up(Location::Queue(7), 2, 1)]).unwrap();
+    net.meshes[a].peer_dead(peer(b as u64)).unwrap();
+    assert_eq!(net.meshes[a].ts_min(), 2, "C has not fenced B yet");
+    assert_eq!(net.meshes[a].peer_dead(peer(b as u64)), Ok(()), "a declaration twice is harmless");
+    net.deliver(a, c); // C learns of the death from A's fence, fences B after its takeover
+    assert_eq!(
+        net.meshes[c].may_accept(peer(b as u64), id + 1),
+        Err(MeshRefusal::DeadIncarnation { peer: peer(b as u64) })
+    );
+    net.deliver(c, a);
+    assert!(std::iter::from_fn(|| net.meshes[a].poll_event()).any(|e| e == Event::Finalized { peer: peer(b as u64) }));
+    assert_eq!(net.meshes[a].ts_min(), 2, "C's queue holds 2");
+    net.meshes[c].apply_local(&[up(Location::Queue(7), 2, -1)]).unwrap();
+    net.pump();
+    assert_eq!([net.meshes[a].ts_min(), net.meshes[c].ts_min()], [31, 31]);
+    let late = Message::Batch(Batch { seq: 99, ..Batch::default() });
+    assert_eq!(
+        net.meshes[a].handle_message(peer(b as u64), late),
+        Err(MeshRefusal::DeadIncarnation { peer: peer(b as u64) })
+    );
+}
+
+/// A newcomer holds its ts_min at 0 until every live peer's snapshot arrived; a restart is a new
+/// incarnation, and the old one is dead.
+#[test]
+fn a_newcomer_waits_for_every_snapshot_and_a_restart_ends_the_old_life() {
+    let mut net = Net::new(2);
+    net.meshes[0].apply_local(&[task(6, 1), put(12)]).unwrap();
+    net.pump();
+    let old = peer(1);
+    let new = Peer { id: 1, incarnation: 2 };
+    net.meshes[1] = Mesh::new(new, MeshLimits::default());
+    net.meshes[0].peer_joined(new).unwrap();
+    net.meshes[1].peer_joined(peer(0)).unwrap();
+    assert_eq!(net.meshes[1].ts_min(), 0);
+    assert!(!net.meshes[1].is_complete());
+    let floor = net.meshes[0].join_floor().unwrap();
+    let id = net.meshes[0].send_move(new, floor).unwrap();
+    net.meshes[1].join(peer(0), id, floor).unwrap();
+    net.pump();
+    assert_eq!(net.ts_mins(), [6, 6]);
+    assert_eq!(
+        net.meshes[0].handle_message(old, Message::Batch(Batch { seq: 1, ..Batch::default() })),
+        Err(MeshRefusal::DeadIncarnation { peer: old })
+    );
+    assert_eq!(net.meshes[0].peer_joined(old), Err(MeshRefusal::DeadIncarnation { peer: old }));
+}
+
+/// Malformed, hostile or impossible messages are refused with a reason; a batch that breaks the
+/// rules when its turn comes stops its sender's stream and is reported; nothing panics.
+#[test]
+fn hostile_messages_are_refused_with_a_reason() {
+    let from = peer(0);
+    let mut m = Mesh::new(peer(1), MeshLimits::default());
+    m.peer_joined(from).unwrap();
+    let batch = |seq, changes: Vec<Change>| Message::Batch(Batch { seq, changes, ..Batch::default() });
+    let snapshot = |claims| Message::Snapshot(Snapshot { seq: 0, claims, watermark: 0, fenced: vec![] });
+    let claim = |ts, delta| Change { site: Site::Local(Location::Task(4)), ts, delta };
+    assert_eq!(m.handle_message(peer(9), batch(1, vec![])), Err(MeshRefusal::UnknownPeer { peer: peer(9) }));
+    let zero = MeshRefusal::InvalidChange { reason: "batch sequence numbers start at 1" };
+    assert_eq!(m.handle_message(from, batch(0, vec![])), Err(zero));
+    assert_eq!(m.handle_message(from, batch(9, vec![claim(-1, 1)])), Err(MeshRefusal::InvalidTimestamp { ts: -1 }));
+    assert!(matches!(m.handle_message(from, batch(9, vec![claim(3, 0)])), Err(MeshRefusal::InvalidChange { .. })));
+    let watermark = Change { site: Site::Local(Location::Watermark), ts: 3, delta: 1 };
+    assert!(matches!(m.handle_message(from, batch(9, vec![watermark])), Err(MeshRefusal::InvalidChange { .. })));
+    let huge = vec![claim(3, 1); MeshLimits::default().batch_changes_max + 1];
+    assert!(matches!(
+        m.handle_message(from, batch(9, huge)),
+        Err(MeshRefusal::Oversized { what: "batch changes", .. })
+    ));
+    assert!(matches!(m.handle_message(from, batch(10_000, vec![])), Err(MeshRefusal::TooFarAhead { .. })));
+    m.handle_message(from, snapshot(vec![claim(3, 1)])).unwrap();
+    assert_eq!(m.handle_message(from, snapshot(vec![])), Err(MeshRefusal::Duplicate { peer: from, seq: 0 }));
+    m.handle_message(from, batch(2, vec![claim(5, -1)])).unwrap(); // held: batch 1 is missing
+    m.handle_message(from, batch(1, vec![claim(4, 1)])).unwrap();
+    let site = claim(5, 1).site;
+    let fault = MeshRefusal::ReleaseWithoutClaim { owner: from, site, ts: 5 };
+    assert_eq!(m.poll_event(), Some(Event::Faulted { peer: from, refusal: fault }));
+    assert_eq!(m.handle_message(from, batch(3, vec![])), Err(MeshRefusal::Faulted { peer: from }));
+    assert_eq!(m.ts_min(), 0, "a stopped stream's claims still hold ts_min down");
+    m.peer_joined(peer(2)).unwrap();
+    m.handle_message(peer(2), snapshot(vec![])).unwrap();
+    m.handle_message(peer(2), batch(1, vec![claim(3, CLAIM_COUNT_MAX), claim(3, 1)])).unwrap();
+    assert_eq!(m.poll_event(), Some(Event::Faulted { peer: peer(2), refusal: MeshRefusal::CountOverflow }));
+    // A snapshot with two doors, or below ts_min.
+    let mut m = Mesh::new(peer(5), MeshLimits::default());
+    m.apply_local(&[put(40), task(40, 1)]).unwrap();
+    m.genesis().unwrap();
+    assert_eq!(m.ts_min(), 40);
+    m.peer_joined(peer(6)).unwrap();
+    let doors = vec![Change { site: Site::Door, ts: 50, delta: 1 }, Change { site: Site::Door, ts: 60, delta: 1 }];
+    assert_eq!(m.handle_message(peer(6), snapshot(doors)), Err(MeshRefusal::TwoDoors { owner: peer(6) }));
+    m.peer_joined(peer(7)).unwrap();
+    let below = MeshRefusal::BelowFrontier { owner: peer(7), ts: 3, ts_min: 40 };
+    assert_eq!(m.handle_message(peer(7), snapshot(vec![claim(3, 1)])), Err(below));
+}
+
+/// Local inputs a driver gets wrong are refused too; bounds hold.
+#[test]
+fn local_mistakes_and_bounds_are_refused() {
+    let limits = MeshLimits { peers_max: 2, moves_open_max: 1, ..MeshLimits::default() };
+    let mut m = Mesh::new(peer(0), limits);
+    assert_eq!(
+        m.apply_local(&[task(3, -1)]).map_err(|e| matches!(e, MeshRefusal::ReleaseWithoutClaim { .. })),
+        Err(true)
+    );
+    m.genesis().unwrap();
+    assert_eq!(m.genesis(), Err(MeshRefusal::AlreadyDoored));
+    m.apply_local(&[put(5)]).unwrap();
+    assert_eq!(m.ts_min(), 6);
+    assert!(matches!(m.apply_local(&[task(2, 1)]), Err(MeshRefusal::BelowFrontier { ts: 2, ts_min: 6, .. })));
+    m.peer_joined(peer(1)).unwrap();
+    m.peer_joined(peer(2)).unwrap();
+    assert_eq!(m.peer_joined(peer(3)), Err(MeshRefusal::TooManyPeers { max: 2 }));
+    assert_eq!(m.send_move(peer(9), 6), Err(MeshRefusal::UnknownPeer { peer: peer(9) }));
+    m.send_move(peer(1), 6).unwrap();
+    assert!(matches!(m.send_move(peer(1), 6), Err(MeshRefusal::Oversized { what: "moves open", .. })));
+    let mut lonely = Mesh::new(peer(4), MeshLimits::default());
+    lonely.peer_joined(peer(0)).unwrap();
+    assert_eq!(lonely.genesis(), Err(MeshRefusal::NotAlone));
+    assert_eq!(lonely.join_floor(), None);
+    assert_eq!(m.peer_joined(Peer { id: 0, incarnation: 2 }), Err(MeshRefusal::Expelled));
+    assert_eq!(m.apply_local(&[]), Err(MeshRefusal::Expelled));
+}
