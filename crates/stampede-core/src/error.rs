@@ -85,6 +85,12 @@ pub enum Error {
     /// An argument outside its documented range (refcount 0, a tick of 0, …).
     #[error("{op} on \"{name}\": {reason}")]
     InvalidArgument { op: &'static str, name: String, reason: String },
+
+    /// The fabric failed a remote call (SPEC §7): the node `name` (or endpoint) could not be
+    /// reached, stopped answering, or the client's session on it ended. What the call did on the
+    /// node is unknown unless `reason` says otherwise; items it may have taken go back there.
+    #[error("{op} on \"{name}\": unreachable ({reason})")]
+    Unreachable { op: &'static str, name: String, reason: String },
 }
 
 /// The reason of the `Closed` error of an operation on a detached connection.

@@ -24,7 +24,12 @@ create_exception!(stampede, Closed, StampedeError, "The channel, queue, connecti
 create_exception!(stampede, NotFound, StampedeError, "No channel or queue has this name.");
 create_exception!(stampede, AlreadyExists, StampedeError, "A channel or queue of this name exists already.");
 create_exception!(stampede, InvalidArgument, StampedeError, "An argument outside its documented range.");
-create_exception!(stampede, Unreachable, StampedeError, "A remote node cannot be reached (fabric; not raised yet).");
+create_exception!(
+    stampede,
+    Unreachable,
+    StampedeError,
+    "A remote node cannot be reached, or stopped answering (fabric)."
+);
 
 /// Converts a Stampede error into the Python exception of the same name.
 pub(crate) fn to_pyerr(error: Error) -> PyErr {
@@ -41,6 +46,7 @@ pub(crate) fn to_pyerr(error: Error) -> PyErr {
         Error::NotFound { .. } => NotFound::new_err(message),
         Error::AlreadyExists { .. } => AlreadyExists::new_err(message),
         Error::InvalidArgument { .. } => InvalidArgument::new_err(message),
+        Error::Unreachable { .. } => Unreachable::new_err(message),
     };
     Python::attach(|py| {
         // Setting attributes on a fresh exception instance cannot fail short of memory
@@ -75,7 +81,9 @@ fn set_attributes(value: &Bound<'_, PyAny>, error: &Error) -> PyResult<()> {
         }
         Error::Closed { name, reason } => (name, none, Some((*reason).to_owned())),
         Error::NotFound { name } | Error::AlreadyExists { name } => (name, none, None),
-        Error::InvalidArgument { name, reason, .. } => (name, none, Some(reason.clone())),
+        Error::InvalidArgument { name, reason, .. } | Error::Unreachable { name, reason, .. } => {
+            (name, none, Some(reason.clone()))
+        }
     };
     value.setattr("name", name)?;
     value.setattr("ts", ts)?;

@@ -1,0 +1,307 @@
+//! The wire format on random, mutated and hostile messages: every well-formed message decodes to
+//! what was encoded, and no byte string makes decoding panic (SPEC §12: hostile fabric input is a
+//! clear error, never a crash of the node).
+
+use proptest::prelude::*;
+use stampede_node::wire::{
+    decode_reply, decode_request, encode, ContainerInfo, DecodeError, Hello, ItemHeader, Reply, Request, RequestHeader,
+    WireError, WireRetention, WireSelector, WireStats, REQUEST_HEADER_BYTES_MAX, VERSION,
+};
+
+fn ts() -> impl Strategy<Value = i64> {
+    prop_oneof![0i64..100, any::<i64>()]
+}
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof!["[a-z/]{0,12}", any::<String>()]
+}
+
+fn selector() -> impl Strategy<Value = WireSelector> {
+    prop_oneof![
+        ts().prop_map(WireSelector::At),
+        Just(WireSelector::Oldest),
+        Just(WireSelector::Newest),
+        Just(WireSelector::OldestUnseen),
+        Just(WireSelector::NewestUnseen),
+    ]
+}
+
+fn request() -> impl Strategy<Value = Request> {
+    let bound = || proptest::option::of(any::<u64>());
+    let retention = prop_oneof![Just(WireRetention::History), Just(WireRetention::CurrentReaders)];
+    prop_oneof![
+        Just(Request::Hello),
+        Just(Request::Open),
+        Just(Request::Close),
+        (text(), bound(), bound(), retention).prop_map(|(name, capacity, bytes_max, retention)| {
+            Request::CreateChannel { name, capacity, bytes_max, retention }
+        }),
+        (text(), bound(), bound()).prop_map(|(name, capacity, bytes_max)| Request::CreateQueue {
+            name,
+            capacity,
+            bytes_max
+        }),
+        text().prop_map(|name| Request::Lookup { name }),
+        text().prop_map(|prefix| Request::Names { prefix }),
+        any::<u64>().prop_map(|container| Request::ContainerStats { container }),
+        any::<u64>().prop_map(|container| Request::Destroy { container }),
+        ts().prop_map(|virtual_time| Request::Task { virtual_time }),
+        (any::<u64>(), ts()).prop_map(|(task, virtual_time)| Request::Spawn { task, virtual_time }),
+        (any::<u64>(), ts()).prop_map(|(task, virtual_time)| Request::SetVirtualTime { task, virtual_time }),
+        any::<u64>().prop_map(|task| Request::Times { task }),
+        any::<u64>().prop_map(|task| Request::CloseTask { task }),
+        (any::<u64>(), any::<u64>()).prop_map(|(task, container)| Request::AttachInput { task, container }),
+        (any::<u64>(), any::<u64>()).prop_map(|(task, container)| Request::AttachOutput { task, container }),
+        any::<u64>().prop_map(|connection| Request::Detach { connection }),
+        (any::<u64>(), ts(), text(), proptest::option::of(any::<u32>()), any::<u64>()).prop_map(
+            |(connection, ts, codec, refcount, wait_us)| Request::Put { connection, ts, codec, refcount, wait_us }
+        ),
+        (any::<u64>(), selector(), any::<u64>()).prop_map(|(connection, selector, wait_us)| Request::Get {
+            connection,
+            selector,
+            wait_us
+        }),
+        (any::<u64>(), ts(), ts()).prop_map(|(connection, t0, t1)| Request::GetRange { connection, t0, t1 }),
+        (any::<u64>(), ts()).prop_map(|(connection, ts)| Request::Consume { connection, ts }),
+        (any::<u64>(), ts()).prop_map(|(connection, ts)| Request::ConsumeUntil { connection, ts }),
+        (any::<u64>(), ts(), text(), any::<u64>()).prop_map(|(connection, ts, codec, wait_us)| Request::QueuePut {
+            connection,
+            ts,
+            codec,
+            wait_us
+        }),
+        (any::<u64>(), any::<u64>()).prop_map(|(connection, wait_us)| Request::QueueGet { connection, wait_us }),
+        (any::<u64>(), proptest::option::of(any::<u64>()), ts())
+            .prop_map(|(connection, seq, ts)| Request::QueueConsume { connection, seq, ts }),
+        Just(Request::TsMin),
+        Just(Request::Stats),
+        Just(Request::Collect),
+    ]
+}
+
+fn item_header() -> impl Strategy<Value = ItemHeader> {
+    (ts(), text(), 0u64..64).prop_map(|(ts, codec, len)| ItemHeader { ts, codec, len })
+}
+
+fn wire_error() -> impl Strategy<Value = WireError> {
+    prop_oneof![
+        (text(), text(), ts(), text(), ts()).prop_map(|(op, name, ts, what, limit)| WireError::BelowVisibility {
+            op,
+            name,
+            ts,
+            what,
+            limit
+        }),
+        (text(), ts()).prop_map(|(name, ts)| WireError::DuplicateTimestamp { name, ts }),
+        (text(), text(), any::<bool>()).prop_map(|(name, reason, can_never_fit)| WireError::Full {
+            name,
+            ts: 1,
+            reason,
+            can_never_fit
+        }),
+        (text(), selector(), proptest::option::of(ts()), proptest::option::of(ts()), any::<bool>()).prop_map(
+            |(name, selector, previous, next, settled)| WireError::NotAvailable {
+                op: "get".into(),
+                name,
+                selector,
+                previous,
+                next,
+                settled
+            }
+        ),
+        (text(), text()).prop_map(|(name, reason)| WireError::Closed { name, reason }),
+        (text(), text(), text()).prop_map(|(op, name, reason)| WireError::Unreachable { op, name, reason }),
+    ]
+}
+
+fn stats() -> impl Strategy<Value = WireStats> {
+    (any::<u64>(), any::<u64>(), proptest::option::of(ts()), ts()).prop_map(|(a, b, claim, ts_min)| WireStats {
+        live_items: a,
+        live_bytes: b,
+        reclaimed: a ^ b,
+        puts: a,
+        gets: b,
+        inputs: 1,
+        outputs: 2,
+        tombstones: 3,
+        tombstone_runs: 4,
+        claim,
+        ts_min,
+    })
+}
+
+/// A reply and a payload consistent with it.
+fn reply() -> impl Strategy<Value = (Reply, Vec<u8>)> {
+    let plain = prop_oneof![
+        (text(), text(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
+            |(node, zid, liveliness_timeout_ms, payload_bytes_max, wait_slice_ms)| Reply::Hello(Hello {
+                node,
+                zid,
+                liveliness_timeout_ms,
+                payload_bytes_max,
+                wait_slice_ms
+            })
+        ),
+        Just(Reply::Done),
+        (any::<u64>(), any::<bool>(), text(), proptest::option::of(any::<u64>())).prop_map(
+            |(id, queue, name, capacity)| Reply::Container(ContainerInfo {
+                id,
+                queue,
+                name,
+                capacity,
+                bytes_max: None
+            })
+        ),
+        any::<u64>().prop_map(Reply::Handle),
+        (ts(), ts()).prop_map(|(virtual_time, visibility)| Reply::Times { virtual_time, visibility }),
+        proptest::collection::vec(text(), 0..5).prop_map(Reply::Names),
+        ts().prop_map(Reply::Timestamp),
+        stats().prop_map(Reply::Stats),
+        (ts(), any::<u64>(), any::<u64>()).prop_map(|(ts_min, containers, claims)| Reply::RuntimeStats {
+            ts_min,
+            containers,
+            claims
+        }),
+        any::<u64>().prop_map(Reply::Count),
+        wire_error().prop_map(Reply::Error),
+    ]
+    .prop_map(|reply| (reply, Vec::new()));
+    let carrying = prop_oneof![
+        item_header().prop_map(Reply::Item),
+        proptest::collection::vec(item_header(), 0..4).prop_map(Reply::Items),
+        (any::<u64>(), item_header()).prop_map(|(seq, item)| Reply::QueueItem { seq, item }),
+    ]
+    .prop_map(|reply| {
+        let len = match &reply {
+            Reply::Item(item) | Reply::QueueItem { item, .. } => item.len,
+            Reply::Items(items) => items.iter().map(|i| i.len).sum(),
+            _ => 0,
+        };
+        let payload = (0..len).map(|i| i as u8).collect();
+        (reply, payload)
+    });
+    prop_oneof![plain, carrying]
+}
+
+/// A byte-level change to a message: flip, truncate, insert or overwrite.
+#[derive(Clone, Debug)]
+enum Mutation {
+    Flip { at: usize, bit: u8 },
+    Truncate { at: usize },
+    Insert { at: usize, byte: u8 },
+    Set { at: usize, byte: u8 },
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    prop_oneof![
+        (any::<usize>(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip { at, bit }),
+        any::<usize>().prop_map(|at| Mutation::Truncate { at }),
+        (any::<usize>(), any::<u8>()).prop_map(|(at, byte)| Mutation::Insert { at, byte }),
+        (any::<usize>(), any::<u8>()).prop_map(|(at, byte)| Mutation::Set { at, byte }),
+    ]
+}
+
+fn mutate(message: &mut Vec<u8>, mutations: &[Mutation]) {
+    for m in mutations {
+        let len = message.len().max(1);
+        match *m {
+            Mutation::Flip { at, bit } => {
+                if let Some(b) = message.get_mut(at % len) {
+                    *b ^= 1 << bit;
+                }
+            }
+            Mutation::Truncate { at } => message.truncate(at % len),
+            Mutation::Insert { at, byte } => message.insert(at % (message.len() + 1), byte),
+            Mutation::Set { at, byte } => {
+                if let Some(b) = message.get_mut(at % len) {
+                    *b = byte;
+                }
+            }
+        }
+    }
+}
+
+fn with_payload(header: Vec<u8>, payload: &[u8]) -> Vec<u8> {
+    let mut message = header;
+    message.extend_from_slice(payload);
+    message
+}
+
+proptest! {
+    // PROPTEST_CASES=n runs longer (docs/CHECKS.md).
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(512),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Every request decodes to what was encoded, with its payload (if it carries one) intact.
+    #[test]
+    fn requests_round_trip(session in "[0-9a-f]{0,32}", request in request(), payload in proptest::collection::vec(any::<u8>(), 0..32)) {
+        let header = RequestHeader { session, request };
+        let payload = if header.request.carries_payload() { payload } else { Vec::new() };
+        let message = with_payload(encode(&header), &payload);
+        let (decoded, rest) = decode_request(&message).expect("a well-formed request decodes");
+        prop_assert_eq!(decoded, header);
+        prop_assert_eq!(rest, &payload[..]);
+    }
+
+    /// Every reply decodes to what was encoded, with its payload intact.
+    #[test]
+    fn replies_round_trip((reply, payload) in reply()) {
+        let message = with_payload(encode(&reply), &payload);
+        let (decoded, rest) = decode_reply(&message).expect("a well-formed reply decodes");
+        prop_assert_eq!(decoded, reply);
+        prop_assert_eq!(rest, &payload[..]);
+    }
+
+    /// Mutated requests and replies decode to something or to a typed error; never a panic. A
+    /// decoded request always respects the header bound and the payload rule.
+    #[test]
+    fn mutated_messages_never_panic(request in request(), (reply, payload) in reply(),
+                                    mutations in proptest::collection::vec(mutation(), 1..6)) {
+        let header = RequestHeader { session: "ab12".into(), request };
+        let mut message = with_payload(encode(&header), if header.request.carries_payload() { &payload } else { &[] });
+        mutate(&mut message, &mutations);
+        if let Ok((decoded, rest)) = decode_request(&message) {
+            prop_assert!(message.len() - rest.len() <= REQUEST_HEADER_BYTES_MAX);
+            prop_assert!(rest.is_empty() || decoded.request.carries_payload());
+        }
+        let mut message = with_payload(encode(&reply), &payload);
+        mutate(&mut message, &mutations);
+        let _ = decode_reply(&message);
+    }
+
+    /// Random bytes (with the right version byte or not) never make decoding panic.
+    #[test]
+    fn random_bytes_never_panic(mut bytes in proptest::collection::vec(any::<u8>(), 0..256), versioned: bool) {
+        if versioned && !bytes.is_empty() {
+            bytes[0] = VERSION;
+        }
+        if let Err(DecodeError::Version { found }) = decode_request(&bytes) {
+            prop_assert_ne!(found, VERSION);
+        }
+        let _ = decode_reply(&bytes);
+    }
+}
+
+/// A header longer than the bound is refused, even when it is otherwise well formed.
+#[test]
+fn oversized_request_header_is_refused() {
+    let header = RequestHeader { session: "ab".into(), request: Request::Lookup { name: "x".repeat(20_000) } };
+    assert!(matches!(decode_request(&encode(&header)), Err(DecodeError::HeaderTooLarge { .. })));
+}
+
+/// Bytes after a request that carries no payload, or item lengths that do not add up, are refused.
+#[test]
+fn stray_payload_is_refused() {
+    let header = RequestHeader { session: "ab".into(), request: Request::TsMin };
+    assert!(matches!(decode_request(&with_payload(encode(&header), b"x")), Err(DecodeError::Payload(_))));
+    let reply = Reply::Item(ItemHeader { ts: 1, codec: "raw".into(), len: 3 });
+    assert!(matches!(decode_reply(&with_payload(encode(&reply), b"ab")), Err(DecodeError::Payload(_))));
+    let items = Reply::Items(vec![
+        ItemHeader { ts: 1, codec: "raw".into(), len: u64::MAX },
+        ItemHeader { ts: 2, codec: "raw".into(), len: 2 },
+    ]);
+    assert!(matches!(decode_reply(&encode(&items)), Err(DecodeError::Payload(_))));
+}
