@@ -1,0 +1,318 @@
+//! The client's side of the fabric: connecting to a node, its session, and one request.
+//!
+//! [`connect`] opens a zenoh session in client mode to the node's endpoint, asks the node its name
+//! and bounds ([`Request::Hello`]), declares the session's liveliness token
+//! `stampede/<node>/session/<id>` and opens the session. Every later call is one zenoh query on
+//! `stampede/<node>/rpc` with a timeout of the wait it asks for plus [`QUERY_MARGIN`].
+//!
+//! **No lost items.** A blocking get asks the node to wait at most the node's wait slice; the node
+//! replies with the item or "not yet" within it, and the client asks again until its own
+//! deadline. A request that may take items ([`Request::takes_items`]) whose reply does not come
+//! within the slice plus the margin ends the session: the client withdraws its liveliness token,
+//! the node closes the session, and whatever the lost reply carried goes back on the node. A dead
+//! client's token disappears with it, to the same effect. So an item is never taken by a client
+//! that is alive and does not see it.
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use stampede::{Error, Result};
+use zenoh::bytes::ZBytes;
+use zenoh::key_expr::KeyExpr;
+use zenoh::liveliness::LivelinessToken;
+use zenoh::query::ConsolidationMode;
+use zenoh::Wait;
+
+use crate::fabric;
+use crate::node::LIVELINESS_TIMEOUT_DEFAULT;
+use crate::runtime::{unexpected, RemoteRuntime};
+use crate::wire::{decode_reply, encode, Handle, Hello, Reply, Request, RequestHeader};
+use crate::{QUERY_MARGIN, REMOTE_WAIT_SLICE};
+
+/// Pause between attempts to reach a node that is not there yet.
+const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// The reason of the `Closed` error of a call on a client after [`RemoteRuntime::close`].
+pub const CLIENT_CLOSED: &str = "the client was closed";
+
+/// Connects to the node listening on `endpoint` (`tcp/127.0.0.1:7447`, `unixsock-stream/<path>`)
+/// and opens a session there. `timeout`: how long to keep trying to reach the node (`None`: as
+/// long as it takes). Errors: `Unreachable` when no node answers in time, `InvalidArgument` for a
+/// malformed endpoint or a node of another release (wire version mismatch).
+///
+/// The client API is blocking; call it outside async code (or in `spawn_blocking`).
+pub fn connect(endpoint: &str, timeout: Option<Duration>) -> Result<RemoteRuntime> {
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    let (mut zenoh, mut hello) = reach(endpoint, LIVELINESS_TIMEOUT_DEFAULT, deadline)?;
+    let liveliness_timeout = Duration::from_millis(hello.liveliness_timeout_ms);
+    if liveliness_timeout != LIVELINESS_TIMEOUT_DEFAULT {
+        // The node detects a vanished client after the lease the client announces: announce the
+        // node's liveliness timeout.
+        let _ = zenoh.close().wait();
+        (zenoh, hello) = reach(endpoint, liveliness_timeout.max(Duration::from_millis(1)), deadline)?;
+    }
+    let unreachable = |reason: String| Error::Unreachable { op: "connect", name: endpoint.to_owned(), reason };
+    let session = zenoh.zid().to_string();
+    let token = zenoh
+        .liveliness()
+        .declare_token(fabric::session_key(&hello.node, &session))
+        .wait()
+        .map_err(|e| unreachable(format!("zenoh refused the session's liveliness token: {e}")))?;
+    let rpc_key = zenoh
+        .declare_keyexpr(fabric::rpc_key(&hello.node))
+        .wait()
+        .map_err(|e| unreachable(format!("zenoh refused the node's key: {e}")))?;
+    let client = Client {
+        zenoh,
+        rpc_key,
+        session,
+        endpoint: endpoint.to_owned(),
+        wait_slice: REMOTE_WAIT_SLICE.min(Duration::from_millis(hello.wait_slice_ms)),
+        hello,
+        token: Mutex::new(Some(token)),
+        ended: Mutex::new(None),
+        closed: AtomicBool::new(false),
+    };
+    client.call(Request::Open, None, Duration::ZERO)?;
+    Ok(RemoteRuntime::new(client))
+}
+
+/// Opens a zenoh session to `endpoint` and greets the node there, retrying until `deadline`.
+fn reach(endpoint: &str, lease: Duration, deadline: Option<Instant>) -> Result<(zenoh::Session, Hello)> {
+    let unreachable = |reason: String| Error::Unreachable { op: "connect", name: endpoint.to_owned(), reason };
+    let zenoh = loop {
+        match zenoh::open(fabric::client_config(endpoint, lease)?).wait() {
+            Ok(zenoh) => break zenoh,
+            Err(_) if deadline.is_none_or(|d| Instant::now() + CONNECT_RETRY_PAUSE < d) => {
+                std::thread::sleep(CONNECT_RETRY_PAUSE);
+            }
+            Err(e) => return Err(unreachable(format!("no node answers there ({e})"))),
+        }
+    };
+    match greet(&zenoh, endpoint) {
+        Ok(hello) => Ok((zenoh, hello)),
+        Err(e) => {
+            let _ = zenoh.close().wait();
+            Err(e)
+        }
+    }
+}
+
+/// Asks every node reachable for its [`Hello`]; keeps the one this client is connected to.
+fn greet(zenoh: &zenoh::Session, endpoint: &str) -> Result<Hello> {
+    let unreachable = |reason: String| Error::Unreachable { op: "connect", name: endpoint.to_owned(), reason };
+    let message = encode(&RequestHeader { session: String::new(), request: Request::Hello });
+    let replies = zenoh
+        .get(fabric::rpc_key("*"))
+        .payload(message)
+        .consolidation(ConsolidationMode::None)
+        .timeout(QUERY_MARGIN)
+        .wait()
+        .map_err(|e| unreachable(format!("zenoh refused the query: {e}")))?;
+    let routers: Vec<String> = zenoh.info().routers_zid().wait().map(|zid| zid.to_string()).collect();
+    let mut hellos = Vec::new();
+    while let Ok(reply) = replies.recv() {
+        let Ok(sample) = reply.into_result() else { continue };
+        let bytes = sample.payload().to_bytes();
+        match decode_reply(&bytes) {
+            Ok((Reply::Hello(hello), _)) if routers.contains(&hello.zid) => return Ok(hello),
+            Ok((Reply::Hello(hello), _)) => hellos.push(hello),
+            Ok((other, _)) => return Err(unreachable(format!("the node answered hello with {other:?}"))),
+            Err(e) => {
+                return Err(Error::InvalidArgument { op: "connect", name: endpoint.to_owned(), reason: e.to_string() })
+            }
+        }
+    }
+    hellos.into_iter().next().ok_or_else(|| unreachable("no Stampede node answered there".into()))
+}
+
+/// A client's connection to one node: its zenoh session and its Stampede session there.
+pub(crate) struct Client {
+    zenoh: zenoh::Session,
+    rpc_key: KeyExpr<'static>,
+    /// The session id (this zenoh session's id).
+    session: String,
+    endpoint: String,
+    pub(crate) hello: Hello,
+    /// The longest wait one request asks of the node.
+    wait_slice: Duration,
+    /// Dropped (undeclared) when the session ends, which makes the node close it.
+    token: Mutex<Option<LivelinessToken>>,
+    /// Why the session ended early (a lost reply), if it did.
+    ended: Mutex<Option<String>>,
+    closed: AtomicBool,
+}
+
+impl Client {
+    /// The node's name.
+    pub(crate) fn node(&self) -> &str {
+        &self.hello.node
+    }
+
+    /// The endpoint this client connected to.
+    pub(crate) fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// One request and its reply (with the payload that follows it). `wait` is how long the node
+    /// may wait before answering. The node's errors come back unchanged; fabric trouble is
+    /// `Unreachable`, and ends the session if the request may have taken items.
+    pub(crate) fn call(&self, request: Request, payload: Option<Bytes>, wait: Duration) -> Result<(Reply, Bytes)> {
+        let op = request.op();
+        self.check_open(op)?;
+        let takes_items = request.takes_items();
+        match self.exchange(request, payload, wait) {
+            Ok((Reply::Error(e), _)) => Err(e.into()),
+            Ok(answer) => Ok(answer),
+            Err(reason) => {
+                if takes_items {
+                    self.end(format!("a reply to {op} was lost ({reason})"));
+                }
+                Err(Error::Unreachable { op, name: self.node().to_owned(), reason })
+            }
+        }
+    }
+
+    /// A request answered by a new handle (a task, a connection).
+    pub(crate) fn handle(&self, request: Request) -> Result<Handle> {
+        let op = request.op();
+        match self.call(request, None, Duration::ZERO)?.0 {
+            Reply::Handle(handle) => Ok(handle),
+            _ => Err(unexpected(op, self.node())),
+        }
+    }
+
+    /// A request answered by `Done`.
+    pub(crate) fn done(&self, request: Request) -> Result<()> {
+        let op = request.op();
+        match self.call(request, None, Duration::ZERO)?.0 {
+            Reply::Done => Ok(()),
+            _ => Err(unexpected(op, self.node())),
+        }
+    }
+
+    /// [`call`](Self::call) for a request that may wait (a get, a put into a full container):
+    /// asks in slices of at most the node's wait slice, again while the answer is "not yet" and
+    /// `timeout` (`None`: forever) has not expired; the last "not yet" is the call's error.
+    pub(crate) fn call_waiting(
+        &self,
+        timeout: Option<Duration>,
+        payload: Option<Bytes>,
+        request: impl Fn(u64) -> Request,
+    ) -> Result<(Reply, Bytes)> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        loop {
+            let wait = match deadline {
+                None => self.wait_slice,
+                Some(d) => d.saturating_duration_since(Instant::now()).min(self.wait_slice),
+            };
+            let wait_us = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
+            match self.call(request(wait_us), payload.clone(), wait) {
+                Err(e) if e.is_transient() && deadline.is_none_or(|d| Instant::now() < d) => {}
+                done => return done,
+            }
+        }
+    }
+
+    /// Sends `request` without waiting for its reply (drops and detaches).
+    pub(crate) fn send(&self, request: Request) {
+        if self.check_open(request.op()).is_err() {
+            return;
+        }
+        let message = encode(&RequestHeader { session: self.session.clone(), request });
+        let _ = self
+            .zenoh
+            .get(&self.rpc_key)
+            .payload(message)
+            .consolidation(ConsolidationMode::None)
+            .timeout(QUERY_MARGIN)
+            .callback(|_| {})
+            .wait();
+    }
+
+    /// The query: `Err` with the reason when no decodable reply came in time.
+    fn exchange(
+        &self,
+        request: Request,
+        payload: Option<Bytes>,
+        wait: Duration,
+    ) -> std::result::Result<(Reply, Bytes), String> {
+        let mut message = ZBytes::writer();
+        message.append(ZBytes::from(encode(&RequestHeader { session: self.session.clone(), request })));
+        if let Some(payload) = payload {
+            message.append(ZBytes::from(payload));
+        }
+        let timeout = wait.saturating_add(QUERY_MARGIN);
+        let replies = self
+            .zenoh
+            .get(&self.rpc_key)
+            .payload(message.finish())
+            .consolidation(ConsolidationMode::None)
+            .timeout(timeout)
+            .wait()
+            .map_err(|e| format!("zenoh refused the query: {e}"))?;
+        let reply = replies.recv().map_err(|_| format!("no reply from the node within {timeout:?}"))?;
+        let sample = reply.into_result().map_err(|e| format!("the fabric answered with an error: {e:?}"))?;
+        let bytes = match sample.payload().to_bytes() {
+            Cow::Owned(bytes) => Bytes::from(bytes),
+            Cow::Borrowed(bytes) => Bytes::copy_from_slice(bytes),
+        };
+        let (reply, payload) = decode_reply(&bytes).map_err(|e| format!("the node's reply is unreadable: {e}"))?;
+        let payload = bytes.slice_ref(payload);
+        Ok((reply, payload))
+    }
+
+    fn check_open(&self, op: &'static str) -> Result<()> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed { name: self.node().to_owned(), reason: CLIENT_CLOSED });
+        }
+        if let Some(reason) = &*self.ended.lock() {
+            let reason =
+                format!("the session on the node ended: {reason}; what it held went back there; connect again");
+            return Err(Error::Unreachable { op, name: self.node().to_owned(), reason });
+        }
+        Ok(())
+    }
+
+    /// Ends the session after a lost reply: the token goes, so the node closes the session.
+    fn end(&self, reason: String) {
+        self.ended.lock().get_or_insert(reason);
+        self.send_close();
+        self.token.lock().take();
+    }
+
+    fn send_close(&self) {
+        let message = encode(&RequestHeader { session: self.session.clone(), request: Request::Close });
+        let _ = self.zenoh.get(&self.rpc_key).payload(message).timeout(QUERY_MARGIN).callback(|_| {}).wait();
+    }
+
+    /// Ends the session and leaves the fabric. Idempotent.
+    pub(crate) fn close(&self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if self.ended.lock().is_none() {
+            let message = encode(&RequestHeader { session: self.session.clone(), request: Request::Close });
+            // Wait for the node to close the session, so that its effects (claims released) are
+            // visible when close returns; the token going would do it too, a little later.
+            if let Ok(replies) = self.zenoh.get(&self.rpc_key).payload(message).timeout(QUERY_MARGIN).wait() {
+                let _ = replies.recv();
+            }
+        }
+        self.token.lock().take();
+        let _ = self.zenoh.close().wait();
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

@@ -1,0 +1,176 @@
+//! What the remote channel and queue types share: a container's handle in the session
+//! ([`ContainerRef`]), and what every connection holds ([`Link`]): its handle, its task, and
+//! whether it was detached.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use stampede::{Error, Item, Limits, Payload, Result, Stats};
+
+use crate::client::Client;
+use crate::runtime::unexpected;
+use crate::task::{RemoteTask, TaskRef};
+use crate::wire::{Handle, ItemHeader, Reply, Request};
+
+/// Defines a container handle type (`RemoteChannel`, `RemoteQueue`) around a [`ContainerRef`]:
+/// the struct and what both kinds offer (id, name, limits, stats, destroy, equality, debug).
+macro_rules! container_handle {
+    ($handle:ident, $kind:literal) => {
+        #[doc = concat!("A ", $kind, " on the node (cheap to clone).")]
+        #[derive(Clone)]
+        pub struct $handle {
+            container: crate::connection::ContainerRef,
+        }
+
+        impl $handle {
+            pub(crate) fn new(container: crate::connection::ContainerRef) -> $handle {
+                $handle { container }
+            }
+
+            #[doc = concat!("The ", $kind, "'s id, unique within the node's runtime.")]
+            pub fn id(&self) -> u64 {
+                self.container.id
+            }
+
+            #[doc = concat!("The ", $kind, "'s name.")]
+            pub fn name(&self) -> &str {
+                &self.container.name
+            }
+
+            #[doc = concat!("The ", $kind, "'s bounds.")]
+            pub fn limits(&self) -> stampede::Limits {
+                self.container.limits
+            }
+
+            #[doc = concat!("The ", $kind, "'s counters on the node now.")]
+            pub fn stats(&self) -> stampede::Result<stampede::Stats> {
+                self.container.stats()
+            }
+
+            #[doc = concat!("Destroys the ", $kind, " on the node: its items are reclaimed, operations on it fail `Closed`.")]
+            pub fn destroy(&self) -> stampede::Result<()> {
+                self.container.destroy()
+            }
+        }
+
+        #[doc = concat!("Handles are equal when they refer to the same ", $kind, " through the same session.")]
+        impl PartialEq for $handle {
+            fn eq(&self, other: &$handle) -> bool {
+                self.container.same(&other.container)
+            }
+        }
+
+        impl Eq for $handle {}
+
+        impl std::fmt::Debug for $handle {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.container.debug(stringify!($handle), f)
+            }
+        }
+    };
+}
+
+pub(crate) use container_handle;
+
+/// A channel or queue of the session: what its handle type holds.
+#[derive(Clone)]
+pub(crate) struct ContainerRef {
+    pub(crate) client: Arc<Client>,
+    pub(crate) id: Handle,
+    pub(crate) name: Arc<str>,
+    pub(crate) limits: Limits,
+}
+
+impl ContainerRef {
+    /// The container's counters on the node now.
+    pub(crate) fn stats(&self) -> Result<Stats> {
+        match self.client.call(Request::ContainerStats { container: self.id }, None, Duration::ZERO)?.0 {
+            Reply::Stats(stats) => Ok((&stats).into()),
+            _ => Err(unexpected("stats", self.client.node())),
+        }
+    }
+
+    /// Destroys the container on the node.
+    pub(crate) fn destroy(&self) -> Result<()> {
+        self.client.done(Request::Destroy { container: self.id })
+    }
+
+    /// Attaches an input (`input`) or output connection of `task`.
+    pub(crate) fn attach(&self, task: &RemoteTask, input: bool) -> Result<Link> {
+        let id = task.attach(&self.client, &self.name, input, self.id)?;
+        Ok(Link::new(self.client.clone(), task.inner.clone(), id, self.name.clone()))
+    }
+
+    /// `true` when both refer to the same container through the same session.
+    pub(crate) fn same(&self, other: &ContainerRef) -> bool {
+        Arc::ptr_eq(&self.client, &other.client) && self.id == other.id
+    }
+
+    pub(crate) fn debug(&self, kind: &str, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(kind).field("name", &self.name).field("node", &self.client.node()).finish()
+    }
+}
+
+/// A connection's handle on the node. Dropping it detaches the connection there (without waiting).
+pub(crate) struct Link {
+    pub(crate) client: Arc<Client>,
+    /// Keeps the task alive while the connection is, as embedded.
+    _task: Arc<TaskRef>,
+    pub(crate) id: Handle,
+    /// The channel's or queue's name, for errors.
+    pub(crate) name: Arc<str>,
+    detached: AtomicBool,
+}
+
+impl Link {
+    pub(crate) fn new(client: Arc<Client>, task: Arc<TaskRef>, id: Handle, name: Arc<str>) -> Link {
+        Link { client, _task: task, id, name, detached: AtomicBool::new(false) }
+    }
+
+    /// `Closed` (the embedded error) once detached, without asking the node.
+    pub(crate) fn check_attached(&self) -> Result<()> {
+        if self.detached.load(Ordering::SeqCst) {
+            return Err(Error::detached(&self.name));
+        }
+        Ok(())
+    }
+
+    /// A request answered by `Done`.
+    pub(crate) fn done(&self, request: Request) -> Result<()> {
+        self.check_attached()?;
+        self.client.done(request)
+    }
+
+    /// A request that may wait up to `timeout`, answered with the reply and its payload.
+    pub(crate) fn waiting(
+        &self,
+        timeout: Option<Duration>,
+        payload: Option<Bytes>,
+        request: impl Fn(u64) -> Request,
+    ) -> Result<(Reply, Bytes)> {
+        self.check_attached()?;
+        self.client.call_waiting(timeout, payload, request)
+    }
+
+    /// Detaches on the node (waiting for it: claims are dropped when this returns). Idempotent.
+    pub(crate) fn detach(&self) {
+        if !self.detached.swap(true, Ordering::SeqCst) {
+            let _ = self.client.done(Request::Detach { connection: self.id });
+        }
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        if !self.detached.load(Ordering::SeqCst) {
+            self.client.send(Request::Detach { connection: self.id });
+        }
+    }
+}
+
+/// An item from its header and payload bytes.
+pub(crate) fn item(header: ItemHeader, data: Bytes) -> Item {
+    Item { ts: header.ts, payload: Payload { data, codec: stampede::Codec::from_name(&header.codec) } }
+}

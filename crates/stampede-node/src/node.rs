@@ -1,0 +1,258 @@
+//! [`Node`]: an embedded [`Runtime`] served to remote clients over Zenoh.
+//!
+//! The node declares a queryable on `stampede/<node>/rpc`; each query is one request
+//! ([`crate::wire`]), answered by a task on the node's own tokio runtime (never on zenoh's
+//! callback threads), where blocking operations use the runtime's async forms for at most
+//! [`REMOTE_WAIT_SLICE`](crate::REMOTE_WAIT_SLICE). A liveliness subscriber on
+//! `stampede/<node>/session/*` closes a client's session when its token disappears.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use stampede::{Error, Result, Runtime};
+use stampede_core::name::check_name;
+use zenoh::pubsub::Subscriber;
+use zenoh::query::{Query, Queryable};
+use zenoh::sample::SampleKind;
+use zenoh::Wait;
+
+use crate::fabric;
+use crate::serve;
+use crate::session::Session;
+
+/// How long after a client vanishes without closing its link its session is closed, by default
+/// (zenoh's own default lease).
+pub const LIVELINESS_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+/// Largest payload of one put a node accepts, by default.
+pub const PAYLOAD_BYTES_MAX_DEFAULT: usize = 64 * 1024 * 1024;
+/// Largest `payload_bytes_max` a node may be given (zenoh's largest message, less room for headers).
+pub const PAYLOAD_BYTES_MAX_LIMIT: usize = (1 << 30) - (1 << 20);
+/// Most client sessions a node serves at once, by default.
+pub const SESSIONS_MAX_DEFAULT: usize = 256;
+/// Most tasks, connections and containers one session holds, by default.
+pub const SESSION_HANDLES_MAX_DEFAULT: usize = 4096;
+/// Threads answering requests (blocking work goes to `spawn_blocking`; waits are async).
+const WORKER_THREADS: usize = 2;
+
+/// How a node serves: where, under which name, within which bounds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeOptions {
+    /// The node's name: its key expressions are `stampede/<name>/…`. One segment of a Stampede
+    /// name (letters, digits, `_ - . :`).
+    pub name: String,
+    /// Endpoints to listen on: `tcp/127.0.0.1:7447`, `unixsock-stream/<path>`. At least one.
+    pub listen: Vec<String>,
+    /// Endpoints of other nodes to connect to.
+    pub connect: Vec<String>,
+    /// How long after a client vanishes without closing its link (host down, cable cut) its
+    /// session is closed. A killed client process closes its link at once.
+    pub liveliness_timeout: Duration,
+    /// Largest payload of one put (at most [`PAYLOAD_BYTES_MAX_LIMIT`]): a larger one fails `Full`
+    /// (it can never fit), a larger message is refused unread.
+    pub payload_bytes_max: usize,
+    /// Most client sessions at once; one more fails `InvalidArgument` on connect.
+    pub sessions_max: usize,
+    /// Most tasks, connections and containers one session holds; one more fails `InvalidArgument`.
+    pub session_handles_max: usize,
+}
+
+impl Default for NodeOptions {
+    fn default() -> Self {
+        NodeOptions {
+            name: "node".into(),
+            listen: Vec::new(),
+            connect: Vec::new(),
+            liveliness_timeout: LIVELINESS_TIMEOUT_DEFAULT,
+            payload_bytes_max: PAYLOAD_BYTES_MAX_DEFAULT,
+            sessions_max: SESSIONS_MAX_DEFAULT,
+            session_handles_max: SESSION_HANDLES_MAX_DEFAULT,
+        }
+    }
+}
+
+impl NodeOptions {
+    /// The defaults, listening on `endpoint`.
+    pub fn listen(endpoint: &str) -> NodeOptions {
+        NodeOptions { listen: vec![endpoint.to_owned()], ..NodeOptions::default() }
+    }
+
+    /// Refuses options no node can serve with (`InvalidArgument` naming the option).
+    fn check(&self) -> Result<()> {
+        let refuse = |reason: String| Err(Error::InvalidArgument { op: "serve", name: self.name.clone(), reason });
+        check_name("serve", &self.name)?;
+        if self.name.contains('/') {
+            return refuse("a node name is one segment (no '/'), e.g. \"camera-host\"".into());
+        }
+        if self.listen.is_empty() {
+            return refuse("a node listens on at least one endpoint, e.g. tcp/127.0.0.1:7447".into());
+        }
+        if self.liveliness_timeout.is_zero() {
+            return refuse("liveliness_timeout must be positive".into());
+        }
+        if self.payload_bytes_max == 0 || self.payload_bytes_max > PAYLOAD_BYTES_MAX_LIMIT {
+            return refuse(format!("payload_bytes_max must be 1 ..= {PAYLOAD_BYTES_MAX_LIMIT}"));
+        }
+        if self.sessions_max == 0 || self.session_handles_max == 0 {
+            return refuse("sessions_max and session_handles_max must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// A node serving an embedded runtime to remote clients. Dropping it closes it.
+pub struct Node {
+    shared: Arc<NodeShared>,
+    serving: Mutex<Option<Serving>>,
+}
+
+/// What the node declared on the fabric and the threads answering, ended by [`Node::close`].
+struct Serving {
+    _queryable: Queryable<()>,
+    _sessions: Subscriber<()>,
+    workers: tokio::runtime::Runtime,
+}
+
+/// What the request handlers share.
+pub(crate) struct NodeShared {
+    pub(crate) runtime: Runtime,
+    pub(crate) options: NodeOptions,
+    pub(crate) zenoh: zenoh::Session,
+    pub(crate) sessions: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+impl NodeShared {
+    /// Ends the session `id`, if open: its tasks are closed, its connections detached.
+    pub(crate) fn close_session(&self, id: &str) {
+        let session = self.sessions.lock().remove(id);
+        if let Some(session) = session {
+            session.close();
+        }
+    }
+}
+
+impl Node {
+    /// Serves `runtime` on the fabric as `options` say, until [`close`](Self::close). Call it
+    /// outside async code (it waits for zenoh to open). Errors: `InvalidArgument` for bad
+    /// options or endpoints, `Unreachable` when zenoh cannot open (an endpoint in use).
+    pub fn serve(runtime: Runtime, options: NodeOptions) -> Result<Node> {
+        options.check()?;
+        let config = fabric::node_config(
+            &options.listen,
+            &options.connect,
+            options.liveliness_timeout,
+            options.payload_bytes_max,
+        )?;
+        let unreachable = |reason: String| Error::Unreachable { op: "serve", name: options.listen.join(" "), reason };
+        let workers = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(WORKER_THREADS)
+            .thread_name("stampede-node")
+            .enable_time()
+            .build()
+            .map_err(|e| unreachable(format!("the node's worker threads could not start: {e}")))?;
+        let zenoh = zenoh::open(config).wait().map_err(|e| unreachable(format!("zenoh could not open: {e}")))?;
+        let shared = Arc::new(NodeShared { runtime, options: options.clone(), zenoh, sessions: Mutex::default() });
+        let declared = declare(&shared, workers.handle());
+        let (queryable, sessions) = match declared {
+            Ok(declared) => declared,
+            Err(e) => {
+                let _ = shared.zenoh.close().wait();
+                return Err(unreachable(format!("zenoh refused a declaration: {e}")));
+            }
+        };
+        let serving = Serving { _queryable: queryable, _sessions: sessions, workers };
+        Ok(Node { shared, serving: Mutex::new(Some(serving)) })
+    }
+
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.shared.options.name
+    }
+
+    /// The endpoints the node listens on.
+    pub fn endpoints(&self) -> &[String] {
+        &self.shared.options.listen
+    }
+
+    /// The runtime served.
+    pub fn runtime(&self) -> &Runtime {
+        &self.shared.runtime
+    }
+
+    /// Client sessions open now.
+    pub fn session_count(&self) -> usize {
+        self.shared.sessions.lock().len()
+    }
+
+    /// Stops serving: the node leaves the fabric and every client session is closed (their tasks
+    /// closed, their claims released). The runtime itself stays open. Idempotent.
+    pub fn close(&self) {
+        let Some(serving) = self.serving.lock().take() else { return };
+        let Serving { _queryable, _sessions, workers } = serving;
+        drop((_queryable, _sessions));
+        let sessions: Vec<_> = self.shared.sessions.lock().drain().map(|(_, s)| s).collect();
+        for session in sessions {
+            session.close();
+        }
+        workers.shutdown_background();
+        let _ = self.shared.zenoh.close().wait();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node").field("name", &self.name()).field("endpoints", &self.endpoints()).finish()
+    }
+}
+
+/// Declares the request queryable and the session liveliness subscriber. Their callbacks hold
+/// the node weakly (so that the node can be dropped) and only spawn work.
+fn declare(
+    shared: &Arc<NodeShared>,
+    workers: &tokio::runtime::Handle,
+) -> zenoh::Result<(Queryable<()>, Subscriber<()>)> {
+    let name = &shared.options.name;
+    let (node, spawner) = (Arc::downgrade(shared), workers.clone());
+    let queryable = shared
+        .zenoh
+        .declare_queryable(fabric::rpc_key(name))
+        .callback(move |query| {
+            if let Some(node) = node.upgrade() {
+                spawner.spawn(answer(node, query));
+            }
+        })
+        .wait()?;
+    let (node, spawner): (Weak<NodeShared>, _) = (Arc::downgrade(shared), workers.clone());
+    let sessions = shared
+        .zenoh
+        .liveliness()
+        .declare_subscriber(fabric::sessions_key(name))
+        .callback(move |sample| {
+            if sample.kind() != SampleKind::Delete {
+                return;
+            }
+            let Some(id) = fabric::session_of(sample.key_expr().as_str()).map(str::to_owned) else { return };
+            if let Some(node) = node.upgrade() {
+                // Closing tasks may run GC handlers: not on zenoh's thread.
+                spawner.spawn_blocking(move || node.close_session(&id));
+            }
+        })
+        .wait()?;
+    Ok((queryable, sessions))
+}
+
+/// Answers one query: decodes, serves, replies. A reply that cannot be sent means the client is
+/// gone; its session closes through liveliness.
+async fn answer(node: Arc<NodeShared>, query: Query) {
+    let message = query.payload().map(|p| p.to_bytes()).unwrap_or_default();
+    let reply = serve::serve(&node, &message).await;
+    drop(message);
+    let _ = query.reply(query.key_expr().clone(), reply).await;
+}

@@ -1,0 +1,319 @@
+//! Serving one request on the node: decode it, find the client's session, run the embedded
+//! operation, encode the reply (items' payloads appended without a copy).
+//!
+//! Every operation is the embedded one, so its result and its errors are the embedded ones. A
+//! blocking get or put waits with the runtime's async form for at most
+//! [`REMOTE_WAIT_SLICE`](crate::REMOTE_WAIT_SLICE), whatever the request asks; the client
+//! re-issues "not yet" slices until its own deadline (see `docs/NODES.md`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use stampede::{ChannelOptions, Codec, Container, Error, Item, Parts, PutOptions, QueueItem, Result, Selector};
+use zenoh::bytes::ZBytes;
+
+use crate::fabric;
+use crate::node::NodeShared;
+use crate::session::{self, Connection, Session};
+use crate::wire::{
+    self, decode_request, encode, ContainerInfo, Handle, Hello, ItemHeader, Reply, Request, WireError,
+    REQUEST_HEADER_BYTES_MAX,
+};
+use crate::REMOTE_WAIT_SLICE;
+
+/// A reply header and the payloads that follow it.
+type Served = (Reply, Vec<Bytes>);
+
+/// Answers `message`: the encoded reply, an error reply if the request failed.
+pub(crate) async fn serve(node: &NodeShared, message: &[u8]) -> ZBytes {
+    let (reply, payloads) = match respond(node, message).await {
+        Ok(served) => served,
+        Err(e) => (Reply::Error(WireError::from(&e)), Vec::new()),
+    };
+    let mut writer = ZBytes::writer();
+    writer.append(ZBytes::from(encode(&reply)));
+    for payload in payloads {
+        writer.append(ZBytes::from(payload));
+    }
+    writer.finish()
+}
+
+async fn respond(node: &NodeShared, message: &[u8]) -> Result<Served> {
+    let refuse = |reason: String| Error::InvalidArgument { op: "request", name: node.options.name.clone(), reason };
+    let message_bytes_max = node.options.payload_bytes_max + REQUEST_HEADER_BYTES_MAX;
+    if message.len() > message_bytes_max {
+        return Err(refuse(format!("a request of {} bytes (at most {message_bytes_max})", message.len())));
+    }
+    let (header, payload) = decode_request(message).map_err(|e| refuse(e.to_string()))?;
+    match header.request {
+        Request::Hello => Ok((Reply::Hello(hello(node)), Vec::new())),
+        Request::Open => open(node, &header.session).await,
+        Request::Close => {
+            node.close_session(&header.session);
+            Ok(done())
+        }
+        request => {
+            let session = node.sessions.lock().get(&header.session).cloned();
+            let session = session.ok_or_else(|| session::closed(&header.session))?;
+            execute(node, &session, request, payload).await
+        }
+    }
+}
+
+fn hello(node: &NodeShared) -> Hello {
+    let options = &node.options;
+    Hello {
+        node: options.name.clone(),
+        zid: node.zenoh.zid().to_string(),
+        liveliness_timeout_ms: millis(options.liveliness_timeout),
+        payload_bytes_max: options.payload_bytes_max as u64,
+        wait_slice_ms: millis(REMOTE_WAIT_SLICE),
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Opens the session `id`. Its liveliness token must be alive once the session is registered:
+/// otherwise its client vanished before, and nothing would ever close the session.
+async fn open(node: &NodeShared, id: &str) -> Result<Served> {
+    let name = &node.options.name;
+    if !fabric::is_session_id(id) {
+        let reason = format!("{id:?} is not a session id (lowercase hex, a zenoh id)");
+        return Err(Error::InvalidArgument { op: "connect", name: name.clone(), reason });
+    }
+    {
+        let mut sessions = node.sessions.lock();
+        if sessions.contains_key(id) {
+            return Ok(done());
+        }
+        if sessions.len() >= node.options.sessions_max {
+            let reason = format!(
+                "the node serves {} sessions, its sessions_max; close a client or raise the bound",
+                sessions.len()
+            );
+            return Err(Error::InvalidArgument { op: "connect", name: name.clone(), reason });
+        }
+        let session = Session::new(id.to_owned(), node.options.session_handles_max);
+        sessions.insert(id.to_owned(), Arc::new(session));
+    }
+    if !token_alive(node, id).await {
+        node.close_session(id);
+        let reason = "the session's liveliness token is not on the fabric (the client vanished)".into();
+        return Err(Error::Unreachable { op: "connect", name: name.clone(), reason });
+    }
+    Ok(done())
+}
+
+async fn token_alive(node: &NodeShared, id: &str) -> bool {
+    let key = fabric::session_key(&node.options.name, id);
+    let Ok(replies) = node.zenoh.liveliness().get(key).timeout(node.options.liveliness_timeout).await else {
+        return false;
+    };
+    matches!(replies.recv_async().await, Ok(reply) if reply.result().is_ok())
+}
+
+/// Runs one request of an open session.
+async fn execute(node: &NodeShared, session: &Session, request: Request, payload: &[u8]) -> Result<Served> {
+    let op = request.op();
+    let runtime = &node.runtime;
+    let reply = match request {
+        Request::CreateChannel { name, capacity, bytes_max, retention } => {
+            let limits = wire::limits(capacity, bytes_max).ok_or_else(|| too_large(op, &name))?;
+            let channel = runtime.create_channel(&name, ChannelOptions { limits, retention: retention.into() })?;
+            container(session, op, Container::Channel(channel))?
+        }
+        Request::CreateQueue { name, capacity, bytes_max } => {
+            let limits = wire::limits(capacity, bytes_max).ok_or_else(|| too_large(op, &name))?;
+            container(session, op, Container::Queue(runtime.create_queue(&name, limits)?))?
+        }
+        Request::Lookup { name } => container(session, op, runtime.lookup(&name)?)?,
+        Request::Names { prefix } => Reply::Names(runtime.names(&prefix)),
+        Request::ContainerStats { container } => Reply::Stats(match session.container(op, container)? {
+            Container::Channel(c) => (&c.stats()).into(),
+            Container::Queue(q) => (&q.stats()).into(),
+        }),
+        Request::Destroy { container } => {
+            match session.container(op, container)? {
+                Container::Channel(c) => c.destroy()?,
+                Container::Queue(q) => q.destroy()?,
+            }
+            Reply::Done
+        }
+        Request::Task { virtual_time } => Reply::Handle(session.add_task(op, runtime.task(virtual_time)?)?),
+        Request::Spawn { task, virtual_time } => {
+            let child = session.task(op, task)?.spawn(virtual_time)?;
+            Reply::Handle(session.add_task(op, child)?)
+        }
+        Request::SetVirtualTime { task, virtual_time } => {
+            session.task(op, task)?.set_virtual_time(virtual_time)?;
+            Reply::Done
+        }
+        Request::Times { task } => {
+            let task = session.task(op, task)?;
+            Reply::Times { virtual_time: task.virtual_time(), visibility: task.visibility() }
+        }
+        Request::CloseTask { task } => {
+            session.close_task(op, task)?;
+            Reply::Done
+        }
+        Request::AttachInput { task, container } => {
+            let task = session.task(op, task)?;
+            let connection = match session.container(op, container)? {
+                Container::Channel(c) => Connection::ChannelInput(Arc::new(task.attach_input(&c)?)),
+                Container::Queue(q) => Connection::QueueInput(Arc::new(task.attach_input(&q)?)),
+            };
+            Reply::Handle(session.add_connection(op, connection)?)
+        }
+        Request::AttachOutput { task, container } => {
+            let task = session.task(op, task)?;
+            let connection = match session.container(op, container)? {
+                Container::Channel(c) => Connection::ChannelOutput(Arc::new(task.attach_output(&c)?)),
+                Container::Queue(q) => Connection::QueueOutput(Arc::new(task.attach_output(&q)?)),
+            };
+            Reply::Handle(session.add_connection(op, connection)?)
+        }
+        Request::Detach { connection } => {
+            session.detach(op, connection)?;
+            Reply::Done
+        }
+        Request::Put { connection, ts, codec, refcount, wait_us } => {
+            let Connection::ChannelOutput(out) = session.connection(op, connection)? else {
+                return Err(not_a(session, op, connection, "channel output"));
+            };
+            check_payload(node, out.channel().name(), ts, payload)?;
+            let parts = [payload];
+            let payload = Parts { parts: &parts, codec: Codec::from_name(&codec) };
+            out.put_async(ts, payload, PutOptions { refcount, timeout: Some(slice(wait_us)) }).await?;
+            Reply::Done
+        }
+        Request::Get { connection, selector, wait_us } => {
+            let input = channel_input(session, op, connection)?;
+            let item = input.get_async(Selector::from(selector), Some(slice(wait_us))).await?;
+            return Ok(item_reply(item, Reply::Item));
+        }
+        Request::GetRange { connection, t0, t1 } => {
+            let items = channel_input(session, op, connection)?.get_range(t0, t1)?;
+            let headers = items.iter().map(item_header).collect();
+            return Ok((Reply::Items(headers), items.into_iter().map(|i| i.payload.data).collect()));
+        }
+        Request::Consume { connection, ts } => {
+            channel_input(session, op, connection)?.consume(ts)?;
+            Reply::Done
+        }
+        Request::ConsumeUntil { connection, ts } => {
+            channel_input(session, op, connection)?.consume_until(ts)?;
+            Reply::Done
+        }
+        Request::QueuePut { connection, ts, codec, wait_us } => {
+            let Connection::QueueOutput(out) = session.connection(op, connection)? else {
+                return Err(not_a(session, op, connection, "queue output"));
+            };
+            check_payload(node, out.queue().name(), ts, payload)?;
+            let parts = [payload];
+            let payload = Parts { parts: &parts, codec: Codec::from_name(&codec) };
+            out.put_async(ts, payload, Some(slice(wait_us))).await?;
+            Reply::Done
+        }
+        Request::QueueGet { connection, wait_us } => {
+            let Connection::QueueInput(input) = session.connection(op, connection)? else {
+                return Err(not_a(session, op, connection, "queue input"));
+            };
+            let QueueItem { seq, item } = input.get_async(Some(slice(wait_us))).await?;
+            return Ok(item_reply(item, |item| Reply::QueueItem { seq, item }));
+        }
+        Request::QueueConsume { connection, seq, ts } => {
+            let Connection::QueueInput(input) = session.connection(op, connection)? else {
+                return Err(not_a(session, op, connection, "queue input"));
+            };
+            match seq {
+                Some(seq) => input.consume(&QueueItem { seq, item: Item { ts, payload: Bytes::new().into() } })?,
+                None => input.consume_ts(ts)?,
+            }
+            Reply::Done
+        }
+        Request::TsMin => Reply::Timestamp(runtime.ts_min()),
+        Request::Stats => {
+            let stats = runtime.stats();
+            Reply::RuntimeStats {
+                ts_min: stats.ts_min,
+                containers: stats.containers as u64,
+                claims: stats.claims as u64,
+            }
+        }
+        Request::Collect => Reply::Count(runtime.collect() as u64),
+        Request::Hello | Request::Open | Request::Close => {
+            let reason = "answered before a session is looked up".into();
+            return Err(Error::InvalidArgument { op, name: session.id.clone(), reason });
+        }
+    };
+    Ok((reply, Vec::new()))
+}
+
+fn done() -> Served {
+    (Reply::Done, Vec::new())
+}
+
+/// A wait a request asks for, clamped to the node's slice.
+fn slice(wait_us: u64) -> Duration {
+    Duration::from_micros(wait_us).min(REMOTE_WAIT_SLICE)
+}
+
+/// Registers `container` in the session and describes it.
+fn container(session: &Session, op: &'static str, container: Container) -> Result<Reply> {
+    let (id, queue, name, limits) = match &container {
+        Container::Channel(c) => (c.id(), false, c.name().to_owned(), c.limits()),
+        Container::Queue(q) => (q.id(), true, q.name().to_owned(), q.limits()),
+    };
+    session.add_container(op, id, container)?;
+    Ok(Reply::Container(ContainerInfo {
+        id,
+        queue,
+        name,
+        capacity: limits.capacity.map(|n| n as u64),
+        bytes_max: limits.bytes_max.map(|n| n as u64),
+    }))
+}
+
+fn channel_input(session: &Session, op: &'static str, handle: Handle) -> Result<Arc<stampede::ChannelInput>> {
+    match session.connection(op, handle)? {
+        Connection::ChannelInput(input) => Ok(input),
+        _ => Err(not_a(session, op, handle, "channel input")),
+    }
+}
+
+fn not_a(session: &Session, op: &'static str, handle: Handle, what: &str) -> Error {
+    Error::InvalidArgument {
+        op,
+        name: format!("session {}", session.id),
+        reason: format!("connection #{handle} is not a {what}"),
+    }
+}
+
+fn too_large(op: &'static str, name: &str) -> Error {
+    Error::InvalidArgument { op, name: name.to_owned(), reason: "a bound too large for the node's memory".into() }
+}
+
+/// Refuses a payload above the node's bound as a put of an item that can never fit.
+fn check_payload(node: &NodeShared, name: &str, ts: stampede::Timestamp, payload: &[u8]) -> Result<()> {
+    let bytes_max = node.options.payload_bytes_max;
+    if payload.len() <= bytes_max {
+        return Ok(());
+    }
+    Err(Error::Full {
+        name: name.to_owned(),
+        ts,
+        reason: format!("a payload of {} bytes is above the node's payload_bytes_max {bytes_max}", payload.len()),
+        can_never_fit: true,
+    })
+}
+
+fn item_header(item: &Item) -> ItemHeader {
+    ItemHeader { ts: item.ts, codec: item.payload.codec.name().to_owned(), len: item.payload.len() as u64 }
+}
+
+fn item_reply(item: Item, reply: impl FnOnce(ItemHeader) -> Reply) -> Served {
+    (reply(item_header(&item)), vec![item.payload.data])
+}

@@ -1,0 +1,204 @@
+//! A client's session on a node — the papers' surrogate.
+//!
+//! A remote client's tasks and connections live here, in the node's own [`stampede::Runtime`],
+//! owned by its session; the client holds only their handles. Every operation therefore runs the
+//! embedded code path, with the embedded semantics and errors. Closing the session (the client
+//! closed it, or its liveliness token disappeared) closes every task it owns: their claims on
+//! ts_min are released and the items they held open go back (SPEC §3).
+//!
+//! A session holds at most `handles_max` tasks, connections and containers together; past that a
+//! creation fails `InvalidArgument` and the node carries on.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use stampede::{ChannelInput, ChannelOutput, Container, Error, QueueInput, QueueOutput, Result, Task};
+
+use crate::wire::Handle;
+
+/// The reason of the `Closed` error of a request in a session that ended.
+pub const SESSION_CLOSED: &str =
+    "the client's session on the node ended (closed, or the client vanished); connect again";
+
+/// The error of a request in the session `id` after it ended (or that was never opened).
+pub(crate) fn closed(id: &str) -> Error {
+    Error::Closed { name: format!("session {id}"), reason: SESSION_CLOSED }
+}
+
+/// A connection a session holds. Shared so that a request can use it without holding the session's
+/// lock while it waits.
+#[derive(Clone)]
+pub(crate) enum Connection {
+    ChannelInput(Arc<ChannelInput>),
+    ChannelOutput(Arc<ChannelOutput>),
+    QueueInput(Arc<QueueInput>),
+    QueueOutput(Arc<QueueOutput>),
+}
+
+impl Connection {
+    fn detach(&self) {
+        match self {
+            Connection::ChannelInput(c) => c.detach(),
+            Connection::ChannelOutput(c) => c.detach(),
+            Connection::QueueInput(c) => c.detach(),
+            Connection::QueueOutput(c) => c.detach(),
+        }
+    }
+}
+
+/// One client's session: its id and what it owns.
+pub(crate) struct Session {
+    pub(crate) id: String,
+    handles_max: usize,
+    owned: Mutex<Owned>,
+}
+
+#[derive(Default)]
+struct Owned {
+    closed: bool,
+    tasks: HashMap<Handle, Task>,
+    connections: HashMap<Handle, Connection>,
+    /// Channels and queues the client created or looked up, under their runtime ids.
+    containers: HashMap<Handle, Container>,
+    next_connection: Handle,
+}
+
+impl Owned {
+    fn count(&self) -> usize {
+        self.tasks.len() + self.connections.len() + self.containers.len()
+    }
+}
+
+impl Session {
+    pub(crate) fn new(id: String, handles_max: usize) -> Session {
+        Session { id, handles_max, owned: Mutex::default() }
+    }
+
+    /// The task `handle` of this session.
+    pub(crate) fn task(&self, op: &'static str, handle: Handle) -> Result<Task> {
+        let owned = self.open()?;
+        owned.tasks.get(&handle).cloned().ok_or_else(|| self.unknown(op, "task", handle))
+    }
+
+    /// The channel or queue `handle` of this session.
+    pub(crate) fn container(&self, op: &'static str, handle: Handle) -> Result<Container> {
+        let owned = self.open()?;
+        owned.containers.get(&handle).cloned().ok_or_else(|| self.unknown(op, "channel or queue", handle))
+    }
+
+    /// The connection `handle` of this session.
+    pub(crate) fn connection(&self, op: &'static str, handle: Handle) -> Result<Connection> {
+        let owned = self.open()?;
+        owned.connections.get(&handle).cloned().ok_or_else(|| self.unknown(op, "connection", handle))
+    }
+
+    /// Takes `task` into the session; closes it instead if the session ended or is full.
+    pub(crate) fn add_task(&self, op: &'static str, task: Task) -> Result<Handle> {
+        let mut owned = self.owned.lock();
+        if let Err(e) = self.admit(op, &owned) {
+            drop(owned);
+            task.close();
+            return Err(e);
+        }
+        let handle = task.id();
+        owned.tasks.insert(handle, task);
+        Ok(handle)
+    }
+
+    /// Takes `container` into the session under its runtime id (once, however often it is looked up).
+    pub(crate) fn add_container(&self, op: &'static str, handle: Handle, container: Container) -> Result<()> {
+        let mut owned = self.owned.lock();
+        if owned.containers.contains_key(&handle) {
+            return Ok(());
+        }
+        self.admit(op, &owned)?;
+        owned.containers.insert(handle, container);
+        Ok(())
+    }
+
+    /// Takes `connection` into the session; detaches it instead if the session ended or is full.
+    pub(crate) fn add_connection(&self, op: &'static str, connection: Connection) -> Result<Handle> {
+        let mut owned = self.owned.lock();
+        if let Err(e) = self.admit(op, &owned) {
+            drop(owned);
+            connection.detach();
+            return Err(e);
+        }
+        owned.next_connection += 1;
+        let handle = owned.next_connection;
+        owned.connections.insert(handle, connection);
+        Ok(handle)
+    }
+
+    /// Closes the task `handle` and forgets it (its connections stay, detached, as in the
+    /// embedded API: their later use fails `Closed`).
+    pub(crate) fn close_task(&self, op: &'static str, handle: Handle) -> Result<()> {
+        let task = self.open()?.tasks.remove(&handle).ok_or_else(|| self.unknown(op, "task", handle))?;
+        task.close();
+        Ok(())
+    }
+
+    /// Detaches the connection `handle` and forgets it.
+    pub(crate) fn detach(&self, op: &'static str, handle: Handle) -> Result<()> {
+        let connection =
+            self.open()?.connections.remove(&handle).ok_or_else(|| self.unknown(op, "connection", handle))?;
+        connection.detach();
+        Ok(())
+    }
+
+    /// Ends the session: every task is closed (claims released, open items back) and every
+    /// connection detached; requests in flight on them fail `Closed`. Idempotent.
+    pub(crate) fn close(&self) {
+        let owned = {
+            let mut owned = self.owned.lock();
+            owned.closed = true;
+            std::mem::take(&mut *owned)
+        };
+        for connection in owned.connections.values() {
+            connection.detach();
+        }
+        for task in owned.tasks.values() {
+            task.close();
+        }
+    }
+
+    /// The session's table, or `Closed` once the session ended.
+    fn open(&self) -> Result<parking_lot::MutexGuard<'_, Owned>> {
+        let owned = self.owned.lock();
+        if owned.closed {
+            return Err(self.closed());
+        }
+        Ok(owned)
+    }
+
+    fn admit(&self, op: &'static str, owned: &Owned) -> Result<()> {
+        if owned.closed {
+            return Err(self.closed());
+        }
+        if owned.count() >= self.handles_max {
+            return Err(Error::InvalidArgument {
+                op,
+                name: self.name(),
+                reason: format!(
+                    "the session holds {} tasks, connections and containers, the node's session_handles_max; close \
+                     tasks or detach connections first",
+                    owned.count()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn closed(&self) -> Error {
+        closed(&self.id)
+    }
+
+    fn unknown(&self, op: &'static str, what: &str, handle: Handle) -> Error {
+        Error::InvalidArgument { op, name: self.name(), reason: format!("this session holds no {what} #{handle}") }
+    }
+
+    fn name(&self) -> String {
+        format!("session {}", self.id)
+    }
+}

@@ -1,0 +1,133 @@
+//! [`RemoteTask`]: a task living on the node, owned by this client's session (mirrors
+//! [`stampede::Task`]).
+//!
+//! As embedded, the task lives while any handle or connection of it lives, or until
+//! [`RemoteTask::close`]; the last handle dropped closes it on the node (without waiting).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use stampede::{Error, Result, Timestamp};
+
+use crate::client::Client;
+use crate::runtime::unexpected;
+use crate::wire::{Handle, Reply, Request};
+
+/// A task on the node. Cheap to clone; every clone is the same task.
+#[derive(Clone)]
+pub struct RemoteTask {
+    pub(crate) inner: Arc<TaskRef>,
+}
+
+/// The task's handle in the session; closes the task when the last reference drops.
+pub(crate) struct TaskRef {
+    pub(crate) client: Arc<Client>,
+    pub(crate) id: Handle,
+    closed: AtomicBool,
+}
+
+impl Drop for TaskRef {
+    fn drop(&mut self) {
+        if !self.closed.load(Ordering::SeqCst) {
+            self.client.send(Request::CloseTask { task: self.id });
+        }
+    }
+}
+
+impl RemoteTask {
+    pub(crate) fn new(client: Arc<Client>, id: Handle) -> RemoteTask {
+        RemoteTask { inner: Arc::new(TaskRef { client, id, closed: AtomicBool::new(false) }) }
+    }
+
+    /// The task's id, unique within the node's runtime.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The task's virtual time.
+    pub fn virtual_time(&self) -> Result<Timestamp> {
+        Ok(self.times("virtual_time")?.0)
+    }
+
+    /// The task's visibility: `min(virtual_time, timestamps of items open on its inputs)`.
+    pub fn visibility(&self) -> Result<Timestamp> {
+        Ok(self.times("visibility")?.1)
+    }
+
+    /// Sets the virtual time (`>= visibility`, else `BelowVisibility`); ts_min on the node may
+    /// advance and reclaim before this returns.
+    pub fn set_virtual_time(&self, v: Timestamp) -> Result<()> {
+        self.inner.client.done(Request::SetVirtualTime { task: self.inner.id, virtual_time: v })
+    }
+
+    /// A child task on the node whose virtual time must be `>= self.visibility()`.
+    pub fn spawn(&self, virtual_time: Timestamp) -> Result<RemoteTask> {
+        let handle = self.inner.client.handle(Request::Spawn { task: self.inner.id, virtual_time })?;
+        Ok(RemoteTask::new(self.inner.client.clone(), handle))
+    }
+
+    /// Attaches an input connection to a channel or queue of the same session.
+    pub fn attach_input<C: RemoteAttach>(&self, container: &C) -> Result<C::Input> {
+        container.attach_input(self)
+    }
+
+    /// Attaches an output connection to a channel or queue of the same session.
+    pub fn attach_output<C: RemoteAttach>(&self, container: &C) -> Result<C::Output> {
+        container.attach_output(self)
+    }
+
+    /// Ends the task on the node now: its connections are detached (their later use fails
+    /// `Closed`) and its claim on ts_min is released by the time this returns.
+    pub fn close(&self) {
+        if !self.inner.closed.swap(true, Ordering::SeqCst) {
+            let _ = self.inner.client.done(Request::CloseTask { task: self.inner.id });
+        }
+    }
+
+    fn times(&self, op: &'static str) -> Result<(Timestamp, Timestamp)> {
+        let client = &self.inner.client;
+        match client.call(Request::Times { task: self.inner.id }, None, Default::default())?.0 {
+            Reply::Times { virtual_time, visibility } => Ok((virtual_time, visibility)),
+            _ => Err(unexpected(op, client.node())),
+        }
+    }
+
+    /// Attaches a connection of this task to `container` (of `client`): the connection's handle.
+    pub(crate) fn attach(&self, client: &Arc<Client>, name: &str, input: bool, container: Handle) -> Result<Handle> {
+        let op = if input { "attach_input" } else { "attach_output" };
+        if !Arc::ptr_eq(client, &self.inner.client) {
+            return Err(Error::InvalidArgument {
+                op,
+                name: name.to_owned(),
+                reason: format!(
+                    "task {} and the channel or queue belong to different client sessions; attach a task of the \
+                     session that created or looked up the container",
+                    self.inner.id
+                ),
+            });
+        }
+        let task = self.inner.id;
+        let request =
+            if input { Request::AttachInput { task, container } } else { Request::AttachOutput { task, container } };
+        self.inner.client.handle(request)
+    }
+}
+
+impl std::fmt::Debug for RemoteTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteTask").field("id", &self.inner.id).field("node", &self.inner.client.node()).finish()
+    }
+}
+
+/// A container a remote task can attach to: [`RemoteChannel`](crate::RemoteChannel) or
+/// [`RemoteQueue`](crate::RemoteQueue) (mirrors [`stampede::Attach`]).
+pub trait RemoteAttach {
+    /// The input connection type.
+    type Input;
+    /// The output connection type.
+    type Output;
+    /// Attaches an input connection of `task`.
+    fn attach_input(&self, task: &RemoteTask) -> Result<Self::Input>;
+    /// Attaches an output connection of `task`.
+    fn attach_output(&self, task: &RemoteTask) -> Result<Self::Output>;
+}

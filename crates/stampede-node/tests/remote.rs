@@ -1,0 +1,300 @@
+//! A node and its clients in one process: the remote API does what the embedded one does, with
+//! the same results and the same errors, and the node's ts_min follows the remote tasks.
+
+mod support;
+
+use std::thread;
+use std::time::Duration;
+
+use stampede::{Error, Limits, PutOptions, Runtime, Selector, INFINITY, NEWEST, NEWEST_UNSEEN, OLDEST, OLDEST_UNSEEN};
+use stampede_node::{connect, RemoteContainer};
+use support::{eventually, with_watchdog, TestNode};
+
+const SHORT: Option<Duration> = Some(Duration::from_millis(200));
+const LONG: Option<Duration> = Some(Duration::from_secs(20));
+
+/// Put and get with every selector, get_range, consume and consume_until through a node: the
+/// items, their order and their payloads are the embedded ones.
+#[test]
+fn channel_operations_cross_the_wire() {
+    with_watchdog("channel_operations_cross_the_wire", || {
+        let node = TestNode::new();
+        let rt = node.client();
+        let ch = rt.create_channel("camera/left", Limits::unbounded()).unwrap();
+        assert_eq!(rt.names("camera/").unwrap(), vec!["camera/left".to_owned()]);
+        assert!(matches!(rt.lookup("camera/left").unwrap(), RemoteContainer::Channel(c) if c == ch));
+        let camera = rt.task(0).unwrap();
+        let out = camera.attach_output(&ch).unwrap();
+        let reader = rt.task(INFINITY).unwrap();
+        let inp = reader.attach_input(&ch).unwrap();
+        for ts in [3, 1, 2, 5, 4] {
+            out.put(ts, format!("frame {ts}").as_str()).unwrap();
+        }
+        let item = inp.get(OLDEST_UNSEEN, SHORT).unwrap();
+        assert_eq!((item.ts, &item.data()[..]), (1, &b"frame 1"[..]));
+        assert_eq!(item.codec(), &stampede::Codec::Utf8);
+        assert_eq!(inp.get(NEWEST_UNSEEN, SHORT).unwrap().ts, 5);
+        assert_eq!(inp.get(OLDEST_UNSEEN, SHORT).unwrap().ts, 2);
+        assert_eq!(inp.get(OLDEST, SHORT).unwrap().ts, 1);
+        assert_eq!(inp.get(NEWEST, SHORT).unwrap().ts, 5);
+        assert_eq!(inp.get(Selector::At(4), SHORT).unwrap().ts, 4);
+        assert_eq!(reader.visibility().unwrap(), 1, "open items hold the reader's visibility");
+        let range: Vec<_> = inp.get_range(2, 4).unwrap().into_iter().map(|i| (i.ts, i.data().clone())).collect();
+        assert_eq!(range.iter().map(|(ts, _)| *ts).collect::<Vec<_>>(), vec![2, 3, 4]);
+        assert_eq!(&range[1].1[..], b"frame 3");
+        inp.consume(1).unwrap();
+        inp.consume_until(3).unwrap();
+        assert_eq!(inp.get(OLDEST, SHORT).unwrap().ts, 4);
+        camera.set_virtual_time(10).unwrap();
+        inp.consume_until(5).unwrap();
+        assert_eq!(rt.ts_min().unwrap(), 6, "nothing holds 1..=5 any more");
+        assert_eq!(ch.stats().unwrap().live_items, 0);
+        assert_eq!(node.runtime.channel("camera/left").unwrap().stats().reclaimed, 5);
+    });
+}
+
+/// A blocking remote get waits across several wait slices and returns the item put meanwhile; a
+/// short timeout on an empty channel is `NotAvailable`.
+#[test]
+fn blocking_get_spans_slices() {
+    with_watchdog("blocking_get_spans_slices", || {
+        let node = TestNode::new();
+        let rt = node.client();
+        let ch = rt.create_channel("slow", Limits::unbounded()).unwrap();
+        let reader = rt.task(INFINITY).unwrap();
+        let inp = reader.attach_input(&ch).unwrap();
+        assert!(matches!(inp.get(OLDEST_UNSEEN, Some(Duration::ZERO)), Err(Error::NotAvailable { .. })));
+        assert!(matches!(inp.get(OLDEST_UNSEEN, SHORT), Err(Error::NotAvailable { .. })));
+        let producer = {
+            let runtime = node.runtime.clone();
+            thread::spawn(move || {
+                let ch = runtime.channel("slow").unwrap();
+                let task = runtime.task(0).unwrap();
+                let out = task.attach_output(&ch).unwrap();
+                thread::sleep(stampede_node::REMOTE_WAIT_SLICE + Duration::from_millis(300));
+                out.put(7, &b"late"[..]).unwrap();
+            })
+        };
+        let item = inp.get(OLDEST_UNSEEN, None).unwrap();
+        assert_eq!((item.ts, &item.data()[..]), (7, &b"late"[..]));
+        producer.join().unwrap();
+    });
+}
+
+/// Reference counts reclaim an item through a node once enough connections consumed it, even
+/// above ts_min, and a put into a full bounded channel fails `Full` after its timeout.
+#[test]
+fn refcounts_and_bounds() {
+    with_watchdog("refcounts_and_bounds", || {
+        let node = TestNode::new();
+        let rt = node.client();
+        let ch = rt.create_channel("counted", Limits::items(2)).unwrap();
+        let task = rt.task(0).unwrap();
+        let out = task.attach_output(&ch).unwrap();
+        let (a, b) = (rt.task(INFINITY).unwrap(), rt.task(INFINITY).unwrap());
+        let (ia, ib) = (a.attach_input(&ch).unwrap(), b.attach_input(&ch).unwrap());
+        out.put_with(0, &b"x"[..], PutOptions { refcount: Some(2), timeout: None }).unwrap();
+        out.put(1, &b"y"[..]).unwrap();
+        let full = out.put_with(2, &b"z"[..], PutOptions { refcount: None, timeout: SHORT });
+        assert!(matches!(full, Err(Error::Full { can_never_fit: false, .. })), "{full:?}");
+        ia.consume(0).unwrap();
+        assert_eq!(ch.stats().unwrap().live_items, 2);
+        ib.consume(0).unwrap();
+        assert_eq!(ch.stats().unwrap().live_items, 1, "the second consumption reclaims ts=0");
+        assert!(matches!(ia.get(Selector::At(0), SHORT), Err(Error::Reclaimed { .. })));
+        out.put_with(2, &b"z"[..], PutOptions { refcount: None, timeout: SHORT }).unwrap();
+    });
+}
+
+/// The node's ts_min follows remote tasks as they advance and as they close; closing the client
+/// releases everything its session held.
+#[test]
+fn ts_min_follows_remote_tasks() {
+    with_watchdog("ts_min_follows_remote_tasks", || {
+        let node = TestNode::new();
+        let rt = node.client();
+        let ch = rt.create_channel("progress", Limits::unbounded()).unwrap();
+        let camera = rt.task(0).unwrap();
+        let out = camera.attach_output(&ch).unwrap();
+        let slow = rt.task(0).unwrap();
+        let child = slow.spawn(2).unwrap();
+        assert_eq!(child.virtual_time().unwrap(), 2);
+        for ts in 0..4 {
+            out.put(ts, &[ts as u8][..]).unwrap();
+        }
+        camera.set_virtual_time(4).unwrap();
+        assert_eq!(node.runtime.ts_min(), 0, "the slow task holds ts_min");
+        slow.set_virtual_time(3).unwrap();
+        assert_eq!(node.runtime.ts_min(), 2, "now its child does");
+        child.close();
+        assert_eq!(node.runtime.ts_min(), 3);
+        assert_eq!(rt.ts_min().unwrap(), 3);
+        rt.close();
+        assert_eq!(node.node.session_count(), 0);
+        assert_eq!(node.runtime.ts_min(), 4, "a closed session holds nothing (one above the highest put)");
+        assert!(matches!(rt.ts_min(), Err(Error::Closed { .. })));
+    });
+}
+
+/// The failing calls of one scenario, written once for both APIs (they share names and shapes):
+/// the errors, in order.
+macro_rules! failing_calls {
+    ($rt:expr) => {{
+        let rt = $rt;
+        let ch = rt.create_channel("errors/cam", Limits::unbounded()).unwrap();
+        let task = rt.task(0).unwrap();
+        let out = task.attach_output(&ch).unwrap();
+        let reader = rt.task(INFINITY).unwrap();
+        let inp = reader.attach_input(&ch).unwrap();
+        let mut errors = vec![
+            rt.create_channel("errors/cam", Limits::unbounded()).unwrap_err(),
+            rt.lookup("errors/none").unwrap_err(),
+            rt.create_channel("bad//name", Limits::unbounded()).unwrap_err(),
+            rt.task(-1).unwrap_err(),
+            out.put(-3, &b""[..]).unwrap_err(),
+        ];
+        out.put(2, &b"a"[..]).unwrap();
+        out.put(6, &b"b"[..]).unwrap();
+        task.set_virtual_time(5).unwrap();
+        errors.push(out.put(4, &b"c"[..]).unwrap_err());
+        errors.push(out.put(6, &b"c"[..]).unwrap_err());
+        errors.push(task.set_virtual_time(1).unwrap_err());
+        errors.push(inp.get(Selector::At(4), Some(Duration::ZERO)).unwrap_err());
+        inp.consume(2).unwrap();
+        errors.push(inp.get(Selector::At(2), Some(Duration::ZERO)).unwrap_err());
+        inp.consume(6).unwrap();
+        errors.push(inp.get(Selector::At(6), Some(Duration::ZERO)).unwrap_err());
+        errors.push(inp.consume(8).unwrap_err());
+        inp.detach();
+        errors.push(inp.get(NEWEST, Some(Duration::ZERO)).unwrap_err());
+        task.close();
+        errors.push(out.put(9, &b"d"[..]).unwrap_err());
+        errors
+    }};
+}
+
+/// The same failing calls give equal errors, with the same message text, embedded and remote:
+/// `AlreadyExists`, `NotFound`, `InvalidArgument`, `InvalidTimestamp`, `BelowVisibility`,
+/// `DuplicateTimestamp`, `NotAvailable` with its neighbours, `Reclaimed`, `AlreadyConsumed`,
+/// `Closed` after detach and after the task closed.
+#[test]
+fn errors_cross_unchanged() {
+    with_watchdog("errors_cross_unchanged", || {
+        let node = TestNode::new();
+        let remote = failing_calls!(node.client());
+        let embedded = failing_calls!(Runtime::new());
+        assert!(matches!(remote[5], Error::BelowVisibility { .. }), "{:?}", remote[5]);
+        assert!(matches!(remote[6], Error::DuplicateTimestamp { .. }), "{:?}", remote[6]);
+        let neighbours = &remote[8];
+        assert!(matches!(neighbours, Error::NotAvailable { previous: Some(2), next: Some(6), .. }), "{neighbours:?}");
+        assert!(matches!(remote[9], Error::Reclaimed { .. }), "{:?}", remote[9]);
+        assert!(matches!(remote[10], Error::AlreadyConsumed { .. }), "{:?}", remote[10]);
+        assert!(matches!(remote[12], Error::Closed { .. }), "{:?}", remote[12]);
+        assert_eq!(remote.len(), embedded.len());
+        for (remote, embedded) in remote.iter().zip(&embedded) {
+            assert_eq!(remote, embedded);
+            assert_eq!(remote.to_string(), embedded.to_string());
+        }
+    });
+}
+
+/// A queue through a node: each item goes to exactly one of two workers; an item a worker held
+/// open goes back when it detaches.
+#[test]
+fn queue_serves_two_workers() {
+    with_watchdog("queue_serves_two_workers", || {
+        let node = TestNode::new();
+        let rt = node.client();
+        let q = rt.create_queue("work", Limits::unbounded()).unwrap();
+        assert!(matches!(rt.channel("work"), Err(Error::NotFound { .. })));
+        let splitter = rt.task(0).unwrap();
+        let out = splitter.attach_output(&q).unwrap();
+        for ts in 0..6 {
+            out.put(ts, vec![ts as u8; 4], None).unwrap();
+        }
+        let (w1, w2) = (rt.task(INFINITY).unwrap(), node.client().task(INFINITY).unwrap());
+        let other = w2.attach_input(&node.client().queue("work").unwrap());
+        assert!(
+            matches!(other, Err(Error::InvalidArgument { .. })),
+            "a task attaches only its own session's containers"
+        );
+        let rt2 = node.client();
+        let w2 = rt2.task(INFINITY).unwrap();
+        let (i1, i2) = (w1.attach_input(&q).unwrap(), w2.attach_input(&rt2.queue("work").unwrap()).unwrap());
+        let mut seen = Vec::new();
+        for round in 0..3 {
+            let a = i1.get(LONG).unwrap();
+            let b = i2.get(LONG).unwrap();
+            assert_eq!(a.item.data()[0] as i64, a.item.ts);
+            seen.extend([a.item.ts, b.item.ts]);
+            i1.consume(&a).unwrap();
+            if round < 2 {
+                i2.consume(&b).unwrap();
+            }
+        }
+        seen.sort();
+        assert_eq!(seen, (0..6).collect::<Vec<_>>());
+        assert_eq!(q.stats().unwrap().live_items, 1, "w2 holds its last item open");
+        i2.detach();
+        let back = i1.get(LONG).unwrap();
+        i1.consume_ts(back.item.ts).unwrap();
+        assert_eq!(q.stats().unwrap().live_items, 0);
+    });
+}
+
+/// The node's bounds are typed errors and the node carries on: too many sessions, too many
+/// handles in a session, a payload above the node's limit.
+#[test]
+fn bounds_are_typed_errors() {
+    with_watchdog("bounds_are_typed_errors", || {
+        let node = TestNode::with(|o| {
+            o.sessions_max = 1;
+            o.session_handles_max = 3;
+            o.payload_bytes_max = 1024;
+        });
+        let rt = node.client();
+        let second = connect(&node.endpoint, Some(Duration::from_secs(20)));
+        assert!(matches!(second, Err(Error::InvalidArgument { .. })), "{second:?}");
+        let ch = rt.create_channel("bounded", Limits::unbounded()).unwrap();
+        let task = rt.task(0).unwrap();
+        let out = task.attach_output(&ch).unwrap();
+        let big = out.put(0, vec![0u8; 2048]);
+        assert!(matches!(big, Err(Error::Full { can_never_fit: true, .. })), "{big:?}");
+        let fourth = rt.task(0);
+        assert!(matches!(fourth, Err(Error::InvalidArgument { .. })), "{fourth:?}");
+        out.put(0, vec![0u8; 1024]).unwrap();
+        rt.close();
+        let again = node.client();
+        assert_eq!(again.names("").unwrap(), vec!["bounded".to_owned()]);
+    });
+}
+
+/// Connecting where no node listens is `Unreachable` once the timeout expires.
+#[test]
+fn connecting_to_nothing_is_unreachable() {
+    with_watchdog("connecting_to_nothing_is_unreachable", || {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = format!("unixsock-stream/{}", dir.path().join("none.sock").display());
+        let result = connect(&endpoint, Some(Duration::from_millis(300)));
+        assert!(matches!(result, Err(Error::Unreachable { .. })), "{result:?}");
+        let bad = connect("nonsense", Some(Duration::ZERO));
+        assert!(matches!(bad, Err(Error::InvalidArgument { .. })), "{bad:?}");
+    });
+}
+
+/// Dropping a client's handles detaches and closes them on the node, as embedded.
+#[test]
+fn dropped_handles_release_claims() {
+    with_watchdog("dropped_handles_release_claims", || {
+        let node = TestNode::new();
+        let rt = node.client();
+        let ch = rt.create_channel("drops", Limits::unbounded()).unwrap();
+        {
+            let task = rt.task(0).unwrap();
+            let out = task.attach_output(&ch).unwrap();
+            out.put(0, &b"x"[..]).unwrap();
+        }
+        assert!(eventually(Duration::from_secs(20), || node.runtime.ts_min() == 1), "the dropped task let go");
+        assert!(eventually(Duration::from_secs(20), || ch.stats().unwrap().outputs == 0));
+    });
+}

@@ -1,0 +1,77 @@
+//! What the node tests share: a watchdog that turns a hang into a named failure, and a node
+//! serving a fresh runtime on a Unix socket of its own (so parallel tests never collide).
+#![allow(dead_code)]
+
+use std::io::Write as _;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use stampede::Runtime;
+use stampede_node::{connect, Node, NodeOptions, RemoteRuntime};
+
+/// Longest any one test may run before the watchdog declares it hung.
+pub const WATCHDOG: Duration = Duration::from_secs(120);
+
+/// How long a client tries to reach a node before failing the test.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Runs `body` under a watchdog that aborts the whole process, naming `test`, if `body` has not
+/// returned (or panicked) within [`WATCHDOG`].
+pub fn with_watchdog<T>(test: &'static str, body: impl FnOnce() -> T) -> T {
+    let (done, finished) = mpsc::channel::<()>();
+    let dog = thread::spawn(move || {
+        if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(WATCHDOG) {
+            let message = format!("watchdog: `{test}` did not finish within {WATCHDOG:?}\n");
+            let _ = std::io::stderr().write_all(message.as_bytes());
+            std::process::abort();
+        }
+    });
+    let value = body();
+    drop(done);
+    dog.join().expect("watchdog thread");
+    value
+}
+
+/// A node serving a fresh runtime on a Unix socket in a directory of its own.
+pub struct TestNode {
+    pub node: Node,
+    pub runtime: Runtime,
+    pub endpoint: String,
+    _dir: tempfile::TempDir,
+}
+
+impl TestNode {
+    pub fn new() -> TestNode {
+        TestNode::with(|_| {})
+    }
+
+    /// A node with options changed by `adjust`.
+    pub fn with(adjust: impl FnOnce(&mut NodeOptions)) -> TestNode {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let endpoint = format!("unixsock-stream/{}", dir.path().join("node.sock").display());
+        let mut options = NodeOptions::listen(&endpoint);
+        options.name = "test".into();
+        adjust(&mut options);
+        let runtime = Runtime::new();
+        let node = Node::serve(runtime.clone(), options).expect("the node serves");
+        TestNode { node, runtime, endpoint, _dir: dir }
+    }
+
+    /// A new client session on this node.
+    pub fn client(&self) -> RemoteRuntime {
+        connect(&self.endpoint, Some(CONNECT_TIMEOUT)).expect("the client connects")
+    }
+}
+
+/// Waits (bounded by `limit`) until `condition` holds; `false` if it never did.
+pub fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    condition()
+}
