@@ -6,9 +6,10 @@
 //! its safety and liveness argument: `docs/PROTOCOL.md`.
 //!
 //! **Model** (Timely Dataflow's progress tracking, adapted to crashes). Each participant reports
-//! changes of its own claims as atomic batches of `(site, timestamp, ±n)` tagged `(sender,
-//! incarnation, seq)`; every peer applies each batch at most once, in `seq` order, after the
-//! batches it names in `after`. A participant's view is the sum of every batch it applied, kept
+//! changes of its own claims as batches of `(site, timestamp, ±n)` tagged `(sender, incarnation,
+//! seq)`, new claims before releases; every peer applies each batch at most once and in `seq`
+//! order — its claims when its turn comes, its releases once the batches it names in `after`
+//! have their claims applied. A participant's view is the sum of every batch it applied, kept
 //! per owner; its ts_min is `min(every claim, every door, watermark)`.
 //!
 //! **Guarantees**, for participants that follow the rules below, under any delay, reordering
@@ -122,8 +123,6 @@ pub enum MeshRefusal {
     ReleaseWithoutClaim { owner: Peer, site: Site, ts: Timestamp },
     #[error("a claim count out of range (0 ..= CLAIM_COUNT_MAX)")]
     CountOverflow,
-    #[error("{owner:?} would hold two doors")]
-    TwoDoors { owner: Peer },
     #[error("{owner:?} would hold more than {max} claim entries")]
     TooManyEntries { owner: Peer, max: usize },
     #[error("move {id} of {mover:?} was already taken over or declined")]
@@ -144,6 +143,10 @@ pub enum Event {
     Faulted { peer: Peer, refusal: MeshRefusal },
     /// A dead peer's claims were dropped: every live participant had fenced it.
     Finalized { peer: Peer },
+    /// A peer listed an incarnation the fabric has not reported here (it may have died before
+    /// this participant started): ask liveliness and report `peer_joined` or `peer_dead`. Until
+    /// then it holds ts_min.
+    AskLiveliness { peer: Peer },
     /// This participant was declared dead; it refuses every input from now on.
     Expelled,
 }
@@ -169,11 +172,20 @@ enum Standing {
 #[derive(Debug)]
 struct Member {
     standing: Standing,
-    /// Its snapshot arrived: its batches after `applied` may be applied.
+    /// The fabric reported it (`peer_joined`); otherwise it was only heard of from peers, as
+    /// live in their snapshots or as dead in their fences.
+    confirmed: bool,
+    /// The incarnations its snapshot listed as live (it may take their data over).
+    snapshot_live: BTreeSet<Peer>,
+    /// Its snapshot arrived: its batches after it may be applied.
     snapshot: bool,
-    /// Last batch applied (the snapshot's `seq` at first).
+    /// What its snapshot must be applied after (its view is complete only then).
+    snapshot_after: Vec<(Peer, Seq)>,
+    /// Last batch whose claims and markers are applied (the snapshot's `seq` at first).
+    claimed: Seq,
+    /// Last batch whose releases are applied too (`<= claimed`).
     applied: Seq,
-    /// Batches received ahead of their turn.
+    /// Batches after `applied`: received ahead of their turn, or claimed and waiting to release.
     pending: BTreeMap<Seq, Batch>,
     /// Dying participants this peer fenced, with the `seq` that said so.
     fences: BTreeMap<Peer, Seq>,
@@ -181,6 +193,24 @@ struct Member {
     moves: MoveWindow,
     /// A batch of it was refused: the rest of its stream cannot be applied.
     faulted: bool,
+}
+
+impl Member {
+    fn new(standing: Standing, confirmed: bool) -> Member {
+        Member {
+            standing,
+            confirmed,
+            snapshot_live: BTreeSet::new(),
+            snapshot: false,
+            snapshot_after: Vec::new(),
+            claimed: 0,
+            applied: 0,
+            pending: BTreeMap::new(),
+            fences: BTreeMap::new(),
+            moves: MoveWindow { below: 1, ahead: BTreeSet::new() },
+            faulted: false,
+        }
+    }
 }
 
 /// Move ids below `below`, and those in `ahead`, are resolved (at-most-once takeover).
@@ -217,6 +247,9 @@ pub struct Mesh {
     seq: Seq,
     /// Watermark carried by the last batch sealed (a rise alone is worth a batch: gossip).
     announced: Timestamp,
+    /// The highest batch of each live peer that a sealed batch had to be applied after (what a
+    /// snapshot must carry).
+    after_sealed: BTreeMap<Peer, Seq>,
     carries: IdMap<MoveId, Carry>,
     next_move: MoveId,
     transmits: VecDeque<Transmit>,
@@ -244,6 +277,7 @@ impl Mesh {
             open: Batch::default(),
             seq: 0,
             announced: 0,
+            after_sealed: BTreeMap::new(),
             carries: IdMap::default(),
             next_move: 1,
             transmits: VecDeque::new(),
@@ -292,9 +326,11 @@ impl Mesh {
         self.door
     }
 
-    /// Whether the view holds every live peer's snapshot (ts_min is held until it does).
+    /// Whether the view holds every peer's snapshot, and what each must be applied after (ts_min
+    /// is held until it does). A dying peer counts too until it is finalized: data it handed to a
+    /// live participant is covered by its contribution until that participant's takeover is here.
     pub fn is_complete(&self) -> bool {
-        self.members.values().all(|m| m.standing == Standing::Dying || m.snapshot)
+        self.members.values().all(|m| m.snapshot && self.dependencies_met(&m.snapshot_after))
     }
 
     // ---- local inputs ----------------------------------------------------------------------------
@@ -547,6 +583,10 @@ impl Mesh {
         batch.seq = self.seq;
         batch.watermark = self.view.watermark();
         self.announced = batch.watermark;
+        for &(peer, seq) in &batch.after {
+            let highest = self.after_sealed.entry(peer).or_insert(seq);
+            *highest = (*highest).max(seq);
+        }
         let message = Message::Batch(batch);
         debug_assert_eq!(message.validate(&self.limits), Ok(()), "a batch this machine sealed");
         let to = self.live_peers();

@@ -1,6 +1,17 @@
 //! Who takes part: joins (a snapshot to every newcomer), deaths (fences), and finalization —
 //! the one place claims of a dead participant are dropped.
 //!
+//! **Membership.** The fabric reports every incarnation whose liveliness is present when this
+//! one starts, and every later one (`peer_joined`). An incarnation declared dead before this one
+//! started is unknown to it — yet a live peer that has not heard of that death yet may still take
+//! data over from it. So a snapshot lists the incarnations its sender still takes data from, and
+//! this participant learns every incarnation it hears of as a member: listed live, it asks the
+//! driver to check its liveliness ([`Event::AskLiveliness`]); heard of as dead (a fence), it is
+//! dying at once. Such a member's missing snapshot holds ts_min until it sends one (alive) or is
+//! finalized (dead) — after the fence of every peer that listed it live (a peer that never knew it
+//! cannot take its data over), by which time their takeovers are in the view. An incarnation the
+//! fabric reported waits for every live peer's fence.
+//!
 //! **The rule for the dead.** A death is learned from the fabric (`peer_dead`) or from any
 //! peer's fence of it (gossip: the fabric declared it to someone). On learning it, a participant
 //! *fences* the dead incarnation: it takes nothing over from it any more, and says so in its
@@ -12,7 +23,7 @@
 //! fences, so that data a dead receiver passed on before dying stays covered too.
 
 use crate::mesh::wire::{Change, Peer, Seq, Site, Snapshot, Transmit};
-use crate::mesh::{Event, Member, Mesh, MeshRefusal, Message, MoveId, MoveWindow, Mutation, Standing};
+use crate::mesh::{Event, Member, Mesh, MeshRefusal, Message, MoveId, Mutation, Standing};
 
 impl Mesh {
     /// The fabric reports `peer` alive (liveliness). This participant sends it a snapshot of its
@@ -20,17 +31,27 @@ impl Mesh {
     /// of a known participant means the older one is dead.
     pub fn peer_joined(&mut self, peer: Peer) -> Result<(), MeshRefusal> {
         self.admit()?;
+        let learned = self.learn_peer(peer, true);
+        self.settle();
+        learned
+    }
+
+    /// Makes `peer` a member (a newer incarnation ends an older one; an older one is dead) and
+    /// sends it a snapshot. `confirmed`: the fabric reported it.
+    pub(super) fn learn_peer(&mut self, peer: Peer, confirmed: bool) -> Result<(), MeshRefusal> {
         if peer.id == self.me.id {
             if peer.incarnation > self.me.incarnation {
                 self.expel();
                 return Err(MeshRefusal::Expelled);
             }
             if peer.incarnation < self.me.incarnation {
+                self.learn_death(peer);
                 return Err(MeshRefusal::StaleIncarnation { peer, current: self.me.incarnation });
             }
             return Ok(());
         }
-        if self.members.contains_key(&peer) {
+        if let Some(member) = self.members.get_mut(&peer) {
+            member.confirmed |= confirmed;
             return Ok(());
         }
         if self.dead_set.contains(&peer) {
@@ -38,6 +59,7 @@ impl Mesh {
         }
         let same_id = self.members.keys().find(|p| p.id == peer.id).copied();
         if let Some(known) = same_id.filter(|known| known.incarnation > peer.incarnation) {
+            self.learn_death(peer);
             return Err(MeshRefusal::StaleIncarnation { peer, current: known.incarnation });
         }
         if same_id.is_none() && self.members.len() >= self.limits.peers_max {
@@ -48,24 +70,16 @@ impl Mesh {
         }
         // What the snapshot says must be exactly what batches up to `self.seq` said.
         self.seal();
-        let member = Member {
-            standing: Standing::Live,
-            snapshot: false,
-            applied: 0,
-            pending: Default::default(),
-            fences: Default::default(),
-            moves: MoveWindow { below: 1, ahead: Default::default() },
-            faulted: false,
-        };
-        self.members.insert(peer, member);
+        self.members.insert(peer, Member::new(Standing::Live, confirmed));
         let snapshot = Snapshot {
             seq: self.seq,
             claims: self.view.contribution(self.me),
             watermark: self.view.watermark(),
             fenced: self.fenced(),
+            after: self.after_sealed.iter().map(|(&p, &s)| (p, s)).collect(),
+            live: self.live_peers(),
         };
         self.transmits.push_back(Transmit { to: vec![peer], message: Message::Snapshot(snapshot) });
-        self.settle();
         Ok(())
     }
 
@@ -91,13 +105,18 @@ impl Mesh {
                 self.seal_if_full();
             }
             Some(_) => {}
-            // Never a member here (or long gone): nothing to drop, but peers may wait for this
-            // participant's fence of it.
+            // Finalized here already.
+            None if self.dead_set.contains(&peer) => {}
+            // Never a member here: it may still have handed data to a peer that takes it over
+            // (module doc), and peers may wait for this participant's fence of it.
             None => {
-                if self.remember_dead(peer) {
-                    self.open.fenced.push(peer);
-                    self.seal_if_full();
+                if self.members.len() < self.limits.peers_max {
+                    self.members.insert(peer, Member::new(Standing::Dying, false));
+                } else {
+                    self.remember_dead(peer);
                 }
+                self.open.fenced.push(peer);
+                self.seal_if_full();
             }
         }
     }
@@ -148,7 +167,13 @@ impl Mesh {
             return false;
         }
         let live = || self.members.values().filter(|m| m.standing == Standing::Live);
-        let fenced_by_all = live().all(|m| dying.iter().all(|d| m.fences.contains_key(d)));
+        // A peer's fence counts; a peer whose snapshot did not list an incarnation the fabric
+        // never reported here never knew it, so it takes nothing over from it.
+        let fenced = |m: &Member, dead: &Peer| {
+            m.fences.contains_key(dead)
+                || (!self.members[dead].confirmed && m.snapshot && !m.snapshot_live.contains(dead))
+        };
+        let fenced_by_all = live().all(|m| dying.iter().all(|d| fenced(m, d)));
         if !fenced_by_all && !self.mutated(Mutation::FinalizeWithoutFences) {
             return false;
         }
@@ -168,6 +193,7 @@ impl Mesh {
         for member in self.members.values_mut() {
             member.fences.retain(|d, _| !dying.contains(d));
         }
+        self.after_sealed.retain(|p, _| !dying.contains(p));
         let gone: Vec<MoveId> = self.carries.iter().filter(|(_, c)| dying.contains(&c.to)).map(|(&id, _)| id).collect();
         if !gone.is_empty() {
             for dep in after {

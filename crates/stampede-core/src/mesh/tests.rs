@@ -199,6 +199,58 @@ fn the_dead_are_dropped_after_every_live_participant_fenced_them() {
     );
 }
 
+/// A release that waits for a dead peer's takeover does not hold up the fence behind it: claims
+/// and fences apply at once, releases wait, so the dead peer is finalized and the release follows.
+#[test]
+fn a_fence_behind_a_waiting_release_still_counts() {
+    let (a, x, c) = (0, 1, 2);
+    let mut net = Net::new(3);
+    net.meshes[a].apply_local(&[task(5, 1), put(20)]).unwrap();
+    net.pump();
+    let id = net.meshes[a].send_move(peer(x as u64), 5).unwrap();
+    net.meshes[a].apply_local(&[task(9, 1), task(5, -1)]).unwrap();
+    net.meshes[x].accept_move(peer(a as u64), id, &[up(Location::Queue(1), 5, 1)]).unwrap();
+    net.deliver(x, a); // A releases its carry, after X's takeover
+    net.crash(x); // X's takeover never reaches C
+    net.deliver(a, c);
+    assert_eq!(net.meshes[c].ts_min(), 5, "A's release waits for X's takeover");
+    net.meshes[a].peer_dead(peer(x as u64)).unwrap();
+    net.meshes[c].peer_dead(peer(x as u64)).unwrap();
+    net.deliver(a, c); // A's fence of X, behind its waiting release
+    assert!(std::iter::from_fn(|| net.meshes[c].poll_event()).any(|e| e == Event::Finalized { peer: peer(x as u64) }));
+    net.pump(); // A finalizes X too, after C's fence; its door follows
+    assert_eq!([net.meshes[a].ts_min(), net.meshes[c].ts_min()], [9, 9]);
+}
+
+/// A newcomer hears from a peer's snapshot of an incarnation that died before it started (the
+/// peer has not fenced it yet, so it may still take data over from it): the newcomer asks the
+/// fabric, and holds its ts_min until that incarnation is finalized.
+#[test]
+fn a_newcomer_learns_of_the_dead_it_never_saw() {
+    let (a, b, x) = (0, 1, 2);
+    let mut net = Net::new(3);
+    net.meshes[a].apply_local(&[task(4, 1), put(10)]).unwrap();
+    net.pump();
+    net.crash(x);
+    let newcomer = peer(3);
+    net.meshes.push(Mesh::new(newcomer, MeshLimits::default()));
+    net.crashed.push(false);
+    for known in [a, b] {
+        net.meshes[3].peer_joined(peer(known as u64)).unwrap();
+        net.meshes[known].peer_joined(newcomer).unwrap();
+    }
+    let floor = net.meshes[a].join_floor().unwrap();
+    let id = net.meshes[a].send_move(newcomer, floor).unwrap();
+    net.meshes[3].join(peer(a as u64), id, floor).unwrap();
+    net.pump();
+    let asked = std::iter::from_fn(|| net.meshes[3].poll_event()).find(|e| matches!(e, Event::AskLiveliness { .. }));
+    assert_eq!(asked, Some(Event::AskLiveliness { peer: peer(x as u64) }));
+    assert_eq!(net.meshes[3].ts_min(), 0, "held until the dead one is finalized");
+    net.meshes[3].peer_dead(peer(x as u64)).unwrap(); // liveliness: no such token
+    net.pump(); // the fence gossips the death; every live participant fences it
+    assert_eq!([a, b, 3].map(|i| net.meshes[i].ts_min()), [4, 4, 4]);
+}
+
 /// A newcomer holds its ts_min at 0 until every live peer's snapshot arrived; a restart is a new
 /// incarnation, and the old one is dead.
 #[test]
@@ -233,7 +285,7 @@ fn hostile_messages_are_refused_with_a_reason() {
     let mut m = Mesh::new(peer(1), MeshLimits::default());
     m.peer_joined(from).unwrap();
     let batch = |seq, changes: Vec<Change>| Message::Batch(Batch { seq, changes, ..Batch::default() });
-    let snapshot = |claims| Message::Snapshot(Snapshot { seq: 0, claims, watermark: 0, fenced: vec![] });
+    let snapshot = |claims| Message::Snapshot(Snapshot { seq: 0, claims, ..Snapshot::default() });
     let claim = |ts, delta| Change { site: Site::Local(Location::Task(4)), ts, delta };
     assert_eq!(m.handle_message(peer(9), batch(1, vec![])), Err(MeshRefusal::UnknownPeer { peer: peer(9) }));
     let zero = MeshRefusal::InvalidChange { reason: "batch sequence numbers start at 1" };
@@ -261,14 +313,11 @@ fn hostile_messages_are_refused_with_a_reason() {
     m.handle_message(peer(2), snapshot(vec![])).unwrap();
     m.handle_message(peer(2), batch(1, vec![claim(3, CLAIM_COUNT_MAX), claim(3, 1)])).unwrap();
     assert_eq!(m.poll_event(), Some(Event::Faulted { peer: peer(2), refusal: MeshRefusal::CountOverflow }));
-    // A snapshot with two doors, or below ts_min.
+    // A snapshot below ts_min.
     let mut m = Mesh::new(peer(5), MeshLimits::default());
     m.apply_local(&[put(40), task(40, 1)]).unwrap();
     m.genesis().unwrap();
     assert_eq!(m.ts_min(), 40);
-    m.peer_joined(peer(6)).unwrap();
-    let doors = vec![Change { site: Site::Door, ts: 50, delta: 1 }, Change { site: Site::Door, ts: 60, delta: 1 }];
-    assert_eq!(m.handle_message(peer(6), snapshot(doors)), Err(MeshRefusal::TwoDoors { owner: peer(6) }));
     m.peer_joined(peer(7)).unwrap();
     let below = MeshRefusal::BelowFrontier { owner: peer(7), ts: 3, ts_min: 40 };
     assert_eq!(m.handle_message(peer(7), snapshot(vec![claim(3, 1)])), Err(below));

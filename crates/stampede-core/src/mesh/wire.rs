@@ -52,7 +52,8 @@ pub struct MoveRef {
     pub id: MoveId,
 }
 
-/// One atomic batch of a sender's stream, applied at most once, in `seq` order, as a whole.
+/// One batch of a sender's stream, applied at most once and in `seq` order: its claims and
+/// markers when its turn comes, its releases after the batches named in `after`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Batch {
     pub seq: Seq,
@@ -82,6 +83,13 @@ pub struct Snapshot {
     pub watermark: Timestamp,
     /// Incarnations the sender has fenced (those dying and the dead it remembers).
     pub fenced: Vec<Peer>,
+    /// The highest batch of each peer that any batch up to `seq` had to be applied after: a
+    /// snapshot may show a carry already released, and the data it covered is covered at the
+    /// receiver only once these are applied there.
+    pub after: Vec<(Peer, Seq)>,
+    /// The incarnations the sender knows and has not fenced: it may still take data over from
+    /// them, so the receiver must know them too (they may have died before it started).
+    pub live: Vec<Peer>,
 }
 
 /// What one participant sends another over the fabric.
@@ -104,7 +112,8 @@ impl Message {
         match self {
             Message::Snapshot(s) => {
                 bounded("snapshot claims", s.claims.len(), limits.contribution_entries_max)?;
-                bounded("fenced incarnations", s.fenced.len(), limits.batch_markers_max)?;
+                let markers = s.fenced.len() + s.after.len() + s.live.len();
+                bounded("snapshot markers", markers, limits.batch_markers_max)?;
                 valid_ts(s.watermark)?;
                 for change in &s.claims {
                     valid_change(change)?;

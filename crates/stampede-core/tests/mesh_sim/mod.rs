@@ -1,0 +1,563 @@
+//! The simulated world: participants (nodes and client sessions) in slots that crash and
+//! restart, a fabric of FIFO links per (sender, receiver, lane) that delays, interleaves
+//! senders, duplicates and — when a sender crashes — cuts off what it had not yet delivered, a
+//! liveliness service that declares crashed incarnations dead to each participant at its own
+//! time, and an omniscient oracle that knows every live claim.
+
+pub mod participant;
+
+use std::collections::{BTreeMap, VecDeque};
+
+#[cfg(feature = "mutations")]
+use stampede_core::mesh::Mutation;
+use stampede_core::mesh::{Event, Message};
+use stampede_core::{MeshRefusal, Peer, Timestamp};
+
+use crate::support::Rng;
+use participant::{Data, Participant, TS_SPREAD};
+
+/// Workload steps per seed before the world quiesces.
+pub const STEPS: usize = 300;
+/// Rounds of delivering everything in flight within which every view must reach the truth once
+/// the workload stops (a death's fences, the finalization, the release of carries, door rises and
+/// their news each take a round; a newcomer's sponsorship two more).
+pub const LIVENESS_ROUNDS_MAX: usize = 12;
+/// Chance, in percent, that a delivered message is delivered again later.
+const DUPLICATE_PERCENT: u64 = 5;
+
+/// The seeded stream the runtime's tests use (`crates/stampede/tests/support`), with the two
+/// choices the world makes most.
+trait Choices {
+    fn chance(&mut self, percent: u64) -> bool;
+    fn pick<T: Copy>(&mut self, items: &[T]) -> Option<T>;
+}
+
+impl Choices for Rng {
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> Option<T> {
+        (!items.is_empty()).then(|| items[self.below(items.len() as u64) as usize])
+    }
+}
+
+/// Why a seed failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// A view above the true minimum, or going back.
+    Safety(String),
+    /// Not every view reached the truth within the bound after quiescence.
+    Liveness(String),
+    /// A refusal, a fault event or a panic on honest traffic.
+    Protocol(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Safety(what) => write!(f, "safety: {what}"),
+            Failure::Liveness(what) => write!(f, "liveness: {what}"),
+            Failure::Protocol(what) => write!(f, "protocol: {what}"),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Wire {
+    Progress(Message),
+    Data(Data),
+}
+
+/// Progress messages and data travel on separate links: FIFO each, unordered between them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Lane {
+    Progress,
+    Data,
+}
+
+struct Slot {
+    node: bool,
+    incarnation: u64,
+    live: Option<Participant>,
+}
+
+pub struct World {
+    rng: Rng,
+    step: usize,
+    slots: Vec<Slot>,
+    links: BTreeMap<(Peer, Peer, Lane), VecDeque<Wire>>,
+    /// Crashed incarnations the liveliness service has not declared dead yet.
+    undeclared: Vec<Peer>,
+    /// Declarations made but not yet delivered: (recipient slot, the dead).
+    declarations: Vec<(usize, Peer)>,
+    /// `1 +` the highest timestamp put anywhere, ever (at hosts alive or dead).
+    watermark: Timestamp,
+    #[cfg(feature = "mutations")]
+    mutation: Option<Mutation>,
+    /// Most rounds any quiescence took.
+    pub rounds_max: usize,
+}
+
+impl World {
+    /// 1–3 nodes and 0–3 sessions; node 0 opens the mesh (genesis), the others join through it.
+    pub fn new(seed: u64) -> World {
+        let mut rng = Rng(seed);
+        let nodes = 1 + rng.below(3) as usize;
+        let sessions = rng.below(4) as usize;
+        let slots = (0..nodes + sessions).map(|i| Slot { node: i < nodes, incarnation: 0, live: None }).collect();
+        World {
+            rng,
+            step: 0,
+            slots,
+            links: BTreeMap::new(),
+            undeclared: Vec::new(),
+            declarations: Vec::new(),
+            watermark: 0,
+            #[cfg(feature = "mutations")]
+            mutation: None,
+            rounds_max: 0,
+        }
+    }
+
+    #[cfg(feature = "mutations")]
+    pub fn mutate(&mut self, mutation: Mutation) {
+        self.mutation = Some(mutation);
+    }
+
+    /// Starts every slot, runs the workload, then quiesces twice: with the claims left, and after
+    /// every claim is released.
+    pub fn run(&mut self) -> Result<(), Failure> {
+        for slot in 0..self.slots.len() {
+            self.start(slot)?;
+            if slot == 0 {
+                let p = self.slots[0].live.as_mut().expect("started");
+                p.mesh.genesis().map_err(|r| Failure::Protocol(format!("genesis: {r}")))?;
+            }
+            self.after_step()?;
+        }
+        for step in 0..STEPS {
+            self.step = step;
+            self.random_step()?;
+            self.after_step()?;
+        }
+        self.quiesce()?;
+        for slot in 0..self.slots.len() {
+            if let Some(p) = self.slots[slot].live.as_mut() {
+                p.release_everything().map_err(Failure::Protocol)?;
+            }
+        }
+        self.quiesce()
+    }
+
+    fn random_step(&mut self) -> Result<(), Failure> {
+        match self.rng.below(100) {
+            0..=44 => self.deliver_one(),
+            45..=79 => self.workload(),
+            80..=84 => self.deliver_declaration(),
+            85..=86 => self.crash(),
+            87..=89 => self.restart(),
+            90..=92 => self.declare(),
+            _ => self.sponsor(),
+        }
+    }
+
+    /// With `STAMPEDE_MESH_TRACE` set, every step says what happened (to read a failing seed).
+    fn trace(&self, what: impl FnOnce() -> String) {
+        if std::env::var_os("STAMPEDE_MESH_TRACE").is_some() {
+            eprintln!("[{}] {}", self.step, what());
+        }
+    }
+
+    fn live_slots(&self) -> Vec<usize> {
+        (0..self.slots.len()).filter(|&s| self.slots[s].live.is_some()).collect()
+    }
+
+    fn live(&mut self, slot: usize) -> &mut Participant {
+        self.slots[slot].live.as_mut().expect("a live slot")
+    }
+
+    fn slot_of(&self, peer: Peer) -> Option<usize> {
+        let slot = self.slots.get(peer.id as usize)?;
+        slot.live.as_ref().filter(|p| p.peer == peer).map(|_| peer.id as usize)
+    }
+
+    fn send(&mut self, from: Peer, to: Peer, wire: Wire) {
+        self.trace(|| format!("send {from:?} -> {to:?}: {wire:?}"));
+        let lane = if matches!(wire, Wire::Progress(_)) { Lane::Progress } else { Lane::Data };
+        self.links.entry((from, to, lane)).or_default().push_back(wire);
+    }
+
+    // ---- life and death -------------------------------------------------------------------------
+
+    /// A new incarnation in `slot`: liveliness tells it everyone whose token is still there
+    /// (crashed but undeclared incarnations too), and tells everyone of it.
+    fn start(&mut self, slot: usize) -> Result<(), Failure> {
+        self.slots[slot].incarnation += 1;
+        let peer = Peer { id: slot as u64, incarnation: self.slots[slot].incarnation };
+        let mut newcomer = Participant::new(peer);
+        #[cfg(feature = "mutations")]
+        if let Some(mutation) = self.mutation {
+            newcomer.mesh.mutate(mutation);
+        }
+        let others: Vec<Peer> =
+            self.live_slots().iter().map(|&s| self.slots[s].live.as_ref().expect("live").peer).collect();
+        for &other in others.iter().chain(self.undeclared.iter()).filter(|other| other.id != peer.id) {
+            self.trace(|| format!("{peer:?} learns of {other:?}"));
+            match newcomer.mesh.peer_joined(other) {
+                // Liveliness may still list an old incarnation of a participant that restarted.
+                Ok(()) | Err(MeshRefusal::StaleIncarnation { .. }) => {}
+                Err(r) => return Err(Failure::Protocol(format!("join of {other:?}: {r}"))),
+            }
+        }
+        for s in self.live_slots() {
+            self.live(s).mesh.peer_joined(peer).map_err(|r| Failure::Protocol(format!("join of {peer:?}: {r}")))?;
+        }
+        self.trace(|| format!("start {peer:?}"));
+        self.slots[slot].live = Some(newcomer);
+        Ok(())
+    }
+
+    /// A live participant stops; per link, a prefix of what it sent still arrives (a crash cuts
+    /// a stream, never reorders it); what was sent to it is lost. At least one participant with a
+    /// door stays alive (a newcomer needs a sponsor; see PROTOCOL.md on a mesh that loses all).
+    fn crash(&mut self) -> Result<(), Failure> {
+        let doored: Vec<usize> = self
+            .live_slots()
+            .into_iter()
+            .filter(|&s| self.slots[s].live.as_ref().is_some_and(|p| p.mesh.join_floor().is_some()))
+            .collect();
+        let Some(slot) = self.rng.pick(&self.live_slots()) else { return Ok(()) };
+        if doored.len() < 2 && doored.contains(&slot) {
+            return Ok(());
+        }
+        let peer = self.slots[slot].live.take().expect("live").peer;
+        self.trace(|| format!("crash {peer:?}"));
+        self.undeclared.push(peer);
+        self.links.retain(|&(_, to, _), _| to != peer);
+        let outgoing: Vec<(Peer, Peer, Lane)> = self.links.keys().filter(|k| k.0 == peer).copied().collect();
+        for key in outgoing {
+            let queue = self.links.get_mut(&key).expect("link");
+            let kept = self.rng.below(queue.len() as u64 + 1) as usize;
+            queue.truncate(kept);
+        }
+        Ok(())
+    }
+
+    fn restart(&mut self) -> Result<(), Failure> {
+        let down: Vec<usize> = (0..self.slots.len()).filter(|&s| self.slots[s].live.is_none()).collect();
+        match self.rng.pick(&down) {
+            Some(slot) => self.start(slot),
+            None => Ok(()),
+        }
+    }
+
+    /// Liveliness declares a crashed incarnation dead; each live participant hears of it at its
+    /// own time — or first from a peer's fence.
+    fn declare(&mut self) -> Result<(), Failure> {
+        let Some(i) = (!self.undeclared.is_empty()).then(|| self.rng.below(self.undeclared.len() as u64) as usize)
+        else {
+            return Ok(());
+        };
+        let dead = self.undeclared.swap_remove(i);
+        for slot in self.live_slots() {
+            self.declarations.push((slot, dead));
+        }
+        Ok(())
+    }
+
+    fn deliver_declaration(&mut self) -> Result<(), Failure> {
+        if self.declarations.is_empty() {
+            return Ok(());
+        }
+        let i = self.rng.below(self.declarations.len() as u64) as usize;
+        let (slot, dead) = self.declarations.swap_remove(i);
+        self.trace(|| format!("declare {dead:?} dead to slot {slot}"));
+        if let Some(p) = self.slots[slot].live.as_mut() {
+            p.mesh.peer_dead(dead).map_err(|r| Failure::Protocol(format!("{:?}: peer_dead({dead:?}): {r}", p.peer)))?;
+            p.sync().map_err(Failure::Protocol)?;
+        }
+        Ok(())
+    }
+
+    /// A participant without a door asks a live one that has one (again, if its sponsor died).
+    fn sponsor(&mut self) -> Result<(), Failure> {
+        for newcomer in self.live_slots() {
+            let p = self.slots[newcomer].live.as_ref().expect("live");
+            let asked_alive = p.asked.is_some_and(|s| self.slot_of(s).is_some());
+            if p.mesh.join_floor().is_some() || asked_alive {
+                continue;
+            }
+            let peer = p.peer;
+            let sponsors: Vec<usize> = self
+                .live_slots()
+                .into_iter()
+                .filter(|&s| {
+                    s != newcomer && self.slots[s].live.as_ref().is_some_and(|q| q.mesh.join_floor().is_some())
+                })
+                .collect();
+            let Some(sponsor) = self.rng.pick(&sponsors) else { continue };
+            let from = self.live(sponsor).peer;
+            if let Some(data) = self.live(sponsor).sponsor(peer) {
+                self.send(from, peer, Wire::Data(data));
+                self.live(newcomer).asked = Some(from);
+            }
+        }
+        Ok(())
+    }
+
+    // ---- the workload -----------------------------------------------------------------------------
+
+    fn workload(&mut self) -> Result<(), Failure> {
+        let Some(slot) = self.rng.pick(&self.live_slots()) else { return Ok(()) };
+        let above = self.rng.below(TS_SPREAD + 1);
+        let roll = self.rng.below(100);
+        let tasks: Vec<u64> = self.live(slot).tasks.keys().copied().collect();
+        let task = self.rng.pick(&tasks);
+        self.trace(|| format!("workload slot {slot} roll {roll} task {task:?} above {above}"));
+        let p = self.live(slot);
+        let result = match (roll, task) {
+            (0..=14, _) | (_, None) => p.new_task(above, roll.is_multiple_of(8)),
+            (15..=19, Some(t)) => p.spawn(t, above),
+            (20..=34, Some(t)) => p.set_virtual_time(t, above, roll == 20),
+            (35..=49, Some(t)) => return self.put(slot, t, above),
+            (50..=64, Some(t)) => return self.get(slot, t),
+            (65..=84, Some(t)) if !p.tasks[&t].open.is_empty() => {
+                let index = (roll as usize) % p.tasks[&t].open.len();
+                p.consume(t, index)
+            }
+            (85..=89, Some(t)) => p.end_task(t),
+            _ => Ok(()),
+        };
+        result.map_err(Failure::Protocol)
+    }
+
+    /// A put: into a channel here (a node), or on another node through the fabric.
+    fn put(&mut self, slot: usize, task: u64, above: u64) -> Result<(), Failure> {
+        let Some(ts) = self.live(slot).put_ts(task, above) else { return Ok(()) };
+        let hosts: Vec<usize> = self.live_slots().into_iter().filter(|&s| self.slots[s].node && s != slot).collect();
+        let remote = self.rng.pick(&hosts).filter(|_| !self.slots[slot].node || self.rng.chance(50));
+        match remote {
+            None if self.slots[slot].node => self.live(slot).local_put(ts).map_err(Failure::Protocol),
+            None => Ok(()),
+            Some(host) => {
+                let (from, to) = (self.live(slot).peer, self.live(host).peer);
+                if let Some(data) = self.live(slot).remote_put(to, ts) {
+                    self.send(from, to, Wire::Data(data));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A get: of an item hosted here, or of one hosted by a node elsewhere (the item, and its
+    /// claim, move to the getter).
+    fn get(&mut self, slot: usize, task: u64) -> Result<(), Failure> {
+        let hosts: Vec<usize> = self
+            .live_slots()
+            .into_iter()
+            .filter(|&s| self.slots[s].live.as_ref().is_some_and(|p| !p.items.is_empty()))
+            .collect();
+        let Some(host) = self.rng.pick(&hosts) else { return Ok(()) };
+        let items: Vec<u64> = self.live(host).items.keys().copied().collect();
+        let item = self.rng.pick(&items).expect("an item");
+        if host == slot {
+            return self.live(slot).local_get(task, item).map_err(Failure::Protocol);
+        }
+        let (from, to) = (self.live(host).peer, self.live(slot).peer);
+        if let Some(data) = self.live(host).give(to, task, item).map_err(Failure::Protocol)? {
+            self.send(from, to, Wire::Data(data));
+        }
+        Ok(())
+    }
+
+    // ---- the fabric -------------------------------------------------------------------------------
+
+    fn deliver_one(&mut self) -> Result<(), Failure> {
+        let busy: Vec<(Peer, Peer, Lane)> = self.links.iter().filter(|(_, q)| !q.is_empty()).map(|(&k, _)| k).collect();
+        match self.rng.pick(&busy) {
+            Some(link) => self.deliver(link),
+            None => Ok(()),
+        }
+    }
+
+    /// Delivers the head of one link (and sometimes keeps a copy to deliver again later).
+    fn deliver(&mut self, link: (Peer, Peer, Lane)) -> Result<(), Failure> {
+        let (from, to, _) = link;
+        let queue = self.links.get_mut(&link).expect("link");
+        let wire = queue.pop_front().expect("a message");
+        self.trace(|| format!("deliver {from:?} -> {to:?}: {wire:?}"));
+        if self.rng.chance(DUPLICATE_PERCENT) {
+            self.links.get_mut(&link).expect("link").push_back(wire.clone());
+        }
+        let Some(slot) = self.slot_of(to) else { return Ok(()) };
+        let p = self.live(slot);
+        match wire {
+            Wire::Progress(message) => match p.mesh.handle_message(from, message) {
+                Ok(()) => p.sync().map_err(Failure::Protocol),
+                // A copy, or a message from an incarnation this participant already finalized.
+                Err(MeshRefusal::Duplicate { .. } | MeshRefusal::DeadIncarnation { .. }) => Ok(()),
+                Err(r) => Err(Failure::Protocol(format!("{to:?} refused a message of {from:?}: {r}"))),
+            },
+            Wire::Data(data) => p.receive(from, data).map_err(Failure::Protocol),
+        }
+    }
+
+    /// After every step: what participants have to send goes on the links; no fault was
+    /// reported; and the oracle checks every view.
+    fn after_step(&mut self) -> Result<(), Failure> {
+        let landed = self.slots.iter().filter_map(|s| s.live.as_ref()).map(|p| p.watermark).max();
+        self.watermark = self.watermark.max(landed.unwrap_or(0));
+        for slot in self.live_slots() {
+            let p = self.live(slot);
+            let from = p.peer;
+            for event in std::iter::from_fn(|| p.mesh.poll_event()).collect::<Vec<_>>() {
+                match event {
+                    Event::Finalized { .. } => {}
+                    // Liveliness answers: alive (its token is there) or dead (gone: declared
+                    // before this participant started).
+                    Event::AskLiveliness { peer } => {
+                        if self.slot_of(peer).is_some() || self.undeclared.contains(&peer) {
+                            let asker = self.live(slot);
+                            asker
+                                .mesh
+                                .peer_joined(peer)
+                                .map_err(|r| Failure::Protocol(format!("{:?}: {r}", asker.peer)))?;
+                        } else {
+                            self.declarations.push((slot, peer));
+                        }
+                    }
+                    event => return Err(Failure::Protocol(format!("step {}: {from:?} reported {event:?}", self.step))),
+                }
+            }
+            let p = self.live(slot);
+            for transmit in p.transmits() {
+                for to in transmit.to {
+                    self.send(from, to, Wire::Progress(transmit.message.clone()));
+                }
+            }
+        }
+        self.check_safety()
+    }
+
+    // ---- the oracle -------------------------------------------------------------------------------
+
+    /// The true global minimum: every claim a live participant holds, every join floor (a root
+    /// task may start there), every move in flight — data or a door — that its receiver may still
+    /// take over, capped by `1 +` the highest put ever.
+    fn truth(&self) -> Timestamp {
+        let live = || self.slots.iter().filter_map(|s| s.live.as_ref());
+        let held = live().map(Participant::true_floor);
+        let floors = live().filter_map(|p| p.mesh.join_floor());
+        let in_flight =
+            self.links.iter().filter(|((_, _, lane), _)| *lane == Lane::Data).flat_map(|(&(from, to, _), queue)| {
+                let receiver = self.slot_of(to).and_then(|s| self.slots[s].live.as_ref());
+                queue.iter().filter_map(move |wire| match (wire, receiver) {
+                    (Wire::Data(d), Some(r)) if r.mesh.may_accept(from, d.id).is_ok() => Some(d.ts),
+                    _ => None,
+                })
+            });
+        held.chain(floors).chain(in_flight).fold(self.watermark, Timestamp::min)
+    }
+
+    fn check_safety(&mut self) -> Result<(), Failure> {
+        let truth = self.truth();
+        self.trace(|| {
+            let views: Vec<String> = self
+                .slots
+                .iter()
+                .filter_map(|s| s.live.as_ref())
+                .map(|p| format!("{}:{}/{}", p.peer.id, p.mesh.ts_min(), p.true_floor()))
+                .collect();
+            format!("truth {truth} views {views:?}")
+        });
+        for slot in self.live_slots() {
+            let step = self.step;
+            let p = self.live(slot);
+            let ts_min = p.mesh.ts_min();
+            if ts_min > truth {
+                if std::env::var_os("STAMPEDE_MESH_TRACE").is_some() {
+                    eprintln!("{:#?}", p.mesh);
+                }
+                let what = format!("step {step}: {:?} has ts_min {ts_min} above the true minimum {truth}", p.peer);
+                return Err(Failure::Safety(what));
+            }
+            if ts_min < p.ts_min_seen {
+                return Err(Failure::Safety(format!(
+                    "step {step}: {:?} ts_min went back from {} to {ts_min}",
+                    p.peer, p.ts_min_seen
+                )));
+            }
+            p.ts_min_seen = ts_min;
+        }
+        Ok(())
+    }
+
+    /// The workload has stopped: liveliness declares every crashed incarnation dead to everyone,
+    /// newcomers are sponsored, and everything in flight is delivered, round after round, until
+    /// nothing moves. Then every view must equal the truth (with the watermark every live
+    /// participant heard of: a put whose host died before telling anyone is forgotten with its
+    /// item).
+    fn quiesce(&mut self) -> Result<(), Failure> {
+        for dead in std::mem::take(&mut self.undeclared) {
+            for slot in self.live_slots() {
+                self.declarations.push((slot, dead));
+            }
+        }
+        for round in 1..=LIVENESS_ROUNDS_MAX {
+            // Declarations, including answers to liveliness questions asked in the last round.
+            while !self.declarations.is_empty() {
+                self.deliver_declaration()?;
+                self.after_step()?;
+            }
+            self.sponsor()?;
+            self.after_step()?;
+            let busy: Vec<((Peer, Peer, Lane), usize)> =
+                self.links.iter().filter(|(_, q)| !q.is_empty()).map(|(&k, q)| (k, q.len())).collect();
+            let joining = self
+                .live_slots()
+                .iter()
+                .any(|&s| self.slots[s].live.as_ref().is_some_and(|p| p.mesh.join_floor().is_none()));
+            if busy.is_empty() && !joining && self.declarations.is_empty() {
+                self.rounds_max = self.rounds_max.max(round);
+                return self.check_liveness();
+            }
+            for (link, len) in busy {
+                for _ in 0..len {
+                    if self.links.get(&link).is_some_and(|q| !q.is_empty()) {
+                        self.deliver(link)?;
+                        self.after_step()?;
+                    }
+                }
+            }
+        }
+        Err(Failure::Liveness(format!("still busy after {LIVENESS_ROUNDS_MAX} rounds")))
+    }
+
+    fn check_liveness(&mut self) -> Result<(), Failure> {
+        let live: Vec<&Participant> = self.slots.iter().filter_map(|s| s.live.as_ref()).collect();
+        let heard = live.iter().map(|p| p.mesh.watermark()).max().unwrap_or(0);
+        let landed = live.iter().map(|p| p.watermark).max().unwrap_or(0);
+        if heard > self.watermark || heard < landed {
+            return Err(Failure::Liveness(format!(
+                "watermark {heard}: puts landed at live hosts {landed}, ever {}",
+                self.watermark
+            )));
+        }
+        let expected = live.iter().map(|p| p.true_floor()).fold(heard, Timestamp::min);
+        for p in live {
+            if p.mesh.ts_min() != expected {
+                let (peer, ts_min) = (p.peer, p.mesh.ts_min());
+                if std::env::var("STAMPEDE_MESH_TRACE").is_ok() {
+                    for q in self.slots.iter().filter_map(|s| s.live.as_ref()) {
+                        eprintln!("{:?} ts_min {} floor {} {:?}", q.peer, q.mesh.ts_min(), q.true_floor(), q.mesh);
+                    }
+                }
+                return Err(Failure::Liveness(format!(
+                    "{peer:?} has ts_min {ts_min} after quiescence, expected {expected}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,266 @@
+//! One simulated participant: the real `Mesh` and the real `Progress` side by side (as a node or
+//! session driver will hold them), and a model of its workload — tasks with virtual times and open
+//! items, items hosted here — from which the oracle reads the true claims.
+
+use std::collections::BTreeMap;
+
+use stampede_core::mesh::{MoveId, Transmit};
+use stampede_core::progress::{push_move, TaskKey, Updates};
+use stampede_core::{Location, Mesh, MeshLimits, Peer, Progress, Timestamp, Update, INFINITY};
+
+/// How far above its floor a task moves or puts: small, so that timestamps collide.
+pub const TS_SPREAD: u64 = 3;
+
+/// A task: its virtual time and the timestamps of the items it holds open.
+#[derive(Clone, Debug)]
+pub struct TaskModel {
+    pub vt: Timestamp,
+    pub open: Vec<Timestamp>,
+}
+
+impl TaskModel {
+    pub fn visibility(&self) -> Timestamp {
+        self.open.iter().copied().fold(self.vt, Timestamp::min)
+    }
+}
+
+/// What a data message carries; each is covered by its mover's carry until resolved.
+#[derive(Clone, Copy, Debug)]
+pub enum Cargo {
+    /// A put into a channel hosted by the receiver.
+    Put,
+    /// An item the receiver's task `task` got from the mover.
+    Item { task: TaskKey },
+    /// A door for a newcomer.
+    Door,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Data {
+    pub id: MoveId,
+    pub ts: Timestamp,
+    pub cargo: Cargo,
+}
+
+pub struct Participant {
+    pub peer: Peer,
+    pub mesh: Mesh,
+    progress: Progress,
+    /// The mesh's ts_min mirrored into `progress` at `Location::Peer(0)`, so that the local
+    /// machine never refuses a claim the mesh covers.
+    mirror: Timestamp,
+    pub tasks: BTreeMap<TaskKey, TaskModel>,
+    /// Items hosted here and not yet given to a task: key → timestamp (claim `Queue(key)`).
+    pub items: BTreeMap<u64, Timestamp>,
+    next_key: u64,
+    /// Last ts_min observed (must never decrease).
+    pub ts_min_seen: Timestamp,
+    /// The sponsor asked for a door, while none arrived.
+    pub asked: Option<Peer>,
+    /// `1 +` the highest put that landed here.
+    pub watermark: Timestamp,
+}
+
+impl Participant {
+    pub fn new(peer: Peer) -> Participant {
+        let mut progress = Progress::new();
+        progress.record_outbox();
+        progress.apply(&[Update { location: Location::Peer(0), ts: 0, delta: 1 }]).expect("the mirror at 0");
+        let mesh = Mesh::new(peer, MeshLimits::default());
+        Participant {
+            peer,
+            mesh,
+            progress,
+            mirror: 0,
+            tasks: BTreeMap::new(),
+            items: BTreeMap::new(),
+            next_key: 1,
+            ts_min_seen: 0,
+            asked: None,
+            watermark: 0,
+        }
+    }
+
+    fn key(&mut self) -> u64 {
+        self.next_key += 1;
+        self.next_key
+    }
+
+    /// Applies local claim changes to `Progress`, then hands its outbox to the mesh — the path a
+    /// driver takes after every operation.
+    fn local(&mut self, updates: &[Update]) -> Result<(), String> {
+        self.progress.apply(updates).map_err(|r| format!("{:?}: progress refused {updates:?}: {r:?}", self.peer))?;
+        self.sync()
+    }
+
+    /// Hands the `Progress` outbox to the mesh and mirrors the mesh's ts_min back.
+    pub fn sync(&mut self) -> Result<(), String> {
+        let outbox = self.progress.take_outbox();
+        self.mesh.apply_local(&outbox).map_err(|r| format!("{:?}: mesh refused {outbox:?}: {r}", self.peer))?;
+        let ts_min = self.mesh.ts_min();
+        if ts_min > self.mirror {
+            let mut updates = Updates::new();
+            push_move(&mut updates, Location::Peer(0), Some(self.mirror), Some(ts_min));
+            self.progress.apply(&updates).map_err(|r| format!("{:?}: mirror refused: {r:?}", self.peer))?;
+            self.mirror = ts_min;
+            let mirrored = self.progress.take_outbox();
+            self.mesh.apply_local(&mirrored).map_err(|r| format!("{:?}: mirror not skipped: {r}", self.peer))?;
+        }
+        Ok(())
+    }
+
+    pub fn transmits(&mut self) -> Vec<Transmit> {
+        std::iter::from_fn(|| self.mesh.poll_transmit()).collect()
+    }
+
+    // ---- workload ---------------------------------------------------------------------------
+
+    /// A root task at or above the join floor (or at `INFINITY`, a reader).
+    pub fn new_task(&mut self, above: u64, reader: bool) -> Result<(), String> {
+        let Some(floor) = self.mesh.join_floor() else { return Ok(()) };
+        let vt = if reader { INFINITY } else { floor.saturating_add(above as Timestamp) };
+        let key = self.key();
+        self.progress.add_task(key);
+        self.tasks.insert(key, TaskModel { vt, open: Vec::new() });
+        self.local(&[Update { location: Location::Task(key), ts: vt, delta: 1 }])
+    }
+
+    /// A child of `parent` at or above its visibility.
+    pub fn spawn(&mut self, parent: TaskKey, above: u64) -> Result<(), String> {
+        let vt = self.tasks[&parent].visibility().saturating_add(above as Timestamp);
+        let key = self.key();
+        self.progress.add_task(key);
+        self.tasks.insert(key, TaskModel { vt, open: Vec::new() });
+        self.local(&[Update { location: Location::Task(key), ts: vt, delta: 1 }])
+    }
+
+    /// `set_virtual_time(v)` for some legal `v >= visibility`.
+    pub fn set_virtual_time(&mut self, task: TaskKey, above: u64, infinity: bool) -> Result<(), String> {
+        let model = &self.tasks[&task];
+        let vt = if infinity { INFINITY } else { model.visibility().saturating_add(above as Timestamp) };
+        let mut updates = Updates::new();
+        push_move(&mut updates, Location::Task(task), Some(model.vt), Some(vt));
+        self.tasks.get_mut(&task).expect("task").vt = vt;
+        self.local(&updates)
+    }
+
+    /// The timestamp `task` may put at: its visibility plus `above`, if that is an item timestamp.
+    pub fn put_ts(&self, task: TaskKey, above: u64) -> Option<Timestamp> {
+        let ts = self.tasks[&task].visibility().checked_add(above as Timestamp)?;
+        stampede_core::time::is_item_ts(ts).then_some(ts)
+    }
+
+    /// An item put into a channel hosted here (by a local task, or arriving from a mover).
+    pub fn host_put(&mut self, ts: Timestamp) -> Updates {
+        let key = self.key();
+        self.items.insert(key, ts);
+        self.watermark = self.watermark.max(ts + 1);
+        let mut updates = Updates::new();
+        updates.push(Update { location: Location::Queue(key), ts, delta: 1 });
+        updates
+    }
+
+    pub fn local_put(&mut self, ts: Timestamp) -> Result<(), String> {
+        let updates = self.host_put(ts);
+        self.progress.apply(&updates).map_err(|r| format!("{:?}: put refused: {r:?}", self.peer))?;
+        self.progress.note_put(ts);
+        self.sync()
+    }
+
+    /// A hosted item opened by a local task (its claim moves from the queue to the task).
+    pub fn local_get(&mut self, task: TaskKey, item: u64) -> Result<(), String> {
+        let ts = self.items.remove(&item).expect("item");
+        self.tasks.get_mut(&task).expect("task").open.push(ts);
+        self.local(&[
+            Update { location: Location::Handover(task), ts, delta: 1 },
+            Update { location: Location::Queue(item), ts, delta: -1 },
+        ])
+    }
+
+    /// A hosted item handed to a remote task: covered by a carry before its claim goes.
+    pub fn give(&mut self, to: Peer, task: TaskKey, item: u64) -> Result<Option<Data>, String> {
+        let ts = self.items[&item];
+        let Ok(id) = self.mesh.send_move(to, ts) else { return Ok(None) };
+        self.items.remove(&item);
+        self.local(&[Update { location: Location::Queue(item), ts, delta: -1 }])?;
+        Ok(Some(Data { id, ts, cargo: Cargo::Item { task } }))
+    }
+
+    /// A put into a channel on `host`: covered by a carry; the task may move on at once.
+    pub fn remote_put(&mut self, host: Peer, ts: Timestamp) -> Option<Data> {
+        let id = self.mesh.send_move(host, ts).ok()?;
+        Some(Data { id, ts, cargo: Cargo::Put })
+    }
+
+    pub fn sponsor(&mut self, newcomer: Peer) -> Option<Data> {
+        let floor = self.mesh.join_floor()?;
+        let id = self.mesh.send_move(newcomer, floor).ok()?;
+        Some(Data { id, ts: floor, cargo: Cargo::Door })
+    }
+
+    pub fn consume(&mut self, task: TaskKey, index: usize) -> Result<(), String> {
+        let ts = self.tasks.get_mut(&task).expect("task").open.swap_remove(index);
+        self.local(&[Update { location: Location::Handover(task), ts, delta: -1 }])
+    }
+
+    pub fn end_task(&mut self, task: TaskKey) -> Result<(), String> {
+        let model = self.tasks.remove(&task).expect("task");
+        let releases: Vec<Update> =
+            model.open.iter().map(|&ts| Update { location: Location::Handover(task), ts, delta: -1 }).collect();
+        self.progress.apply(&releases).map_err(|r| format!("{:?}: end refused: {r:?}", self.peer))?;
+        self.progress.remove_task(task);
+        self.sync()
+    }
+
+    /// Every task ends and every hosted item is consumed: the last blockers go.
+    pub fn release_everything(&mut self) -> Result<(), String> {
+        let tasks: Vec<TaskKey> = self.tasks.keys().copied().collect();
+        for task in tasks {
+            self.end_task(task)?;
+        }
+        let items: Vec<(u64, Timestamp)> = std::mem::take(&mut self.items).into_iter().collect();
+        let releases: Vec<Update> =
+            items.iter().map(|&(key, ts)| Update { location: Location::Queue(key), ts, delta: -1 }).collect();
+        self.local(&releases)
+    }
+
+    // ---- data arriving -------------------------------------------------------------------------
+
+    /// Data from `mover` arrives: taken over if this participant may (the mover is not fenced
+    /// here, the move is new), declined if its task is gone or a door is already open.
+    pub fn receive(&mut self, mover: Peer, data: Data) -> Result<(), String> {
+        if self.mesh.may_accept(mover, data.id).is_err() {
+            return Ok(());
+        }
+        let me = self.peer;
+        let refused = |r| format!("{me:?}: takeover of {data:?} from {mover:?} refused: {r}");
+        match data.cargo {
+            Cargo::Put => {
+                let updates = self.host_put(data.ts);
+                self.progress.apply(&updates).map_err(|r| format!("{:?}: put refused: {r:?}", self.peer))?;
+                self.progress.note_put(data.ts);
+                let outbox = self.progress.take_outbox();
+                self.mesh.accept_move(mover, data.id, &outbox).map_err(refused)?;
+            }
+            Cargo::Item { task } if self.tasks.contains_key(&task) => {
+                let claim = [Update { location: Location::Handover(task), ts: data.ts, delta: 1 }];
+                self.progress.apply(&claim).map_err(|r| format!("{:?}: get refused: {r:?}", self.peer))?;
+                self.tasks.get_mut(&task).expect("task").open.push(data.ts);
+                let outbox = self.progress.take_outbox();
+                self.mesh.accept_move(mover, data.id, &outbox).map_err(refused)?;
+            }
+            Cargo::Door if self.mesh.join_floor().is_none() => {
+                self.mesh.join(mover, data.id, data.ts).map_err(refused)?;
+                self.asked = None;
+            }
+            Cargo::Item { .. } | Cargo::Door => self.mesh.decline_move(mover, data.id).map_err(refused)?,
+        }
+        self.sync()
+    }
+
+    /// The lowest claim this participant truly holds (tasks' visibility, hosted items).
+    pub fn true_floor(&self) -> Timestamp {
+        let tasks = self.tasks.values().map(TaskModel::visibility);
+        tasks.chain(self.items.values().copied()).fold(INFINITY, Timestamp::min)
+    }
+}
