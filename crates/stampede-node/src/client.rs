@@ -89,7 +89,7 @@ fn reach(endpoint: &str, lease: Duration, deadline: Option<Instant>) -> Result<(
             Err(_) if deadline.is_none_or(|d| Instant::now() + CONNECT_RETRY_PAUSE < d) => {
                 std::thread::sleep(CONNECT_RETRY_PAUSE);
             }
-            Err(e) => return Err(unreachable(format!("no node answers there ({e})"))),
+            Err(e) => return Err(unreachable(format!("no node answers there ({})", brief(&e)))),
         }
     };
     match greet(&zenoh, endpoint) {
@@ -99,6 +99,12 @@ fn reach(endpoint: &str, lease: Duration, deadline: Option<Instant>) -> Result<(
             Err(e)
         }
     }
+}
+
+/// A zenoh error's message without the source location zenoh appends to it.
+fn brief(e: &zenoh::Error) -> String {
+    let text = e.to_string();
+    text.split("  at ").next().unwrap_or(&text).trim().to_owned()
 }
 
 /// Asks every node reachable for its [`Hello`]; keeps the one this client is connected to.

@@ -1,0 +1,88 @@
+//! `stampede`: the command line of Stampede (SPEC §7), thin over the library.
+//!
+//! - `stampede serve --listen <endpoint> ...` — runs a node (see [`serve`]).
+//! - `stampede ls [prefix] --connect <endpoint>` — lists the names on a node (see [`ls`]).
+//!
+//! Errors are printed as `stampede: <message>` on stderr with exit status 1; usage errors exit 2.
+
+mod ls;
+mod serve;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use stampede_node::node::{LIVELINESS_TIMEOUT_DEFAULT, PAYLOAD_BYTES_MAX_DEFAULT};
+
+#[derive(Parser)]
+#[command(name = "stampede", version, about = "Stampede: time-indexed streams shared by processes and machines.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs a node serving a new runtime to clients until Ctrl-C or SIGTERM. Prints
+    /// `listening on <endpoint>` for each endpoint once it is ready.
+    Serve {
+        /// An endpoint to listen on: tcp/127.0.0.1:7447, unixsock-stream/<path>. Repeatable.
+        #[arg(long, required = true, value_name = "ENDPOINT")]
+        listen: Vec<String>,
+        /// An endpoint of another node to connect to. Repeatable.
+        #[arg(long, value_name = "ENDPOINT")]
+        connect: Vec<String>,
+        /// The node's name (its key expressions are stampede/<name>/...).
+        #[arg(long, default_value = "node")]
+        name: String,
+        /// Seconds after which a client that vanished without closing its link loses its session
+        /// (its claims are released, the items it held go back).
+        #[arg(long, value_name = "SECONDS", default_value_t = LIVELINESS_TIMEOUT_DEFAULT.as_secs_f64(), value_parser = seconds)]
+        liveliness_timeout: f64,
+        /// Largest payload of one put.
+        #[arg(long, value_name = "BYTES", default_value_t = PAYLOAD_BYTES_MAX_DEFAULT)]
+        max_payload_bytes: usize,
+    },
+    /// Lists the names of the channels and queues on a node, one per line.
+    Ls {
+        /// Hierarchical prefix: "camera/" lists the names under camera/.
+        #[arg(default_value = "")]
+        prefix: String,
+        /// The node's endpoint.
+        #[arg(long, value_name = "ENDPOINT")]
+        connect: String,
+        /// Seconds to keep trying to reach the node.
+        #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
+        timeout: f64,
+    },
+}
+
+/// A positive, finite number of seconds.
+fn seconds(text: &str) -> Result<f64, String> {
+    let s: f64 = text.parse().map_err(|e| format!("{text:?} is not a number of seconds: {e}"))?;
+    if s.is_finite() && s > 0.0 && Duration::try_from_secs_f64(s).is_ok() {
+        Ok(s)
+    } else {
+        Err(format!("{text} is not a positive number of seconds"))
+    }
+}
+
+fn main() -> ExitCode {
+    let done = match Cli::parse().command {
+        Command::Serve { listen, connect, name, liveliness_timeout, max_payload_bytes } => serve::run(serve::Options {
+            listen,
+            connect,
+            name,
+            liveliness_timeout: Duration::from_secs_f64(liveliness_timeout),
+            payload_bytes_max: max_payload_bytes,
+        }),
+        Command::Ls { prefix, connect, timeout } => ls::run(&prefix, &connect, Duration::from_secs_f64(timeout)),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("stampede: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

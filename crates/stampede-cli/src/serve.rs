@@ -1,0 +1,65 @@
+//! `stampede serve`: a node serving a new runtime until Ctrl-C or SIGTERM.
+//!
+//! Prints exactly `listening on <endpoint>` per endpoint, flushed, once the node is on the fabric;
+//! on the signal it closes the node (client sessions end, their claims are released) and the
+//! runtime, and exits 0.
+
+use std::io::Write;
+use std::time::Duration;
+
+use stampede::Runtime;
+use stampede_node::{Node, NodeOptions};
+
+/// What `serve` was asked for.
+pub struct Options {
+    pub listen: Vec<String>,
+    pub connect: Vec<String>,
+    pub name: String,
+    pub liveliness_timeout: Duration,
+    pub payload_bytes_max: usize,
+}
+
+/// Serves until a signal; the node's or the signal handler's error otherwise.
+pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
+    let runtime = Runtime::new();
+    let node = Node::serve(
+        runtime.clone(),
+        NodeOptions {
+            name: options.name,
+            listen: options.listen,
+            connect: options.connect,
+            liveliness_timeout: options.liveliness_timeout,
+            payload_bytes_max: options.payload_bytes_max,
+            ..NodeOptions::default()
+        },
+    )?;
+    {
+        let mut out = std::io::stdout().lock();
+        for endpoint in node.endpoints() {
+            writeln!(out, "listening on {endpoint}")?;
+        }
+        out.flush()?;
+    }
+    let waited = wait_for_signal();
+    node.close();
+    runtime.close();
+    waited?;
+    Ok(())
+}
+
+/// Blocks until Ctrl-C (SIGINT) or SIGTERM.
+fn wait_for_signal() -> std::io::Result<()> {
+    let signals = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    signals.block_on(async {
+        #[cfg(unix)]
+        {
+            let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            tokio::select! {
+                interrupted = tokio::signal::ctrl_c() => interrupted,
+                _ = terminate.recv() => Ok(()),
+            }
+        }
+        #[cfg(not(unix))]
+        tokio::signal::ctrl_c().await
+    })
+}

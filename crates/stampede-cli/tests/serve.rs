@@ -1,0 +1,316 @@
+//! `stampede serve` and `stampede ls` as real processes on loopback, with clients in threads and
+//! in a child process that is killed.
+//!
+//! Every wait is bounded; every process a test starts is killed by a guard when the test ends
+//! (and by the watchdog before it aborts a hung test). Endpoints are Unix sockets in a directory
+//! of the test's own, or a TCP port the system just handed out, so parallel tests never collide.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use stampede::{Error, Limits, Selector, INFINITY, OLDEST_UNSEEN};
+use stampede_node::{connect, RemoteRuntime};
+
+/// Longest any one test may run before the watchdog kills its processes and aborts.
+const WATCHDOG: Duration = Duration::from_secs(120);
+/// Longest wait for a process's line, a node, or a condition.
+const WAIT: Duration = Duration::from_secs(30);
+/// The liveliness timeout the killed-client test gives its node.
+const LIVELINESS_TIMEOUT_S: &str = "2";
+/// The environment variable that makes `holder_child_process` act as the killed client.
+const HOLDER_ENV: &str = "STAMPEDE_TEST_HOLDER_ENDPOINT";
+
+/// What the holder prints once it holds its items.
+const HOLDING: &str = "holder: holding";
+
+/// Processes started by this test binary and not yet reaped, for the watchdog.
+static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Runs `body` under a watchdog that kills this binary's child processes and aborts, naming
+/// `test`, if `body` has not returned within [`WATCHDOG`].
+fn with_watchdog<T>(test: &'static str, body: impl FnOnce() -> T) -> T {
+    let (done, finished) = mpsc::channel::<()>();
+    let dog = thread::spawn(move || {
+        if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(WATCHDOG) {
+            for pid in CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            }
+            eprintln!("watchdog: `{test}` did not finish within {WATCHDOG:?}");
+            std::process::abort();
+        }
+    });
+    let value = body();
+    drop(done);
+    dog.join().expect("watchdog thread");
+    value
+}
+
+/// A child process, killed and reaped when dropped; its stdout read line by line on a thread.
+struct Process {
+    child: Child,
+    lines: Receiver<String>,
+}
+
+impl Process {
+    fn spawn(command: &mut Command) -> Process {
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("the process starts");
+        CHILDREN.lock().unwrap().push(child.id());
+        let stdout = child.stdout.take().expect("piped stdout");
+        Process { child, lines: read_lines(stdout) }
+    }
+
+    /// The next line of stdout that `wanted` accepts (others are skipped), within [`WAIT`].
+    fn line(&self, wanted: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if wanted(&line) => return line,
+                Ok(_) => {}
+                Err(e) => panic!("no expected line from the process within {WAIT:?}: {e}"),
+            }
+        }
+    }
+
+    /// Sends `signal` (`TERM`, `KILL`) to the process.
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill").args([&format!("-{signal}"), &self.child.id().to_string()]).status();
+        assert!(status.expect("kill runs").success());
+    }
+
+    /// Waits (within [`WAIT`]) for the process to exit; its exit status.
+    fn wait(&mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the process did not exit within {WAIT:?}");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).retain(|&pid| pid != self.child.id());
+    }
+}
+
+fn read_lines(stdout: ChildStdout) -> Receiver<String> {
+    let (send, lines) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if send.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    lines
+}
+
+/// `stampede serve` on `endpoint`, once it printed that it listens.
+fn serve(endpoint: &str, extra: &[&str]) -> Process {
+    let process =
+        Process::spawn(Command::new(env!("CARGO_BIN_EXE_stampede")).args(["serve", "--listen", endpoint]).args(extra));
+    let line = process.line(|_| true);
+    assert_eq!(line, format!("listening on {endpoint}"));
+    process
+}
+
+/// A Unix-socket endpoint in `dir`.
+fn unix_endpoint(dir: &tempfile::TempDir) -> String {
+    format!("unixsock-stream/{}", dir.path().join("node.sock").display())
+}
+
+fn client(endpoint: &str) -> RemoteRuntime {
+    connect(endpoint, Some(WAIT)).expect("the client connects")
+}
+
+/// `stampede ls` against `endpoint`: its stdout lines.
+fn ls(endpoint: &str, prefix: &str) -> Vec<String> {
+    let output = Command::new(env!("CARGO_BIN_EXE_stampede"))
+        .args(["ls", prefix, "--connect", endpoint, "--timeout", "20"])
+        .output()
+        .expect("stampede ls runs");
+    assert!(output.status.success(), "stampede ls failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).expect("utf-8").lines().map(str::to_owned).collect()
+}
+
+/// Waits (within [`WAIT`]) until `condition` holds.
+fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !condition() {
+        assert!(Instant::now() < deadline, "{what}: not within {WAIT:?}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `stampede serve` on TCP prints exactly `listening on <endpoint>`, serves `stampede ls`, and
+/// exits 0 on SIGTERM; a second node on the same port fails with a clear message.
+#[test]
+fn serve_listens_lists_and_stops_on_sigterm() {
+    with_watchdog("serve_listens_lists_and_stops_on_sigterm", || {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let endpoint = format!("tcp/127.0.0.1:{port}");
+        let mut node = serve(&endpoint, &["--name", "cli-test"]);
+        assert!(ls(&endpoint, "").is_empty());
+        let rt = client(&endpoint);
+        assert_eq!(rt.node(), "cli-test");
+        rt.create_channel("camera/left", Limits::unbounded()).unwrap();
+        rt.create_queue("camera/jobs", Limits::unbounded()).unwrap();
+        rt.create_channel("audio", Limits::unbounded()).unwrap();
+        assert_eq!(ls(&endpoint, "camera/"), vec!["camera/jobs", "camera/left"]);
+        assert_eq!(ls(&endpoint, ""), vec!["audio", "camera/jobs", "camera/left"]);
+        let clash = Command::new(env!("CARGO_BIN_EXE_stampede")).args(["serve", "--listen", &endpoint]).output();
+        let clash = clash.expect("stampede serve runs");
+        assert!(!clash.status.success());
+        assert!(String::from_utf8_lossy(&clash.stderr).starts_with("stampede: "), "{clash:?}");
+        rt.close();
+        node.signal("TERM");
+        assert!(node.wait().success());
+    });
+}
+
+/// Two clients of a `stampede serve` process share a channel (in-order reading of every frame,
+/// reclaimed behind the reader), and a queue feeds two workers, each item to exactly one.
+#[test]
+fn clients_share_a_channel_and_a_queue() {
+    with_watchdog("clients_share_a_channel_and_a_queue", || {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = unix_endpoint(&dir);
+        let _node = serve(&endpoint, &[]);
+        const FRAMES: i64 = 20;
+        let setup = client(&endpoint);
+        let frames = setup.create_channel("frames", Limits::unbounded()).unwrap();
+        let jobs = setup.create_queue("jobs", Limits::items(4)).unwrap();
+
+        let reader = {
+            let endpoint = endpoint.clone();
+            thread::spawn(move || {
+                let rt = client(&endpoint);
+                let task = rt.task(INFINITY).unwrap();
+                let inp = task.attach_input(&rt.channel("frames").unwrap()).unwrap();
+                let mut seen = Vec::new();
+                while seen.len() < FRAMES as usize {
+                    let item = inp.get(OLDEST_UNSEEN, Some(WAIT)).unwrap();
+                    assert_eq!(item.data()[..], item.ts.to_le_bytes());
+                    seen.push(item.ts);
+                    inp.consume(item.ts).unwrap();
+                }
+                seen
+            })
+        };
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let endpoint = endpoint.clone();
+                thread::spawn(move || {
+                    let rt = client(&endpoint);
+                    let task = rt.task(INFINITY).unwrap();
+                    let inp = task.attach_input(&rt.queue("jobs").unwrap()).unwrap();
+                    let mut done = Vec::new();
+                    loop {
+                        match inp.get(Some(Duration::from_secs(3))) {
+                            Ok(job) if job.item.data()[..] == b"stop"[..] => {
+                                inp.consume(&job).unwrap();
+                                return done;
+                            }
+                            Ok(job) => {
+                                done.push(job.item.ts);
+                                inp.consume(&job).unwrap();
+                            }
+                            Err(Error::NotAvailable { .. }) => {}
+                            Err(e) => panic!("worker: {e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+
+        let writer = client(&endpoint);
+        let camera = writer.task(0).unwrap();
+        let out = camera.attach_output(&writer.channel("frames").unwrap()).unwrap();
+        let splitter = writer.task(0).unwrap();
+        let work = splitter.attach_output(&writer.queue("jobs").unwrap()).unwrap();
+        for ts in 0..FRAMES {
+            out.put(ts, ts.to_le_bytes().to_vec()).unwrap();
+            camera.set_virtual_time(ts + 1).unwrap();
+            work.put(ts, vec![1u8], Some(WAIT)).unwrap();
+        }
+        work.put(FRAMES, &b"stop"[..], Some(WAIT)).unwrap();
+        work.put(FRAMES, &b"stop"[..], Some(WAIT)).unwrap();
+        splitter.set_virtual_time(INFINITY).unwrap();
+
+        assert_eq!(reader.join().unwrap(), (0..FRAMES).collect::<Vec<_>>());
+        let mut done: Vec<i64> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+        done.sort();
+        assert_eq!(done, (0..FRAMES).collect::<Vec<_>>(), "each job to exactly one worker");
+        eventually("frames reclaimed behind the reader", || frames.stats().unwrap().live_items == 0);
+        assert_eq!(jobs.stats().unwrap().live_items, 0);
+    });
+}
+
+/// A client process killed with SIGKILL while it holds a channel item and a queue item open:
+/// within the liveliness timeout the node closes its session, ts_min advances past the item, and
+/// the queue item goes back to another worker.
+#[test]
+fn killed_client_releases_its_claims() {
+    with_watchdog("killed_client_releases_its_claims", || {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = unix_endpoint(&dir);
+        let _node = serve(&endpoint, &["--liveliness-timeout", LIVELINESS_TIMEOUT_S]);
+        let rt = client(&endpoint);
+        let frames = rt.create_channel("frames", Limits::unbounded()).unwrap();
+        let jobs = rt.create_queue("jobs", Limits::unbounded()).unwrap();
+        let camera = rt.task(0).unwrap();
+        camera.attach_output(&frames).unwrap().put(0, &b"frame"[..]).unwrap();
+        camera.attach_output(&jobs).unwrap().put(5, &b"job"[..], None).unwrap();
+
+        let holder = Process::spawn(
+            Command::new(std::env::current_exe().unwrap())
+                .args(["holder_child_process", "--exact", "--nocapture", "--test-threads=1"])
+                .env(HOLDER_ENV, &endpoint),
+        );
+        // The harness prints the test's name on the same line, before the test's own output.
+        holder.line(|line| line.ends_with(HOLDING));
+        camera.set_virtual_time(10).unwrap();
+        assert_eq!(rt.ts_min().unwrap(), 0, "the holder's open frame holds ts_min");
+        let worker = rt.task(INFINITY).unwrap();
+        let inp = worker.attach_input(&jobs).unwrap();
+        assert!(matches!(inp.get(Some(Duration::ZERO)), Err(Error::NotAvailable { .. })), "the holder has the job");
+
+        holder.signal("KILL");
+        eventually("ts_min passes the killed client's frame", || rt.ts_min().unwrap() == 5);
+        assert_eq!(frames.stats().unwrap().live_items, 0, "frame 0 was reclaimed");
+        let job = inp.get(Some(WAIT)).expect("the killed client's job came back");
+        assert_eq!((job.item.ts, &job.item.data()[..]), (5, &b"job"[..]));
+        inp.consume(&job).unwrap();
+        assert_eq!(rt.ts_min().unwrap(), 6, "one above the highest timestamp put");
+    });
+}
+
+/// Not a test on its own: the client process `killed_client_releases_its_claims` starts and
+/// kills. With `STAMPEDE_TEST_HOLDER_ENDPOINT` set, it opens the frame and the job on that node,
+/// prints [`HOLDING`], and waits to be killed; without it, it returns at once.
+#[test]
+fn holder_child_process() {
+    let Ok(endpoint) = std::env::var(HOLDER_ENV) else { return };
+    let rt = client(&endpoint);
+    // At virtual time 0, attaching consumes nothing; once frame 0 is open, only it (and the job)
+    // hold the task's visibility.
+    let task = rt.task(0).unwrap();
+    let frame = task.attach_input(&rt.channel("frames").unwrap()).unwrap();
+    assert_eq!(frame.get(Selector::At(0), Some(WAIT)).unwrap().ts, 0);
+    task.set_virtual_time(INFINITY).unwrap();
+    let jobs = task.attach_input(&rt.queue("jobs").unwrap()).unwrap();
+    assert_eq!(&jobs.get(Some(WAIT)).unwrap().item.data()[..], b"job");
+    println!("{HOLDING}");
+    thread::sleep(WATCHDOG);
+}
