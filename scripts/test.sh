@@ -13,6 +13,9 @@ cargo test --workspace --exclude stampede-py --doc
 echo "== Interleavings (seeded scheduler, 2000 seeds; replay one with STAMPEDE_SEED=n)"
 STAMPEDE_SEEDS="${STAMPEDE_SEEDS:-2000}" cargo test -p stampede --features shuttle --test interleavings
 
+echo "== Mesh simulation (2000 seeds ran in the Rust tests above; replay one with STAMPEDE_MESH_SEED=n): the protocol faults it must catch"
+cargo test -p stampede-core --features mutations --test mesh_simulation mutations
+
 echo "== Python package"
 python3 -m venv .venv
 .venv/bin/pip install --quiet --upgrade pip
