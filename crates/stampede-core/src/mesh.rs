@@ -38,6 +38,8 @@ mod view;
 pub mod wire;
 
 #[cfg(test)]
+mod hostile;
+#[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -111,6 +111,9 @@ impl Message {
     pub fn validate(&self, limits: &MeshLimits) -> Result<(), MeshRefusal> {
         match self {
             Message::Snapshot(s) => {
+                if s.seq == Seq::MAX {
+                    return Err(MeshRefusal::InvalidChange { reason: "sequence numbers stay below u64::MAX" });
+                }
                 bounded("snapshot claims", s.claims.len(), limits.contribution_entries_max)?;
                 let markers = s.fenced.len() + s.after.len() + s.live.len();
                 bounded("snapshot markers", markers, limits.batch_markers_max)?;
@@ -126,6 +129,9 @@ impl Message {
             Message::Batch(b) => {
                 if b.seq == 0 {
                     return Err(MeshRefusal::InvalidChange { reason: "batch sequence numbers start at 1" });
+                }
+                if b.seq == Seq::MAX {
+                    return Err(MeshRefusal::InvalidChange { reason: "sequence numbers stay below u64::MAX" });
                 }
                 bounded("batch changes", b.changes.len(), limits.batch_changes_max)?;
                 let markers = b.took.len() + b.declined.len() + b.fenced.len() + b.after.len();
