@@ -10,11 +10,14 @@
 //! - [`report`] — [`report::Line`]: one JSON object per result, rounded, printed at once.
 //! - [`pipe`] — [`pipe::Pipe`]: a runtime with one channel, a producer task (virtual time 0,
 //!   digitizer style) and a consumer task (virtual time `INFINITY`, tracker style).
+//! - [`ping_pong`] — the hand-off ping-pong (`handoff`, `remote`) and [`ping_pong::timed`], the
+//!   timing loop.
 //! - [`payload`] — payload sizes used across benchmarks and [`payload::touch`], the read every
 //!   receiver does so no side gets away without looking at what it received.
 
 pub mod cli;
 pub mod payload;
+pub mod ping_pong;
 pub mod pipe;
 pub mod report;
 pub mod stats;

@@ -18,10 +18,9 @@
 use std::thread;
 use std::time::Instant;
 
-use stampede::{Limits, Runtime, INFINITY, NEWEST_UNSEEN};
 use stampede_bench::cli::Options;
 use stampede_bench::payload::{case_name, source, touch, IMAGE_BYTES, SMALL_BYTES};
-use stampede_bench::pipe::{check_reclaimed, ts_of};
+use stampede_bench::ping_pong;
 use stampede_bench::report::Line;
 use stampede_bench::stats::{elapsed_ns, Summary};
 
@@ -38,7 +37,7 @@ fn main() -> BoxResult<()> {
         let mut stampede_rtt = Vec::with_capacity(rounds * round_trips);
         let mut crossbeam_rtt = Vec::with_capacity(rounds * round_trips);
         for _ in 0..rounds {
-            stampede_rtt.extend(stampede_ping_pong(payload_bytes, warmup, round_trips)?);
+            stampede_rtt.extend(ping_pong::embedded(payload_bytes, warmup, round_trips)?);
             crossbeam_rtt.extend(crossbeam_ping_pong(payload_bytes, warmup, round_trips)?);
         }
         let stampede = Summary::of(&mut stampede_rtt).divided(2.0);
@@ -58,53 +57,6 @@ fn main() -> BoxResult<()> {
             .emit();
     }
     Ok(())
-}
-
-/// Round-trip times in ns of `round_trips` stampede ping-pongs after `warmup` untimed ones.
-fn stampede_ping_pong(payload_bytes: usize, warmup: usize, round_trips: usize) -> BoxResult<Vec<u64>> {
-    let runtime = Runtime::new();
-    let ping = runtime.create_channel("handoff/ping", Limits::unbounded())?;
-    let pong = runtime.create_channel("handoff/pong", Limits::unbounded())?;
-    let a = runtime.task(0)?;
-    let a_out = a.attach_output(&ping)?;
-    let a_in = a.attach_input(&pong)?;
-    let b = runtime.task(INFINITY)?;
-    let b_in = b.attach_input(&ping)?;
-    let b_out = b.attach_output(&pong)?;
-    let total = warmup + round_trips;
-
-    let echo = thread::spawn(move || -> stampede::Result<()> {
-        let buf = source(payload_bytes, 0xb0);
-        for _ in 0..total {
-            let item = b_in.get(NEWEST_UNSEEN, None)?;
-            touch(item.data());
-            b_out.put(item.ts, buf.as_slice())?;
-            b_in.consume(item.ts)?;
-        }
-        Ok(())
-    });
-
-    let buf = source(payload_bytes, 0xa0);
-    let mut rtt_ns = Vec::with_capacity(round_trips);
-    for i in 0..total {
-        let ts = ts_of(i);
-        let start = Instant::now();
-        a_out.put(ts, buf.as_slice())?;
-        a.set_virtual_time(ts + 1)?;
-        let item = a_in.get(ts, None)?;
-        touch(item.data());
-        drop(item);
-        a_in.consume(ts)?;
-        let ns = elapsed_ns(start);
-        if i >= warmup {
-            rtt_ns.push(ns);
-        }
-    }
-    echo.join().expect("stampede echo thread panicked")?;
-    // A's virtual time is `total` and nothing is open: everything must be gone.
-    check_reclaimed(&ping, total as u64, 0);
-    check_reclaimed(&pong, total as u64, 0);
-    Ok(rtt_ns)
 }
 
 /// Round-trip times in ns of `round_trips` crossbeam `bounded(1)` ping-pongs after `warmup`.
