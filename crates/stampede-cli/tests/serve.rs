@@ -7,12 +7,16 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver};
 use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use stampede::{Error, Limits, Selector, INFINITY, OLDEST_UNSEEN};
+
+/// The watchdog every Stampede test crate shares.
+#[path = "../../stampede/tests/support/mod.rs"]
+mod shared;
 use stampede_node::{connect, RemoteRuntime};
 
 /// Longest any one test may run before the watchdog kills its processes and aborts.
@@ -30,23 +34,17 @@ const HOLDING: &str = "holder: holding";
 /// Processes started by this test binary and not yet reaped, for the watchdog.
 static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
-/// Runs `body` under a watchdog that kills this binary's child processes and aborts, naming
-/// `test`, if `body` has not returned within [`WATCHDOG`].
+/// Runs `body` under the shared watchdog: if it has not returned within [`WATCHDOG`], this
+/// binary's child processes are killed and the process aborts, naming `test`.
 fn with_watchdog<T>(test: &'static str, body: impl FnOnce() -> T) -> T {
-    let (done, finished) = mpsc::channel::<()>();
-    let dog = thread::spawn(move || {
-        if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(WATCHDOG) {
-            for pid in CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-                let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-            }
-            eprintln!("watchdog: `{test}` did not finish within {WATCHDOG:?}");
-            std::process::abort();
-        }
-    });
-    let value = body();
-    drop(done);
-    dog.join().expect("watchdog thread");
-    value
+    shared::with_watchdog_for(test, WATCHDOG, kill_children, body)
+}
+
+/// Kills every child process this binary started and has not reaped.
+fn kill_children() {
+    for pid in CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+    }
 }
 
 /// A child process, killed and reaped when dropped; its stdout read line by line on a thread.

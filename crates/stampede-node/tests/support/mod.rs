@@ -2,13 +2,15 @@
 //! serving a fresh runtime on a Unix socket of its own (so parallel tests never collide).
 #![allow(dead_code)]
 
-use std::io::Write as _;
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use stampede::Runtime;
 use stampede_node::{connect, Node, NodeOptions, RemoteRuntime};
+
+/// The watchdog every Stampede test crate shares.
+#[path = "../../../stampede/tests/support/mod.rs"]
+mod shared;
 
 /// Longest any one test may run before the watchdog declares it hung.
 pub const WATCHDOG: Duration = Duration::from_secs(120);
@@ -16,21 +18,9 @@ pub const WATCHDOG: Duration = Duration::from_secs(120);
 /// How long a client tries to reach a node before failing the test.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Runs `body` under a watchdog that aborts the whole process, naming `test`, if `body` has not
-/// returned (or panicked) within [`WATCHDOG`].
+/// Runs `body` under the shared watchdog with the node tests' limit, [`WATCHDOG`].
 pub fn with_watchdog<T>(test: &'static str, body: impl FnOnce() -> T) -> T {
-    let (done, finished) = mpsc::channel::<()>();
-    let dog = thread::spawn(move || {
-        if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(WATCHDOG) {
-            let message = format!("watchdog: `{test}` did not finish within {WATCHDOG:?}\n");
-            let _ = std::io::stderr().write_all(message.as_bytes());
-            std::process::abort();
-        }
-    });
-    let value = body();
-    drop(done);
-    dog.join().expect("watchdog thread");
-    value
+    shared::with_watchdog_for(test, WATCHDOG, || {}, body)
 }
 
 /// A node serving a fresh runtime on a Unix socket in a directory of its own.

@@ -14,11 +14,18 @@ pub const WATCHDOG: Duration = Duration::from_secs(60);
 /// returned (or panicked) within [`WATCHDOG`]. A panic in a watchdog thread would not stop a
 /// test blocked forever, so it aborts instead.
 pub fn with_watchdog<T>(test: &'static str, body: impl FnOnce() -> T) -> T {
+    with_watchdog_for(test, WATCHDOG, || {}, body)
+}
+
+/// [`with_watchdog`] with another limit (tests that start processes or a fabric need longer on a
+/// loaded machine), running `before_abort` first (e.g. to kill the processes the test started).
+pub fn with_watchdog_for<T>(test: &'static str, limit: Duration, before_abort: fn(), body: impl FnOnce() -> T) -> T {
     let (done, finished) = mpsc::channel::<()>();
     let dog = thread::spawn(move || {
-        if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(WATCHDOG) {
+        if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(limit) {
+            before_abort();
             // Straight to stderr: the test harness captures `eprintln!` and an abort loses it.
-            let message = format!("watchdog: `{test}` did not finish within {WATCHDOG:?}: deadlock or lost wake-up\n");
+            let message = format!("watchdog: `{test}` did not finish within {limit:?}: deadlock or lost wake-up\n");
             let _ = std::io::stderr().write_all(message.as_bytes());
             std::process::abort();
         }
