@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use stampede_node::connect;
+use stampede::connect;
 
 /// Connects, lists, prints one name per line, closes.
 pub fn run(prefix: &str, endpoint: &str, timeout: Duration) -> Result<(), Box<dyn std::error::Error>> {

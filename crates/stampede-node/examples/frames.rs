@@ -11,8 +11,8 @@
 
 use std::time::Duration;
 
+use stampede::{connect, Channel, Runtime};
 use stampede::{Error, Limits, Pacer, Result, INFINITY, NEWEST_UNSEEN};
-use stampede_node::{connect, RemoteChannel, RemoteRuntime};
 
 /// Frames the camera puts (10 s at 30 fps).
 const FRAMES: i64 = 300;
@@ -34,7 +34,7 @@ fn main() -> Result<()> {
 }
 
 /// The channel `camera/frames`, created by whoever comes first.
-fn frames(rt: &RemoteRuntime) -> Result<RemoteChannel> {
+fn frames(rt: &Runtime) -> Result<Channel> {
     match rt.create_channel("camera/frames", Limits::items(8)) {
         Err(Error::AlreadyExists { .. }) => rt.channel("camera/frames"),
         created => created,
@@ -42,9 +42,9 @@ fn frames(rt: &RemoteRuntime) -> Result<RemoteChannel> {
 }
 
 /// Puts [`FRAMES`] frames at 30 fps, its virtual time following the frame number.
-fn camera(rt: &RemoteRuntime) -> Result<()> {
+fn camera(rt: &Runtime) -> Result<()> {
     let channel = frames(rt)?;
-    let start = rt.ts_min()?; // a camera that restarts carries on above everything put so far
+    let start = rt.ts_min(); // a camera that restarts carries on above everything put so far
     let task = rt.task(start)?;
     let out = task.attach_output(&channel)?;
     let mut pacer = Pacer::new(Duration::from_secs(1) / 30, Duration::from_millis(5))?;
@@ -61,7 +61,7 @@ fn camera(rt: &RemoteRuntime) -> Result<()> {
 }
 
 /// Reads the freshest frame until none comes for 2 s, skipping the rest.
-fn viewer(rt: &RemoteRuntime) -> Result<()> {
+fn viewer(rt: &Runtime) -> Result<()> {
     let task = rt.task(INFINITY)?;
     let inp = task.attach_input(&frames(rt)?)?;
     let (mut shown, mut skipped, mut last) = (0, 0, None);

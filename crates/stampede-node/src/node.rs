@@ -1,9 +1,9 @@
 //! [`Node`]: an embedded [`Runtime`] served to remote clients over Zenoh.
 //!
 //! The node declares a queryable on `stampede/<node>/rpc`; each query is one request
-//! ([`crate::wire`]), answered by a task on the node's own tokio runtime (never on zenoh's
+//! ([`stampede::remote::wire`]), answered by a task on the node's own tokio runtime (never on zenoh's
 //! callback threads), where blocking operations use the runtime's async forms for at most
-//! [`REMOTE_WAIT_SLICE`](crate::REMOTE_WAIT_SLICE). A liveliness subscriber on
+//! [`REMOTE_WAIT_SLICE`](stampede::remote::REMOTE_WAIT_SLICE). A liveliness subscriber on
 //! `stampede/<node>/session/*` closes a client's session when its token disappears.
 
 use std::collections::HashMap;
@@ -18,13 +18,11 @@ use zenoh::query::{Query, Queryable};
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
-use crate::fabric;
 use crate::serve;
 use crate::session::Session;
+use stampede::remote::fabric;
 
-/// How long after a client vanishes without closing its link its session is closed, by default
-/// (zenoh's own default lease).
-pub const LIVELINESS_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+pub use stampede::remote::LIVELINESS_TIMEOUT_DEFAULT;
 /// Largest payload of one put a node accepts, by default.
 pub const PAYLOAD_BYTES_MAX_DEFAULT: usize = 64 * 1024 * 1024;
 /// Largest `payload_bytes_max` a node may be given (zenoh's largest message, less room for headers).
@@ -138,6 +136,10 @@ impl Node {
     /// options or endpoints, `Unreachable` when zenoh cannot open (an endpoint in use).
     pub fn serve(runtime: Runtime, options: NodeOptions) -> Result<Node> {
         options.check()?;
+        if let Some(node) = runtime.node() {
+            let reason = format!("the runtime is a client of node {node}; serve an embedded runtime (Runtime::new())");
+            return Err(Error::InvalidArgument { op: "serve", name: options.name.clone(), reason });
+        }
         let config = fabric::node_config(
             &options.listen,
             &options.connect,

@@ -3,7 +3,7 @@
 //!
 //! Every operation is the embedded one, so its result and its errors are the embedded ones. A
 //! blocking get or put waits with the runtime's async form for at most
-//! [`REMOTE_WAIT_SLICE`](crate::REMOTE_WAIT_SLICE), whatever the request asks; the client
+//! [`REMOTE_WAIT_SLICE`](stampede::remote::REMOTE_WAIT_SLICE), whatever the request asks; the client
 //! re-issues "not yet" slices until its own deadline (see `docs/NODES.md`).
 
 use std::sync::Arc;
@@ -13,14 +13,15 @@ use bytes::Bytes;
 use stampede::{ChannelOptions, Codec, Container, Error, Item, Parts, PutOptions, QueueItem, Result, Selector};
 use zenoh::bytes::ZBytes;
 
-use crate::fabric;
-use crate::node::NodeShared;
-use crate::session::{self, Connection, Session};
-use crate::wire::{
-    self, decode_request, encode, ContainerInfo, Handle, Hello, ItemHeader, Reply, Request, WireError,
+use stampede::remote::fabric;
+use stampede::remote::wire::{
+    self, decode_request, encode, ContainerInfo, Handle, Hello, ItemHeader, Reply, Request, WireError, WireRetention,
     REQUEST_HEADER_BYTES_MAX,
 };
-use crate::REMOTE_WAIT_SLICE;
+use stampede::remote::REMOTE_WAIT_SLICE;
+
+use crate::node::NodeShared;
+use crate::session::{self, Connection, Session};
 
 /// A reply header and the payloads that follow it.
 type Served = (Reply, Vec<Bytes>);
@@ -130,7 +131,7 @@ async fn execute(node: &NodeShared, session: &Session, request: Request, payload
             container(session, op, Container::Queue(runtime.create_queue(&name, limits)?))?
         }
         Request::Lookup { name } => container(session, op, runtime.lookup(&name)?)?,
-        Request::Names { prefix } => Reply::Names(runtime.names(&prefix)),
+        Request::Names { prefix } => Reply::Names(runtime.names(&prefix)?),
         Request::ContainerStats { container } => Reply::Stats(match session.container(op, container)? {
             Container::Channel(c) => (&c.stats()).into(),
             Container::Queue(q) => (&q.stats()).into(),
@@ -234,6 +235,48 @@ async fn execute(node: &NodeShared, session: &Session, request: Request, payload
             }
             Reply::Done
         }
+        Request::Timestamps { container } => Reply::Timestamps(channel(session, op, container)?.timestamps()),
+        Request::Settledness { container } => {
+            let channel = channel(session, op, container)?;
+            Reply::Settledness { settled_below: channel.settled_below(), producers_closed: channel.producers_closed() }
+        }
+        Request::CloseProducers { container } => {
+            channel(session, op, container)?.close_producers()?;
+            Reply::Done
+        }
+        Request::Demand { connection } => {
+            let Connection::ChannelOutput(out) = session.connection(op, connection)? else {
+                return Err(not_a(session, op, connection, "channel output"));
+            };
+            Reply::Timestamp(out.demand())
+        }
+        Request::WaitChanged { connection, selector, wait_us } => {
+            let changed = match (session.connection(op, connection)?, selector) {
+                (Connection::ChannelInput(input), Some(selector)) => input.changed(Selector::from(selector)),
+                (Connection::ChannelOutput(out), None) => out.freed(),
+                (Connection::QueueInput(input), None) => input.changed(),
+                (Connection::QueueOutput(out), None) => out.freed(),
+                _ => return Err(not_a(session, op, connection, "connection that waits this way")),
+            };
+            let _ = tokio::time::timeout(slice(wait_us), changed).await;
+            Reply::Done
+        }
+        Request::WaitProgress { wait_us } => {
+            let _ = tokio::time::timeout(slice(wait_us), runtime.progressed()).await;
+            Reply::Done
+        }
+        Request::CheckInvariants => {
+            let check = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.check_invariants()));
+            if let Err(panic) = check {
+                let reason = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_else(|| "an invariant does not hold".into());
+                return Err(Error::InvalidArgument { op, name: node.options.name.clone(), reason });
+            }
+            Reply::Done
+        }
         Request::TsMin => Reply::Timestamp(runtime.ts_min()),
         Request::Stats => {
             let stats = runtime.stats();
@@ -263,9 +306,9 @@ fn slice(wait_us: u64) -> Duration {
 
 /// Registers `container` in the session and describes it.
 fn container(session: &Session, op: &'static str, container: Container) -> Result<Reply> {
-    let (id, queue, name, limits) = match &container {
-        Container::Channel(c) => (c.id(), false, c.name().to_owned(), c.limits()),
-        Container::Queue(q) => (q.id(), true, q.name().to_owned(), q.limits()),
+    let (id, queue, name, limits, retention) = match &container {
+        Container::Channel(c) => (c.id(), false, c.name().to_owned(), c.limits(), c.retention().into()),
+        Container::Queue(q) => (q.id(), true, q.name().to_owned(), q.limits(), WireRetention::History),
     };
     session.add_container(op, id, container)?;
     Ok(Reply::Container(ContainerInfo {
@@ -274,7 +317,19 @@ fn container(session: &Session, op: &'static str, container: Container) -> Resul
         name,
         capacity: limits.capacity.map(|n| n as u64),
         bytes_max: limits.bytes_max.map(|n| n as u64),
+        retention,
     }))
+}
+
+fn channel(session: &Session, op: &'static str, handle: Handle) -> Result<stampede::Channel> {
+    match session.container(op, handle)? {
+        Container::Channel(channel) => Ok(channel),
+        Container::Queue(_) => Err(Error::InvalidArgument {
+            op,
+            name: format!("session {}", session.id),
+            reason: format!("container #{handle} is a queue, not a channel"),
+        }),
+    }
 }
 
 fn channel_input(session: &Session, op: &'static str, handle: Handle) -> Result<Arc<stampede::ChannelInput>> {

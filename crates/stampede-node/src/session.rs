@@ -15,7 +15,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use stampede::{ChannelInput, ChannelOutput, Container, Error, QueueInput, QueueOutput, Result, Task};
 
-use crate::wire::Handle;
+use stampede::remote::wire::Handle;
 
 /// The reason of the `Closed` error of a request in a session that ended.
 pub const SESSION_CLOSED: &str =

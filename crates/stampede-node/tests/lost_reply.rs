@@ -10,9 +10,9 @@ mod support;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use stampede::connect;
+use stampede::remote::wire::{decode_request, encode, ContainerInfo, Hello, Reply, Request, WireRetention};
 use stampede::{Error, Limits, OLDEST_UNSEEN};
-use stampede_node::connect;
-use stampede_node::wire::{decode_request, encode, ContainerInfo, Hello, Reply, Request};
 use support::with_watchdog;
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
@@ -43,9 +43,14 @@ fn lost_get_reply_ends_the_session() {
                         payload_bytes_max: 1 << 20,
                         wait_slice_ms: 1_000,
                     }),
-                    Request::CreateChannel { name, .. } => {
-                        Reply::Container(ContainerInfo { id: 1, queue: false, name, capacity: None, bytes_max: None })
-                    }
+                    Request::CreateChannel { name, .. } => Reply::Container(ContainerInfo {
+                        id: 1,
+                        queue: false,
+                        name,
+                        capacity: None,
+                        bytes_max: None,
+                        retention: WireRetention::History,
+                    }),
                     Request::Task { .. } | Request::AttachInput { .. } => Reply::Handle(2),
                     Request::Get { .. } => return, // the lost reply
                     _ => Reply::Done,
@@ -74,7 +79,7 @@ fn lost_get_reply_ends_the_session() {
         assert!(matches!(lost, Err(Error::Unreachable { .. })), "{lost:?}");
         let key = token_gone.recv_timeout(Duration::from_secs(30)).expect("the session's token was withdrawn");
         assert!(key.starts_with("stampede/fake/session/"), "{key}");
-        match rt.ts_min() {
+        match rt.names("") {
             Err(Error::Unreachable { reason, .. }) => assert!(reason.contains("a reply to get was lost"), "{reason}"),
             other => panic!("expected Unreachable after the session ended, got {other:?}"),
         }

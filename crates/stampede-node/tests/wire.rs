@@ -3,7 +3,7 @@
 //! clear error, never a crash of the node).
 
 use proptest::prelude::*;
-use stampede_node::wire::{
+use stampede::remote::wire::{
     decode_reply, decode_request, encode, ContainerInfo, DecodeError, Hello, ItemHeader, Reply, Request, RequestHeader,
     WireError, WireRetention, WireSelector, WireStats, REQUEST_HEADER_BYTES_MAX, VERSION,
 };
@@ -76,6 +76,14 @@ fn request() -> impl Strategy<Value = Request> {
         Just(Request::TsMin),
         Just(Request::Stats),
         Just(Request::Collect),
+        Just(Request::CheckInvariants),
+        any::<u64>().prop_map(|container| Request::Timestamps { container }),
+        any::<u64>().prop_map(|container| Request::Settledness { container }),
+        any::<u64>().prop_map(|container| Request::CloseProducers { container }),
+        any::<u64>().prop_map(|connection| Request::Demand { connection }),
+        (any::<u64>(), proptest::option::of(selector()), any::<u64>())
+            .prop_map(|(connection, selector, wait_us)| Request::WaitChanged { connection, selector, wait_us }),
+        any::<u64>().prop_map(|wait_us| Request::WaitProgress { wait_us }),
     ]
 }
 
@@ -149,12 +157,16 @@ fn reply() -> impl Strategy<Value = (Reply, Vec<u8>)> {
                 queue,
                 name,
                 capacity,
-                bytes_max: None
+                bytes_max: None,
+                retention: if queue { WireRetention::History } else { WireRetention::CurrentReaders },
             })
         ),
         any::<u64>().prop_map(Reply::Handle),
         (ts(), ts()).prop_map(|(virtual_time, visibility)| Reply::Times { virtual_time, visibility }),
         proptest::collection::vec(text(), 0..5).prop_map(Reply::Names),
+        proptest::collection::vec(ts(), 0..5).prop_map(Reply::Timestamps),
+        (ts(), any::<bool>())
+            .prop_map(|(settled_below, producers_closed)| Reply::Settledness { settled_below, producers_closed }),
         ts().prop_map(Reply::Timestamp),
         stats().prop_map(Reply::Stats),
         (ts(), any::<u64>(), any::<u64>()).prop_map(|(ts_min, containers, claims)| Reply::RuntimeStats {

@@ -88,8 +88,8 @@ impl Runtime {
     /// Names of channels and queues under `prefix`, sorted. Hierarchical: "camera/" matches
     /// "camera/left" (not "cameras"); "camera" matches "camera" itself and everything under it.
     #[pyo3(signature = (prefix=""))]
-    fn names(&self, prefix: &str) -> Vec<String> {
-        self.inner.names(prefix)
+    fn names(&self, py: Python<'_>, prefix: &str) -> PyResult<Vec<String>> {
+        py.detach(|| self.inner.names(prefix)).map_err(to_pyerr)
     }
 
     /// The current global ts_min (an int; INFINITY when nothing holds it back).
@@ -119,7 +119,10 @@ impl Runtime {
     fn on_reclaim(&self, py: Python<'_>, callback: Option<Py<PyAny>>) -> PyResult<()> {
         let callback = callback.map(|cb| args::callable(cb, py, "callback")).transpose()?;
         if let Some(trampoline) = Handlers::set_global(self.handlers.bind(py), callback)? {
-            self.inner.on_reclaim(trampoline);
+            if let Err(e) = self.inner.on_reclaim(trampoline) {
+                Handlers::set_global(self.handlers.bind(py), None)?;
+                return Err(to_pyerr(e));
+            }
         }
         Ok(())
     }
@@ -234,8 +237,8 @@ impl Channel {
     /// Closes the producer set: attaching another output connection raises InvalidArgument from
     /// now on, and settledness follows the tasks holding output connections now. Needed by
     /// joins with policy "partial" or "skip" and by ApproxJoin. Idempotent.
-    fn close_producers(&self, py: Python<'_>) {
-        py.detach(|| self.inner.close_producers());
+    fn close_producers(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.inner.close_producers()).map_err(to_pyerr)
     }
 
     /// Sets the GC handler: `callback(ts)` for each item this channel reclaims, replacing the
@@ -332,11 +335,14 @@ fn set_handler(
     id: u64,
     name: &str,
     callback: Option<Py<PyAny>>,
-    register: impl FnOnce(Box<dyn Fn(&stampede::Item) + Send + Sync>),
+    register: impl FnOnce(Box<dyn Fn(&stampede::Item) + Send + Sync>) -> stampede::Result<()>,
 ) -> PyResult<()> {
     let callback = callback.map(|cb| args::callable(cb, py, "callback")).transpose()?;
     if let Some(trampoline) = Handlers::set(handlers.bind(py), id, name.to_owned(), callback)? {
-        register(Box::new(trampoline));
+        if let Err(e) = register(Box::new(trampoline)) {
+            Handlers::set(handlers.bind(py), id, name.to_owned(), None)?;
+            return Err(to_pyerr(e));
+        }
     }
     Ok(())
 }

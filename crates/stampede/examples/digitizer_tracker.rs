@@ -81,7 +81,7 @@ pub fn run(config: Config) -> stampede::Result<Report> {
     let counter = reclaimed.clone();
     frames.on_reclaim(move |_| {
         counter.fetch_add(1, Ordering::Relaxed);
-    });
+    })?;
     let live_max = Arc::new(AtomicU64::new(0));
     let sample = {
         let frames = frames.clone();

@@ -1,7 +1,7 @@
 //! Channels and their connections: the user-facing side of SPEC §2.
 //!
-//! A [`Channel`] is a handle to a named container. A task attaches to it with
-//! [`Task::attach_input`](crate::Task::attach_input) or
+//! A [`Channel`] is a handle to a named container, in this process or on a node. A task attaches
+//! to it with [`Task::attach_input`](crate::Task::attach_input) or
 //! [`Task::attach_output`](crate::Task::attach_output) and gets a [`ChannelInput`] or
 //! [`ChannelOutput`]. Connections detach when dropped or with `detach` (idempotent, callable while
 //! another thread is blocked on the connection: that call returns `Closed`); detaching an input
@@ -11,15 +11,15 @@
 //! complete when a blocked get (resp. put) of that connection would wake, for bridges that do the
 //! operation itself synchronously (see [`Changed`]).
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
-use stampede_core::{ConnId, Effects, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp, TS_MAX};
+use stampede_core::{Item, Limits, Result, Retention, Selector, Stats, Timestamp};
 
+use crate::backend::{forward, Backend};
+use crate::local;
 use crate::payload::IntoPayload;
-use crate::space::{ChannelShared, Held, HorizonWait, Space, TaskShared};
-use crate::wait::{self, Changed};
+use crate::remote::channel::{RemoteChannel, RemoteChannelInput, RemoteChannelOutput};
+use crate::wait::Changed;
 
 /// Options of a put.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,53 +33,60 @@ pub struct PutOptions {
 
 /// A named channel of timestamped items (cheap to clone).
 #[derive(Clone)]
-pub struct Channel {
-    pub(crate) shared: Arc<ChannelShared>,
-    pub(crate) space: Arc<Space>,
-}
+pub struct Channel(pub(crate) Backend<local::channel::Channel, RemoteChannel>);
 
 impl Channel {
     /// The channel's id, unique within its runtime (names may be reused after `destroy`).
     pub fn id(&self) -> u64 {
-        self.shared.key
+        forward!(&self.0, ch => ch.id())
     }
 
     /// The channel's name.
     pub fn name(&self) -> &str {
-        &self.shared.name
+        forward!(&self.0, ch => ch.name())
     }
 
     /// The channel's bounds.
     pub fn limits(&self) -> Limits {
-        self.shared.limits
+        forward!(&self.0, ch => ch.limits())
     }
 
-    /// Counters now: live items and bytes, reclaimed, puts, gets, connections, ts_min.
+    /// Counters now: live items and bytes, reclaimed, puts, gets, connections, ts_min (remotely:
+    /// the last ones seen when the node cannot be reached).
     pub fn stats(&self) -> Stats {
-        self.shared.stats(&self.space)
+        forward!(&self.0, ch => ch.stats())
     }
 
-    /// Timestamps of the items stored now, in order.
+    /// Timestamps of the items stored now, in order (remotely: none when the node cannot be
+    /// reached).
     pub fn timestamps(&self) -> Vec<Timestamp> {
-        self.shared.state.lock().timestamps()
+        forward!(&self.0, ch => ch.timestamps())
     }
 
     /// Registers a GC handler called with each item this channel reclaims, outside every lock,
-    /// before the operation that made the item garbage returns.
-    pub fn on_reclaim(&self, handler: impl Fn(&Item) + Send + Sync + 'static) {
-        self.shared.on_reclaim(handler);
+    /// before the operation that made the item garbage returns. Embedded only for now: a remote
+    /// channel refuses with `InvalidArgument` (register it in the node's process).
+    pub fn on_reclaim(&self, handler: impl Fn(&Item) + Send + Sync + 'static) -> Result<()> {
+        match &self.0 {
+            Backend::Local(ch) => {
+                ch.on_reclaim(handler);
+                Ok(())
+            }
+            Backend::Remote(ch) => Err(crate::remote::runtime::no_remote_handlers(ch.name())),
+        }
     }
 
     /// The channel's retention policy.
     pub fn retention(&self) -> Retention {
-        self.shared.state.lock().retention()
+        forward!(&self.0, ch => ch.retention())
     }
 
     /// Every timestamp below the returned one is **settled** (SPEC §4): no task can still put it
     /// into this channel. With the producer set open this is ts_min; after
     /// [`close_producers`](Self::close_producers) it follows this channel's producers only.
+    /// Remotely: the last horizon seen when the node cannot be reached (it never decreases).
     pub fn settled_below(&self) -> Timestamp {
-        self.space.settled_below(&self.shared)
+        forward!(&self.0, ch => ch.settled_below())
     }
 
     /// `true` when no task can still put `ts` into this channel.
@@ -89,55 +96,54 @@ impl Channel {
 
     /// `true` once [`close_producers`](Self::close_producers) ran.
     pub fn producers_closed(&self) -> bool {
-        self.shared.state.lock().producers_closed()
+        forward!(&self.0, ch => ch.producers_closed())
     }
 
     /// Declares the producer set closed: attaching another output connection fails from now on,
     /// and settledness depends only on the tasks holding output connections now, so one stalled
-    /// task elsewhere no longer delays this channel's joins.
-    pub fn close_producers(&self) {
-        self.space.close_producers(&self.shared);
+    /// task elsewhere no longer delays this channel's joins. Remotely `Unreachable` when the node
+    /// cannot be reached (embedded it never fails).
+    pub fn close_producers(&self) -> Result<()> {
+        match &self.0 {
+            Backend::Local(ch) => {
+                ch.close_producers();
+                Ok(())
+            }
+            Backend::Remote(ch) => ch.close_producers(),
+        }
     }
 
     /// Destroys the channel: its items are reclaimed, its name is freed, and every operation on
     /// it (blocked ones included) fails `Closed`.
     pub fn destroy(&self) -> Result<()> {
-        self.space.destroy(&self.shared.name, "the channel was destroyed")
+        forward!(&self.0, ch => ch.destroy())
     }
 
-    pub(crate) fn attach_input(&self, task: &Arc<TaskShared>) -> Result<ChannelInput> {
-        self.space.check_same(task, "attach_input", self.name())?;
-        let conn = self.space.next_id();
-        self.space.attach_input(&self.shared, task, conn, |s, t| {
-            let first_claim = s.lowest_from(t.visibility());
-            Ok((first_claim, s.attach_input(conn, t.id(), t.visibility())?))
-        })?;
-        task.held.lock().push(Held::ChannelInput(Arc::downgrade(&self.shared), conn));
-        Ok(ChannelInput { channel: self.clone(), task: task.clone(), conn })
+    /// Completes at the next put or claim change anywhere in this channel's runtime (remotely:
+    /// or after a wait slice); registered when created. What joins wait for.
+    pub(crate) fn progressed(&self) -> Changed {
+        forward!(&self.0, ch => ch.progressed())
     }
 
-    pub(crate) fn attach_output(&self, task: &Arc<TaskShared>) -> Result<ChannelOutput> {
-        self.space.check_same(task, "attach_output", self.name())?;
-        let conn = self.space.next_id();
-        task.state.lock().check_open()?;
-        {
-            let mut state = self.shared.state.lock();
-            state.attach_output(conn, task.id)?;
-            self.space.attach_output(self.shared.key, task, conn);
+    /// `true` when both channels belong to the same runtime (remotely: the same session).
+    pub(crate) fn same_runtime(&self, other: &Channel) -> bool {
+        match (&self.0, &other.0) {
+            (Backend::Local(a), Backend::Local(b)) => a.same_runtime(b),
+            (Backend::Remote(a), Backend::Remote(b)) => a.same_runtime(b),
+            _ => false,
         }
-        task.held.lock().push(Held::ChannelOutput(Arc::downgrade(&self.shared), conn));
-        Ok(ChannelOutput { channel: self.clone(), task: task.clone(), conn })
-    }
-
-    fn reclaimed(&self, items: &[Item]) {
-        self.space.reclaimed(&self.shared, items);
     }
 }
 
-/// Handles are equal when they refer to the same channel (not merely the same name).
+/// Handles are equal when they refer to the same channel (not merely the same name) through the
+/// same runtime.
 impl PartialEq for Channel {
     fn eq(&self, other: &Channel) -> bool {
-        Arc::ptr_eq(&self.shared, &other.shared)
+        match (&self.0, &other.0) {
+            (Backend::Local(a), Backend::Local(b)) => a == b,
+            (Backend::Remote(a), Backend::Remote(b)) => a == b,
+            _ => false,
+        }
     }
 }
 
@@ -145,15 +151,14 @@ impl Eq for Channel {}
 
 impl std::fmt::Debug for Channel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Channel").field("name", &self.shared.name).finish()
+        forward!(&self.0, ch => ch.fmt(f))
     }
 }
 
 /// A task's output connection to a channel.
 pub struct ChannelOutput {
-    channel: Channel,
-    task: Arc<TaskShared>,
-    conn: ConnId,
+    pub(crate) channel: Channel,
+    pub(crate) inner: Backend<local::channel::ChannelOutput, RemoteChannelOutput>,
 }
 
 impl ChannelOutput {
@@ -168,82 +173,55 @@ impl ChannelOutput {
     }
 
     /// Puts with a reference count and/or a timeout (SPEC §2). Errors: `InvalidTimestamp`,
-    /// `BelowVisibility`, `DuplicateTimestamp`, `Full`, `Closed`.
+    /// `BelowVisibility`, `DuplicateTimestamp`, `Full`, `Closed` (remotely also `Unreachable`).
     pub fn put_with(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
-        let payload = self.admit(ts, payload)?;
-        wait::blocking(&self.channel.shared.freed, options.timeout, || self.try_put(ts, &payload, options.refcount))
+        forward!(&self.inner, out => out.put_with(ts, payload, options))
     }
 
     /// The async form of [`put_with`](Self::put_with): waits for room without blocking a thread.
     pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
-        let payload = self.admit(ts, payload)?;
-        let attempt = || self.try_put(ts, &payload, options.refcount);
-        wait::asynchronous(&self.channel.shared.freed, options.timeout, attempt).await
-    }
-
-    fn admit(&self, ts: Timestamp, payload: impl IntoPayload) -> Result<Payload> {
-        let buffers = &self.channel.shared.buffers;
-        crate::payload::admit(self.channel.name(), ts, payload, buffers, |bytes| self.check_fits(ts, bytes))
+        forward!(&self.inner, out => out.put_async(ts, payload, options).await)
     }
 
     /// Fails `Full { can_never_fit: true, .. }` (the error a put would return) when an item of
-    /// `payload_bytes` at `ts` can never fit this channel's `max_bytes`, whatever is reclaimed:
-    /// for callers that copy a payload themselves and want to refuse before the copy. Every put
-    /// checks this before copying.
+    /// `payload_bytes` at `ts` can never fit this channel's `max_bytes` (or, remotely, the node's
+    /// payload bound), whatever is reclaimed: for callers that copy a payload themselves and want
+    /// to refuse before the copy. Every put checks this before copying.
     pub fn check_fits(&self, ts: Timestamp, payload_bytes: usize) -> Result<()> {
-        let shared = &self.channel.shared;
-        shared.limits.check_fits(&shared.name, ts, payload_bytes)
+        forward!(&self.inner, out => out.check_fits(ts, payload_bytes))
     }
 
-    /// Copies `parts`, concatenated, into a buffer from this channel's recycling pool: the one
-    /// copy of copy-in, for callers (bindings) that build a [`Payload`] themselves.
+    /// Copies `parts`, concatenated, into a buffer from this connection's recycling pool: the one
+    /// copy of copy-in, for callers (bindings) that build a [`Payload`](crate::Payload) themselves.
     pub fn copy_in(&self, parts: &[&[u8]]) -> bytes::Bytes {
-        self.channel.shared.buffers.copy(parts)
+        forward!(&self.inner, out => out.copy_in(parts))
     }
 
     /// Demand feedback (SPEC §3): the lowest timestamp any current or future consumer may still
     /// get if it were put now. A source may skip producing frames below it: nobody would read
     /// them. See [`Retention`] for how late joiners affect it.
     pub fn demand(&self) -> Timestamp {
-        self.channel.shared.state.lock().demand(self.channel.space.ts_min())
+        forward!(&self.inner, out => out.demand())
     }
 
     /// A future that completes when a put blocked on this connection would wake: room freed,
     /// the connection detached, its task, the channel or the runtime closed. Registered when
     /// created; see [`Changed`].
     pub fn freed(&self) -> Changed {
-        Changed::new(&self.channel.shared.freed, None)
+        forward!(&self.inner, out => out.freed())
     }
 
     /// Detaches the connection (idempotent; dropping it detaches too). A put blocked on it
     /// returns `Closed`; every later call fails `Closed`.
     pub fn detach(&self) {
-        self.channel.space.detach(&self.task, Held::ChannelOutput(Arc::downgrade(&self.channel.shared), self.conn));
-    }
-
-    fn try_put(&self, ts: Timestamp, payload: &Payload, refcount: Option<u32>) -> Result<()> {
-        let shared = &self.channel.shared;
-        let (_, reclaimed) = self
-            .channel
-            .space
-            .run(&**shared, &self.task, |s, t, _| Ok(((), s.put(self.conn, t, ts, payload.clone(), refcount)?)))?;
-        shared.changed.notify();
-        self.channel.reclaimed(&reclaimed);
-        Ok(())
-    }
-}
-
-impl Drop for ChannelOutput {
-    fn drop(&mut self) {
-        self.detach();
+        forward!(&self.inner, out => out.detach())
     }
 }
 
 /// A task's input connection to a channel: per item, a state unseen → open → consumed.
 pub struct ChannelInput {
-    channel: Channel,
-    task: Arc<TaskShared>,
-    conn: ConnId,
+    pub(crate) channel: Channel,
+    pub(crate) inner: Backend<local::channel::ChannelInput, RemoteChannelInput>,
 }
 
 impl ChannelInput {
@@ -254,25 +232,15 @@ impl ChannelInput {
 
     /// Gets an item (SPEC §2); it becomes open on this connection. `timeout`: `None` waits as
     /// long as needed, `Some(Duration::ZERO)` never waits. Errors: `NotAvailable` (with the
-    /// neighbouring timestamps), `AlreadyConsumed`, `Reclaimed`, `InvalidTimestamp`, `Closed`.
+    /// neighbouring timestamps), `AlreadyConsumed`, `Reclaimed`, `InvalidTimestamp`, `Closed`
+    /// (remotely also `Unreachable`).
     pub fn get(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
-        let selector = selector.into();
-        if let Some(done) = wait::at_once(self.try_get(selector), timeout) {
-            return done;
-        }
-        let mut registered = None;
-        wait::blocking(&self.channel.shared.changed, timeout, || self.try_registered(selector, &mut registered))
+        forward!(&self.inner, inp => inp.get(selector, timeout))
     }
 
     /// The async form of [`get`](Self::get), for tokio.
     pub async fn get_async(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
-        let selector = selector.into();
-        if let Some(done) = wait::at_once(self.try_get(selector), timeout) {
-            return done;
-        }
-        let mut registered = None;
-        wait::asynchronous(&self.channel.shared.changed, timeout, || self.try_registered(selector, &mut registered))
-            .await
+        forward!(&self.inner, inp => inp.get_async(selector, timeout).await)
     }
 
     /// A future that completes when a get with `selector` blocked on this connection would wake:
@@ -280,85 +248,29 @@ impl ChannelInput {
     /// for good), the connection detached, its task, the channel or the runtime closed. Registered
     /// when created; see [`Changed`].
     pub fn changed(&self, selector: impl Into<Selector>) -> Changed {
-        Changed::new(&self.channel.shared.changed, self.wait_horizon(selector.into()))
-    }
-
-    /// A blocking attempt: registers for horizon moves first if the get needs to (once), then
-    /// tries. Registering inside the attempt means a producer set closed while the get waits
-    /// (which wakes it) is seen by the next attempt.
-    fn try_registered(&self, selector: Selector, registered: &mut Option<HorizonWait>) -> Result<Item> {
-        if registered.is_none() {
-            *registered = self.wait_horizon(selector);
-        }
-        self.try_get(selector)
-    }
-
-    /// Registers a get about to block for the horizon moves that end it, if any can: an exact get
-    /// when ts_min or the settled horizon passes its timestamp, a wildcard get on a channel
-    /// with a closed producer set when the horizon reaches `INFINITY`.
-    fn wait_horizon(&self, selector: Selector) -> Option<HorizonWait> {
-        let shared = &self.channel.shared;
-        let threshold = match selector {
-            Selector::At(ts) => ts,
-            _ if shared.producers_closed.load(Ordering::SeqCst) => TS_MAX,
-            _ => return None,
-        };
-        Some(self.channel.space.wait_horizon(shared, threshold))
+        forward!(&self.inner, inp => inp.changed(selector))
     }
 
     /// Every item with `t0 <= ts <= t1` present and not consumed on this connection, in
     /// timestamp order; each becomes open. Never waits.
     pub fn get_range(&self, t0: Timestamp, t1: Timestamp) -> Result<Vec<Item>> {
-        let (items, _) = self.channel.space.run(&*self.channel.shared, &self.task, |s, _, _| {
-            let mut fx = Effects::default();
-            let items = s.get_range(self.conn, t0, t1, &mut fx)?;
-            Ok((items, fx))
-        })?;
-        Ok(items)
+        forward!(&self.inner, inp => inp.get_range(t0, t1))
     }
 
     /// Marks the item at `ts` consumed on this connection. A no-op for an item already consumed
     /// or reclaimed; `NotAvailable` for a timestamp never put.
     pub fn consume(&self, ts: Timestamp) -> Result<()> {
-        let (_, reclaimed) = self.channel.space.run(&*self.channel.shared, &self.task, |s, _, ts_min| {
-            let mut fx = Effects::default();
-            s.consume(self.conn, ts, ts_min, &mut fx)?;
-            Ok(((), fx))
-        })?;
-        self.channel.reclaimed(&reclaimed);
-        Ok(())
+        forward!(&self.inner, inp => inp.consume(ts))
     }
 
     /// Marks every present item `<= ts` consumed on this connection, unseen ones included.
     pub fn consume_until(&self, ts: Timestamp) -> Result<()> {
-        let (_, reclaimed) = self.channel.space.run(&*self.channel.shared, &self.task, |s, _, _| {
-            let mut fx = Effects::default();
-            s.consume_until(self.conn, ts, &mut fx)?;
-            Ok(((), fx))
-        })?;
-        self.channel.reclaimed(&reclaimed);
-        Ok(())
+        forward!(&self.inner, inp => inp.consume_until(ts))
     }
 
     /// Detaches the connection (idempotent; dropping it detaches too): all its claims are
     /// dropped. A get blocked on it returns `Closed`; every later call fails `Closed`.
     pub fn detach(&self) {
-        self.channel.space.detach(&self.task, Held::ChannelInput(Arc::downgrade(&self.channel.shared), self.conn));
-    }
-
-    fn try_get(&self, selector: Selector) -> Result<Item> {
-        let (space, shared) = (&self.channel.space, &self.channel.shared);
-        let (item, _) = space.run(&**shared, &self.task, |s, _, ts_min| {
-            let mut fx = Effects::default();
-            let item = s.get(self.conn, selector, ts_min, || space.horizon(shared), &mut fx)?;
-            Ok((item, fx))
-        })?;
-        Ok(item)
-    }
-}
-
-impl Drop for ChannelInput {
-    fn drop(&mut self) {
-        self.detach();
+        forward!(&self.inner, inp => inp.detach())
     }
 }

@@ -13,13 +13,11 @@
 //! the optional `on_incomplete` callback.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use stampede_core::{Error, Item, Result, Selector, Timestamp};
 
-use crate::channel::ChannelInput;
-use crate::space::Space;
+use crate::channel::{Channel, ChannelInput};
 use crate::wait;
 
 /// What an exact join does with a timestamp that is missing in some channels.
@@ -81,7 +79,8 @@ struct Inputs {
     buffers: Vec<BTreeMap<Timestamp, Item>>,
     stats: JoinStats,
     on_incomplete: Option<IncompleteHandler>,
-    space: Arc<Space>,
+    /// A channel of the join's runtime, whose progress (any put or claim change) it waits for.
+    progress: Channel,
     /// Highest timestamp released (or skipped); items arriving at or below it are late.
     released_through: Option<Timestamp>,
     /// The timestamp of the output handed out last, consumed at the next call.
@@ -97,8 +96,8 @@ impl Inputs {
                 reason: "no input connections".into(),
             });
         };
-        let space = first.channel().space.clone();
-        if let Some(foreign) = inputs.iter().find(|i| !Arc::ptr_eq(&i.channel().space, &space)) {
+        let first = first.channel().clone();
+        if let Some(foreign) = inputs.iter().find(|i| !i.channel().same_runtime(&first)) {
             return Err(Error::InvalidArgument {
                 op: "join",
                 name: foreign.channel().name().to_owned(),
@@ -111,7 +110,7 @@ impl Inputs {
             buffers,
             stats: JoinStats::default(),
             on_incomplete: None,
-            space,
+            progress: first,
             released_through: None,
             outstanding: None,
         })
@@ -200,8 +199,7 @@ impl Inputs {
     ) -> Result<T> {
         let deadline = wait::deadline(timeout);
         loop {
-            let space = self.space.clone();
-            let waiter = space.progress.listen();
+            let waiter = self.progress.progressed();
             if let Some(value) = step(self)? {
                 return Ok(value);
             }

@@ -30,7 +30,8 @@
 //!
 //! # Layout
 //!
-//! - [`runtime`] — [`Runtime`], the embedded node: names, tasks, ts_min, `collect`, `close`.
+//! - [`runtime`] — [`Runtime`]: names, tasks, ts_min, `collect`, `close`; embedded
+//!   ([`Runtime::new`]) or a session on a node ([`connect`]), with one API.
 //! - [`task`] — [`Task`]: virtual time, visibility, `spawn`, `attach_input` / `attach_output`.
 //! - [`channel`] — [`Channel`], [`ChannelOutput`] (`put`) and [`ChannelInput`] (`get`,
 //!   `get_range`, `consume`, `consume_until`), blocking and async.
@@ -39,6 +40,10 @@
 //! - [`payload`] — copy-in through recycled buffers; what `put` accepts.
 //! - [`npy`] — reading and checking `.npy` headers (codec `"npy"`): no object dtypes, sizes that add up.
 //! - [`pacer`] — [`Pacer`], real-time pacing.
+//! - [`remote`] — the client side of the fabric: the wire format and zenoh key expressions
+//!   shared with the node (`stampede-node`), sessions and sliced waits (`docs/NODES.md`).
+//! - `backend` (private): how each public type forwards to its embedded or remote form;
+//!   `local` (private): the embedded forms.
 //! - `space` (private): locking, the operation path, progress tracking, GC sweeps and handlers;
 //!   `wait` (private): blocking and async waiting without lost wake-ups; `sync` (private): the
 //!   locks and atomics, swapped for shuttle's in the interleaving tests.
@@ -46,12 +51,15 @@
 //! The semantics live in [`stampede_core`], a pure state machine with no I/O; this crate is the
 //! thin concurrent driver around it.
 
+mod backend;
 pub mod channel;
 pub mod join;
+mod local;
 pub mod npy;
 pub mod pacer;
 pub mod payload;
 pub mod queue;
+pub mod remote;
 pub mod runtime;
 mod space;
 pub mod split;
@@ -64,7 +72,7 @@ pub use join::{ApproxJoin, ExactJoin, Incomplete, JoinPolicy, JoinStats, Joined,
 pub use pacer::Pacer;
 pub use payload::{IntoPayload, Parts};
 pub use queue::{Queue, QueueInput, QueueOutput};
-pub use runtime::{ChannelOptions, Container, Runtime, RuntimeStats};
+pub use runtime::{connect, ChannelOptions, Container, Runtime, RuntimeStats};
 pub use split::{split, Gather};
 pub use stampede_core::{
     Codec, Error, Item, Limits, Pace, Payload, QueueItem, Result, Retention, Selector, Stats, Timestamp, DETACHED,

@@ -1,83 +1,68 @@
 //! Queues and their connections (SPEC §5): FIFO by insertion, each item to exactly one getter,
-//! reclaimed when that getter consumes it.
+//! reclaimed when that getter consumes it. In this process or on a node, with one API.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use stampede_core::queue::Ticket;
-use stampede_core::{ConnId, Effects, Item, Limits, Payload, QueueItem, Result, Stats, Timestamp};
+use stampede_core::{Item, Limits, QueueItem, Result, Stats, Timestamp};
 
+use crate::backend::{forward, Backend};
+use crate::local;
 use crate::payload::IntoPayload;
-use crate::space::{Held, QueueShared, Space, TaskShared};
-use crate::wait::{self, Changed};
+use crate::remote::queue::{RemoteQueue, RemoteQueueInput, RemoteQueueOutput};
+use crate::wait::Changed;
 
 /// A named FIFO queue of timestamped items (cheap to clone).
 #[derive(Clone)]
-pub struct Queue {
-    pub(crate) shared: Arc<QueueShared>,
-    pub(crate) space: Arc<Space>,
-}
+pub struct Queue(pub(crate) Backend<local::queue::Queue, RemoteQueue>);
 
 impl Queue {
-    /// The queue's id, unique within its runtime (names may be reused after `destroy`).
+    /// The queue's id, unique within its runtime.
     pub fn id(&self) -> u64 {
-        self.shared.key
+        forward!(&self.0, q => q.id())
     }
 
     /// The queue's name.
     pub fn name(&self) -> &str {
-        &self.shared.name
+        forward!(&self.0, q => q.name())
     }
 
     /// The queue's bounds.
     pub fn limits(&self) -> Limits {
-        self.shared.limits
+        forward!(&self.0, q => q.limits())
     }
 
-    /// Counters now.
+    /// Counters now (remotely: the last ones seen when the node cannot be reached).
     pub fn stats(&self) -> Stats {
-        self.shared.stats(&self.space)
+        forward!(&self.0, q => q.stats())
     }
 
-    /// Registers a GC handler called with each item the queue reclaims (when it is consumed).
-    pub fn on_reclaim(&self, handler: impl Fn(&Item) + Send + Sync + 'static) {
-        self.shared.on_reclaim(handler);
-    }
-
-    /// Destroys the queue: items are reclaimed, operations fail `Closed`.
-    pub fn destroy(&self) -> Result<()> {
-        self.space.destroy(&self.shared.name, "the queue was destroyed")
-    }
-
-    pub(crate) fn attach_input(&self, task: &Arc<TaskShared>) -> Result<QueueInput> {
-        self.space.check_same(task, "attach_input", self.name())?;
-        let conn = self.space.next_id();
-        self.space.attach_input(&self.shared, task, conn, |s, t| {
-            s.attach_input(conn, t.id())?;
-            Ok((s.claim(), stampede_core::Effects::default()))
-        })?;
-        task.held.lock().push(Held::QueueInput(Arc::downgrade(&self.shared), conn));
-        Ok(QueueInput { queue: self.clone(), task: task.clone(), conn })
-    }
-
-    pub(crate) fn attach_output(&self, task: &Arc<TaskShared>) -> Result<QueueOutput> {
-        self.space.check_same(task, "attach_output", self.name())?;
-        let conn = self.space.next_id();
-        task.state.lock().check_open()?;
-        {
-            let mut state = self.shared.state.lock();
-            state.attach_output(conn, task.id)?;
-            self.space.attach_output(self.shared.key, task, conn);
+    /// Registers a GC handler called with each item this queue reclaims. Embedded only for now:
+    /// a remote queue refuses with `InvalidArgument` (register it in the node's process).
+    pub fn on_reclaim(&self, handler: impl Fn(&Item) + Send + Sync + 'static) -> Result<()> {
+        match &self.0 {
+            Backend::Local(q) => {
+                q.on_reclaim(handler);
+                Ok(())
+            }
+            Backend::Remote(q) => Err(crate::remote::runtime::no_remote_handlers(q.name())),
         }
-        task.held.lock().push(Held::QueueOutput(Arc::downgrade(&self.shared), conn));
-        Ok(QueueOutput { queue: self.clone(), task: task.clone(), conn })
+    }
+
+    /// Destroys the queue: its items are reclaimed, its name is freed, and every operation on it
+    /// (blocked ones included) fails `Closed`.
+    pub fn destroy(&self) -> Result<()> {
+        forward!(&self.0, q => q.destroy())
     }
 }
 
-/// Handles are equal when they refer to the same queue (not merely the same name).
+/// Handles are equal when they refer to the same queue through the same runtime.
 impl PartialEq for Queue {
     fn eq(&self, other: &Queue) -> bool {
-        Arc::ptr_eq(&self.shared, &other.shared)
+        match (&self.0, &other.0) {
+            (Backend::Local(a), Backend::Local(b)) => a == b,
+            (Backend::Remote(a), Backend::Remote(b)) => a == b,
+            _ => false,
+        }
     }
 }
 
@@ -85,15 +70,14 @@ impl Eq for Queue {}
 
 impl std::fmt::Debug for Queue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Queue").field("name", &self.shared.name).finish()
+        forward!(&self.0, q => q.fmt(f))
     }
 }
 
 /// A task's output connection to a queue.
 pub struct QueueOutput {
-    queue: Queue,
-    task: Arc<TaskShared>,
-    conn: ConnId,
+    pub(crate) queue: Queue,
+    pub(crate) inner: Backend<local::queue::QueueOutput, RemoteQueueOutput>,
 }
 
 impl QueueOutput {
@@ -102,66 +86,43 @@ impl QueueOutput {
         &self.queue
     }
 
-    /// Appends `payload` at `ts` (duplicates allowed; `ts >= visibility`). `timeout` bounds the
-    /// wait for room in a bounded queue.
+    /// Appends `payload` at `ts`; `timeout` bounds the wait for room in a bounded queue (`Full`
+    /// when it expires).
     pub fn put(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
-        let payload = self.admit(ts, payload)?;
-        wait::blocking(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload))
+        forward!(&self.inner, out => out.put(ts, payload, timeout))
     }
 
     /// The async form of [`put`](Self::put).
     pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
-        let payload = self.admit(ts, payload)?;
-        wait::asynchronous(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload)).await
-    }
-
-    fn admit(&self, ts: Timestamp, payload: impl IntoPayload) -> Result<Payload> {
-        let buffers = &self.queue.shared.buffers;
-        crate::payload::admit(self.queue.name(), ts, payload, buffers, |bytes| self.check_fits(ts, bytes))
+        forward!(&self.inner, out => out.put_async(ts, payload, timeout).await)
     }
 
     /// As [`ChannelOutput::check_fits`](crate::ChannelOutput::check_fits), for this queue.
     pub fn check_fits(&self, ts: Timestamp, payload_bytes: usize) -> Result<()> {
-        let shared = &self.queue.shared;
-        shared.limits.check_fits(&shared.name, ts, payload_bytes)
+        forward!(&self.inner, out => out.check_fits(ts, payload_bytes))
     }
 
-    /// Copies `parts`, concatenated, into a buffer from this queue's recycling pool.
+    /// As [`ChannelOutput::copy_in`](crate::ChannelOutput::copy_in).
     pub fn copy_in(&self, parts: &[&[u8]]) -> bytes::Bytes {
-        self.queue.shared.buffers.copy(parts)
+        forward!(&self.inner, out => out.copy_in(parts))
     }
 
     /// A future that completes when a put blocked on this connection would wake (as
     /// [`ChannelOutput::freed`](crate::ChannelOutput::freed)).
     pub fn freed(&self) -> Changed {
-        Changed::new(&self.queue.shared.freed, None)
+        forward!(&self.inner, out => out.freed())
     }
 
-    /// Detaches the connection (idempotent; dropping it detaches too). A put blocked on it
-    /// returns `Closed`; every later call fails `Closed`.
+    /// Detaches the connection (idempotent; dropping it detaches too).
     pub fn detach(&self) {
-        self.queue.space.detach(&self.task, Held::QueueOutput(Arc::downgrade(&self.queue.shared), self.conn));
-    }
-
-    fn try_put(&self, ts: Timestamp, payload: &Payload) -> Result<()> {
-        let shared = &self.queue.shared;
-        self.queue.space.run(&**shared, &self.task, |s, t, _| Ok(((), s.put(self.conn, t, ts, payload.clone())?)))?;
-        shared.changed.notify();
-        Ok(())
-    }
-}
-
-impl Drop for QueueOutput {
-    fn drop(&mut self) {
-        self.detach();
+        forward!(&self.inner, out => out.detach())
     }
 }
 
 /// A task's input connection to a queue.
 pub struct QueueInput {
-    queue: Queue,
-    task: Arc<TaskShared>,
-    conn: ConnId,
+    pub(crate) queue: Queue,
+    pub(crate) inner: Backend<local::queue::QueueInput, RemoteQueueInput>,
 }
 
 impl QueueInput {
@@ -173,33 +134,25 @@ impl QueueInput {
     /// Takes the oldest waiting item; it is open on this connection (holding the task's
     /// visibility at its timestamp) until consumed. `NotAvailable` when the timeout expires.
     /// Blocked getters are served first come, first served; a getter that gives up passes its
-    /// turn on.
+    /// turn on (remotely: a getter keeps its place for one wait slice, see `docs/NODES.md`).
     pub fn get(&self, timeout: Option<Duration>) -> Result<QueueItem> {
-        if let Some(done) = wait::at_once(self.try_get(None), timeout) {
-            return done;
-        }
-        let mut place = Place { input: self, ticket: None };
-        wait::blocking(&self.queue.shared.changed, timeout, || self.try_get(Some(&mut place.ticket)))
+        forward!(&self.inner, inp => inp.get(timeout))
     }
 
     /// The async form of [`get`](Self::get). Cancelling it (dropping the future) takes nothing
     /// and gives up its turn.
     pub async fn get_async(&self, timeout: Option<Duration>) -> Result<QueueItem> {
-        if let Some(done) = wait::at_once(self.try_get(None), timeout) {
-            return done;
-        }
-        let mut place = Place { input: self, ticket: None };
-        wait::asynchronous(&self.queue.shared.changed, timeout, || self.try_get(Some(&mut place.ticket))).await
+        forward!(&self.inner, inp => inp.get_async(timeout).await)
     }
 
     /// Consumes an item this connection got; the queue reclaims it.
     pub fn consume(&self, item: &QueueItem) -> Result<()> {
-        self.consume_at(Some(item.seq), item.item.ts)
+        forward!(&self.inner, inp => inp.consume(item))
     }
 
     /// Consumes the oldest item open on this connection at `ts`.
     pub fn consume_ts(&self, ts: Timestamp) -> Result<()> {
-        self.consume_at(None, ts)
+        forward!(&self.inner, inp => inp.consume_ts(ts))
     }
 
     /// A future that completes when a get blocked on this connection would wake: an arrival,
@@ -207,57 +160,13 @@ impl QueueInput {
     /// created; see [`Changed`]. It holds no place in line: a zero-timeout get after it is served
     /// only from items no blocked getter is waiting for.
     pub fn changed(&self) -> Changed {
-        Changed::new(&self.queue.shared.changed, None)
+        forward!(&self.inner, inp => inp.changed())
     }
 
     /// Detaches the connection (idempotent; dropping it detaches too); items it still holds open
     /// go back to the head of the queue. A get blocked on it returns `Closed`; every later call
     /// fails `Closed`.
     pub fn detach(&self) {
-        self.queue.space.detach(&self.task, Held::QueueInput(Arc::downgrade(&self.queue.shared), self.conn));
-    }
-
-    fn consume_at(&self, seq: Option<u64>, ts: Timestamp) -> Result<()> {
-        let shared = &self.queue.shared;
-        let (_, reclaimed) = self.queue.space.run(&**shared, &self.task, |s, _, _| {
-            let mut fx = Effects::default();
-            s.consume(self.conn, seq, ts, &mut fx)?;
-            Ok(((), fx))
-        })?;
-        self.queue.space.reclaimed(shared, &reclaimed);
-        Ok(())
-    }
-
-    fn try_get(&self, ticket: Option<&mut Option<Ticket>>) -> Result<QueueItem> {
-        let (item, _) = self.queue.space.run(&*self.queue.shared, &self.task, |s, _, _| {
-            let mut fx = Effects::default();
-            let item = s.get(self.conn, ticket, &mut fx)?;
-            Ok((item, fx))
-        })?;
-        Ok(item)
-    }
-}
-
-/// A blocked get's place in the queue's line of getters, left when the get returns or is
-/// cancelled (dropped).
-struct Place<'a> {
-    input: &'a QueueInput,
-    ticket: Option<Ticket>,
-}
-
-impl Drop for Place<'_> {
-    fn drop(&mut self) {
-        let Some(ticket) = self.ticket else { return };
-        let shared = &self.input.queue.shared;
-        let passed_on = shared.state.lock().leave(ticket);
-        if passed_on {
-            shared.changed.notify();
-        }
-    }
-}
-
-impl Drop for QueueInput {
-    fn drop(&mut self) {
-        self.detach();
+        forward!(&self.inner, inp => inp.detach())
     }
 }

@@ -1,15 +1,18 @@
-//! The embedded node (SPEC §7 "embedded by default"): channels, queues, names, tasks and GC in
-//! this process, with nothing to install or start.
+//! [`Runtime`]: channels, queues, names, tasks and GC — embedded in this process by default
+//! (SPEC §7 "embedded by default": nothing to install or start), or a client's session on a node
+//! through [`connect`], with the same API.
 
-use std::sync::Arc;
+use std::time::Duration;
 
-use stampede_core::name::check_name;
-use stampede_core::{ChannelState, Error, Item, Limits, QueueState, Result, Retention, Timestamp};
+use stampede_core::{Error, Item, Limits, Result, Retention, Timestamp};
 
+use crate::backend::{forward, Backend};
 use crate::channel::Channel;
+use crate::local;
 use crate::queue::Queue;
-use crate::space::{Entry, ReclaimHandler, Shared, Space};
+use crate::remote::runtime::{RemoteContainer, RemoteRuntime};
 use crate::task::Task;
+use crate::wait::Changed;
 
 /// How a channel is created: its bounds and its retention policy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -50,11 +53,10 @@ pub struct RuntimeStats {
     pub claims: usize,
 }
 
-/// An embedded Stampede node. Cheap to clone; every clone is the same node.
+/// A Stampede runtime: embedded ([`Runtime::new`]) or a session on a node ([`connect`]). Cheap
+/// to clone; every clone is the same runtime.
 #[derive(Clone)]
-pub struct Runtime {
-    space: Arc<Space>,
-}
+pub struct Runtime(Backend<local::runtime::Runtime, RemoteRuntime>);
 
 impl Default for Runtime {
     fn default() -> Self {
@@ -62,44 +64,63 @@ impl Default for Runtime {
     }
 }
 
+/// Connects to the node listening on `endpoint` (`tcp/127.0.0.1:7447`, `unixsock-stream/<path>`;
+/// `stampede serve` or an embedded runtime serving clients) and opens a session there: the
+/// returned runtime's channels, queues and tasks live on that node, and its API is the embedded
+/// one. `timeout`: how long to keep trying to reach the node (`None`: as long as it takes).
+/// Errors: `Unreachable` when no node answers in time, `InvalidArgument` for a malformed endpoint
+/// or a node of another release (wire version mismatch).
+///
+/// A remote runtime's blocking calls block the calling thread (call them outside async code);
+/// the `_async` forms and readiness futures do not. See `docs/NODES.md`.
+pub fn connect(endpoint: &str, timeout: Option<Duration>) -> Result<Runtime> {
+    Ok(Runtime(Backend::Remote(crate::remote::client::connect(endpoint, timeout)?)))
+}
+
 impl Runtime {
-    /// A new, empty node in this process. Several may coexist; they share nothing.
+    /// A new, empty runtime in this process. Several may coexist; they share nothing.
     pub fn new() -> Runtime {
-        Runtime { space: Space::new() }
+        Runtime(Backend::Local(local::runtime::Runtime::new()))
+    }
+
+    /// The node this runtime is a session on (`None` when embedded).
+    pub fn node(&self) -> Option<&str> {
+        match &self.0 {
+            Backend::Local(_) => None,
+            Backend::Remote(rt) => Some(rt.node()),
+        }
     }
 
     /// Creates a channel with bounds ([`Limits`]) or full [`ChannelOptions`]. Names are
     /// `/`-separated segments (`camera/left`, see [`stampede_core::name`]); a bad name or a zero
     /// bound is `InvalidArgument`, a name in use `AlreadyExists`, a closed runtime `Closed`.
     pub fn create_channel(&self, name: &str, options: impl Into<ChannelOptions>) -> Result<Channel> {
-        let ChannelOptions { limits, retention } = options.into();
-        check_name("create_channel", name)?;
-        limits.check("create_channel", name)?;
-        let name: Arc<str> = name.into();
-        let key = self.space.next_id();
-        let shared = Shared::new(key, name.clone(), limits, ChannelState::new(name.clone(), limits, retention));
-        self.space.register(&name, Entry::Channel(shared.clone()))?;
-        Ok(Channel { shared, space: self.space.clone() })
+        Ok(match &self.0 {
+            Backend::Local(rt) => Channel(Backend::Local(rt.create_channel(name, options)?)),
+            Backend::Remote(rt) => Channel(Backend::Remote(rt.create_channel(name, options)?)),
+        })
     }
 
     /// Creates a queue (names and bounds as [`create_channel`](Self::create_channel)).
     pub fn create_queue(&self, name: &str, limits: Limits) -> Result<Queue> {
-        check_name("create_queue", name)?;
-        limits.check("create_queue", name)?;
-        let name: Arc<str> = name.into();
-        let key = self.space.next_id();
-        let shared = Shared::new(key, name.clone(), limits, QueueState::new(key, name.clone(), limits));
-        self.space.register(&name, Entry::Queue(shared.clone()))?;
-        Ok(Queue { shared, space: self.space.clone() })
+        Ok(match &self.0 {
+            Backend::Local(rt) => Queue(Backend::Local(rt.create_queue(name, limits)?)),
+            Backend::Remote(rt) => Queue(Backend::Remote(rt.create_queue(name, limits)?)),
+        })
     }
 
     /// The channel or queue called `name` (`NotFound` otherwise; `InvalidArgument` for a name
     /// no container can have; `Closed` once the runtime is closed).
     pub fn lookup(&self, name: &str) -> Result<Container> {
-        check_name("lookup", name)?;
-        Ok(match self.space.lookup(name)? {
-            Entry::Channel(shared) => Container::Channel(Channel { shared, space: self.space.clone() }),
-            Entry::Queue(shared) => Container::Queue(Queue { shared, space: self.space.clone() }),
+        Ok(match &self.0 {
+            Backend::Local(rt) => match rt.lookup(name)? {
+                local::runtime::Container::Channel(ch) => Container::Channel(Channel(Backend::Local(ch))),
+                local::runtime::Container::Queue(q) => Container::Queue(Queue(Backend::Local(q))),
+            },
+            Backend::Remote(rt) => match rt.lookup(name)? {
+                RemoteContainer::Channel(ch) => Container::Channel(Channel(Backend::Remote(ch))),
+                RemoteContainer::Queue(q) => Container::Queue(Queue(Backend::Remote(q))),
+            },
         })
     }
 
@@ -122,59 +143,90 @@ impl Runtime {
     /// Names of the channels and queues `prefix` selects, sorted. Hierarchical
     /// ([`stampede_core::name::under`]): `""` selects all; `"camera/"` the names under `camera/`
     /// (not `cameraX`); `"camera"` `camera` itself and the names under it (not `cameras`).
-    pub fn names(&self, prefix: &str) -> Vec<String> {
-        self.space.names(prefix)
+    /// Embedded this never fails; remotely it is `Unreachable` when the node cannot be reached.
+    pub fn names(&self, prefix: &str) -> Result<Vec<String>> {
+        match &self.0 {
+            Backend::Local(rt) => Ok(rt.names(prefix)),
+            Backend::Remote(rt) => rt.names(prefix),
+        }
     }
 
     /// A root task at `virtual_time` (`INFINITY` allowed). It must be `>= ts_min`: nothing below
     /// ts_min may ever be put again.
     pub fn task(&self, virtual_time: Timestamp) -> Result<Task> {
-        Ok(Task { shared: self.space.new_task(virtual_time, None)? })
+        Ok(match &self.0 {
+            Backend::Local(rt) => Task(Backend::Local(rt.task(virtual_time)?)),
+            Backend::Remote(rt) => Task(Backend::Remote(rt.task(virtual_time)?)),
+        })
     }
 
-    /// Current ts_min: no existing or future task can get an item below it.
+    /// Current ts_min: no existing or future task can get an item below it. Remotely, the node's;
+    /// the last one seen when the node cannot be reached (ts_min never decreases, so that is a
+    /// safe lower bound).
     pub fn ts_min(&self) -> Timestamp {
-        self.space.ts_min()
+        forward!(&self.0, rt => rt.ts_min())
     }
 
     /// Runs a GC pass now; returns the number of items reclaimed. Reclamation already happens
     /// within the operation that makes an item garbage, so this normally returns 0; it exists
     /// so that tests and tools can be deterministic.
     pub fn collect(&self) -> usize {
-        self.space.sweep(self.space.ts_min())
+        forward!(&self.0, rt => rt.collect())
     }
 
-    /// Registers a GC handler for every channel and queue: `handler(name, item)`.
-    pub fn on_reclaim(&self, handler: impl Fn(&str, &Item) + Send + Sync + 'static) {
-        let handler: ReclaimHandler = Arc::new(handler);
-        self.space.add_handler(handler);
-    }
-
-    /// Node-wide counters.
-    pub fn stats(&self) -> RuntimeStats {
-        RuntimeStats {
-            ts_min: self.space.ts_min(),
-            containers: self.space.entries().len(),
-            claims: self.space.claim_count(),
+    /// Registers a GC handler for every channel and queue: `handler(name, item)`. Embedded only
+    /// for now: a remote runtime refuses with `InvalidArgument` (register it in the node's
+    /// process).
+    pub fn on_reclaim(&self, handler: impl Fn(&str, &Item) + Send + Sync + 'static) -> Result<()> {
+        match &self.0 {
+            Backend::Local(rt) => {
+                rt.on_reclaim(handler);
+                Ok(())
+            }
+            Backend::Remote(rt) => Err(crate::remote::runtime::no_remote_handlers(rt.node())),
         }
     }
 
-    /// Ends the node: every channel and queue is destroyed (blocked operations wake with
-    /// `Closed`), every task closed. Idempotent.
+    /// Node-wide counters (remotely: the last ones seen when the node cannot be reached).
+    pub fn stats(&self) -> RuntimeStats {
+        forward!(&self.0, rt => rt.stats())
+    }
+
+    /// Embedded: ends the runtime — every channel and queue is destroyed (blocked operations
+    /// wake with `Closed`), every task closed. Remote: ends this client's session — its tasks on
+    /// the node are closed (claims released, open items back) by the time this returns, and the
+    /// client leaves the fabric. Idempotent.
     pub fn close(&self) {
-        self.space.close();
+        forward!(&self.0, rt => rt.close())
     }
 
     /// Checks, under the locks that make each comparison atomic, that every live task's
-    /// visibility is at or above ts_min (SPEC §3). Panics naming the task otherwise. For tests and
-    /// the interleaving scheduler; the driver asserts the same after its own steps.
+    /// visibility is at or above ts_min (SPEC §3). Panics naming the task otherwise (remotely:
+    /// the node checks and the report comes back). For tests and the interleaving scheduler.
     #[doc(hidden)]
     pub fn check_invariants(&self) {
-        self.space.check_invariants();
+        forward!(&self.0, rt => rt.check_invariants())
+    }
+
+    /// Completes at the next put or claim change anywhere in the runtime (remotely: or after a
+    /// wait slice); registered when created, may complete spuriously. What joins wait for; a
+    /// node serves it to its clients' joins.
+    #[doc(hidden)]
+    pub fn progressed(&self) -> Changed {
+        forward!(&self.0, rt => rt.progressed())
     }
 
     /// `true` once [`close`](Self::close) ran.
     pub fn is_closed(&self) -> bool {
-        self.space.is_closed()
+        forward!(&self.0, rt => rt.is_closed())
+    }
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Backend::Local(_) => f.debug_struct("Runtime").finish_non_exhaustive(),
+            Backend::Remote(rt) => rt.fmt(f),
+        }
     }
 }

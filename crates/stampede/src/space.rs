@@ -291,7 +291,7 @@ pub(crate) struct Space {
     horizon_waiting: AtomicUsize,
     /// Notified on every put and every claim change: what joins wait on, since settledness only
     /// moves when a claim does.
-    pub(crate) progress: Signal,
+    pub(crate) progress: Arc<Signal>,
 }
 
 impl Space {
@@ -307,7 +307,7 @@ impl Space {
             handlers: RwLock::new(Vec::new()),
             horizon_waiters: Mutex::new(IdMap::default()),
             horizon_waiting: AtomicUsize::new(0),
-            progress: Signal::default(),
+            progress: Arc::default(),
         })
     }
 

@@ -2,49 +2,51 @@
 //!
 //! A [`Task`] handle is cheap to clone; the task lives while any handle or connection of it
 //! lives, or until [`Task::close`]. Closing detaches every connection the task holds and releases
-//! its claim on ts_min, so a task that ends never pins GC.
+//! its claim on ts_min, so a task that ends never pins GC. A task of a remote runtime lives on
+//! the node, owned by the client's session.
 
-use std::sync::Arc;
+use stampede_core::{Error, Result, Timestamp};
 
-use stampede_core::{Result, Timestamp};
-
+use crate::backend::{forward, Backend};
 use crate::channel::{Channel, ChannelInput, ChannelOutput};
+use crate::local;
 use crate::queue::{Queue, QueueInput, QueueOutput};
-use crate::space::TaskShared;
+use crate::remote::task::RemoteTask;
 
 /// The unit that holds a virtual time. Any thread or async task may drive it.
 #[derive(Clone)]
-pub struct Task {
-    pub(crate) shared: Arc<TaskShared>,
-}
+pub struct Task(pub(crate) Backend<local::task::Task, RemoteTask>);
 
 impl Task {
     /// The task's id, unique within its runtime.
     pub fn id(&self) -> u64 {
-        self.shared.id
+        forward!(&self.0, t => t.id())
     }
 
-    /// The task's virtual time.
+    /// The task's virtual time (remotely: the last one seen when the node cannot be reached).
     pub fn virtual_time(&self) -> Timestamp {
-        self.shared.state.lock().virtual_time()
+        forward!(&self.0, t => t.virtual_time())
     }
 
     /// `min(virtual_time, timestamps of items open on its input connections)`: the lowest
-    /// timestamp this task may still put.
+    /// timestamp this task may still put (remotely: the last one seen when the node cannot be
+    /// reached).
     pub fn visibility(&self) -> Timestamp {
-        self.shared.state.lock().visibility()
+        forward!(&self.0, t => t.visibility())
     }
 
     /// Sets the virtual time; `v` must be `>= visibility` (else `BelowVisibility`). Advancing it
     /// may advance ts_min and reclaim items before this returns.
     pub fn set_virtual_time(&self, v: Timestamp) -> Result<()> {
-        self.shared.space.set_virtual_time(&self.shared, v)
+        forward!(&self.0, t => t.set_virtual_time(v))
     }
 
     /// Creates a child task whose virtual time must be `>= self.visibility()`.
     pub fn spawn(&self, virtual_time: Timestamp) -> Result<Task> {
-        let shared = self.shared.space.new_task(virtual_time, Some(&self.shared))?;
-        Ok(Task { shared })
+        Ok(match &self.0 {
+            Backend::Local(t) => Task(Backend::Local(t.spawn(virtual_time)?)),
+            Backend::Remote(t) => Task(Backend::Remote(t.spawn(virtual_time)?)),
+        })
     }
 
     /// Attaches an input connection to a channel or queue. For a channel, every item present
@@ -62,18 +64,13 @@ impl Task {
     /// Ends the task now: detaches its connections (their later use fails `Closed`) and releases
     /// its claim on ts_min.
     pub fn close(&self) {
-        self.shared.space.close_task(&self.shared);
+        forward!(&self.0, t => t.close())
     }
 }
 
 impl std::fmt::Debug for Task {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let state = self.shared.state.lock();
-        f.debug_struct("Task")
-            .field("id", &self.shared.id)
-            .field("virtual_time", &state.virtual_time())
-            .field("visibility", &state.visibility())
-            .finish()
+        forward!(&self.0, t => t.fmt(f))
     }
 }
 
@@ -89,14 +86,38 @@ pub trait Attach {
     fn attach_output(&self, task: &Task) -> Result<Self::Output>;
 }
 
+/// The error of attaching a task of one runtime to a container of another: an embedded task to
+/// a remote container or the other way round (the embedded and remote sides check their own).
+fn elsewhere(op: &'static str, name: &str, task: &Task) -> Error {
+    Error::InvalidArgument {
+        op,
+        name: name.to_owned(),
+        reason: format!(
+            "task {} and the channel or queue belong to different runtimes (one embedded, one remote); attach a \
+             task of the runtime that created or looked up the container",
+            task.id()
+        ),
+    }
+}
+
 impl Attach for Channel {
     type Input = ChannelInput;
     type Output = ChannelOutput;
     fn attach_input(&self, task: &Task) -> Result<ChannelInput> {
-        Channel::attach_input(self, &task.shared)
+        let inner = match (&self.0, &task.0) {
+            (Backend::Local(c), Backend::Local(t)) => Backend::Local(c.attach_input(&t.shared)?),
+            (Backend::Remote(c), Backend::Remote(t)) => Backend::Remote(c.attach_input(t)?),
+            _ => return Err(elsewhere("attach_input", self.name(), task)),
+        };
+        Ok(ChannelInput { channel: self.clone(), inner })
     }
     fn attach_output(&self, task: &Task) -> Result<ChannelOutput> {
-        Channel::attach_output(self, &task.shared)
+        let inner = match (&self.0, &task.0) {
+            (Backend::Local(c), Backend::Local(t)) => Backend::Local(c.attach_output(&t.shared)?),
+            (Backend::Remote(c), Backend::Remote(t)) => Backend::Remote(c.attach_output(t)?),
+            _ => return Err(elsewhere("attach_output", self.name(), task)),
+        };
+        Ok(ChannelOutput { channel: self.clone(), inner })
     }
 }
 
@@ -104,9 +125,19 @@ impl Attach for Queue {
     type Input = QueueInput;
     type Output = QueueOutput;
     fn attach_input(&self, task: &Task) -> Result<QueueInput> {
-        Queue::attach_input(self, &task.shared)
+        let inner = match (&self.0, &task.0) {
+            (Backend::Local(q), Backend::Local(t)) => Backend::Local(q.attach_input(&t.shared)?),
+            (Backend::Remote(q), Backend::Remote(t)) => Backend::Remote(q.attach_input(t)?),
+            _ => return Err(elsewhere("attach_input", self.name(), task)),
+        };
+        Ok(QueueInput { queue: self.clone(), inner })
     }
     fn attach_output(&self, task: &Task) -> Result<QueueOutput> {
-        Queue::attach_output(self, &task.shared)
+        let inner = match (&self.0, &task.0) {
+            (Backend::Local(q), Backend::Local(t)) => Backend::Local(q.attach_output(&t.shared)?),
+            (Backend::Remote(q), Backend::Remote(t)) => Backend::Remote(q.attach_output(t)?),
+            _ => return Err(elsewhere("attach_output", self.name(), task)),
+        };
+        Ok(QueueOutput { queue: self.clone(), inner })
     }
 }

@@ -251,6 +251,11 @@ impl Changed {
     pub(crate) fn new(signal: &Arc<Signal>, horizon: Option<HorizonWait>) -> Changed {
         Changed { waiter: signal.listen_owned(), _horizon: horizon }
     }
+
+    /// Blocks until the future would complete or `deadline` passes; `false` on the deadline.
+    pub(crate) fn wait(self, deadline: Option<Instant>) -> bool {
+        self.waiter.wait(deadline)
+    }
 }
 
 impl Future for Changed {

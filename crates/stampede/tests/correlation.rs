@@ -29,10 +29,10 @@ fn settled_timestamps() {
     let upstream = producer.attach_input(&up).unwrap();
     assert_eq!(ch.settled_below(), 0);
     assert!(!ch.is_settled(3));
-    ch.close_producers();
+    ch.close_producers().unwrap();
     // `up` still has an open producer set: any task may put 0 there, and the producer relay it.
     assert_eq!(ch.settled_below(), 0);
-    up.close_producers();
+    up.close_producers().unwrap();
     assert_eq!(ch.settled_below(), 5);
     assert!(ch.is_settled(4) && !ch.is_settled(5));
     producer.set_virtual_time(9).unwrap();
@@ -100,8 +100,8 @@ fn exact_join_dead_camera_partial_and_skip() {
         let cam_b = rt.task(0).unwrap();
         let out_a = cam_a.attach_output(&a).unwrap();
         let out_b = cam_b.attach_output(&b).unwrap();
-        a.close_producers();
-        b.close_producers();
+        a.close_producers().unwrap();
+        b.close_producers().unwrap();
         let joiner = rt.task(INFINITY).unwrap();
         let mut join =
             ExactJoin::new(vec![joiner.attach_input(&a).unwrap(), joiner.attach_input(&b).unwrap()], policy).unwrap();
@@ -155,8 +155,8 @@ fn exact_join_producer_skips_ahead() {
     let b = rt.create_channel("b", Limits::unbounded()).unwrap();
     let p = rt.task(0).unwrap();
     let (oa, ob) = (p.attach_output(&a).unwrap(), p.attach_output(&b).unwrap());
-    a.close_producers();
-    b.close_producers();
+    a.close_producers().unwrap();
+    b.close_producers().unwrap();
     let j = rt.task(INFINITY).unwrap();
     let mut join =
         ExactJoin::new(vec![j.attach_input(&a).unwrap(), j.attach_input(&b).unwrap()], JoinPolicy::Skip).unwrap();
@@ -181,8 +181,8 @@ fn approx_join_releases_an_exact_match_at_once() {
     let camera = rt.task(0).unwrap();
     let microphone = rt.task(0).unwrap();
     let (ov, oa) = (camera.attach_output(&video).unwrap(), microphone.attach_output(&audio).unwrap());
-    video.close_producers();
-    audio.close_producers();
+    video.close_producers().unwrap();
+    audio.close_producers().unwrap();
     let j = rt.task(INFINITY).unwrap();
     let mut join = ApproxJoin::new(vec![j.attach_input(&video).unwrap(), j.attach_input(&audio).unwrap()], 5).unwrap();
     oa.put(10, &b"a"[..]).unwrap();
@@ -235,8 +235,8 @@ proptest! {
         let a = rt.create_channel("audio", Limits::unbounded()).unwrap();
         let (pv, pa) = (rt.task(0).unwrap(), rt.task(0).unwrap());
         let (ov, oa) = (pv.attach_output(&v).unwrap(), pa.attach_output(&a).unwrap());
-        v.close_producers();
-        a.close_producers();
+        v.close_producers().unwrap();
+        a.close_producers().unwrap();
         let j = rt.task(INFINITY).unwrap();
         let mut join = ApproxJoin::new(vec![j.attach_input(&v).unwrap(), j.attach_input(&a).unwrap()], tolerance).unwrap();
         let mut released = Vec::new();
@@ -302,7 +302,7 @@ fn current_readers_retention() {
         .unwrap();
     let reclaimed = Arc::new(Mutex::new(Vec::new()));
     let r = reclaimed.clone();
-    ch.on_reclaim(move |item| r.lock().unwrap().push(item.ts));
+    ch.on_reclaim(move |item| r.lock().unwrap().push(item.ts)).unwrap();
     let pinned = rt.task(0).unwrap(); // holds ts_min at 0 throughout
     let source = rt.task(0).unwrap();
     let out = source.attach_output(&ch).unwrap();
@@ -357,8 +357,8 @@ fn skipping_consumer_beside_a_join() {
         let b = rt.create_channel("b", retention).unwrap();
         let cams = (rt.task(0).unwrap(), rt.task(0).unwrap());
         let (oa, ob) = (cams.0.attach_output(&a).unwrap(), cams.1.attach_output(&b).unwrap());
-        a.close_producers();
-        b.close_producers();
+        a.close_producers().unwrap();
+        b.close_producers().unwrap();
         let joiner = rt.task(INFINITY).unwrap();
         let mut join =
             ExactJoin::new(vec![joiner.attach_input(&a).unwrap(), joiner.attach_input(&b).unwrap()], JoinPolicy::Skip)

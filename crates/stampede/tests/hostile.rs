@@ -221,7 +221,7 @@ impl World {
                 typed(self.runtimes[rt].lookup(&name));
             }
             Op::Names { rt, prefix } => {
-                self.runtimes[rt].names(&prefix);
+                self.runtimes[rt].names(&prefix).unwrap();
             }
             Op::Task { rt, vt } => {
                 if let Some(task) = typed(self.runtimes[rt].task(vt)) {
@@ -318,7 +318,7 @@ impl World {
             },
             Op::CloseProducers { container } => {
                 if let Some(Container::Channel(ch)) = nth(&self.containers, container) {
-                    ch.close_producers();
+                    ch.close_producers().unwrap();
                 }
             }
             Op::Destroy { container } => match nth(&self.containers, container) {

@@ -206,8 +206,8 @@ fn relay_scenario(seed: u64) {
     let tracker = rt.task(INFINITY).expect("tracker");
     let seen = tracker.attach_input(&frames).expect("attach");
     let found = tracker.attach_output(&results).expect("attach");
-    frames.close_producers();
-    results.close_producers();
+    frames.close_producers().unwrap();
+    results.close_producers().unwrap();
     // The camera skips some timestamps (it advances by 1 or 2): those are settled, never put.
     let shots: Vec<Timestamp> = (0..PUTS)
         .scan(0, |next, _| {

@@ -794,10 +794,10 @@ impl Real {
         let reclaim_log: Vec<Arc<Mutex<Vec<Ts>>>> = (0..3).map(|_| Arc::default()).collect();
         for (ch, channel) in channels.iter().enumerate() {
             let log = reclaim_log[ch].clone();
-            channel.on_reclaim(move |item: &Item| log.lock().unwrap().push(item.ts));
+            channel.on_reclaim(move |item: &Item| log.lock().unwrap().push(item.ts)).unwrap();
         }
         let log = reclaim_log[2].clone();
-        queue.on_reclaim(move |item: &Item| log.lock().unwrap().push(item.ts));
+        queue.on_reclaim(move |item: &Item| log.lock().unwrap().push(item.ts)).unwrap();
         Real { rt, channels, queue, tasks: Vec::new(), conns: Vec::new(), reclaim_log }
     }
 

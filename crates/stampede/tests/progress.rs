@@ -44,11 +44,11 @@ fn relaying_producer_keeps_results_unsettled() {
     let results = rt.create_channel("results", Limits::unbounded()).unwrap();
     let camera = rt.task(0).unwrap();
     let shoot = camera.attach_output(&frames).unwrap();
-    frames.close_producers();
+    frames.close_producers().unwrap();
     let tracker = rt.task(INFINITY).unwrap();
     let seen = tracker.attach_input(&frames).unwrap();
     let found = tracker.attach_output(&results).unwrap();
-    results.close_producers();
+    results.close_producers().unwrap();
     let joiner = rt.task(INFINITY).unwrap();
     let mut join = ExactJoin::new(
         vec![joiner.attach_input(&frames).unwrap(), joiner.attach_input(&results).unwrap()],
@@ -149,7 +149,7 @@ fn settled_horizons_never_go_back() {
     let _shoot = camera.attach_output(&frames).unwrap();
     let late = rt.task(INFINITY).unwrap();
     let _out = late.attach_output(&results).unwrap();
-    results.close_producers();
+    results.close_producers().unwrap();
     assert_eq!(results.settled_below(), INFINITY, "its only producer can put nothing");
     let err = late.attach_input(&frames).map(|_| ()).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
@@ -160,7 +160,7 @@ fn settled_horizons_never_go_back() {
     let _inp = relay.attach_input(&frames).unwrap();
     let other = rt.create_channel("other", Limits::unbounded()).unwrap();
     let _relay_out = relay.attach_output(&other).unwrap();
-    other.close_producers();
+    other.close_producers().unwrap();
     assert_eq!(other.settled_below(), 0);
 }
 

@@ -113,7 +113,7 @@ fn reclaimed_within_the_operation() {
     let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
-    ch.on_reclaim(move |item| s.lock().unwrap().push(item.ts));
+    ch.on_reclaim(move |item| s.lock().unwrap().push(item.ts)).unwrap();
     let p = rt.task(0).unwrap();
     let out = p.attach_output(&ch).unwrap();
     for ts in 0..5 {
@@ -169,7 +169,7 @@ fn global_handler() {
     let rt = Runtime::new();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
-    rt.on_reclaim(move |name, item| s.lock().unwrap().push((name.to_owned(), item.ts)));
+    rt.on_reclaim(move |name, item| s.lock().unwrap().push((name.to_owned(), item.ts))).unwrap();
     let a = rt.create_channel("a", Limits::unbounded()).unwrap();
     let b = rt.create_channel("b", Limits::unbounded()).unwrap();
     let t = rt.task(0).unwrap();

@@ -64,7 +64,7 @@ fn reclaimed_on_consume() {
     let q = rt.create_queue("work", Limits::unbounded()).unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
-    q.on_reclaim(move |item| s.lock().unwrap().push(item.ts));
+    q.on_reclaim(move |item| s.lock().unwrap().push(item.ts)).unwrap();
     let t = rt.task(0).unwrap();
     let out = t.attach_output(&q).unwrap();
     let inp = t.attach_input(&q).unwrap();

@@ -49,7 +49,8 @@ impl ReclaimCounter {
         let name = ch.name().to_owned();
         ch.on_reclaim(move |item| {
             assert!(seen.lock().unwrap().insert(item.ts), "{name}: ts={} reclaimed twice", item.ts);
-        });
+        })
+        .unwrap();
         counter
     }
 
@@ -526,7 +527,8 @@ fn queue_workers_deliver_each_item_exactly_once() {
             let count = work_reclaimed.clone();
             work.on_reclaim(move |_| {
                 count.fetch_add(1, Ordering::Relaxed);
-            });
+            })
+            .unwrap();
         }
         let consumed: Arc<Vec<AtomicU32>> = Arc::new((0..FRAMES * K).map(|_| AtomicU32::new(0)).collect());
         let done = Arc::new(AtomicBool::new(false));

@@ -51,7 +51,7 @@ fn exact_join(frames: usize) -> Result<()> {
             (0..CAMERAS).map(|k| rt.create_channel(&format!("cam/{k}"), Limits::unbounded())).collect::<Result<_>>()?;
         let cameras: Vec<_> = channels.iter().map(|c| Ok((rt.task(0)?, c.clone()))).collect::<Result<_>>()?;
         let outs: Vec<_> = cameras.iter().map(|(t, c)| t.attach_output(c)).collect::<Result<_>>()?;
-        channels.iter().for_each(Channel::close_producers);
+        channels.iter().try_for_each(Channel::close_producers)?;
         let joiner = rt.task(INFINITY)?;
         let inputs: Vec<_> = channels.iter().map(|c| joiner.attach_input(c)).collect::<Result<_>>()?;
         let start = Instant::now();
@@ -129,8 +129,8 @@ fn approx_join(duration_ms: usize) -> Result<()> {
     let audio = rt.create_channel("av/audio", Limits::unbounded())?;
     let (pv, pa) = (rt.task(0)?, rt.task(0)?);
     let (ov, oa) = (pv.attach_output(&video)?, pa.attach_output(&audio)?);
-    video.close_producers();
-    audio.close_producers();
+    video.close_producers().unwrap();
+    audio.close_producers().unwrap();
     let joiner = rt.task(INFINITY)?;
     let mut join = ApproxJoin::new(vec![joiner.attach_input(&video)?, joiner.attach_input(&audio)?], TOLERANCE)?;
     let start = Instant::now();

@@ -10,7 +10,7 @@
 //! - embedded: the same loop on an in-process runtime ([`ping_pong::embedded`], `handoff`'s case).
 //! - raw TCP: a client writes the payload on a `TCP_NODELAY` socket, an echo thread reads it whole
 //!   and writes it back. One way = round trip / 2.
-//! - remote call: one `ts_min()` request (no payload, no wait): the fabric's fixed cost per call,
+//! - remote call: one `names` request (no payload, no wait): the fabric's fixed cost per call,
 //!   beside a bare zenoh query (a router session with a queryable answering 8 bytes at once, and
 //!   a client session querying it over loopback TCP, both in this process) and a raw TCP round trip.
 //!
@@ -22,6 +22,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::Duration;
 
+use stampede::{connect, Runtime};
 use stampede::{Limits, INFINITY, NEWEST_UNSEEN};
 use stampede_bench::cli::Options;
 use stampede_bench::payload::{case_name, source, touch, IMAGE_BYTES, SMALL_BYTES};
@@ -29,7 +30,6 @@ use stampede_bench::ping_pong;
 use stampede_bench::pipe::ts_of;
 use stampede_bench::report::Line;
 use stampede_bench::stats::Summary;
-use stampede_node::{connect, RemoteRuntime};
 
 type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -48,7 +48,7 @@ fn main() -> BoxResult<()> {
         Summary::of(&mut rtt)
     };
     let zenoh_query = zenoh_queries(warmup, options.scale(5_000, 50))?;
-    Line::new("remote", "call", "stampede remote ts_min()")
+    Line::new("remote", "call", "stampede remote names()")
         .latency_us("", &calls)
         .field("calls", calls.n as u64)
         .ratio("bare zenoh query", calls.p50_ns / zenoh_query.p50_ns)
@@ -117,10 +117,11 @@ impl Drop for Node {
     }
 }
 
-/// Times of `calls` single requests (`ts_min`) after `warmup` untimed ones.
+/// Times of `calls` single requests (`names` of an empty prefix: one small reply) after `warmup`
+/// untimed ones.
 fn remote_calls(endpoint: &str, warmup: usize, calls: usize) -> BoxResult<Summary> {
     let rt = connect(endpoint, Some(START_TIMEOUT))?;
-    let mut ns = ping_pong::timed(warmup, calls, |_| rt.ts_min().map(drop))?;
+    let mut ns = ping_pong::timed(warmup, calls, |_| rt.names("bench/none").map(drop))?;
     rt.close();
     Ok(Summary::of(&mut ns))
 }
@@ -164,11 +165,11 @@ fn remote_ping_pong(
     warmup: usize,
     round_trips: usize,
 ) -> BoxResult<Vec<u64>> {
-    let a_rt: RemoteRuntime = connect(endpoint, Some(START_TIMEOUT))?;
+    let a_rt: Runtime = connect(endpoint, Some(START_TIMEOUT))?;
     let ping = a_rt.create_channel(ping_name, Limits::unbounded())?;
     let pong = a_rt.create_channel(pong_name, Limits::unbounded())?;
     // Earlier rounds on this node moved ts_min: a new root task starts at or above it.
-    let base = a_rt.ts_min()?;
+    let base = a_rt.ts_min();
     let a = a_rt.task(base)?;
     let a_out = a.attach_output(&ping)?;
     let a_in = a.attach_input(&pong)?;
@@ -209,7 +210,7 @@ fn remote_ping_pong(
         a_in.consume(ts)
     })?;
     echo.join().expect("remote echo thread panicked")?;
-    let (ping_stats, pong_stats) = (ping.stats()?, pong.stats()?);
+    let (ping_stats, pong_stats) = (ping.stats(), pong.stats());
     assert_eq!((ping_stats.puts, pong_stats.puts), (total as u64, total as u64));
     assert_eq!((ping_stats.live_items, pong_stats.live_items), (0, 0), "everything was reclaimed");
     a_rt.close();

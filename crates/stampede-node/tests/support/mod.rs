@@ -6,7 +6,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use stampede::Runtime;
-use stampede_node::{connect, Node, NodeOptions, RemoteRuntime};
+use stampede::{connect, Runtime as RemoteRuntime};
+use stampede_node::{Node, NodeOptions};
 
 /// The watchdog every Stampede test crate shares.
 #[path = "../../../stampede/tests/support/mod.rs"]

@@ -15,28 +15,27 @@
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::{Error, Result};
 use bytes::Bytes;
 use parking_lot::Mutex;
-use stampede::{Error, Result};
 use zenoh::bytes::ZBytes;
 use zenoh::key_expr::KeyExpr;
 use zenoh::liveliness::LivelinessToken;
 use zenoh::query::ConsolidationMode;
 use zenoh::Wait;
 
-use crate::fabric;
-use crate::node::LIVELINESS_TIMEOUT_DEFAULT;
-use crate::runtime::{unexpected, RemoteRuntime};
-use crate::wire::{decode_reply, encode, Handle, Hello, Reply, Request, RequestHeader};
-use crate::{QUERY_MARGIN, REMOTE_WAIT_SLICE};
+use crate::remote::fabric;
+use crate::remote::runtime::{unexpected, RemoteRuntime};
+use crate::remote::wire::{decode_reply, encode, Handle, Hello, Reply, Request, RequestHeader};
+use crate::remote::LIVELINESS_TIMEOUT_DEFAULT;
+use crate::remote::{CLIENT_CLOSED, QUERY_MARGIN, REMOTE_WAIT_SLICE};
+use crate::wait::{Changed, Signal};
 
 /// Pause between attempts to reach a node that is not there yet.
 const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(50);
-
-/// The reason of the `Closed` error of a call on a client after [`RemoteRuntime::close`].
-pub const CLIENT_CLOSED: &str = "the client was closed";
 
 /// Connects to the node listening on `endpoint` (`tcp/127.0.0.1:7447`, `unixsock-stream/<path>`)
 /// and opens a session there. `timeout`: how long to keep trying to reach the node (`None`: as
@@ -170,7 +169,19 @@ impl Client {
         let op = request.op();
         self.check_open(op)?;
         let takes_items = request.takes_items();
-        match self.exchange(request, payload, wait) {
+        let answer = self.exchange(request, payload, wait);
+        self.conclude(op, takes_items, answer)
+    }
+
+    /// A call's result from the exchange's: the node's error unchanged, fabric trouble as
+    /// `Unreachable` (ending the session when the request may have taken items).
+    fn conclude(
+        &self,
+        op: &'static str,
+        takes_items: bool,
+        answer: std::result::Result<(Reply, Bytes), String>,
+    ) -> Result<(Reply, Bytes)> {
+        match answer {
             Ok((Reply::Error(e), _)) => Err(e.into()),
             Ok(answer) => Ok(answer),
             Err(reason) => {
@@ -180,6 +191,20 @@ impl Client {
                 Err(Error::Unreachable { op, name: self.node().to_owned(), reason })
             }
         }
+    }
+
+    /// [`call`](Self::call) without blocking a thread.
+    pub(crate) async fn call_async(
+        &self,
+        request: Request,
+        payload: Option<Bytes>,
+        wait: Duration,
+    ) -> Result<(Reply, Bytes)> {
+        let op = request.op();
+        self.check_open(op)?;
+        let takes_items = request.takes_items();
+        let answer = self.exchange_async(request, payload, wait).await;
+        self.conclude(op, takes_items, answer)
     }
 
     /// A request answered by a new handle (a task, a connection).
@@ -211,15 +236,36 @@ impl Client {
     ) -> Result<(Reply, Bytes)> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
-            let wait = match deadline {
-                None => self.wait_slice,
-                Some(d) => d.saturating_duration_since(Instant::now()).min(self.wait_slice),
-            };
-            let wait_us = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
-            match self.call(request(wait_us), payload.clone(), wait) {
+            let wait = self.slice(deadline);
+            match self.call(request(micros(wait)), payload.clone(), wait) {
                 Err(e) if e.is_transient() && deadline.is_none_or(|d| Instant::now() < d) => {}
                 done => return done,
             }
+        }
+    }
+
+    /// [`call_waiting`](Self::call_waiting) without blocking a thread.
+    pub(crate) async fn call_waiting_async(
+        &self,
+        timeout: Option<Duration>,
+        payload: Option<Bytes>,
+        request: impl Fn(u64) -> Request,
+    ) -> Result<(Reply, Bytes)> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        loop {
+            let wait = self.slice(deadline);
+            match self.call_async(request(micros(wait)), payload.clone(), wait).await {
+                Err(e) if e.is_transient() && deadline.is_none_or(|d| Instant::now() < d) => {}
+                done => return done,
+            }
+        }
+    }
+
+    /// The next slice of a wait that ends at `deadline` (`None`: never).
+    pub(crate) fn slice(&self, deadline: Option<Instant>) -> Duration {
+        match deadline {
+            None => self.wait_slice,
+            Some(d) => d.saturating_duration_since(Instant::now()).min(self.wait_slice),
         }
     }
 
@@ -239,6 +285,39 @@ impl Client {
             .wait();
     }
 
+    /// A readiness future over a waiting request (`request(wait_us)`, one wait slice): sent now,
+    /// so that a change after the node registered it is never missed; it completes when the
+    /// query ends (answered, timed out, or the session closed).
+    pub(crate) fn changed(&self, request: impl FnOnce(u64) -> Request) -> Changed {
+        let signal = Arc::new(Signal::default());
+        let changed = Changed::new(&signal, None);
+        let wait = self.slice(None);
+        self.notify_when_answered(request(micros(wait)), wait, signal);
+        changed
+    }
+
+    /// Completes at the next put or claim change on the node, or after a wait slice.
+    pub(crate) fn progressed(&self) -> Changed {
+        self.changed(|wait_us| Request::WaitProgress { wait_us })
+    }
+
+    /// Sends `request` and notifies `signal` when its query ends (answered, timed out, or the
+    /// session closed), without waiting.
+    fn notify_when_answered(&self, request: Request, wait: Duration, signal: Arc<Signal>) {
+        /// Notifies when zenoh drops the query's callback: the query has ended.
+        struct Ended(Arc<Signal>);
+        impl Drop for Ended {
+            fn drop(&mut self) {
+                self.0.notify();
+            }
+        }
+        let ended = Ended(signal);
+        if self.check_open(request.op()).is_err() {
+            return;
+        }
+        let _ = self.query(request, None, wait.saturating_add(QUERY_MARGIN)).callback(move |_| ended.0.notify()).wait();
+    }
+
     /// The query: `Err` with the reason when no decodable reply came in time.
     fn exchange(
         &self,
@@ -246,29 +325,38 @@ impl Client {
         payload: Option<Bytes>,
         wait: Duration,
     ) -> std::result::Result<(Reply, Bytes), String> {
+        let timeout = wait.saturating_add(QUERY_MARGIN);
+        let replies =
+            self.query(request, payload, timeout).wait().map_err(|e| format!("zenoh refused the query: {e}"))?;
+        answer(replies.recv().ok(), timeout)
+    }
+
+    /// [`exchange`](Self::exchange) without blocking a thread.
+    async fn exchange_async(
+        &self,
+        request: Request,
+        payload: Option<Bytes>,
+        wait: Duration,
+    ) -> std::result::Result<(Reply, Bytes), String> {
+        let timeout = wait.saturating_add(QUERY_MARGIN);
+        let replies =
+            self.query(request, payload, timeout).await.map_err(|e| format!("zenoh refused the query: {e}"))?;
+        answer(replies.recv_async().await.ok(), timeout)
+    }
+
+    /// The query carrying `request` (and the payload after its header), answered within `timeout`.
+    fn query(
+        &self,
+        request: Request,
+        payload: Option<Bytes>,
+        timeout: Duration,
+    ) -> zenoh::session::SessionGetBuilder<'_, '_, zenoh::handlers::DefaultHandler> {
         let mut message = ZBytes::writer();
         message.append(ZBytes::from(encode(&RequestHeader { session: self.session.clone(), request })));
         if let Some(payload) = payload {
             message.append(ZBytes::from(payload));
         }
-        let timeout = wait.saturating_add(QUERY_MARGIN);
-        let replies = self
-            .zenoh
-            .get(&self.rpc_key)
-            .payload(message.finish())
-            .consolidation(ConsolidationMode::None)
-            .timeout(timeout)
-            .wait()
-            .map_err(|e| format!("zenoh refused the query: {e}"))?;
-        let reply = replies.recv().map_err(|_| format!("no reply from the node within {timeout:?}"))?;
-        let sample = reply.into_result().map_err(|e| format!("the fabric answered with an error: {e:?}"))?;
-        let bytes = match sample.payload().to_bytes() {
-            Cow::Owned(bytes) => Bytes::from(bytes),
-            Cow::Borrowed(bytes) => Bytes::copy_from_slice(bytes),
-        };
-        let (reply, payload) = decode_reply(&bytes).map_err(|e| format!("the node's reply is unreadable: {e}"))?;
-        let payload = bytes.slice_ref(payload);
-        Ok((reply, payload))
+        self.zenoh.get(&self.rpc_key).payload(message.finish()).consolidation(ConsolidationMode::None).timeout(timeout)
     }
 
     fn check_open(&self, op: &'static str) -> Result<()> {
@@ -315,6 +403,24 @@ impl Client {
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }
+}
+
+/// A wait in microseconds, as the wire carries it.
+pub(crate) fn micros(wait: Duration) -> u64 {
+    u64::try_from(wait.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The reply a query received (`None`: none within `timeout`), decoded, with its payload.
+fn answer(reply: Option<zenoh::query::Reply>, timeout: Duration) -> std::result::Result<(Reply, Bytes), String> {
+    let reply = reply.ok_or_else(|| format!("no reply from the node within {timeout:?}"))?;
+    let sample = reply.into_result().map_err(|e| format!("the fabric answered with an error: {e:?}"))?;
+    let bytes = match sample.payload().to_bytes() {
+        Cow::Owned(bytes) => Bytes::from(bytes),
+        Cow::Borrowed(bytes) => Bytes::copy_from_slice(bytes),
+    };
+    let (reply, payload) = decode_reply(&bytes).map_err(|e| format!("the node's reply is unreadable: {e}"))?;
+    let payload = bytes.slice_ref(payload);
+    Ok((reply, payload))
 }
 
 impl Drop for Client {

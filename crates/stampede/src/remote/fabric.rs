@@ -9,10 +9,10 @@
 
 use std::time::Duration;
 
-use stampede::{Error, Result};
+use crate::{Error, Result};
 use zenoh::Config;
 
-use crate::wire::{REQUEST_HEADER_BYTES_MAX, SESSION_ID_BYTES_MAX};
+use crate::remote::wire::{REQUEST_HEADER_BYTES_MAX, SESSION_ID_BYTES_MAX};
 
 /// Room zenoh allows in one message beyond the largest payload and request header.
 const MESSAGE_SLACK_BYTES: usize = 64 * 1024;

@@ -7,12 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use stampede::{Error, Item, Limits, Payload, Result, Stats};
+use parking_lot::Mutex;
 
-use crate::client::Client;
-use crate::runtime::unexpected;
-use crate::task::{RemoteTask, TaskRef};
-use crate::wire::{Handle, ItemHeader, Reply, Request};
+use crate::{Error, Item, Limits, Payload, Result, Retention, Stats, Timestamp};
+
+use crate::remote::client::Client;
+use crate::remote::task::{RemoteTask, TaskRef};
+use crate::remote::wire::{Handle, ItemHeader, Reply, Request, WireSelector};
+use crate::wait::Changed;
 
 /// Defines a container handle type (`RemoteChannel`, `RemoteQueue`) around a [`ContainerRef`]:
 /// the struct and what both kinds offer (id, name, limits, stats, destroy, equality, debug).
@@ -20,12 +22,12 @@ macro_rules! container_handle {
     ($handle:ident, $kind:literal) => {
         #[doc = concat!("A ", $kind, " on the node (cheap to clone).")]
         #[derive(Clone)]
-        pub struct $handle {
-            container: crate::connection::ContainerRef,
+        pub(crate) struct $handle {
+            container: crate::remote::connection::ContainerRef,
         }
 
         impl $handle {
-            pub(crate) fn new(container: crate::connection::ContainerRef) -> $handle {
+            pub(crate) fn new(container: crate::remote::connection::ContainerRef) -> $handle {
                 $handle { container }
             }
 
@@ -40,17 +42,17 @@ macro_rules! container_handle {
             }
 
             #[doc = concat!("The ", $kind, "'s bounds.")]
-            pub fn limits(&self) -> stampede::Limits {
+            pub fn limits(&self) -> crate::Limits {
                 self.container.limits
             }
 
-            #[doc = concat!("The ", $kind, "'s counters on the node now.")]
-            pub fn stats(&self) -> stampede::Result<stampede::Stats> {
+            #[doc = concat!("The ", $kind, "'s counters on the node now (the last ones seen when the node cannot be reached).")]
+            pub fn stats(&self) -> crate::Stats {
                 self.container.stats()
             }
 
             #[doc = concat!("Destroys the ", $kind, " on the node: its items are reclaimed, operations on it fail `Closed`.")]
-            pub fn destroy(&self) -> stampede::Result<()> {
+            pub fn destroy(&self) -> crate::Result<()> {
                 self.container.destroy()
             }
         }
@@ -81,15 +83,29 @@ pub(crate) struct ContainerRef {
     pub(crate) id: Handle,
     pub(crate) name: Arc<str>,
     pub(crate) limits: Limits,
+    pub(crate) retention: Retention,
+    /// Counters and settledness when last asked, for when the node cannot be reached.
+    pub(crate) known: Arc<Mutex<Known>>,
+}
+
+/// What a client last learned of a container.
+#[derive(Default)]
+pub(crate) struct Known {
+    pub(crate) stats: Stats,
+    pub(crate) settled_below: Timestamp,
+    pub(crate) producers_closed: bool,
 }
 
 impl ContainerRef {
-    /// The container's counters on the node now.
-    pub(crate) fn stats(&self) -> Result<Stats> {
-        match self.client.call(Request::ContainerStats { container: self.id }, None, Duration::ZERO)?.0 {
-            Reply::Stats(stats) => Ok((&stats).into()),
-            _ => Err(unexpected("stats", self.client.node())),
+    /// The container's counters on the node now (the last ones seen when it cannot be reached).
+    pub(crate) fn stats(&self) -> Stats {
+        let mut known = self.known.lock();
+        if let Ok((Reply::Stats(stats), _)) =
+            self.client.call(Request::ContainerStats { container: self.id }, None, Duration::ZERO)
+        {
+            known.stats = (&stats).into();
         }
+        known.stats.clone()
     }
 
     /// Destroys the container on the node.
@@ -101,6 +117,32 @@ impl ContainerRef {
     pub(crate) fn attach(&self, task: &RemoteTask, input: bool) -> Result<Link> {
         let id = task.attach(&self.client, &self.name, input, self.id)?;
         Ok(Link::new(self.client.clone(), task.inner.clone(), id, self.name.clone()))
+    }
+
+    /// Timestamps of the items the channel stores now (none when the node cannot be reached).
+    pub(crate) fn timestamps(&self) -> Vec<Timestamp> {
+        match self.client.call(Request::Timestamps { container: self.id }, None, Duration::ZERO) {
+            Ok((Reply::Timestamps(timestamps), _)) => timestamps,
+            _ => Vec::new(),
+        }
+    }
+
+    /// The channel's settled horizon and whether its producer set is closed (as last seen when
+    /// the node cannot be reached: both only ever grow).
+    pub(crate) fn settledness(&self) -> (Timestamp, bool) {
+        let mut known = self.known.lock();
+        if let Ok((Reply::Settledness { settled_below, producers_closed }, _)) =
+            self.client.call(Request::Settledness { container: self.id }, None, Duration::ZERO)
+        {
+            known.settled_below = known.settled_below.max(settled_below);
+            known.producers_closed |= producers_closed;
+        }
+        (known.settled_below, known.producers_closed)
+    }
+
+    /// Closes the channel's producer set on the node.
+    pub(crate) fn close_producers(&self) -> Result<()> {
+        self.client.done(Request::CloseProducers { container: self.id })
     }
 
     /// `true` when both refer to the same container through the same session.
@@ -154,6 +196,26 @@ impl Link {
         self.client.call_waiting(timeout, payload, request)
     }
 
+    /// [`waiting`](Self::waiting) without blocking a thread.
+    pub(crate) async fn waiting_async(
+        &self,
+        timeout: Option<Duration>,
+        payload: Option<Bytes>,
+        request: impl Fn(u64) -> Request,
+    ) -> Result<(Reply, Bytes)> {
+        self.check_attached()?;
+        self.client.call_waiting_async(timeout, payload, request).await
+    }
+
+    /// A readiness future: completes when what would wake a get (`selector`; a queue input:
+    /// `None`) or a put (an output: `None`) blocked on this connection happens on the node, after
+    /// one wait slice, or when the node cannot be reached (the caller's next attempt says why).
+    /// The request is sent now, before the caller's attempt, so a change after the node
+    /// registered it is never missed; it may complete spuriously, as every [`crate::Changed`].
+    pub(crate) fn changed(&self, selector: Option<WireSelector>) -> Changed {
+        self.client.changed(|wait_us| Request::WaitChanged { connection: self.id, selector, wait_us })
+    }
+
     /// Detaches on the node (waiting for it: claims are dropped when this returns). Idempotent.
     pub(crate) fn detach(&self) {
         if !self.detached.swap(true, Ordering::SeqCst) {
@@ -172,5 +234,5 @@ impl Drop for Link {
 
 /// An item from its header and payload bytes.
 pub(crate) fn item(header: ItemHeader, data: Bytes) -> Item {
-    Item { ts: header.ts, payload: Payload { data, codec: stampede::Codec::from_name(&header.codec) } }
+    Item { ts: header.ts, payload: Payload { data, codec: crate::Codec::from_name(&header.codec) } }
 }

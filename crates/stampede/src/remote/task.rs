@@ -1,21 +1,25 @@
-//! [`RemoteTask`]: a task living on the node, owned by this client's session (mirrors
-//! [`stampede::Task`]).
+//! [`RemoteTask`]: a task living on the node, owned by this client's session (the remote form of
+//! [`crate::Task`]).
 //!
 //! As embedded, the task lives while any handle or connection of it lives, or until
-//! [`RemoteTask::close`]; the last handle dropped closes it on the node (without waiting).
+//! [`RemoteTask::close`]; the last handle dropped closes it on the node (without waiting). Its
+//! virtual time and visibility, when the node cannot be reached, are the last ones seen.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use stampede::{Error, Result, Timestamp};
+use std::time::Duration;
 
-use crate::client::Client;
-use crate::runtime::unexpected;
-use crate::wire::{Handle, Reply, Request};
+use parking_lot::Mutex;
+
+use crate::{Error, Result, Timestamp};
+
+use crate::remote::client::Client;
+use crate::remote::wire::{Handle, Reply, Request};
 
 /// A task on the node. Cheap to clone; every clone is the same task.
 #[derive(Clone)]
-pub struct RemoteTask {
+pub(crate) struct RemoteTask {
     pub(crate) inner: Arc<TaskRef>,
 }
 
@@ -24,6 +28,8 @@ pub(crate) struct TaskRef {
     pub(crate) client: Arc<Client>,
     pub(crate) id: Handle,
     closed: AtomicBool,
+    /// Virtual time and visibility when last asked.
+    known: Mutex<(Timestamp, Timestamp)>,
 }
 
 impl Drop for TaskRef {
@@ -35,8 +41,9 @@ impl Drop for TaskRef {
 }
 
 impl RemoteTask {
-    pub(crate) fn new(client: Arc<Client>, id: Handle) -> RemoteTask {
-        RemoteTask { inner: Arc::new(TaskRef { client, id, closed: AtomicBool::new(false) }) }
+    pub(crate) fn new(client: Arc<Client>, id: Handle, virtual_time: Timestamp) -> RemoteTask {
+        let known = Mutex::new((virtual_time, virtual_time));
+        RemoteTask { inner: Arc::new(TaskRef { client, id, closed: AtomicBool::new(false), known }) }
     }
 
     /// The task's id, unique within the node's runtime.
@@ -45,13 +52,13 @@ impl RemoteTask {
     }
 
     /// The task's virtual time.
-    pub fn virtual_time(&self) -> Result<Timestamp> {
-        Ok(self.times("virtual_time")?.0)
+    pub fn virtual_time(&self) -> Timestamp {
+        self.times().0
     }
 
     /// The task's visibility: `min(virtual_time, timestamps of items open on its inputs)`.
-    pub fn visibility(&self) -> Result<Timestamp> {
-        Ok(self.times("visibility")?.1)
+    pub fn visibility(&self) -> Timestamp {
+        self.times().1
     }
 
     /// Sets the virtual time (`>= visibility`, else `BelowVisibility`); ts_min on the node may
@@ -63,17 +70,7 @@ impl RemoteTask {
     /// A child task on the node whose virtual time must be `>= self.visibility()`.
     pub fn spawn(&self, virtual_time: Timestamp) -> Result<RemoteTask> {
         let handle = self.inner.client.handle(Request::Spawn { task: self.inner.id, virtual_time })?;
-        Ok(RemoteTask::new(self.inner.client.clone(), handle))
-    }
-
-    /// Attaches an input connection to a channel or queue of the same session.
-    pub fn attach_input<C: RemoteAttach>(&self, container: &C) -> Result<C::Input> {
-        container.attach_input(self)
-    }
-
-    /// Attaches an output connection to a channel or queue of the same session.
-    pub fn attach_output<C: RemoteAttach>(&self, container: &C) -> Result<C::Output> {
-        container.attach_output(self)
+        Ok(RemoteTask::new(self.inner.client.clone(), handle, virtual_time))
     }
 
     /// Ends the task on the node now: its connections are detached (their later use fails
@@ -84,12 +81,16 @@ impl RemoteTask {
         }
     }
 
-    fn times(&self, op: &'static str) -> Result<(Timestamp, Timestamp)> {
+    /// Virtual time and visibility now, or as last seen when the node cannot be reached.
+    fn times(&self) -> (Timestamp, Timestamp) {
         let client = &self.inner.client;
-        match client.call(Request::Times { task: self.inner.id }, None, Default::default())?.0 {
-            Reply::Times { virtual_time, visibility } => Ok((virtual_time, visibility)),
-            _ => Err(unexpected(op, client.node())),
+        let mut known = self.inner.known.lock();
+        if let Ok((Reply::Times { virtual_time, visibility }, _)) =
+            client.call(Request::Times { task: self.inner.id }, None, Duration::ZERO)
+        {
+            *known = (virtual_time, visibility);
         }
+        *known
     }
 
     /// Attaches a connection of this task to `container` (of `client`): the connection's handle.
@@ -117,17 +118,4 @@ impl std::fmt::Debug for RemoteTask {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RemoteTask").field("id", &self.inner.id).field("node", &self.inner.client.node()).finish()
     }
-}
-
-/// A container a remote task can attach to: [`RemoteChannel`](crate::RemoteChannel) or
-/// [`RemoteQueue`](crate::RemoteQueue) (mirrors [`stampede::Attach`]).
-pub trait RemoteAttach {
-    /// The input connection type.
-    type Input;
-    /// The output connection type.
-    type Output;
-    /// Attaches an input connection of `task`.
-    fn attach_input(&self, task: &RemoteTask) -> Result<Self::Input>;
-    /// Attaches an output connection of `task`.
-    fn attach_output(&self, task: &RemoteTask) -> Result<Self::Output>;
 }

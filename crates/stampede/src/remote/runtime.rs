@@ -1,37 +1,44 @@
-//! [`RemoteRuntime`]: a client's view of a node's runtime, mirroring [`stampede::Runtime`].
+//! [`RemoteRuntime`]: a client's session on a node, the remote form of [`crate::Runtime`].
 //!
-//! Names and signatures follow the embedded API; calls that cannot fail embedded (`names`,
-//! `ts_min`, `stats`, `collect`) return a `Result` here, since the fabric can.
+//! Queries that cannot fail embedded (`ts_min`, `stats`, `collect`) answer, when the node cannot
+//! be reached, from what this client last learned: ts_min never decreases, so the last one seen
+//! is a safe lower bound; `collect` reclaimed nothing the client knows of (0).
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use stampede::{ChannelOptions, Error, Limits, Result, RuntimeStats, Timestamp};
+use parking_lot::Mutex;
 
-use crate::channel::RemoteChannel;
-use crate::client::Client;
-use crate::connection::ContainerRef;
-use crate::queue::RemoteQueue;
-use crate::task::RemoteTask;
-use crate::wire::{self, ContainerInfo, Reply, Request, WireRetention};
+use crate::{ChannelOptions, Error, Limits, Result, RuntimeStats, Timestamp};
+
+use crate::remote::channel::RemoteChannel;
+use crate::remote::client::Client;
+use crate::remote::connection::ContainerRef;
+use crate::remote::queue::RemoteQueue;
+use crate::remote::task::RemoteTask;
+use crate::remote::wire::{self, ContainerInfo, Reply, Request, WireRetention};
 
 /// A client session on a node: channels, queues and tasks there, through the fabric. Cheap to
 /// clone; every clone is the same session. The session ends with [`close`](Self::close), or when
 /// the last handle (runtime, task, channel, connection) is dropped.
 #[derive(Clone)]
-pub struct RemoteRuntime {
+pub(crate) struct RemoteRuntime {
     pub(crate) client: Arc<Client>,
+    /// The node's counters when last asked, for when it cannot be reached.
+    known: Arc<Mutex<RuntimeStats>>,
 }
 
 /// What a name refers to on the node.
 #[derive(Clone, Debug)]
-pub enum RemoteContainer {
+pub(crate) enum RemoteContainer {
     Channel(RemoteChannel),
     Queue(RemoteQueue),
 }
 
 impl RemoteRuntime {
     pub(crate) fn new(client: Client) -> RemoteRuntime {
-        RemoteRuntime { client: Arc::new(client) }
+        let known = RuntimeStats { ts_min: 0, containers: 0, claims: 0 };
+        RemoteRuntime { client: Arc::new(client), known: Arc::new(Mutex::new(known)) }
     }
 
     /// The name of the node this client is connected to.
@@ -44,7 +51,7 @@ impl RemoteRuntime {
         self.client.endpoint()
     }
 
-    /// Creates a channel on the node (as [`stampede::Runtime::create_channel`]).
+    /// Creates a channel on the node (as [`crate::Runtime::create_channel`]).
     pub fn create_channel(&self, name: &str, options: impl Into<ChannelOptions>) -> Result<RemoteChannel> {
         let ChannelOptions { limits, retention } = options.into();
         let (capacity, bytes_max) = bounds(limits);
@@ -55,7 +62,7 @@ impl RemoteRuntime {
         }
     }
 
-    /// Creates a queue on the node (as [`stampede::Runtime::create_queue`]).
+    /// Creates a queue on the node (as [`crate::Runtime::create_queue`]).
     pub fn create_queue(&self, name: &str, limits: Limits) -> Result<RemoteQueue> {
         let (capacity, bytes_max) = bounds(limits);
         match self.container(Request::CreateQueue { name: name.to_owned(), capacity, bytes_max })? {
@@ -69,26 +76,10 @@ impl RemoteRuntime {
         self.container(Request::Lookup { name: name.to_owned() })
     }
 
-    /// The channel called `name`.
-    pub fn channel(&self, name: &str) -> Result<RemoteChannel> {
-        match self.lookup(name)? {
-            RemoteContainer::Channel(ch) => Ok(ch),
-            RemoteContainer::Queue(_) => Err(Error::NotFound { name: format!("{name} (a queue, not a channel)") }),
-        }
-    }
-
-    /// The queue called `name`.
-    pub fn queue(&self, name: &str) -> Result<RemoteQueue> {
-        match self.lookup(name)? {
-            RemoteContainer::Queue(q) => Ok(q),
-            RemoteContainer::Channel(_) => Err(Error::NotFound { name: format!("{name} (a channel, not a queue)") }),
-        }
-    }
-
     /// Names of the node's channels and queues `prefix` selects, sorted (hierarchical, as
-    /// [`stampede::Runtime::names`]).
+    /// [`crate::Runtime::names`]).
     pub fn names(&self, prefix: &str) -> Result<Vec<String>> {
-        match self.client.call(Request::Names { prefix: prefix.to_owned() }, None, Default::default())?.0 {
+        match self.client.call(Request::Names { prefix: prefix.to_owned() }, None, Duration::ZERO)?.0 {
             Reply::Names(names) => Ok(names),
             _ => Err(unexpected("names", self.node())),
         }
@@ -97,33 +88,58 @@ impl RemoteRuntime {
     /// A root task on the node at `virtual_time`, owned by this session.
     pub fn task(&self, virtual_time: Timestamp) -> Result<RemoteTask> {
         let handle = self.client.handle(Request::Task { virtual_time })?;
-        Ok(RemoteTask::new(self.client.clone(), handle))
+        Ok(RemoteTask::new(self.client.clone(), handle, virtual_time))
     }
 
-    /// The node's ts_min.
-    pub fn ts_min(&self) -> Result<Timestamp> {
-        match self.client.call(Request::TsMin, None, Default::default())?.0 {
-            Reply::Timestamp(ts) => Ok(ts),
-            _ => Err(unexpected("ts_min", self.node())),
-        }
-    }
-
-    /// Runs a GC pass on the node; returns the number of items reclaimed.
-    pub fn collect(&self) -> Result<usize> {
-        match self.client.call(Request::Collect, None, Default::default())?.0 {
-            Reply::Count(n) => Ok(wire::size(n)),
-            _ => Err(unexpected("collect", self.node())),
-        }
-    }
-
-    /// The node's counters.
-    pub fn stats(&self) -> Result<RuntimeStats> {
-        match self.client.call(Request::Stats, None, Default::default())?.0 {
-            Reply::RuntimeStats { ts_min, containers, claims } => {
-                Ok(RuntimeStats { ts_min, containers: wire::size(containers), claims: wire::size(claims) })
+    /// The node's ts_min (the last one seen when the node cannot be reached).
+    pub fn ts_min(&self) -> Timestamp {
+        match self.client.call(Request::TsMin, None, Duration::ZERO) {
+            Ok((Reply::Timestamp(ts), _)) => {
+                let mut known = self.known.lock();
+                known.ts_min = known.ts_min.max(ts);
+                known.ts_min
             }
-            _ => Err(unexpected("stats", self.node())),
+            _ => self.known.lock().ts_min,
         }
+    }
+
+    /// Runs a GC pass on the node; returns the number of items reclaimed (0 when the node cannot
+    /// be reached).
+    pub fn collect(&self) -> usize {
+        match self.client.call(Request::Collect, None, Duration::ZERO) {
+            Ok((Reply::Count(n), _)) => wire::size(n),
+            _ => 0,
+        }
+    }
+
+    /// The node's counters (the last ones seen when the node cannot be reached).
+    pub fn stats(&self) -> RuntimeStats {
+        if let Ok((Reply::RuntimeStats { ts_min, containers, claims }, _)) =
+            self.client.call(Request::Stats, None, Duration::ZERO)
+        {
+            let mut known = self.known.lock();
+            *known = RuntimeStats {
+                ts_min: ts_min.max(known.ts_min),
+                containers: wire::size(containers),
+                claims: wire::size(claims),
+            };
+        }
+        self.known.lock().clone()
+    }
+
+    /// Runs the node runtime's invariant check; panics with the node's report if it fails (the
+    /// contract of [`crate::Runtime::check_invariants`]). A node that cannot be reached checks
+    /// nothing.
+    pub fn check_invariants(&self) {
+        if let Err(e @ Error::InvalidArgument { .. }) = self.client.call(Request::CheckInvariants, None, Duration::ZERO)
+        {
+            panic!("the node's invariants do not hold: {e}");
+        }
+    }
+
+    /// Completes at the next put or claim change on the node, or after a wait slice.
+    pub fn progressed(&self) -> crate::Changed {
+        self.client.progressed()
     }
 
     /// Ends the session: its tasks on the node are closed (claims released, open items back) by
@@ -140,7 +156,7 @@ impl RemoteRuntime {
 
     fn container(&self, request: Request) -> Result<RemoteContainer> {
         let op = request.op();
-        match self.client.call(request, None, Default::default())?.0 {
+        match self.client.call(request, None, Duration::ZERO)?.0 {
             Reply::Container(info) => RemoteContainer::new(&self.client, info, op),
             _ => Err(unexpected(op, self.node())),
         }
@@ -156,7 +172,15 @@ impl std::fmt::Debug for RemoteRuntime {
 impl RemoteContainer {
     fn new(client: &Arc<Client>, info: ContainerInfo, op: &'static str) -> Result<RemoteContainer> {
         let limits = wire::limits(info.capacity, info.bytes_max).ok_or_else(|| unexpected(op, client.node()))?;
-        let container = ContainerRef { client: client.clone(), id: info.id, name: info.name.into(), limits };
+        let retention = info.retention.into();
+        let container = ContainerRef {
+            client: client.clone(),
+            id: info.id,
+            name: info.name.into(),
+            limits,
+            retention,
+            known: Arc::default(),
+        };
         Ok(if info.queue {
             RemoteContainer::Queue(RemoteQueue::new(container))
         } else {
@@ -172,4 +196,15 @@ fn bounds(limits: Limits) -> (Option<u64>, Option<u64>) {
 /// The error for a reply of the wrong kind: a node that does not follow the wire format.
 pub(crate) fn unexpected(op: &'static str, node: &str) -> Error {
     Error::Unreachable { op, name: node.to_owned(), reason: "the node answered with a reply of another kind".into() }
+}
+
+/// The error of registering a GC handler through a client: not supported yet.
+pub(crate) fn no_remote_handlers(node: &str) -> Error {
+    Error::InvalidArgument {
+        op: "on_reclaim",
+        name: node.to_owned(),
+        reason: "GC handlers cannot be registered through a remote client yet; register the handler in the \
+                 node's process"
+            .into(),
+    }
 }

@@ -18,18 +18,18 @@
 //! (proptest over random and mutated messages in `tests/wire.rs`). Requests are bounded
 //! ([`REQUEST_HEADER_BYTES_MAX`]; the payload by the node's `payload_bytes_max`).
 //!
-//! Errors cross the wire unchanged: [`WireError`] mirrors [`stampede::Error`] variant by variant,
+//! Errors cross the wire unchanged: [`WireError`] mirrors [`crate::Error`] variant by variant,
 //! and converting it back yields an equal error with the same message text.
 
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
 
+use crate::{Error, Limits, Retention, Selector, Stats, Timestamp};
 use serde::{Deserialize, Serialize};
-use stampede::{Error, Limits, Retention, Selector, Stats, Timestamp};
 
 /// The wire format's version, the first byte of every message. Bump it on any change to the
 /// types below.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 
 /// Largest request header a node decodes (names are at most `NAME_BYTES_MAX` bytes; codec names
 /// and session ids are short): a request whose header does not fit is refused.
@@ -155,9 +155,39 @@ pub enum Request {
         seq: Option<u64>,
         ts: Timestamp,
     },
+    /// Timestamps of the items a channel stores now.
+    Timestamps {
+        container: Handle,
+    },
+    /// A channel's settled horizon and whether its producer set is closed.
+    Settledness {
+        container: Handle,
+    },
+    CloseProducers {
+        container: Handle,
+    },
+    /// Demand feedback on a channel output connection.
+    Demand {
+        connection: Handle,
+    },
+    /// Waits at most `wait_us` for what would wake a get (`selector`; a queue input: none) or a
+    /// put (an output: none) blocked on the connection; answered `Done` either way (a readiness
+    /// wait may end spuriously).
+    WaitChanged {
+        connection: Handle,
+        selector: Option<WireSelector>,
+        wait_us: u64,
+    },
+    /// Waits at most `wait_us` for a put or claim change anywhere on the node (what joins wait
+    /// for); answered `Done` either way.
+    WaitProgress {
+        wait_us: u64,
+    },
     TsMin,
     Stats,
     Collect,
+    /// Runs the node runtime's invariant check (a test aid); a violation is answered as an error.
+    CheckInvariants,
 }
 
 impl Request {
@@ -197,6 +227,13 @@ impl Request {
             Request::GetRange { .. } => "get_range",
             Request::Consume { .. } | Request::QueueConsume { .. } => "consume",
             Request::ConsumeUntil { .. } => "consume_until",
+            Request::Timestamps { .. } => "timestamps",
+            Request::Settledness { .. } => "settled_below",
+            Request::CloseProducers { .. } => "close_producers",
+            Request::Demand { .. } => "demand",
+            Request::WaitChanged { .. } => "changed",
+            Request::WaitProgress { .. } => "join",
+            Request::CheckInvariants => "check_invariants",
             Request::TsMin => "ts_min",
             Request::Stats => "stats",
             Request::Collect => "collect",
@@ -226,6 +263,11 @@ pub enum Reply {
     },
     Names(Vec<String>),
     Timestamp(Timestamp),
+    Timestamps(Vec<Timestamp>),
+    Settledness {
+        settled_below: Timestamp,
+        producers_closed: bool,
+    },
     Stats(WireStats),
     RuntimeStats {
         ts_min: Timestamp,
@@ -259,6 +301,8 @@ pub struct ContainerInfo {
     pub name: String,
     pub capacity: Option<u64>,
     pub bytes_max: Option<u64>,
+    /// A channel's retention (a queue's: `History`).
+    pub retention: WireRetention,
 }
 
 /// An item's timestamp, codec and payload length (the payload itself follows the header).
@@ -391,7 +435,7 @@ pub fn limits(capacity: Option<u64>, bytes_max: Option<u64>) -> Option<Limits> {
     Some(Limits { capacity: convert(capacity).ok()?, bytes_max: convert(bytes_max).ok()? })
 }
 
-/// [`stampede::Error`] on the wire, variant by variant; `&'static str` fields travel as text.
+/// [`crate::Error`] on the wire, variant by variant; `&'static str` fields travel as text.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum WireError {
     BelowVisibility {

@@ -1,0 +1,22 @@
+//! Which runtime a handle belongs to: this process's ([`crate::local`]) or a node's through the
+//! fabric ([`crate::remote`]). Every public type holds a [`Backend`] and forwards each call to
+//! the same-named method of its side, so one API serves both (SPEC §7 location transparency).
+
+/// The embedded form `L` or the remote form `R` of a public type.
+#[derive(Clone)]
+pub(crate) enum Backend<L, R> {
+    Local(L),
+    Remote(R),
+}
+
+/// Runs `$body` with `$x` bound to whichever side `$backend` holds (both sides have the method).
+macro_rules! forward {
+    ($backend:expr, $x:ident => $body:expr) => {
+        match $backend {
+            $crate::backend::Backend::Local($x) => $body,
+            $crate::backend::Backend::Remote($x) => $body,
+        }
+    };
+}
+
+pub(crate) use forward;

@@ -1,0 +1,139 @@
+//! The embedded runtime (SPEC §7 "embedded by default"): channels, queues, names, tasks and GC
+//! in this process, with nothing to install or start. The public [`crate::Runtime`] forwards here
+//! when it is embedded.
+
+use std::sync::Arc;
+
+use stampede_core::name::check_name;
+use stampede_core::{ChannelState, Item, Limits, QueueState, Result, Timestamp};
+
+use super::channel::Channel;
+use super::queue::Queue;
+use super::task::Task;
+use crate::runtime::{ChannelOptions, RuntimeStats};
+use crate::space::{Entry, ReclaimHandler, Shared, Space};
+use crate::wait::Changed;
+
+/// What a name refers to in this runtime.
+pub(crate) enum Container {
+    Channel(Channel),
+    Queue(Queue),
+}
+
+/// An embedded Stampede node. Cheap to clone; every clone is the same node.
+#[derive(Clone)]
+pub struct Runtime {
+    space: Arc<Space>,
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Runtime::new()
+    }
+}
+
+impl Runtime {
+    /// A new, empty node in this process. Several may coexist; they share nothing.
+    pub fn new() -> Runtime {
+        Runtime { space: Space::new() }
+    }
+
+    /// Creates a channel with bounds ([`Limits`]) or full [`ChannelOptions`]. Names are
+    /// `/`-separated segments (`camera/left`, see [`stampede_core::name`]); a bad name or a zero
+    /// bound is `InvalidArgument`, a name in use `AlreadyExists`, a closed runtime `Closed`.
+    pub fn create_channel(&self, name: &str, options: impl Into<ChannelOptions>) -> Result<Channel> {
+        let ChannelOptions { limits, retention } = options.into();
+        check_name("create_channel", name)?;
+        limits.check("create_channel", name)?;
+        let name: Arc<str> = name.into();
+        let key = self.space.next_id();
+        let shared = Shared::new(key, name.clone(), limits, ChannelState::new(name.clone(), limits, retention));
+        self.space.register(&name, Entry::Channel(shared.clone()))?;
+        Ok(Channel { shared, space: self.space.clone() })
+    }
+
+    /// Creates a queue (names and bounds as [`create_channel`](Self::create_channel)).
+    pub fn create_queue(&self, name: &str, limits: Limits) -> Result<Queue> {
+        check_name("create_queue", name)?;
+        limits.check("create_queue", name)?;
+        let name: Arc<str> = name.into();
+        let key = self.space.next_id();
+        let shared = Shared::new(key, name.clone(), limits, QueueState::new(key, name.clone(), limits));
+        self.space.register(&name, Entry::Queue(shared.clone()))?;
+        Ok(Queue { shared, space: self.space.clone() })
+    }
+
+    /// The channel or queue called `name` (`NotFound` otherwise; `InvalidArgument` for a name
+    /// no container can have; `Closed` once the runtime is closed).
+    pub fn lookup(&self, name: &str) -> Result<Container> {
+        check_name("lookup", name)?;
+        Ok(match self.space.lookup(name)? {
+            Entry::Channel(shared) => Container::Channel(Channel { shared, space: self.space.clone() }),
+            Entry::Queue(shared) => Container::Queue(Queue { shared, space: self.space.clone() }),
+        })
+    }
+
+    /// Names of the channels and queues `prefix` selects, sorted. Hierarchical
+    /// ([`stampede_core::name::under`]): `""` selects all; `"camera/"` the names under `camera/`
+    /// (not `cameraX`); `"camera"` `camera` itself and the names under it (not `cameras`).
+    pub fn names(&self, prefix: &str) -> Vec<String> {
+        self.space.names(prefix)
+    }
+
+    /// A root task at `virtual_time` (`INFINITY` allowed). It must be `>= ts_min`: nothing below
+    /// ts_min may ever be put again.
+    pub fn task(&self, virtual_time: Timestamp) -> Result<Task> {
+        Ok(Task { shared: self.space.new_task(virtual_time, None)? })
+    }
+
+    /// Current ts_min: no existing or future task can get an item below it.
+    pub fn ts_min(&self) -> Timestamp {
+        self.space.ts_min()
+    }
+
+    /// Runs a GC pass now; returns the number of items reclaimed. Reclamation already happens
+    /// within the operation that makes an item garbage, so this normally returns 0; it exists
+    /// so that tests and tools can be deterministic.
+    pub fn collect(&self) -> usize {
+        self.space.sweep(self.space.ts_min())
+    }
+
+    /// Registers a GC handler for every channel and queue: `handler(name, item)`.
+    pub fn on_reclaim(&self, handler: impl Fn(&str, &Item) + Send + Sync + 'static) {
+        let handler: ReclaimHandler = Arc::new(handler);
+        self.space.add_handler(handler);
+    }
+
+    /// Node-wide counters.
+    pub fn stats(&self) -> RuntimeStats {
+        RuntimeStats {
+            ts_min: self.space.ts_min(),
+            containers: self.space.entries().len(),
+            claims: self.space.claim_count(),
+        }
+    }
+
+    /// Ends the node: every channel and queue is destroyed (blocked operations wake with
+    /// `Closed`), every task closed. Idempotent.
+    pub fn close(&self) {
+        self.space.close();
+    }
+
+    /// Checks, under the locks that make each comparison atomic, that every live task's
+    /// visibility is at or above ts_min (SPEC §3). Panics naming the task otherwise. For tests and
+    /// the interleaving scheduler; the driver asserts the same after its own steps.
+    #[doc(hidden)]
+    pub fn check_invariants(&self) {
+        self.space.check_invariants();
+    }
+
+    /// Completes at the next put or claim change in the runtime.
+    pub(crate) fn progressed(&self) -> Changed {
+        Changed::new(&self.space.progress, None)
+    }
+
+    /// `true` once [`close`](Self::close) ran.
+    pub fn is_closed(&self) -> bool {
+        self.space.is_closed()
+    }
+}

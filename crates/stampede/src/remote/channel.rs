@@ -1,0 +1,228 @@
+//! Remote channels and their connections (the remote forms of [`crate::Channel`],
+//! [`crate::ChannelInput`] and [`crate::ChannelOutput`]).
+//!
+//! A get returns an [`Item`] whose payload is the reply's bytes (copied once out of the zenoh
+//! buffer, shared from then on, read-only). A put copies borrowed data once into a buffer of the
+//! connection's pool, which zenoh then sends without another copy. Blocking calls wait in slices
+//! (see [`crate::remote::client`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::payload::Buffers;
+use crate::wait::Changed;
+use crate::{Error, IntoPayload, Item, Limits, Payload, PutOptions, Result, Retention, Selector, Timestamp};
+
+use crate::remote::connection::{container_handle, item, Link};
+use crate::remote::runtime::unexpected;
+use crate::remote::task::RemoteTask;
+use crate::remote::wire::{Reply, Request};
+
+container_handle!(RemoteChannel, "channel");
+
+impl RemoteChannel {
+    /// The channel's retention policy.
+    pub fn retention(&self) -> Retention {
+        self.container.retention
+    }
+
+    /// Timestamps of the items stored on the node now.
+    pub fn timestamps(&self) -> Vec<Timestamp> {
+        self.container.timestamps()
+    }
+
+    /// The settled horizon on the node (SPEC §4).
+    pub fn settled_below(&self) -> Timestamp {
+        self.container.settledness().0
+    }
+
+    /// `true` once the producer set was closed.
+    pub fn producers_closed(&self) -> bool {
+        self.container.settledness().1
+    }
+
+    /// Closes the producer set on the node.
+    pub fn close_producers(&self) -> Result<()> {
+        self.container.close_producers()
+    }
+
+    /// Completes at the next put or claim change on the node, or after a wait slice.
+    pub(crate) fn progressed(&self) -> Changed {
+        self.container.client.progressed()
+    }
+
+    pub(crate) fn same_runtime(&self, other: &RemoteChannel) -> bool {
+        Arc::ptr_eq(&self.container.client, &other.container.client)
+    }
+
+    pub(crate) fn attach_input(&self, task: &RemoteTask) -> Result<RemoteChannelInput> {
+        Ok(RemoteChannelInput { link: self.container.attach(task, true)? })
+    }
+
+    pub(crate) fn attach_output(&self, task: &RemoteTask) -> Result<RemoteChannelOutput> {
+        let link = self.container.attach(task, false)?;
+        Ok(RemoteChannelOutput { channel: self.clone(), link, buffers: Arc::default() })
+    }
+}
+
+/// A remote task's output connection to a channel.
+pub(crate) struct RemoteChannelOutput {
+    channel: RemoteChannel,
+    link: Link,
+    /// Buffers borrowed payloads are copied into (once) before they are sent.
+    buffers: Arc<Buffers>,
+}
+
+impl RemoteChannelOutput {
+    /// Puts with a reference count and/or a timeout (as [`crate::ChannelOutput::put_with`]).
+    pub fn put_with(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
+        let payload = self.admit(ts, payload)?;
+        let codec = payload.codec.name().to_owned();
+        let connection = self.link.id;
+        let request =
+            |wait_us| Request::Put { connection, ts, codec: codec.clone(), refcount: options.refcount, wait_us };
+        done("put", &self.link, self.link.waiting(options.timeout, Some(payload.data), request))
+    }
+
+    /// [`put_with`](Self::put_with) without blocking a thread.
+    pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
+        let payload = self.admit(ts, payload)?;
+        let codec = payload.codec.name().to_owned();
+        let connection = self.link.id;
+        let request =
+            |wait_us| Request::Put { connection, ts, codec: codec.clone(), refcount: options.refcount, wait_us };
+        done("put", &self.link, self.link.waiting_async(options.timeout, Some(payload.data), request).await)
+    }
+
+    fn admit(&self, ts: Timestamp, payload: impl IntoPayload) -> Result<Payload> {
+        self.link.check_attached()?;
+        crate::payload::admit(self.channel.name(), ts, payload, &self.buffers, |bytes| self.check_fits(ts, bytes))
+    }
+
+    /// Copies `parts` into a buffer of this connection's pool (the one copy of copy-in).
+    pub fn copy_in(&self, parts: &[&[u8]]) -> bytes::Bytes {
+        self.buffers.copy(parts)
+    }
+
+    /// Demand feedback from the node (its ts_min when the node cannot be reached).
+    pub fn demand(&self) -> Timestamp {
+        match self.link.client.call(Request::Demand { connection: self.link.id }, None, Duration::ZERO) {
+            Ok((Reply::Timestamp(ts), _)) => ts,
+            _ => self.channel.stats().ts_min,
+        }
+    }
+
+    /// Completes when a put blocked on this connection would wake (or spuriously).
+    pub fn freed(&self) -> Changed {
+        self.link.changed(None)
+    }
+
+    /// Fails `Full { can_never_fit: true, .. }` when an item of `payload_bytes` can never fit the
+    /// channel's `max_bytes` or the node's `payload_bytes_max`: every put checks this before
+    /// copying or sending anything.
+    pub fn check_fits(&self, ts: Timestamp, payload_bytes: usize) -> Result<()> {
+        check_fits(&self.link, self.channel.limits(), ts, payload_bytes)
+    }
+
+    /// Detaches the connection on the node (idempotent; dropping it detaches too). Every later
+    /// call fails `Closed`.
+    pub fn detach(&self) {
+        self.link.detach();
+    }
+}
+
+/// `Ok` for a `Done` reply.
+pub(crate) fn done(op: &'static str, link: &Link, reply: Result<(Reply, Bytes)>) -> Result<()> {
+    match reply?.0 {
+        Reply::Done => Ok(()),
+        _ => Err(unexpected(op, link.client.node())),
+    }
+}
+
+/// The checks of [`RemoteChannelOutput::check_fits`], for channels and queues.
+pub(crate) fn check_fits(link: &Link, limits: Limits, ts: Timestamp, payload_bytes: usize) -> Result<()> {
+    let node_bytes_max = link.client.hello.payload_bytes_max;
+    if payload_bytes as u64 > node_bytes_max {
+        return Err(Error::Full {
+            name: link.name.to_string(),
+            ts,
+            reason: format!(
+                "a payload of {payload_bytes} bytes is above the node's payload_bytes_max {node_bytes_max}"
+            ),
+            can_never_fit: true,
+        });
+    }
+    limits.check_fits(&link.name, ts, payload_bytes)
+}
+
+/// A remote task's input connection to a channel.
+pub(crate) struct RemoteChannelInput {
+    link: Link,
+}
+
+impl RemoteChannelInput {
+    /// Gets an item (as [`crate::ChannelInput::get`]); it becomes open on this connection.
+    /// `timeout`: `None` waits as long as needed, `Some(Duration::ZERO)` never waits.
+    pub fn get(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
+        let selector = selector.into().into();
+        let connection = self.link.id;
+        self.got(self.link.waiting(timeout, None, |wait_us| Request::Get { connection, selector, wait_us }))
+    }
+
+    /// [`get`](Self::get) without blocking a thread.
+    pub async fn get_async(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
+        let selector = selector.into().into();
+        let connection = self.link.id;
+        self.got(self.link.waiting_async(timeout, None, |wait_us| Request::Get { connection, selector, wait_us }).await)
+    }
+
+    fn got(&self, reply: Result<(Reply, Bytes)>) -> Result<Item> {
+        match reply? {
+            (Reply::Item(header), data) => Ok(item(header, data)),
+            _ => Err(unexpected("get", self.link.client.node())),
+        }
+    }
+
+    /// Completes when a get with `selector` blocked on this connection would wake (or spuriously).
+    pub fn changed(&self, selector: impl Into<Selector>) -> Changed {
+        self.link.changed(Some(selector.into().into()))
+    }
+
+    /// Every item with `t0 <= ts <= t1` present and not consumed on this connection, in
+    /// timestamp order; each becomes open. Never waits.
+    pub fn get_range(&self, t0: Timestamp, t1: Timestamp) -> Result<Vec<Item>> {
+        let connection = self.link.id;
+        match self.link.waiting(Some(Duration::ZERO), None, |_| Request::GetRange { connection, t0, t1 })? {
+            (Reply::Items(headers), data) => {
+                let mut offset = 0;
+                let mut items = Vec::with_capacity(headers.len());
+                for header in headers {
+                    // The lengths add up to the payload's (checked when the reply was decoded).
+                    let len = crate::remote::wire::size(header.len);
+                    items.push(item(header, data.slice(offset..offset + len)));
+                    offset += len;
+                }
+                Ok(items)
+            }
+            _ => Err(unexpected("get_range", self.link.client.node())),
+        }
+    }
+
+    /// Marks the item at `ts` consumed on this connection.
+    pub fn consume(&self, ts: Timestamp) -> Result<()> {
+        self.link.done(Request::Consume { connection: self.link.id, ts })
+    }
+
+    /// Marks every present item `<= ts` consumed on this connection, unseen ones included.
+    pub fn consume_until(&self, ts: Timestamp) -> Result<()> {
+        self.link.done(Request::ConsumeUntil { connection: self.link.id, ts })
+    }
+
+    /// Detaches the connection on the node (idempotent; dropping it detaches too): its claims are
+    /// dropped when this returns. Every later call fails `Closed`.
+    pub fn detach(&self) {
+        self.link.detach();
+    }
+}

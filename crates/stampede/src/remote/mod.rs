@@ -1,0 +1,42 @@
+//! The remote backend: a client's session on a node over the Eclipse Zenoh fabric (SPEC §7).
+//!
+//! [`crate::connect`] returns a [`crate::Runtime`] whose channels, queues and tasks live on a
+//! node (`stampede serve`, or an embedded runtime serving clients through `stampede-node`); the
+//! public types forward to the types here, which turn every call into one request (or a few, for
+//! a wait) to the node. See `docs/NODES.md` for the design: surrogate sessions, sliced waits, and
+//! why no item is lost across the wire.
+//!
+//! - [`wire`] — the messages between a client and a node: a version byte, a postcard header, the
+//!   payload raw; decoding hostile bytes is a typed error, never a panic.
+//! - [`fabric`] — zenoh configurations and the key expressions a node answers on.
+//! - `client` (private) — connecting, one request, sliced waits, ending a session.
+//! - `runtime`, `task`, `channel`, `queue`, `connection` (private) — the remote forms of the
+//!   public types.
+
+use std::time::Duration;
+
+pub(crate) mod channel;
+pub(crate) mod client;
+pub(crate) mod connection;
+pub mod fabric;
+pub(crate) mod queue;
+pub(crate) mod runtime;
+pub(crate) mod task;
+pub mod wire;
+
+/// Longest wait a node performs for one request. A blocking remote get or put waits in slices of
+/// at most this, each answered (with the result or "not yet"), so that the client always sees
+/// the reply of a get that took an item while it is alive (`docs/NODES.md`).
+pub const REMOTE_WAIT_SLICE: Duration = Duration::from_secs(1);
+
+/// How much longer than the wait it asks for a client waits for a reply before it declares the
+/// node unreachable: room for the fabric's latency, the transfer of the payloads, and a loaded
+/// node. A request that may take items and whose reply does not come in time ends the session.
+pub const QUERY_MARGIN: Duration = Duration::from_secs(5);
+
+/// How long after a client vanishes without closing its link its session is closed, by default
+/// (zenoh's own default lease).
+pub const LIVELINESS_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+
+/// The reason of the `Closed` error of a call on a client after its runtime was closed.
+pub const CLIENT_CLOSED: &str = "the client was closed";

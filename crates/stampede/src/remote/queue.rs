@@ -1,0 +1,134 @@
+//! Remote queues and their connections (the remote forms of [`crate::Queue`],
+//! [`crate::QueueInput`] and [`crate::QueueOutput`]).
+//!
+//! A remote getter keeps its place in the queue's line of blocked getters only within one wait
+//! slice: between slices another getter may go first (see `docs/NODES.md`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::payload::Buffers;
+use crate::wait::Changed;
+use crate::{IntoPayload, Payload, QueueItem, Result, Timestamp};
+
+use crate::remote::channel::{check_fits, done};
+use crate::remote::connection::{container_handle, item, Link};
+use crate::remote::runtime::unexpected;
+use crate::remote::task::RemoteTask;
+use crate::remote::wire::{Reply, Request};
+
+container_handle!(RemoteQueue, "queue");
+
+impl RemoteQueue {
+    pub(crate) fn attach_input(&self, task: &RemoteTask) -> Result<RemoteQueueInput> {
+        Ok(RemoteQueueInput { link: self.container.attach(task, true)? })
+    }
+
+    pub(crate) fn attach_output(&self, task: &RemoteTask) -> Result<RemoteQueueOutput> {
+        let link = self.container.attach(task, false)?;
+        Ok(RemoteQueueOutput { queue: self.clone(), link, buffers: Arc::default() })
+    }
+}
+
+/// A remote task's output connection to a queue.
+pub(crate) struct RemoteQueueOutput {
+    queue: RemoteQueue,
+    link: Link,
+    buffers: Arc<Buffers>,
+}
+
+impl RemoteQueueOutput {
+    /// Appends `payload` at `ts` (as [`crate::QueueOutput::put`]); `timeout` bounds the wait
+    /// for room in a bounded queue.
+    pub fn put(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
+        let payload = self.admit(ts, payload)?;
+        let codec = payload.codec.name().to_owned();
+        let connection = self.link.id;
+        let request = |wait_us| Request::QueuePut { connection, ts, codec: codec.clone(), wait_us };
+        done("put", &self.link, self.link.waiting(timeout, Some(payload.data), request))
+    }
+
+    /// [`put`](Self::put) without blocking a thread.
+    pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
+        let payload = self.admit(ts, payload)?;
+        let codec = payload.codec.name().to_owned();
+        let connection = self.link.id;
+        let request = |wait_us| Request::QueuePut { connection, ts, codec: codec.clone(), wait_us };
+        done("put", &self.link, self.link.waiting_async(timeout, Some(payload.data), request).await)
+    }
+
+    fn admit(&self, ts: Timestamp, payload: impl IntoPayload) -> Result<Payload> {
+        self.link.check_attached()?;
+        crate::payload::admit(self.queue.name(), ts, payload, &self.buffers, |bytes| self.check_fits(ts, bytes))
+    }
+
+    /// As [`RemoteChannelOutput::check_fits`](crate::remote::channel::RemoteChannelOutput::check_fits).
+    pub fn check_fits(&self, ts: Timestamp, payload_bytes: usize) -> Result<()> {
+        check_fits(&self.link, self.queue.limits(), ts, payload_bytes)
+    }
+
+    /// Copies `parts` into a buffer of this connection's pool (the one copy of copy-in).
+    pub fn copy_in(&self, parts: &[&[u8]]) -> bytes::Bytes {
+        self.buffers.copy(parts)
+    }
+
+    /// Completes when a put blocked on this connection would wake (or spuriously).
+    pub fn freed(&self) -> Changed {
+        self.link.changed(None)
+    }
+
+    /// Detaches the connection on the node (idempotent; dropping it detaches too).
+    pub fn detach(&self) {
+        self.link.detach();
+    }
+}
+
+/// A remote task's input connection to a queue.
+pub(crate) struct RemoteQueueInput {
+    link: Link,
+}
+
+impl RemoteQueueInput {
+    /// Takes the oldest waiting item (as [`crate::QueueInput::get`]); it is open on this
+    /// connection until consumed. `NotAvailable` when the timeout expires.
+    pub fn get(&self, timeout: Option<Duration>) -> Result<QueueItem> {
+        let connection = self.link.id;
+        self.got(self.link.waiting(timeout, None, |wait_us| Request::QueueGet { connection, wait_us }))
+    }
+
+    /// [`get`](Self::get) without blocking a thread.
+    pub async fn get_async(&self, timeout: Option<Duration>) -> Result<QueueItem> {
+        let connection = self.link.id;
+        self.got(self.link.waiting_async(timeout, None, |wait_us| Request::QueueGet { connection, wait_us }).await)
+    }
+
+    fn got(&self, reply: Result<(Reply, Bytes)>) -> Result<QueueItem> {
+        match reply? {
+            (Reply::QueueItem { seq, item: header }, data) => Ok(QueueItem { seq, item: item(header, data) }),
+            _ => Err(unexpected("get", self.link.client.node())),
+        }
+    }
+
+    /// Completes when a get blocked on this connection would wake (or spuriously).
+    pub fn changed(&self) -> Changed {
+        self.link.changed(None)
+    }
+
+    /// Consumes an item this connection got; the queue reclaims it.
+    pub fn consume(&self, item: &QueueItem) -> Result<()> {
+        self.link.done(Request::QueueConsume { connection: self.link.id, seq: Some(item.seq), ts: item.item.ts })
+    }
+
+    /// Consumes the oldest item open on this connection at `ts`.
+    pub fn consume_ts(&self, ts: Timestamp) -> Result<()> {
+        self.link.done(Request::QueueConsume { connection: self.link.id, seq: None, ts })
+    }
+
+    /// Detaches the connection on the node (idempotent; dropping it detaches too); items it holds
+    /// open go back to the head of the queue.
+    pub fn detach(&self) {
+        self.link.detach();
+    }
+}
