@@ -20,6 +20,10 @@ awaitables for asyncio. Payloads: bytes-like objects (codec "raw"), str ("utf8")
 ("npy"); ``item.data`` is a read-only zero-copy memoryview and ``item.array()`` a read-only
 zero-copy ndarray.
 
+Across processes and machines (SPEC §7): ``stampede.connect("tcp/127.0.0.1:7447")`` returns a
+``Runtime`` with the same API whose channels live on a node (``stampede serve``, or
+``Runtime(listen="tcp/127.0.0.1:7447")`` in another process); see docs/NODES.md.
+
 Temporal correlation (SPEC §4): ``ExactJoin`` (tuples of items sharing a timestamp, policies
 "wait_all", "partial", "skip") and ``ApproxJoin`` (closest match within a tolerance) take over
 their input connections; ``Channel.settled_below`` / ``close_producers()``, ``ChannelOutput.demand()``
@@ -71,20 +75,8 @@ from ._stampede import (
     Task,
     Unreachable,
     __version__,
+    connect,
 )
-
-
-def connect(endpoint: str) -> Runtime:
-    """Connects to a Stampede node elsewhere (``"tcp/127.0.0.1:7447"``).
-
-    The fabric (SPEC §7) is not part of this build yet: this always raises ``Unreachable``. Use
-    ``Runtime()`` for the embedded node in this process.
-    """
-    raise Unreachable(
-        f'cannot connect to "{endpoint}": this build of stampede has only the embedded runtime '
-        "(stampede.Runtime()); remote nodes are not available yet"
-    )
-
 
 __all__ = [
     "INFINITY",

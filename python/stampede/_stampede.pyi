@@ -43,6 +43,7 @@ __all__ = [
     "TS_MAX",
     "Task",
     "Unreachable",
+    "connect",
     "__version__",
 ]
 
@@ -253,7 +254,18 @@ class Task:
 
 @final
 class Runtime:
-    def __new__(cls) -> Self: ...
+    def __new__(
+        cls,
+        listen: str | list[str] | None = None,
+        *,
+        name: str | None = None,
+        liveliness_timeout: float | None = None,
+        max_payload_bytes: int | None = None,
+    ) -> Self: ...
+    @property
+    def node(self) -> str | None: ...
+    @property
+    def endpoints(self) -> list[str]: ...
     def create_channel(
         self,
         name: str,
@@ -355,3 +367,5 @@ class ApproxJoin(Iterator[Matched]):
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool: ...
+
+def connect(endpoint: str, timeout: float | None = None) -> Runtime: ...

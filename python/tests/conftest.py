@@ -1,14 +1,24 @@
-"""Shared fixtures: a fresh runtime per test, and a watchdog instead of wall-clock assertions."""
+"""Shared fixtures: a fresh runtime per test, and a watchdog instead of wall-clock assertions.
+
+The `rt` fixture is the conformance switch (SPEC §7 location transparency): with
+``STAMPEDE_CONFIGURATION=serve`` every test that takes `rt` runs unchanged against a client of a
+fresh ``stampede serve`` process (a node per test: ts_min is global and monotone on a node);
+the default, ``embedded``, is a runtime in this process.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -26,11 +36,64 @@ def watchdog() -> Iterator[None]:
     faulthandler.cancel_dump_traceback_later()
 
 
+#: Which runtime the `rt` fixture gives: "embedded" or "serve" (see the module's doc).
+CONFIGURATION = os.environ.get("STAMPEDE_CONFIGURATION", "embedded")
+REPO = Path(__file__).resolve().parents[2]
+#: Longest wait for a spawned node to say it listens, or to exit after SIGTERM.
+NODE_START_S = 30.0
+
+
+def stampede_bin() -> str:
+    """The `stampede` binary: $STAMPEDE_BIN, else the workspace's debug build (built if missing)."""
+    path = os.environ.get("STAMPEDE_BIN") or str(REPO / "target" / "debug" / "stampede")
+    if not Path(path).exists():
+        subprocess.run(["cargo", "build", "-q", "-p", "stampede-cli"], cwd=REPO, check=True)
+    return path
+
+
+@contextlib.contextmanager
+def served_node(name: str = "test") -> Iterator[str]:
+    """A `stampede serve` process on a Unix socket of its own; yields its endpoint. Killed in a
+    `finally`, whatever happens."""
+    with tempfile.TemporaryDirectory(prefix="stampede-node-") as tmp:
+        endpoint = f"unixsock-stream/{tmp}/node.sock"
+        proc = subprocess.Popen(
+            [stampede_bin(), "serve", "--listen", endpoint, "--name", name],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            ready = threading.Event()
+            threading.Thread(target=lambda: (proc.stdout.readline(), ready.set()), daemon=True).start()
+            assert ready.wait(NODE_START_S), "stampede serve did not say it listens"
+            yield endpoint
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=NODE_START_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 @pytest.fixture
 def rt() -> Iterator[stampede.Runtime]:
-    """A fresh embedded runtime, closed after the test."""
-    with stampede.Runtime() as runtime:
-        yield runtime
+    """A fresh runtime, closed after the test: embedded, or a client of a fresh node."""
+    if CONFIGURATION == "embedded":
+        with stampede.Runtime() as runtime:
+            yield runtime
+    elif CONFIGURATION == "serve":
+        with served_node() as endpoint, stampede.connect(endpoint, timeout=NODE_START_S) as runtime:
+            yield runtime
+    else:
+        raise ValueError(f"STAMPEDE_CONFIGURATION={CONFIGURATION!r}: use embedded or serve")
+
+
+def embedded_only(reason: str) -> None:
+    """Skips the calling test when `rt` is remote, saying why."""
+    if CONFIGURATION != "embedded":
+        pytest.skip(f"not in the {CONFIGURATION} configuration: {reason}")
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-//! `stampede._stampede`: the Python binding of the embedded Stampede runtime (SPEC §8, §15).
+//! `stampede._stampede`: the Python binding of Stampede (SPEC §8, §15): the embedded runtime,
+//! serving it to remote clients, and `connect` to a node.
 //!
 //! # Layout
 //!
@@ -7,7 +8,7 @@
 //! - [`args`] — Python arguments to Rust values: wrong types raise `TypeError`, out-of-range
 //!   ints the typed error of what they are.
 //! - [`aio`] — the cancellation-safe asyncio bridge behind `get_async` / `put_async`.
-//! - [`runtime`] — `Runtime`, `Channel`, `Queue`.
+//! - [`runtime`] — `Runtime` (embedded, serving, or `connect`ed), `Channel`, `Queue`.
 //! - [`task`] — `Task`.
 //! - [`connection`] — channel and queue connections, selectors, streams, asyncio forms.
 //! - [`payload`] — Python values to payloads (`raw`, `utf8`, `npy`), `.npy` headers.
@@ -16,7 +17,7 @@
 //! - [`reclaim`] — GC handlers written in Python, and the count of their exceptions.
 //! - [`pacer`] — `Pacer`.
 //!
-//! The binding uses only the public API of the `stampede` crate. The Python package
+//! The binding uses only the public API of the `stampede` crate (and `stampede-node` to serve). The Python package
 //! (`python/stampede`) re-exports everything from here and adds type stubs.
 
 use pyo3::prelude::*;
@@ -37,6 +38,7 @@ mod wait;
 #[pymodule]
 fn _stampede(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<runtime::Runtime>()?;
+    m.add_function(wrap_pyfunction!(runtime::connect, m)?)?;
     m.add_class::<runtime::Channel>()?;
     m.add_class::<runtime::Queue>()?;
     m.add_class::<task::Task>()?;

@@ -1,7 +1,10 @@
-//! `Runtime`, `Channel` and `Queue` (SPEC §15): the embedded node, its names and containers.
+//! `Runtime`, `Channel` and `Queue` (SPEC §15): a runtime — embedded, embedded and serving
+//! clients (`Runtime(listen=...)`), or a client's session on a node (`connect`) — its names and
+//! containers.
 
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3::{PyTraverseError, PyVisit};
@@ -13,12 +16,15 @@ use crate::reclaim::{HandlerErrors, Handlers};
 use crate::task::Task;
 use crate::wait;
 
-/// An embedded Stampede node in this process. Several may coexist; they share nothing.
+/// A Stampede runtime: embedded in this process (optionally serving remote clients), or a
+/// session on a node elsewhere. Several may coexist; they share nothing.
 #[pyclass(module = "stampede._stampede", frozen)]
 pub(crate) struct Runtime {
     inner: stampede::Runtime,
     /// This runtime's GC handlers written in Python (and the count of their exceptions).
     handlers: Py<Handlers>,
+    /// The node serving this embedded runtime to remote clients (`Runtime(listen=...)`).
+    node: Mutex<Option<stampede_node::Node>>,
 }
 
 impl Runtime {
@@ -37,9 +43,62 @@ impl Runtime {
 
 #[pymethods]
 impl Runtime {
+    /// An embedded runtime. With `listen` (an endpoint such as `"tcp/127.0.0.1:7447"` or
+    /// `"unixsock-stream/<path>"`, or a list of them) it also serves remote clients there, as
+    /// `stampede serve` does: `name` is the node's name, `liveliness_timeout` (seconds) how long
+    /// a vanished client's session lives on, `max_payload_bytes` the largest put it accepts.
     #[new]
-    fn new(py: Python<'_>) -> PyResult<Runtime> {
-        Ok(Runtime { inner: stampede::Runtime::new(), handlers: Handlers::new(py)? })
+    #[pyo3(signature = (listen=None, *, name=None, liveliness_timeout=None, max_payload_bytes=None))]
+    fn new(
+        py: Python<'_>,
+        listen: Option<&Bound<'_, PyAny>>,
+        name: Option<String>,
+        liveliness_timeout: Option<&Bound<'_, PyAny>>,
+        max_payload_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Runtime> {
+        let inner = stampede::Runtime::new();
+        let at = At { op: "Runtime", name: "listen" };
+        let node = match listen {
+            None if name.is_some() || liveliness_timeout.is_some() || max_payload_bytes.is_some() => {
+                return Err(to_pyerr(Error::InvalidArgument {
+                    op: "Runtime",
+                    name: "listen".into(),
+                    reason: "name, liveliness_timeout and max_payload_bytes configure serving: give listen too".into(),
+                }))
+            }
+            None => None,
+            Some(listen) => {
+                let mut options = stampede_node::NodeOptions { listen: endpoints(listen)?, ..Default::default() };
+                if let Some(name) = name {
+                    options.name = name;
+                }
+                if let Some(timeout) = args::timeout(liveliness_timeout, at)? {
+                    options.liveliness_timeout = timeout;
+                }
+                if let Some(bytes) = args::count(max_payload_bytes, "max_payload_bytes", at)? {
+                    options.payload_bytes_max = bytes;
+                }
+                let runtime = inner.clone();
+                Some(wait::released(py, move || stampede_node::Node::serve(runtime, options))?)
+            }
+        };
+        Ok(Runtime { inner, handlers: Handlers::new(py)?, node: Mutex::new(node) })
+    }
+
+    /// The node's name: the one this client is connected to, or the one this runtime serves as
+    /// (`Runtime(listen=...)`); None for a runtime that only lives in this process.
+    #[getter]
+    fn node(&self) -> Option<String> {
+        match &*self.node.lock() {
+            Some(node) => Some(node.name().to_owned()),
+            None => self.inner.node().map(str::to_owned),
+        }
+    }
+
+    /// The endpoints this runtime serves clients on (empty unless `Runtime(listen=...)`).
+    #[getter]
+    fn endpoints(&self) -> Vec<String> {
+        self.node.lock().as_ref().map(|node| node.endpoints().to_vec()).unwrap_or_default()
     }
 
     /// Creates a channel; `capacity` (items) and `max_bytes` bound it, None = unbounded.
@@ -141,7 +200,12 @@ impl Runtime {
     /// Ends the node: channels and queues are destroyed (blocked calls raise Closed), tasks are
     /// closed. Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let node = self.node.lock().take();
         wait::released(py, || {
+            // Clients first (their sessions end), then the runtime.
+            if let Some(node) = node {
+                node.close();
+            }
             self.inner.close();
             Ok(())
         })
@@ -345,6 +409,28 @@ fn set_handler(
         }
     }
     Ok(())
+}
+
+/// Connects to the Stampede node listening on `endpoint` (`"tcp/127.0.0.1:7447"`,
+/// `"unixsock-stream/<path>"`): a `Runtime` whose channels, queues and tasks live on that node,
+/// with the embedded API. `timeout` (seconds, None = as long as it takes) bounds the wait for
+/// the node; Unreachable when none answers in time.
+#[pyfunction]
+#[pyo3(signature = (endpoint, timeout=None))]
+pub(crate) fn connect(py: Python<'_>, endpoint: &str, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Runtime> {
+    let timeout = args::timeout(timeout, At { op: "connect", name: endpoint })?;
+    let inner = wait::released(py, || stampede::connect(endpoint, timeout))?;
+    Ok(Runtime { inner, handlers: Handlers::new(py)?, node: Mutex::new(None) })
+}
+
+/// `listen`: one endpoint or a list of them.
+fn endpoints(listen: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    if let Ok(one) = listen.extract::<String>() {
+        return Ok(vec![one]);
+    }
+    listen
+        .extract::<Vec<String>>()
+        .map_err(|_| pyo3::exceptions::PyTypeError::new_err("listen must be an endpoint (str) or a list of endpoints"))
 }
 
 fn parse_retention(retention: &str, at: At<'_>) -> PyResult<Retention> {
