@@ -90,10 +90,18 @@ def rt() -> Iterator[stampede.Runtime]:
         raise ValueError(f"STAMPEDE_CONFIGURATION={CONFIGURATION!r}: use embedded or serve")
 
 
-def embedded_only(reason: str) -> None:
-    """Skips the calling test when `rt` is remote, saying why."""
-    if CONFIGURATION != "embedded":
-        pytest.skip(f"not in the {CONFIGURATION} configuration: {reason}")
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "embedded_only(reason): a property of the embedded runtime only (e.g. memory shared between "
+        "gets in one process); skipped, with the reason, in the other configurations",
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    marker = item.get_closest_marker("embedded_only")
+    if marker is not None and CONFIGURATION != "embedded":
+        pytest.skip(f"not in the {CONFIGURATION} configuration: {marker.args[0]}")
 
 
 @pytest.fixture

@@ -32,9 +32,12 @@
 //! - [`node`] — [`Node`] and [`NodeOptions`]: the queryable, the liveliness subscriber, the bounds.
 //! - `session` (private) — a client's session on the node: the tasks and connections it owns.
 //! - `serve` (private) — one request on the node: the embedded operation, in slices when it waits.
+//! - `reclaim` (private) — remote clients' GC handlers: items reclaimed here, sent to them.
 
 pub mod node;
+mod reclaim;
 mod serve;
 mod session;
 
 pub use node::{Node, NodeOptions};
+pub use reclaim::RECLAIM_OUTBOX_MAX;

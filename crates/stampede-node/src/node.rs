@@ -18,6 +18,7 @@ use zenoh::query::{Query, Queryable};
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
+use crate::reclaim::{self, Reclaims};
 use crate::serve;
 use crate::session::Session;
 use stampede::remote::fabric;
@@ -118,14 +119,17 @@ pub(crate) struct NodeShared {
     pub(crate) options: NodeOptions,
     pub(crate) zenoh: zenoh::Session,
     pub(crate) sessions: Mutex<HashMap<String, Arc<Session>>>,
+    pub(crate) reclaims: Reclaims,
 }
 
 impl NodeShared {
     /// Ends the session `id`, if open: its tasks are closed, its connections detached.
     pub(crate) fn close_session(&self, id: &str) {
-        let session = self.sessions.lock().remove(id);
+        // Closed while still listed, so that the items its closing reclaims reach its outbox.
+        let session = self.sessions.lock().get(id).cloned();
         if let Some(session) = session {
             session.close();
+            self.sessions.lock().remove(id);
         }
     }
 }
@@ -154,7 +158,14 @@ impl Node {
             .build()
             .map_err(|e| unreachable(format!("the node's worker threads could not start: {e}")))?;
         let zenoh = zenoh::open(config).wait().map_err(|e| unreachable(format!("zenoh could not open: {e}")))?;
-        let shared = Arc::new(NodeShared { runtime, options: options.clone(), zenoh, sessions: Mutex::default() });
+        let shared = Arc::new(NodeShared {
+            runtime,
+            options: options.clone(),
+            zenoh,
+            sessions: Mutex::default(),
+            reclaims: Reclaims::default(),
+        });
+        workers.spawn(reclaim::run(Arc::downgrade(&shared), shared.reclaims.pending.clone()));
         let declared = declare(&shared, workers.handle());
         let (queryable, sessions) = match declared {
             Ok(declared) => declared,
@@ -180,6 +191,12 @@ impl Node {
     /// The runtime served.
     pub fn runtime(&self) -> &Runtime {
         &self.shared.runtime
+    }
+
+    /// Reclaim events dropped because a client's outbox was full (see `OUTBOX_MAX` in
+    /// `docs/NODES.md`).
+    pub fn reclaim_events_dropped(&self) -> u64 {
+        self.shared.reclaims.dropped.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Client sessions open now.

@@ -21,13 +21,14 @@ use stampede::remote::wire::{
 use stampede::remote::REMOTE_WAIT_SLICE;
 
 use crate::node::NodeShared;
+use crate::reclaim;
 use crate::session::{self, Connection, Session};
 
 /// A reply header and the payloads that follow it.
 type Served = (Reply, Vec<Bytes>);
 
 /// Answers `message`: the encoded reply, an error reply if the request failed.
-pub(crate) async fn serve(node: &NodeShared, message: &[u8]) -> ZBytes {
+pub(crate) async fn serve(node: &Arc<NodeShared>, message: &[u8]) -> ZBytes {
     let (reply, payloads) = match respond(node, message).await {
         Ok(served) => served,
         Err(e) => (Reply::Error(WireError::from(&e)), Vec::new()),
@@ -40,7 +41,7 @@ pub(crate) async fn serve(node: &NodeShared, message: &[u8]) -> ZBytes {
     writer.finish()
 }
 
-async fn respond(node: &NodeShared, message: &[u8]) -> Result<Served> {
+async fn respond(node: &Arc<NodeShared>, message: &[u8]) -> Result<Served> {
     let refuse = |reason: String| Error::InvalidArgument { op: "request", name: node.options.name.clone(), reason };
     let message_bytes_max = node.options.payload_bytes_max + REQUEST_HEADER_BYTES_MAX;
     if message.len() > message_bytes_max {
@@ -51,13 +52,21 @@ async fn respond(node: &NodeShared, message: &[u8]) -> Result<Served> {
         Request::Hello => Ok((Reply::Hello(hello(node)), Vec::new())),
         Request::Open => open(node, &header.session).await,
         Request::Close => {
+            let session = node.sessions.lock().get(&header.session).cloned();
             node.close_session(&header.session);
+            if let Some(session) = session {
+                // Items the closing released and reclaimed reach the client before the reply.
+                reclaim::send(node, &session).await;
+            }
             Ok(done())
         }
         request => {
             let session = node.sessions.lock().get(&header.session).cloned();
             let session = session.ok_or_else(|| session::closed(&header.session))?;
-            execute(node, &session, request, payload).await
+            let served = execute(node, &session, request, payload).await;
+            // Items this request reclaimed reach the client before its reply.
+            reclaim::send(node, &session).await;
+            served
         }
     }
 }
@@ -117,7 +126,7 @@ async fn token_alive(node: &NodeShared, id: &str) -> bool {
 }
 
 /// Runs one request of an open session.
-async fn execute(node: &NodeShared, session: &Session, request: Request, payload: &[u8]) -> Result<Served> {
+async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, payload: &[u8]) -> Result<Served> {
     let op = request.op();
     let runtime = &node.runtime;
     let reply = match request {
@@ -263,6 +272,10 @@ async fn execute(node: &NodeShared, session: &Session, request: Request, payload
         }
         Request::WaitProgress { wait_us } => {
             let _ = tokio::time::timeout(slice(wait_us), runtime.progressed()).await;
+            Reply::Done
+        }
+        Request::OnReclaim { container } => {
+            reclaim::subscribe(node, session, container)?;
             Reply::Done
         }
         Request::CheckInvariants => {

@@ -17,6 +17,8 @@ use stampede::{ChannelInput, ChannelOutput, Container, Error, QueueInput, QueueO
 
 use stampede::remote::wire::Handle;
 
+use crate::reclaim::{Outbox, Sending};
+
 /// The reason of the `Closed` error of a request in a session that ended.
 pub const SESSION_CLOSED: &str =
     "the client's session on the node ended (closed, or the client vanished); connect again";
@@ -52,6 +54,9 @@ pub(crate) struct Session {
     pub(crate) id: String,
     handles_max: usize,
     owned: Mutex<Owned>,
+    /// Items reclaimed for the client's GC handlers, not sent yet (`reclaim.rs`).
+    pub(crate) outbox: Mutex<Outbox>,
+    pub(crate) sending: Sending,
 }
 
 #[derive(Default)]
@@ -72,7 +77,7 @@ impl Owned {
 
 impl Session {
     pub(crate) fn new(id: String, handles_max: usize) -> Session {
-        Session { id, handles_max, owned: Mutex::default() }
+        Session { id, handles_max, owned: Mutex::default(), outbox: Mutex::default(), sending: Sending::default() }
     }
 
     /// The task `handle` of this session.

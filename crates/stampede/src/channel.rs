@@ -64,15 +64,15 @@ impl Channel {
     }
 
     /// Registers a GC handler called with each item this channel reclaims, outside every lock,
-    /// before the operation that made the item garbage returns. Embedded only for now: a remote
-    /// channel refuses with `InvalidArgument` (register it in the node's process).
+    /// before the operation that made the item garbage returns. Through a client it runs on
+    /// the client, for items reclaimed on the node (see `docs/NODES.md`).
     pub fn on_reclaim(&self, handler: impl Fn(&Item) + Send + Sync + 'static) -> Result<()> {
         match &self.0 {
             Backend::Local(ch) => {
                 ch.on_reclaim(handler);
                 Ok(())
             }
-            Backend::Remote(ch) => Err(crate::remote::runtime::no_remote_handlers(ch.name())),
+            Backend::Remote(ch) => ch.on_reclaim(handler),
         }
     }
 

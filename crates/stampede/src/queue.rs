@@ -36,15 +36,15 @@ impl Queue {
         forward!(&self.0, q => q.stats())
     }
 
-    /// Registers a GC handler called with each item this queue reclaims. Embedded only for now:
-    /// a remote queue refuses with `InvalidArgument` (register it in the node's process).
+    /// Registers a GC handler called with each item this queue reclaims. Through a client it runs on
+    /// the client, for items reclaimed on the node.
     pub fn on_reclaim(&self, handler: impl Fn(&Item) + Send + Sync + 'static) -> Result<()> {
         match &self.0 {
             Backend::Local(q) => {
                 q.on_reclaim(handler);
                 Ok(())
             }
-            Backend::Remote(q) => Err(crate::remote::runtime::no_remote_handlers(q.name())),
+            Backend::Remote(q) => q.on_reclaim(handler),
         }
     }
 

@@ -174,16 +174,15 @@ impl Runtime {
         forward!(&self.0, rt => rt.collect())
     }
 
-    /// Registers a GC handler for every channel and queue: `handler(name, item)`. Embedded only
-    /// for now: a remote runtime refuses with `InvalidArgument` (register it in the node's
-    /// process).
+    /// Registers a GC handler for every channel and queue: `handler(name, item)`. Through a client
+    /// the handler runs on the client, for items reclaimed on the node (see `docs/NODES.md`).
     pub fn on_reclaim(&self, handler: impl Fn(&str, &Item) + Send + Sync + 'static) -> Result<()> {
         match &self.0 {
             Backend::Local(rt) => {
                 rt.on_reclaim(handler);
                 Ok(())
             }
-            Backend::Remote(rt) => Err(crate::remote::runtime::no_remote_handlers(rt.node())),
+            Backend::Remote(rt) => rt.on_reclaim(handler),
         }
     }
 

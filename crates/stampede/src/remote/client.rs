@@ -28,6 +28,7 @@ use zenoh::query::ConsolidationMode;
 use zenoh::Wait;
 
 use crate::remote::fabric;
+use crate::remote::reclaim::{ContainerHandler, Dispatch, GlobalHandler};
 use crate::remote::runtime::{unexpected, RemoteRuntime};
 use crate::remote::wire::{decode_reply, encode, Handle, Hello, Reply, Request, RequestHeader};
 use crate::remote::LIVELINESS_TIMEOUT_DEFAULT;
@@ -74,6 +75,7 @@ pub fn connect(endpoint: &str, timeout: Option<Duration>) -> Result<RemoteRuntim
         token: Mutex::new(Some(token)),
         ended: Mutex::new(None),
         closed: AtomicBool::new(false),
+        reclaims: Mutex::new(None),
     };
     client.call(Request::Open, None, Duration::ZERO)?;
     Ok(RemoteRuntime::new(client))
@@ -149,6 +151,8 @@ pub(crate) struct Client {
     /// Why the session ended early (a lost reply), if it did.
     ended: Mutex<Option<String>>,
     closed: AtomicBool,
+    /// The GC handlers registered through this client, once one is.
+    reclaims: Mutex<Option<Arc<Dispatch>>>,
 }
 
 impl Client {
@@ -170,7 +174,45 @@ impl Client {
         self.check_open(op)?;
         let takes_items = request.takes_items();
         let answer = self.exchange(request, payload, wait);
+        let dispatch = self.reclaims.lock().clone();
+        if let Some(dispatch) = dispatch {
+            // The node sent the items this request reclaimed before its reply: run their
+            // handlers before the call returns, as embedded.
+            dispatch.barrier();
+        }
         self.conclude(op, takes_items, answer)
+    }
+
+    /// Registers a GC handler: `Global` for every channel and queue of the node, `Container`
+    /// for one (its id). Handlers run on the client's reclaim thread (see `reclaim.rs`).
+    pub(crate) fn on_reclaim(&self, handler: Registration) -> Result<()> {
+        self.check_open("on_reclaim")?;
+        let dispatch = {
+            let mut reclaims = self.reclaims.lock();
+            match &*reclaims {
+                Some(dispatch) => dispatch.clone(),
+                None => {
+                    let key = fabric::reclaimed_key(self.node(), &self.session);
+                    let dispatch = Dispatch::start(&self.zenoh, key).map_err(|e| Error::Unreachable {
+                        op: "on_reclaim",
+                        name: self.node().to_owned(),
+                        reason: format!("the reclaim subscriber could not start: {e}"),
+                    })?;
+                    reclaims.insert(Arc::new(dispatch)).clone()
+                }
+            }
+        };
+        let container = match handler {
+            Registration::Global(handler) => {
+                dispatch.add_global(handler);
+                None
+            }
+            Registration::Container(id, handler) => {
+                dispatch.add_container(id, handler);
+                Some(id)
+            }
+        };
+        self.done(Request::OnReclaim { container })
     }
 
     /// A call's result from the exchange's: the node's error unchanged, fabric trouble as
@@ -395,14 +437,27 @@ impl Client {
             if let Ok(replies) = self.zenoh.get(&self.rpc_key).payload(message).timeout(QUERY_MARGIN).wait() {
                 let _ = replies.recv();
             }
+            let dispatch = self.reclaims.lock().clone();
+            if let Some(dispatch) = dispatch {
+                // The handlers of items the closing reclaimed run before close returns.
+                dispatch.barrier();
+            }
         }
         self.token.lock().take();
+        // The reclaim subscriber goes with the zenoh session; the dispatcher thread then ends.
+        self.reclaims.lock().take();
         let _ = self.zenoh.close().wait();
     }
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }
+}
+
+/// A GC handler to register ([`Client::on_reclaim`]).
+pub(crate) enum Registration {
+    Global(GlobalHandler),
+    Container(Handle, ContainerHandler),
 }
 
 /// A wait in microseconds, as the wire carries it.

@@ -51,6 +51,12 @@ macro_rules! container_handle {
                 self.container.stats()
             }
 
+            #[doc = concat!("Runs `handler` on this client for each item the ", $kind, " reclaims on the node.")]
+            pub fn on_reclaim(&self, handler: impl Fn(&crate::Item) + Send + Sync + 'static) -> crate::Result<()> {
+                let registration = crate::remote::client::Registration::Container(self.container.id, std::sync::Arc::new(handler));
+                self.container.client.on_reclaim(registration)
+            }
+
             #[doc = concat!("Destroys the ", $kind, " on the node: its items are reclaimed, operations on it fail `Closed`.")]
             pub fn destroy(&self) -> crate::Result<()> {
                 self.container.destroy()

@@ -4,6 +4,8 @@
 //! - `stampede/<node>/rpc` — the node's queryable; every request is a query there.
 //! - `stampede/<node>/session/<session-id>` — a client's liveliness token: the node closes the
 //!   session when it disappears.
+//! - `stampede/<node>/reclaimed/<session-id>` — items reclaimed on the node for the session's GC
+//!   handlers ([`crate::remote::wire::ReclaimEvent`]).
 //!
 //! Multicast scouting is off: nodes and clients find each other through explicit endpoints only.
 
@@ -25,6 +27,11 @@ pub fn rpc_key(node: &str) -> String {
 /// The liveliness token of a client's session.
 pub fn session_key(node: &str, session: &str) -> String {
     format!("stampede/{node}/session/{session}")
+}
+
+/// Where a node sends the items reclaimed for a session's GC handlers.
+pub fn reclaimed_key(node: &str, session: &str) -> String {
+    format!("stampede/{node}/reclaimed/{session}")
 }
 
 /// What a node's liveliness subscriber listens to.

@@ -11,7 +11,8 @@
 //! - [`fabric`] — zenoh configurations and the key expressions a node answers on.
 //! - `client` (private) — connecting, one request, sliced waits, ending a session.
 //! - `runtime`, `task`, `channel`, `queue`, `connection` (private) — the remote forms of the
-//!   public types.
+//!   public types; `reclaim` (private) — GC handlers run on the client for items reclaimed on
+//!   the node.
 
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ pub(crate) mod client;
 pub(crate) mod connection;
 pub mod fabric;
 pub(crate) mod queue;
+pub(crate) mod reclaim;
 pub(crate) mod runtime;
 pub(crate) mod task;
 pub mod wire;

@@ -137,6 +137,12 @@ impl RemoteRuntime {
         }
     }
 
+    /// Runs `handler(name, item)` on this client for each item any channel or queue of the node
+    /// reclaims.
+    pub fn on_reclaim(&self, handler: impl Fn(&str, &crate::Item) + Send + Sync + 'static) -> Result<()> {
+        self.client.on_reclaim(crate::remote::client::Registration::Global(Arc::new(handler)))
+    }
+
     /// Completes at the next put or claim change on the node, or after a wait slice.
     pub fn progressed(&self) -> crate::Changed {
         self.client.progressed()
@@ -196,15 +202,4 @@ fn bounds(limits: Limits) -> (Option<u64>, Option<u64>) {
 /// The error for a reply of the wrong kind: a node that does not follow the wire format.
 pub(crate) fn unexpected(op: &'static str, node: &str) -> Error {
     Error::Unreachable { op, name: node.to_owned(), reason: "the node answered with a reply of another kind".into() }
-}
-
-/// The error of registering a GC handler through a client: not supported yet.
-pub(crate) fn no_remote_handlers(node: &str) -> Error {
-    Error::InvalidArgument {
-        op: "on_reclaim",
-        name: node.to_owned(),
-        reason: "GC handlers cannot be registered through a remote client yet; register the handler in the \
-                 node's process"
-            .into(),
-    }
 }

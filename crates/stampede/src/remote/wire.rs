@@ -188,6 +188,11 @@ pub enum Request {
     Collect,
     /// Runs the node runtime's invariant check (a test aid); a violation is answered as an error.
     CheckInvariants,
+    /// Subscribes the session to the items reclaimed from `container` (`None`: from every
+    /// channel and queue), delivered as [`ReclaimEvent`]s on its reclaim key.
+    OnReclaim {
+        container: Option<Handle>,
+    },
 }
 
 impl Request {
@@ -234,6 +239,7 @@ impl Request {
             Request::WaitChanged { .. } => "changed",
             Request::WaitProgress { .. } => "join",
             Request::CheckInvariants => "check_invariants",
+            Request::OnReclaim { .. } => "on_reclaim",
             Request::TsMin => "ts_min",
             Request::Stats => "stats",
             Request::Collect => "collect",
@@ -291,6 +297,18 @@ pub struct Hello {
     pub payload_bytes_max: u64,
     /// Longest wait the node performs for one request.
     pub wait_slice_ms: u64,
+}
+
+/// An item reclaimed on the node, sent to a session that subscribed to it
+/// ([`Request::OnReclaim`]); the item's payload follows the header.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReclaimEvent {
+    /// The container's id (the handle the session knows it by), or `None` for an event of a
+    /// runtime-wide subscription.
+    pub container: Option<Handle>,
+    /// The container's name.
+    pub name: String,
+    pub item: ItemHeader,
 }
 
 /// A channel or queue as a session sees it.
@@ -672,6 +690,16 @@ pub fn decode_reply(message: &[u8]) -> Result<(Reply, &[u8]), DecodeError> {
         None if actual != 0 => Err(DecodeError::Payload(format!("{actual} bytes after a reply that carries none"))),
         _ => Ok((reply, payload)),
     }
+}
+
+/// Decodes a reclaim event: its header and the item's payload, checked against its length.
+pub fn decode_event(message: &[u8]) -> Result<(ReclaimEvent, &[u8]), DecodeError> {
+    let (event, payload): (ReclaimEvent, _) = decode(message)?;
+    let (declared, actual) = (event.item.len, payload.len() as u64);
+    if declared != actual {
+        return Err(DecodeError::Payload(format!("the event declares {declared} payload bytes, {actual} follow")));
+    }
+    Ok((event, payload))
 }
 
 fn decode<'a, T: Deserialize<'a>>(message: &'a [u8]) -> Result<(T, &'a [u8]), DecodeError> {

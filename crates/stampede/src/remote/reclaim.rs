@@ -1,0 +1,132 @@
+//! GC handlers on a client (D-Stampede's generic handler): `on_reclaim` through the fabric runs
+//! the client's handler for items reclaimed on the node.
+//!
+//! The first registration declares a subscriber on the session's reclaim key
+//! (`stampede/<node>/reclaimed/<session>`) and starts one dispatcher thread, which runs the
+//! handlers in the order the node reclaimed the items, outside every lock. The node sends the
+//! items its handling of this client's own request reclaimed before the reply to that request;
+//! a blocking call therefore waits, before it returns, until the dispatcher has run every event
+//! that arrived before its reply — as embedded, where handlers run before the operation that
+//! made the item garbage returns. Items reclaimed by others arrive soon after, asynchronously.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex};
+use zenoh::pubsub::Subscriber;
+use zenoh::Wait;
+
+use crate::remote::connection::item;
+use crate::remote::wire::{decode_event, Handle, ReclaimEvent};
+use crate::Item;
+
+/// A handler of one channel or queue.
+pub(crate) type ContainerHandler = Arc<dyn Fn(&Item) + Send + Sync>;
+/// A runtime-wide handler: `(name, item)`.
+pub(crate) type GlobalHandler = Arc<dyn Fn(&str, &Item) + Send + Sync>;
+
+/// Longest a call waits for the dispatcher to run the handlers of items its request reclaimed.
+const BARRIER_WAIT_MAX: Duration = Duration::from_secs(5);
+
+/// The handlers registered on a client and the thread that runs them.
+pub(crate) struct Dispatch {
+    handlers: Arc<Mutex<Handlers>>,
+    progress: Arc<Progress>,
+    dispatcher: ThreadId,
+    _subscriber: Subscriber<()>,
+}
+
+#[derive(Default)]
+struct Handlers {
+    global: Vec<GlobalHandler>,
+    containers: HashMap<Handle, Vec<ContainerHandler>>,
+}
+
+/// Events received and events whose handlers ran.
+#[derive(Default)]
+struct Progress {
+    received: AtomicU64,
+    ran: Mutex<u64>,
+    ran_more: Condvar,
+}
+
+impl Dispatch {
+    /// Subscribes to `key` and starts the dispatcher thread (it ends when the subscriber goes).
+    pub(crate) fn start(zenoh: &zenoh::Session, key: String) -> zenoh::Result<Dispatch> {
+        let handlers = Arc::new(Mutex::new(Handlers::default()));
+        let progress = Arc::new(Progress::default());
+        let (tx, rx) = mpsc::channel::<(ReclaimEvent, Bytes)>();
+        let dispatcher = {
+            let (handlers, progress) = (handlers.clone(), progress.clone());
+            std::thread::Builder::new()
+                .name("stampede-reclaim".into())
+                .spawn(move || dispatch(&rx, &handlers, &progress))?
+                .thread()
+                .id()
+        };
+        let received = progress.clone();
+        let subscriber = zenoh
+            .declare_subscriber(key)
+            .callback(move |sample| {
+                let bytes = Bytes::from(sample.payload().to_bytes().into_owned());
+                // An event that does not decode is not from a Stampede node of this release: skip it.
+                if let Ok((event, payload)) = decode_event(&bytes) {
+                    let payload = bytes.slice_ref(payload);
+                    received.received.fetch_add(1, Ordering::SeqCst);
+                    let _ = tx.send((event, payload));
+                }
+            })
+            .wait()?;
+        Ok(Dispatch { handlers, progress, dispatcher, _subscriber: subscriber })
+    }
+
+    pub(crate) fn add_global(&self, handler: GlobalHandler) {
+        self.handlers.lock().global.push(handler);
+    }
+
+    pub(crate) fn add_container(&self, container: Handle, handler: ContainerHandler) {
+        self.handlers.lock().containers.entry(container).or_default().push(handler);
+    }
+
+    /// Waits until the handlers of every event received so far have run (at most
+    /// [`BARRIER_WAIT_MAX`]; at once on the dispatcher thread itself, a handler making a call).
+    pub(crate) fn barrier(&self) {
+        if std::thread::current().id() == self.dispatcher {
+            return;
+        }
+        let target = self.progress.received.load(Ordering::SeqCst);
+        let deadline = Instant::now() + BARRIER_WAIT_MAX;
+        let mut ran = self.progress.ran.lock();
+        while *ran < target {
+            if self.progress.ran_more.wait_until(&mut ran, deadline).timed_out() {
+                return;
+            }
+        }
+    }
+}
+
+fn dispatch(rx: &mpsc::Receiver<(ReclaimEvent, Bytes)>, handlers: &Mutex<Handlers>, progress: &Progress) {
+    for (event, payload) in rx {
+        let reclaimed = item(event.item, payload);
+        let (global, container) = {
+            let handlers = handlers.lock();
+            match event.container {
+                None => (handlers.global.clone(), Vec::new()),
+                Some(id) => (Vec::new(), handlers.containers.get(&id).cloned().unwrap_or_default()),
+            }
+        };
+        for handler in global {
+            handler(&event.name, &reclaimed);
+        }
+        for handler in container {
+            handler(&reclaimed);
+        }
+        *progress.ran.lock() += 1;
+        progress.ran_more.notify_all();
+    }
+}
