@@ -16,6 +16,11 @@ STAMPEDE_SEEDS="${STAMPEDE_SEEDS:-2000}" cargo test -p stampede --features shutt
 echo "== Mesh simulation (2000 seeds ran in the Rust tests above; replay one with STAMPEDE_MESH_SEED=n): the protocol faults it must catch"
 cargo test -p stampede-core --features mutations --test mesh_simulation mutations
 
+echo "== Conformance: the Rust semantic suites against a client of a stampede serve process (SPEC §7)"
+cargo build -q -p stampede-cli
+STAMPEDE_CONFIGURATION=serve cargo test -p stampede \
+    --test rules_channel --test rules_gc --test rules_queue --test correlation --test progress
+
 echo "== Python package"
 python3 -m venv .venv
 .venv/bin/pip install --quiet --upgrade pip
@@ -24,3 +29,8 @@ python3 -m venv .venv
 
 echo "== Python tests"
 .venv/bin/python -m pytest -q python/tests
+
+echo "== Conformance: the Python semantic suites against a client of a stampede serve process"
+STAMPEDE_CONFIGURATION=serve .venv/bin/python -m pytest -q -rs python/tests/test_channel.py python/tests/test_gc.py \
+    python/tests/test_queue.py python/tests/test_correlation.py python/tests/test_concurrency.py \
+    python/tests/test_payload.py

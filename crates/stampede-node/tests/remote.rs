@@ -299,3 +299,28 @@ fn dropped_handles_release_claims() {
         assert!(eventually(Duration::from_secs(20), || ch.stats().outputs == 0));
     });
 }
+
+/// A client used from async code on a tokio current-thread runtime — where zenoh's own blocking
+/// calls panic — works: blocking calls, async forms, readiness futures, and dropping it all.
+#[test]
+fn a_client_on_a_current_thread_runtime_never_panics() {
+    with_watchdog("a_client_on_a_current_thread_runtime_never_panics", || {
+        let node = TestNode::new();
+        let endpoint = node.endpoint.clone();
+        let tokio = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        tokio.block_on(async move {
+            let rt = connect(&endpoint, LONG).unwrap();
+            let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
+            let camera = rt.task(0).unwrap();
+            let out = camera.attach_output(&ch).unwrap();
+            let inp = rt.task(INFINITY).unwrap().attach_input(&ch).unwrap();
+            out.put_async(0, &b"x"[..], PutOptions::default()).await.unwrap();
+            assert_eq!(inp.get_async(OLDEST_UNSEEN, LONG).await.unwrap().ts, 0);
+            let changed = inp.changed(OLDEST_UNSEEN);
+            out.put(1, &b"y"[..]).unwrap();
+            changed.await;
+            assert_eq!(inp.get(OLDEST_UNSEEN, SHORT).unwrap().ts, 1);
+            drop((inp, out, camera, ch, rt));
+        });
+    });
+}

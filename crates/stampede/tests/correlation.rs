@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use stampede::{
-    ApproxJoin, ChannelOptions, Error, ExactJoin, Incomplete, JoinPolicy, Limits, Retention, Runtime, INFINITY,
-};
+use stampede::{ApproxJoin, ChannelOptions, Error, ExactJoin, Incomplete, JoinPolicy, Limits, Retention, INFINITY};
+
+mod configuration;
 
 const NOW: Option<Duration> = Some(Duration::ZERO);
 const SOON: Option<Duration> = Some(Duration::from_secs(5));
@@ -18,7 +18,7 @@ const SOON: Option<Duration> = Some(Duration::from_secs(5));
 /// inputs — and no new producer may attach.
 #[test]
 fn settled_timestamps() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let up = rt.create_channel("up", Limits::unbounded()).unwrap();
     let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
     let slow = rt.task(0).unwrap(); // some unrelated task holds ts_min at 0
@@ -60,7 +60,7 @@ fn settled_timestamps() {
 /// timestamp) until the next call.
 #[test]
 fn exact_join_wait_all_out_of_order() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let names = ["cam/0", "cam/1", "cam/2"];
     let channels: Vec<_> = names.iter().map(|n| rt.create_channel(n, Limits::unbounded()).unwrap()).collect();
     let producers: Vec<_> = (0..2).map(|_| rt.task(0).unwrap()).collect();
@@ -93,7 +93,7 @@ fn exact_join_wait_all_out_of_order() {
 #[test]
 fn exact_join_dead_camera_partial_and_skip() {
     for policy in [JoinPolicy::Partial, JoinPolicy::Skip] {
-        let rt = Runtime::new();
+        let rt = configuration::runtime();
         let a = rt.create_channel("cam/a", Limits::unbounded()).unwrap();
         let b = rt.create_channel("cam/b", Limits::unbounded()).unwrap();
         let cam_a = rt.task(0).unwrap();
@@ -150,7 +150,7 @@ fn exact_join_dead_camera_partial_and_skip() {
 /// timestamp: Skip drops it at once instead of waiting.
 #[test]
 fn exact_join_producer_skips_ahead() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let a = rt.create_channel("a", Limits::unbounded()).unwrap();
     let b = rt.create_channel("b", Limits::unbounded()).unwrap();
     let p = rt.task(0).unwrap();
@@ -173,7 +173,7 @@ fn exact_join_producer_skips_ahead() {
 /// other channel's producer could still put timestamps around it.
 #[test]
 fn approx_join_releases_an_exact_match_at_once() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let (video, audio) = (
         rt.create_channel("video", Limits::unbounded()).unwrap(),
         rt.create_channel("audio", Limits::unbounded()).unwrap(),
@@ -198,7 +198,7 @@ fn approx_join_releases_an_exact_match_at_once() {
 /// could never be settled.
 #[test]
 fn joins_need_closed_producer_sets() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let a = rt.create_channel("a", Limits::unbounded()).unwrap();
     let t = rt.task(0).unwrap();
     let err = ExactJoin::new(vec![t.attach_input(&a).unwrap()], JoinPolicy::Skip).err().unwrap();
@@ -219,7 +219,8 @@ fn brute_force(pivot: &BTreeSet<i64>, other: &BTreeSet<i64>, tolerance: i64) -> 
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    // Through a node each case starts a node of its own: fewer cases there.
+    #![proptest_config(ProptestConfig { cases: if configuration::embedded() { 64 } else { 8 }, ..ProptestConfig::default() })]
 
     /// On random streams of two rates, put in random interleavings, the approximate join
     /// releases exactly the brute-force optimum for every pivot item.
@@ -230,7 +231,7 @@ proptest! {
         tolerance in 0i64..8,
         interleave in proptest::collection::vec(any::<bool>(), 100),
     ) {
-        let rt = Runtime::new();
+        let rt = configuration::runtime();
         let v = rt.create_channel("video", Limits::unbounded()).unwrap();
         let a = rt.create_channel("audio", Limits::unbounded()).unwrap();
         let (pv, pa) = (rt.task(0).unwrap(), rt.task(0).unwrap());
@@ -273,7 +274,7 @@ proptest! {
 /// anything from there.
 #[test]
 fn demand_feedback() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let live = rt.create_channel("live", Retention::CurrentReaders).unwrap();
     let kept = rt.create_channel("kept", Limits::unbounded()).unwrap();
     let source = rt.task(0).unwrap();
@@ -296,7 +297,7 @@ fn demand_feedback() {
 /// even far above ts_min; with no reader it is reclaimed at once; its timestamp stays taken.
 #[test]
 fn current_readers_retention() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let ch = rt
         .create_channel("frames", ChannelOptions { limits: Limits::unbounded(), retention: Retention::CurrentReaders })
         .unwrap();
@@ -329,7 +330,7 @@ fn current_readers_retention() {
 /// Incomplete is reported for late items under WaitAll: an item put below a released timestamp.
 #[test]
 fn late_items_are_reported() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let a = rt.create_channel("a", Limits::unbounded()).unwrap();
     let p = rt.task(0).unwrap();
     let out = p.attach_output(&a).unwrap();
@@ -352,7 +353,7 @@ fn late_items_are_reported() {
 #[test]
 fn skipping_consumer_beside_a_join() {
     for retention in [Retention::History, Retention::CurrentReaders] {
-        let rt = Runtime::new();
+        let rt = configuration::runtime();
         let a = rt.create_channel("a", retention).unwrap();
         let b = rt.create_channel("b", retention).unwrap();
         let cams = (rt.task(0).unwrap(), rt.task(0).unwrap());

@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use stampede::{Error, ExactJoin, JoinPolicy, Limits, PutOptions, Runtime, Selector, INFINITY, OLDEST_UNSEEN};
+use stampede::{Error, ExactJoin, JoinPolicy, Limits, PutOptions, Selector, INFINITY, OLDEST_UNSEEN};
+
+mod configuration;
 
 const NOW: Option<Duration> = Some(Duration::ZERO);
 
@@ -15,7 +17,7 @@ const NOW: Option<Duration> = Some(Duration::ZERO);
 /// and ts_min never passes what A reports.
 #[test]
 fn early_reclamation_hands_the_claim_over() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let ch = rt.create_channel("frames", Limits::unbounded()).unwrap();
     let camera = rt.task(0).unwrap();
     let out = camera.attach_output(&ch).unwrap();
@@ -39,7 +41,7 @@ fn early_reclamation_hands_the_claim_over() {
 /// until frame t has gone through it, so a Skip join over frames and results never skips t.
 #[test]
 fn relaying_producer_keeps_results_unsettled() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let frames = rt.create_channel("frames", Limits::unbounded()).unwrap();
     let results = rt.create_channel("results", Limits::unbounded()).unwrap();
     let camera = rt.task(0).unwrap();
@@ -74,7 +76,7 @@ fn relaying_producer_keeps_results_unsettled() {
 /// then a producer at 0, from a fresh runtime.
 #[test]
 fn readers_first_then_a_producer_at_zero() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let ch = rt.create_channel("camera", Limits::unbounded()).unwrap();
     let display = rt.task(INFINITY).unwrap();
     let inp = display.attach_input(&ch).unwrap();
@@ -89,7 +91,7 @@ fn readers_first_then_a_producer_at_zero() {
 /// message naming the bound and what to do.
 #[test]
 fn a_restarted_producer_starts_above_everything_that_exists() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let ch = rt.create_channel("camera", Limits::unbounded()).unwrap();
     let display = rt.task(INFINITY).unwrap();
     let inp = display.attach_input(&ch).unwrap();
@@ -116,24 +118,25 @@ fn a_restarted_producer_starts_above_everything_that_exists() {
 /// entries; they go once ts_min passes them.
 #[test]
 fn tombstones_of_consecutive_timestamps_are_one_run() {
-    const ITEMS: i64 = 100_000;
-    let rt = Runtime::new();
+    // Through a node each put and consume is a round trip: fewer items show the same runs.
+    let items: i64 = if configuration::embedded() { 100_000 } else { 2_000 };
+    let rt = configuration::runtime();
     let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
     let idle = rt.task(0).unwrap();
     let producer = rt.task(0).unwrap();
     let out = producer.attach_output(&ch).unwrap();
     let reader = rt.task(INFINITY).unwrap();
     let inp = reader.attach_input(&ch).unwrap();
-    for t in 0..ITEMS {
+    for t in 0..items {
         out.put_with(t, &b"."[..], PutOptions { refcount: Some(1), ..Default::default() }).unwrap();
         inp.consume(t).unwrap();
     }
     let stats = ch.stats();
-    assert_eq!((stats.live_items, stats.tombstones, stats.tombstone_runs), (0, ITEMS as usize, 1));
-    assert!(matches!(out.put(ITEMS / 2, &b"."[..]), Err(Error::DuplicateTimestamp { .. })));
+    assert_eq!((stats.live_items, stats.tombstones, stats.tombstone_runs), (0, items as usize, 1));
+    assert!(matches!(out.put(items / 2, &b"."[..]), Err(Error::DuplicateTimestamp { .. })));
     idle.close();
     producer.set_virtual_time(INFINITY).unwrap();
-    assert_eq!(rt.ts_min(), ITEMS);
+    assert_eq!(rt.ts_min(), items);
     assert_eq!((ch.stats().tombstones, ch.stats().tombstone_runs), (0, 0));
 }
 
@@ -142,7 +145,7 @@ fn tombstones_of_consecutive_timestamps_are_one_run() {
 /// (`InvalidArgument`, saying to attach inputs before `close_producers`); attached first, it may.
 #[test]
 fn settled_horizons_never_go_back() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let frames = rt.create_channel("frames", Limits::unbounded()).unwrap();
     let results = rt.create_channel("results", Limits::unbounded()).unwrap();
     let camera = rt.task(0).unwrap();
@@ -169,7 +172,7 @@ fn settled_horizons_never_go_back() {
 /// panics, and nothing is left pinning ts_min afterwards.
 #[test]
 fn destroying_a_container_hands_open_items_over() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let ch = rt.create_channel("frames", Limits::unbounded()).unwrap();
     let q = rt.create_queue("work", Limits::unbounded()).unwrap();
     let producer = rt.task(0).unwrap();

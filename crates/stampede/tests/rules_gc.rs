@@ -3,14 +3,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use stampede::{Error, Limits, PutOptions, Runtime, INFINITY, NEWEST_UNSEEN, OLDEST_UNSEEN};
+use stampede::{Error, Limits, PutOptions, INFINITY, NEWEST_UNSEEN, OLDEST_UNSEEN};
+
+mod configuration;
 
 const NOW: Option<Duration> = Some(Duration::ZERO);
 
 /// visibility = min(virtual time, timestamps of items open on the task's input connections).
 #[test]
 fn visibility_is_min_of_vt_and_open_items() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
     let p = rt.task(0).unwrap();
     let out = p.attach_output(&ch).unwrap();
@@ -34,7 +36,7 @@ fn visibility_is_min_of_vt_and_open_items() {
 /// outputs inherit the input's timestamp.
 #[test]
 fn open_item_lets_task_put_at_its_timestamp() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let frames = rt.create_channel("frames", Limits::unbounded()).unwrap();
     let locations = rt.create_channel("locations", Limits::unbounded()).unwrap();
     let d = rt.task(0).unwrap();
@@ -53,7 +55,7 @@ fn open_item_lets_task_put_at_its_timestamp() {
 /// set_virtual_time requires v >= visibility.
 #[test]
 fn set_virtual_time_not_below_visibility() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let t = rt.task(10).unwrap();
     let err = t.set_virtual_time(9).unwrap_err();
     assert!(matches!(err, Error::BelowVisibility { ts: 9, limit: 10, .. }), "{err:?}");
@@ -65,7 +67,7 @@ fn set_virtual_time_not_below_visibility() {
 /// A child's initial virtual time must be >= its parent's visibility; a root task's >= ts_min.
 #[test]
 fn spawn_and_root_rules() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
     let parent = rt.task(5).unwrap();
     assert!(matches!(parent.spawn(4), Err(Error::BelowVisibility { ts: 4, limit: 5, .. })));
@@ -88,7 +90,7 @@ fn spawn_and_root_rules() {
 /// unseen item holds ts_min even when every task is at INFINITY.
 #[test]
 fn ts_min_definition() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
     let p = rt.task(3).unwrap();
     let out = p.attach_output(&ch).unwrap();
@@ -109,7 +111,7 @@ fn ts_min_definition() {
 /// GC handlers show it before the call returns; collect() then finds nothing left.
 #[test]
 fn reclaimed_within_the_operation() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
@@ -132,7 +134,7 @@ fn reclaimed_within_the_operation() {
 /// its timestamp stays taken (tombstone) and an exact get of it fails Reclaimed.
 #[test]
 fn reference_counts() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
     let p = rt.task(0).unwrap();
     let out = p.attach_output(&ch).unwrap();
@@ -166,7 +168,7 @@ fn reference_counts() {
 /// A global GC handler sees every channel's reclaimed items with the channel's name.
 #[test]
 fn global_handler() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
     rt.on_reclaim(move |name, item| s.lock().unwrap().push((name.to_owned(), item.ts))).unwrap();
@@ -184,7 +186,7 @@ fn global_handler() {
 /// A closed or dropped task releases its claims, so it never pins ts_min.
 #[test]
 fn closing_a_task_releases_claims() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
     let p = rt.task(0).unwrap();
     let out = p.attach_output(&ch).unwrap();
@@ -218,7 +220,7 @@ fn closing_a_task_releases_claims() {
 /// with nothing put, a task at 7 leaves it at 0, so a producer can still start at 0.
 #[test]
 fn ts_min_monotone_and_capped_by_puts() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
     assert_eq!(rt.ts_min(), 0);
     let t = rt.task(7).unwrap();
@@ -236,7 +238,7 @@ fn ts_min_monotone_and_capped_by_puts() {
 /// Stats report live items and bytes, reclaimed count, puts, gets, connections and ts_min.
 #[test]
 fn stats_fields() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
     let t = rt.task(0).unwrap();
     let out = t.attach_output(&ch).unwrap();

@@ -4,14 +4,16 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use stampede::{split, Error, Gather, Limits, Runtime, INFINITY};
+use stampede::{split, Error, Gather, Limits, INFINITY};
+
+mod configuration;
 
 const NOW: Option<Duration> = Some(Duration::ZERO);
 
 /// FIFO by insertion (not by timestamp); duplicate timestamps allowed.
 #[test]
 fn fifo_by_insertion() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let q = rt.create_queue("work", Limits::unbounded()).unwrap();
     let t = rt.task(0).unwrap();
     let out = t.attach_output(&q).unwrap();
@@ -27,7 +29,7 @@ fn fifo_by_insertion() {
 /// Each item goes to exactly one getter, across connections and threads.
 #[test]
 fn each_item_to_exactly_one_getter() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let q = rt.create_queue("work", Limits::unbounded()).unwrap();
     let p = rt.task(0).unwrap();
     let out = p.attach_output(&q).unwrap();
@@ -60,7 +62,7 @@ fn each_item_to_exactly_one_getter() {
 /// An item is reclaimed when its getter consumes it (by item or by timestamp); GC handlers see it.
 #[test]
 fn reclaimed_on_consume() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let q = rt.create_queue("work", Limits::unbounded()).unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
@@ -84,7 +86,7 @@ fn reclaimed_on_consume() {
 /// worker can always put its result at the item's timestamp.
 #[test]
 fn open_item_counts_in_visibility_and_holds_ts_min() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let q = rt.create_queue("work", Limits::unbounded()).unwrap();
     let p = rt.task(0).unwrap();
     let out = p.attach_output(&q).unwrap();
@@ -105,7 +107,7 @@ fn open_item_counts_in_visibility_and_holds_ts_min() {
 /// that quits never loses a frame.
 #[test]
 fn detach_returns_open_items() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let q = rt.create_queue("work", Limits::unbounded()).unwrap();
     let t = rt.task(0).unwrap();
     let out = t.attach_output(&q).unwrap();
@@ -124,7 +126,7 @@ fn detach_returns_open_items() {
 /// A bounded queue fails Full at once with timeout 0.
 #[test]
 fn bounded_queue() {
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let q = rt.create_queue("work", Limits::items(1)).unwrap();
     let t = rt.task(0).unwrap();
     let out = t.attach_output(&q).unwrap();
@@ -138,7 +140,7 @@ fn bounded_queue() {
 fn split_and_gather() {
     const K: usize = 4;
     const FRAMES: i64 = 50;
-    let rt = Runtime::new();
+    let rt = configuration::runtime();
     let work = rt.create_queue("split/work", Limits::unbounded()).unwrap();
     let results = rt.create_queue("split/results", Limits::unbounded()).unwrap();
     let joined = rt.create_channel("split/joined", Limits::unbounded()).unwrap();

@@ -44,7 +44,11 @@ const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// malformed endpoint or a node of another release (wire version mismatch).
 ///
 /// The client API is blocking; call it outside async code (or in `spawn_blocking`).
-pub fn connect(endpoint: &str, timeout: Option<Duration>) -> Result<RemoteRuntime> {
+pub(crate) fn connect(endpoint: &str, timeout: Option<Duration>) -> Result<RemoteRuntime> {
+    blocking(|| open(endpoint, timeout))
+}
+
+fn open(endpoint: &str, timeout: Option<Duration>) -> Result<RemoteRuntime> {
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     let (mut zenoh, mut hello) = reach(endpoint, LIVELINESS_TIMEOUT_DEFAULT, deadline)?;
     let liveliness_timeout = Duration::from_millis(hello.liveliness_timeout_ms);
@@ -66,7 +70,7 @@ pub fn connect(endpoint: &str, timeout: Option<Duration>) -> Result<RemoteRuntim
         .wait()
         .map_err(|e| unreachable(format!("zenoh refused the node's key: {e}")))?;
     let client = Client {
-        zenoh,
+        zenoh: Fabric(Some(zenoh)),
         rpc_key,
         session,
         endpoint: endpoint.to_owned(),
@@ -138,7 +142,7 @@ fn greet(zenoh: &zenoh::Session, endpoint: &str) -> Result<Hello> {
 
 /// A client's connection to one node: its zenoh session and its Stampede session there.
 pub(crate) struct Client {
-    zenoh: zenoh::Session,
+    zenoh: Fabric,
     rpc_key: KeyExpr<'static>,
     /// The session id (this zenoh session's id).
     session: String,
@@ -173,7 +177,7 @@ impl Client {
         let op = request.op();
         self.check_open(op)?;
         let takes_items = request.takes_items();
-        let answer = self.exchange(request, payload, wait);
+        let answer = blocking(|| self.exchange(request, payload, wait));
         let dispatch = self.reclaims.lock().clone();
         if let Some(dispatch) = dispatch {
             // The node sent the items this request reclaimed before its reply: run their
@@ -193,7 +197,7 @@ impl Client {
                 Some(dispatch) => dispatch.clone(),
                 None => {
                     let key = fabric::reclaimed_key(self.node(), &self.session);
-                    let dispatch = Dispatch::start(&self.zenoh, key).map_err(|e| Error::Unreachable {
+                    let dispatch = blocking(|| Dispatch::start(&self.zenoh, key)).map_err(|e| Error::Unreachable {
                         op: "on_reclaim",
                         name: self.node().to_owned(),
                         reason: format!("the reclaim subscriber could not start: {e}"),
@@ -316,6 +320,10 @@ impl Client {
         if self.check_open(request.op()).is_err() {
             return;
         }
+        blocking(|| self.send_now(request));
+    }
+
+    fn send_now(&self, request: Request) {
         let message = encode(&RequestHeader { session: self.session.clone(), request });
         let _ = self
             .zenoh
@@ -357,7 +365,8 @@ impl Client {
         if self.check_open(request.op()).is_err() {
             return;
         }
-        let _ = self.query(request, None, wait.saturating_add(QUERY_MARGIN)).callback(move |_| ended.0.notify()).wait();
+        let query = self.query(request, None, wait.saturating_add(QUERY_MARGIN));
+        let _ = blocking(|| query.callback(move |_| ended.0.notify()).wait());
     }
 
     /// The query: `Err` with the reason when no decodable reply came in time.
@@ -430,6 +439,10 @@ impl Client {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
+        blocking(|| self.leave());
+    }
+
+    fn leave(&self) {
         if self.ended.lock().is_none() {
             let message = encode(&RequestHeader { session: self.session.clone(), request: Request::Close });
             // Wait for the node to close the session, so that its effects (claims released) are
@@ -451,6 +464,38 @@ impl Client {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
+    }
+}
+
+/// Runs `f`, which waits on zenoh, where zenoh allows it. Zenoh's blocking calls panic on a tokio
+/// current-thread runtime (they need `block_in_place`), so there `f` runs on a scoped thread of
+/// its own: a blocking call made from async code blocks that code, as documented, but never
+/// panics.
+pub(crate) fn blocking<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    let current_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
+    if !current_thread {
+        return f();
+    }
+    std::thread::scope(|scope| scope.spawn(f).join()).unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// The client's zenoh session. Dropping a zenoh session waits for it to close, which zenoh
+/// refuses (panics) on a tokio current-thread runtime: this drops it through [`blocking`].
+struct Fabric(Option<zenoh::Session>);
+
+impl std::ops::Deref for Fabric {
+    type Target = zenoh::Session;
+    fn deref(&self) -> &zenoh::Session {
+        self.0.as_ref().expect("the zenoh session lives as long as its client")
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        if let Some(session) = self.0.take() {
+            blocking(move || drop(session));
+        }
     }
 }
 
