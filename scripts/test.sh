@@ -16,10 +16,13 @@ STAMPEDE_SEEDS="${STAMPEDE_SEEDS:-2000}" cargo test -p stampede --features shutt
 echo "== Mesh simulation (2000 seeds ran in the Rust tests above; replay one with STAMPEDE_MESH_SEED=n): the protocol faults it must catch"
 cargo test -p stampede-core --features mutations --test mesh_simulation mutations
 
-echo "== Conformance: the Rust semantic suites against a client of a stampede serve process (SPEC §7)"
+echo "== Conformance (SPEC §7): the Rust semantic suites against a client of a stampede serve process,"
+echo "   and against a client of node b whose session is on node a, in a mesh a <- b <- c"
 cargo build -q -p stampede-cli
-STAMPEDE_CONFIGURATION=serve cargo test -p stampede \
-    --test rules_channel --test rules_gc --test rules_queue --test correlation --test progress
+for configuration in serve mesh; do
+    STAMPEDE_CONFIGURATION=$configuration cargo test -p stampede \
+        --test rules_channel --test rules_gc --test rules_queue --test correlation --test progress
+done
 
 echo "== Python package"
 python3 -m venv .venv
@@ -30,7 +33,9 @@ python3 -m venv .venv
 echo "== Python tests"
 .venv/bin/python -m pytest -q python/tests
 
-echo "== Conformance: the Python semantic suites against a client of a stampede serve process"
-STAMPEDE_CONFIGURATION=serve .venv/bin/python -m pytest -q -rs python/tests/test_channel.py python/tests/test_gc.py \
-    python/tests/test_queue.py python/tests/test_correlation.py python/tests/test_concurrency.py \
-    python/tests/test_payload.py
+echo "== Conformance: the Python semantic suites in the serve and mesh configurations"
+for configuration in serve mesh; do
+    STAMPEDE_CONFIGURATION=$configuration .venv/bin/python -m pytest -q -rs python/tests/test_channel.py \
+        python/tests/test_gc.py python/tests/test_queue.py python/tests/test_correlation.py \
+        python/tests/test_concurrency.py python/tests/test_payload.py
+done

@@ -1,9 +1,14 @@
 """Shared fixtures: a fresh runtime per test, and a watchdog instead of wall-clock assertions.
 
-The `rt` fixture is the conformance switch (SPEC §7 location transparency): with
-``STAMPEDE_CONFIGURATION=serve`` every test that takes `rt` runs unchanged against a client of a
-fresh ``stampede serve`` process (a node per test: ts_min is global and monotone on a node);
-the default, ``embedded``, is a runtime in this process.
+The `rt` fixture is the conformance switch (SPEC §7 location transparency). Every test that takes
+`rt` runs unchanged against, with ``STAMPEDE_CONFIGURATION`` =
+
+- ``embedded`` (the default): a runtime in this process;
+- ``serve``: a client of a fresh ``stampede serve`` process;
+- ``mesh``: a client attached to node B whose session, channels and queues are on node A, in a
+  mesh of three ``stampede serve`` processes A ← B ← C (B connects to A, C to B).
+
+Nodes are fresh per test: ts_min is global and monotone on a node.
 """
 
 from __future__ import annotations
@@ -52,29 +57,36 @@ def stampede_bin() -> str:
 
 
 @contextlib.contextmanager
-def served_node(name: str = "test") -> Iterator[str]:
-    """A `stampede serve` process on a Unix socket of its own; yields its endpoint. Killed in a
-    `finally`, whatever happens."""
+def served_nodes(*names: str) -> Iterator[list[str]]:
+    """`stampede serve` processes on Unix sockets of their own, each connected to the one before
+    it; yields their endpoints. Every one is stopped in a `finally`, whatever happens."""
     with tempfile.TemporaryDirectory(prefix="stampede-node-") as tmp:
-        endpoint = f"unixsock-stream/{tmp}/node.sock"
-        proc = subprocess.Popen(
-            [stampede_bin(), "serve", "--listen", endpoint, "--name", name],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        procs: list[subprocess.Popen[str]] = []
+        endpoints: list[str] = []
         try:
-            assert proc.stdout is not None
-            ready = threading.Event()
-            threading.Thread(target=lambda: (proc.stdout.readline(), ready.set()), daemon=True).start()
-            assert ready.wait(NODE_START_S), "stampede serve did not say it listens"
-            yield endpoint
+            for name in names:
+                endpoint = f"unixsock-stream/{tmp}/{name}.sock"
+                args = [stampede_bin(), "serve", "--listen", endpoint, "--name", name]
+                if endpoints:
+                    args += ["--connect", endpoints[-1]]
+                proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+                procs.append(proc)
+                assert proc.stdout is not None
+                ready = threading.Event()
+                out = proc.stdout
+                threading.Thread(target=lambda: (out.readline(), ready.set()), daemon=True).start()
+                assert ready.wait(NODE_START_S), f"stampede serve ({name}) did not say it listens"
+                endpoints.append(endpoint)
+            yield endpoints
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=NODE_START_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                try:
+                    proc.wait(timeout=NODE_START_S)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
 
 
 @pytest.fixture
@@ -84,10 +96,16 @@ def rt() -> Iterator[stampede.Runtime]:
         with stampede.Runtime() as runtime:
             yield runtime
     elif CONFIGURATION == "serve":
-        with served_node() as endpoint, stampede.connect(endpoint, timeout=NODE_START_S) as runtime:
+        with served_nodes("test") as [endpoint], stampede.connect(endpoint, timeout=NODE_START_S) as runtime:
+            yield runtime
+    elif CONFIGURATION == "mesh":
+        with (
+            served_nodes("a", "b", "c") as [_, b, _],
+            stampede.connect(b, timeout=NODE_START_S, node="a") as runtime,
+        ):
             yield runtime
     else:
-        raise ValueError(f"STAMPEDE_CONFIGURATION={CONFIGURATION!r}: use embedded or serve")
+        raise ValueError(f"STAMPEDE_CONFIGURATION={CONFIGURATION!r}: use embedded, serve or mesh")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -415,11 +415,21 @@ fn set_handler(
 /// `"unixsock-stream/<path>"`): a `Runtime` whose channels, queues and tasks live on that node,
 /// with the embedded API. `timeout` (seconds, None = as long as it takes) bounds the wait for
 /// the node; Unreachable when none answers in time.
+/// `node`: open the session on the node of that name instead, reached through the one at
+/// `endpoint` and the nodes connected to it (`stampede serve --connect ...`).
 #[pyfunction]
-#[pyo3(signature = (endpoint, timeout=None))]
-pub(crate) fn connect(py: Python<'_>, endpoint: &str, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Runtime> {
+#[pyo3(signature = (endpoint, timeout=None, *, node=None))]
+pub(crate) fn connect(
+    py: Python<'_>,
+    endpoint: &str,
+    timeout: Option<&Bound<'_, PyAny>>,
+    node: Option<&str>,
+) -> PyResult<Runtime> {
     let timeout = args::timeout(timeout, At { op: "connect", name: endpoint })?;
-    let inner = wait::released(py, || stampede::connect(endpoint, timeout))?;
+    let inner = wait::released(py, || match node {
+        None => stampede::connect(endpoint, timeout),
+        Some(node) => stampede::connect_to(endpoint, node, timeout),
+    })?;
     Ok(Runtime { inner, handlers: Handlers::new(py)?, node: Mutex::new(None) })
 }
 

@@ -74,7 +74,14 @@ impl Default for Runtime {
 /// A remote runtime's blocking calls block the calling thread (call them outside async code);
 /// the `_async` forms and readiness futures do not. See `docs/NODES.md`.
 pub fn connect(endpoint: &str, timeout: Option<Duration>) -> Result<Runtime> {
-    Ok(Runtime(Backend::Remote(crate::remote::client::connect(endpoint, timeout)?)))
+    Ok(Runtime(Backend::Remote(crate::remote::client::connect(endpoint, None, timeout)?)))
+}
+
+/// [`connect`] to the node called `node`, reached through the node at `endpoint` and the mesh
+/// of nodes connected to it (`stampede serve --connect …`): the session, its channels, queues
+/// and tasks are on `node`. `Unreachable` when `node` does not answer there within `timeout`.
+pub fn connect_to(endpoint: &str, node: &str, timeout: Option<Duration>) -> Result<Runtime> {
+    Ok(Runtime(Backend::Remote(crate::remote::client::connect(endpoint, Some(node), timeout)?)))
 }
 
 impl Runtime {

@@ -34,6 +34,7 @@ use crate::remote::wire::{decode_reply, encode, Handle, Hello, Reply, Request, R
 use crate::remote::LIVELINESS_TIMEOUT_DEFAULT;
 use crate::remote::{CLIENT_CLOSED, QUERY_MARGIN, REMOTE_WAIT_SLICE};
 use crate::wait::{Changed, Signal};
+use stampede_core::name::check_name;
 
 /// Pause between attempts to reach a node that is not there yet.
 const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(50);
@@ -44,19 +45,29 @@ const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// malformed endpoint or a node of another release (wire version mismatch).
 ///
 /// The client API is blocking; call it outside async code (or in `spawn_blocking`).
-pub(crate) fn connect(endpoint: &str, timeout: Option<Duration>) -> Result<RemoteRuntime> {
-    blocking(|| open(endpoint, timeout))
+///
+/// `node`: the node to open the session on, reached through the one at `endpoint` and the mesh
+/// of routers behind it (`None`: the node at `endpoint`).
+pub(crate) fn connect(endpoint: &str, node: Option<&str>, timeout: Option<Duration>) -> Result<RemoteRuntime> {
+    blocking(|| open(endpoint, node, timeout))
 }
 
-fn open(endpoint: &str, timeout: Option<Duration>) -> Result<RemoteRuntime> {
+fn open(endpoint: &str, node: Option<&str>, timeout: Option<Duration>) -> Result<RemoteRuntime> {
+    if let Some(node) = node {
+        check_name("connect", node)?;
+        if node.contains('/') {
+            let reason = "a node's name is one segment (no '/')".to_owned();
+            return Err(Error::InvalidArgument { op: "connect", name: node.to_owned(), reason });
+        }
+    }
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-    let (mut zenoh, mut hello) = reach(endpoint, LIVELINESS_TIMEOUT_DEFAULT, deadline)?;
+    let (mut zenoh, mut hello) = reach(endpoint, node, LIVELINESS_TIMEOUT_DEFAULT, deadline)?;
     let liveliness_timeout = Duration::from_millis(hello.liveliness_timeout_ms);
     if liveliness_timeout != LIVELINESS_TIMEOUT_DEFAULT {
         // The node detects a vanished client after the lease the client announces: announce the
         // node's liveliness timeout.
         let _ = zenoh.close().wait();
-        (zenoh, hello) = reach(endpoint, liveliness_timeout.max(Duration::from_millis(1)), deadline)?;
+        (zenoh, hello) = reach(endpoint, node, liveliness_timeout.max(Duration::from_millis(1)), deadline)?;
     }
     let unreachable = |reason: String| Error::Unreachable { op: "connect", name: endpoint.to_owned(), reason };
     let session = zenoh.zid().to_string();
@@ -85,8 +96,14 @@ fn open(endpoint: &str, timeout: Option<Duration>) -> Result<RemoteRuntime> {
     Ok(RemoteRuntime::new(client))
 }
 
-/// Opens a zenoh session to `endpoint` and greets the node there, retrying until `deadline`.
-fn reach(endpoint: &str, lease: Duration, deadline: Option<Instant>) -> Result<(zenoh::Session, Hello)> {
+/// Opens a zenoh session to `endpoint` and greets the node there (or `node`, through it),
+/// retrying until `deadline`.
+fn reach(
+    endpoint: &str,
+    node: Option<&str>,
+    lease: Duration,
+    deadline: Option<Instant>,
+) -> Result<(zenoh::Session, Hello)> {
     let unreachable = |reason: String| Error::Unreachable { op: "connect", name: endpoint.to_owned(), reason };
     let zenoh = loop {
         match zenoh::open(fabric::client_config(endpoint, lease)?).wait() {
@@ -97,11 +114,17 @@ fn reach(endpoint: &str, lease: Duration, deadline: Option<Instant>) -> Result<(
             Err(e) => return Err(unreachable(format!("no node answers there ({})", brief(&e)))),
         }
     };
-    match greet(&zenoh, endpoint) {
-        Ok(hello) => Ok((zenoh, hello)),
-        Err(e) => {
-            let _ = zenoh.close().wait();
-            Err(e)
+    loop {
+        match greet(&zenoh, endpoint, node) {
+            Ok(hello) => return Ok((zenoh, hello)),
+            // A node behind the router may not be routed to yet.
+            Err(Error::Unreachable { .. }) if deadline.is_none_or(|d| Instant::now() + CONNECT_RETRY_PAUSE < d) => {
+                std::thread::sleep(CONNECT_RETRY_PAUSE);
+            }
+            Err(e) => {
+                let _ = zenoh.close().wait();
+                return Err(e);
+            }
         }
     }
 }
@@ -112,12 +135,13 @@ fn brief(e: &zenoh::Error) -> String {
     text.split("  at ").next().unwrap_or(&text).trim().to_owned()
 }
 
-/// Asks every node reachable for its [`Hello`]; keeps the one this client is connected to.
-fn greet(zenoh: &zenoh::Session, endpoint: &str) -> Result<Hello> {
+/// Asks every node reachable for its [`Hello`] (or only `node`); keeps `node`'s, else the one
+/// this client is connected to.
+fn greet(zenoh: &zenoh::Session, endpoint: &str, node: Option<&str>) -> Result<Hello> {
     let unreachable = |reason: String| Error::Unreachable { op: "connect", name: endpoint.to_owned(), reason };
     let message = encode(&RequestHeader { session: String::new(), request: Request::Hello });
     let replies = zenoh
-        .get(fabric::rpc_key("*"))
+        .get(fabric::rpc_key(node.unwrap_or("*")))
         .payload(message)
         .consolidation(ConsolidationMode::None)
         .timeout(QUERY_MARGIN)
@@ -129,7 +153,8 @@ fn greet(zenoh: &zenoh::Session, endpoint: &str) -> Result<Hello> {
         let Ok(sample) = reply.into_result() else { continue };
         let bytes = sample.payload().to_bytes();
         match decode_reply(&bytes) {
-            Ok((Reply::Hello(hello), _)) if routers.contains(&hello.zid) => return Ok(hello),
+            Ok((Reply::Hello(hello), _)) if node.is_some_and(|n| n == hello.node) => return Ok(hello),
+            Ok((Reply::Hello(hello), _)) if node.is_none() && routers.contains(&hello.zid) => return Ok(hello),
             Ok((Reply::Hello(hello), _)) => hellos.push(hello),
             Ok((other, _)) => return Err(unreachable(format!("the node answered hello with {other:?}"))),
             Err(e) => {
@@ -137,7 +162,10 @@ fn greet(zenoh: &zenoh::Session, endpoint: &str) -> Result<Hello> {
             }
         }
     }
-    hellos.into_iter().next().ok_or_else(|| unreachable("no Stampede node answered there".into()))
+    match node {
+        Some(node) => Err(unreachable(format!("node {node} does not answer through this endpoint (yet)"))),
+        None => hellos.into_iter().next().ok_or_else(|| unreachable("no Stampede node answered there".into())),
+    }
 }
 
 /// A client's connection to one node: its zenoh session and its Stampede session there.
@@ -230,6 +258,11 @@ impl Client {
         match answer {
             Ok((Reply::Error(e), _)) => Err(e.into()),
             Ok(answer) => Ok(answer),
+            // Closed while the call was under way (another thread): as embedded, the call ends
+            // `Closed`; whatever it may have taken went back with the session.
+            Err(_) if self.closed.load(Ordering::SeqCst) => {
+                Err(Error::Closed { name: self.node().to_owned(), reason: CLIENT_CLOSED })
+            }
             Err(reason) => {
                 if takes_items {
                     self.end(format!("a reply to {op} was lost ({reason})"));
@@ -512,7 +545,7 @@ pub(crate) fn micros(wait: Duration) -> u64 {
 
 /// The reply a query received (`None`: none within `timeout`), decoded, with its payload.
 fn answer(reply: Option<zenoh::query::Reply>, timeout: Duration) -> std::result::Result<(Reply, Bytes), String> {
-    let reply = reply.ok_or_else(|| format!("no reply from the node within {timeout:?}"))?;
+    let reply = reply.ok_or_else(|| format!("no reply from the node (waited at most {timeout:?})"))?;
     let sample = reply.into_result().map_err(|e| format!("the fabric answered with an error: {e:?}"))?;
     let bytes = match sample.payload().to_bytes() {
         Cow::Owned(bytes) => Bytes::from(bytes),

@@ -1,7 +1,12 @@
 //! The conformance switch (SPEC §7 location transparency): the semantic suites take their runtime
-//! from [`runtime`], which is embedded by default and, with `STAMPEDE_CONFIGURATION=serve`, a
-//! client of a fresh `stampede serve` process — one node per runtime, since ts_min is global and
-//! monotone on a node. The suites then run unchanged against the node.
+//! from [`runtime`], and run unchanged against, with `STAMPEDE_CONFIGURATION` =
+//!
+//! - `embedded` (the default): a runtime in this process;
+//! - `serve`: a client of a fresh `stampede serve` process;
+//! - `mesh`: a client attached to node B whose session, channels and queues are on node A, in a
+//!   mesh of three `stampede serve` processes A ← B ← C (B connects to A, C to B).
+//!
+//! Nodes are fresh per runtime: ts_min is global and monotone on a node.
 //!
 //! The binary is `$STAMPEDE_BIN`, else the workspace's debug build (built if missing).
 #![allow(dead_code)]
@@ -23,6 +28,7 @@ const NODE_START: Duration = Duration::from_secs(30);
 pub enum Configuration {
     Embedded,
     Serve,
+    Mesh,
 }
 
 /// The configuration `STAMPEDE_CONFIGURATION` selects (`embedded` when unset).
@@ -30,7 +36,8 @@ pub fn configuration() -> Configuration {
     match std::env::var("STAMPEDE_CONFIGURATION").as_deref() {
         Err(_) | Ok("embedded") => Configuration::Embedded,
         Ok("serve") => Configuration::Serve,
-        Ok(other) => panic!("STAMPEDE_CONFIGURATION={other:?}: use embedded or serve"),
+        Ok("mesh") => Configuration::Mesh,
+        Ok(other) => panic!("STAMPEDE_CONFIGURATION={other:?}: use embedded, serve or mesh"),
     }
 }
 
@@ -38,11 +45,17 @@ pub fn configuration() -> Configuration {
 /// closes the runtime and stops its node.
 pub fn runtime() -> TestRuntime {
     match configuration() {
-        Configuration::Embedded => TestRuntime { runtime: Runtime::new(), node: None },
+        Configuration::Embedded => TestRuntime { runtime: Runtime::new(), nodes: Vec::new() },
         Configuration::Serve => {
-            let node = NodeProcess::start();
-            let runtime = stampede::connect(&node.endpoint, Some(NODE_START)).expect("the client reaches the node");
-            TestRuntime { runtime, node: Some(node) }
+            let nodes = NodeProcess::start_mesh(&["conformance"]);
+            let runtime = stampede::connect(&nodes[0].endpoint, Some(NODE_START)).expect("the client reaches the node");
+            TestRuntime { runtime, nodes }
+        }
+        Configuration::Mesh => {
+            let nodes = NodeProcess::start_mesh(&["a", "b", "c"]);
+            let runtime = stampede::connect_to(&nodes[1].endpoint, "a", Some(NODE_START))
+                .expect("the client reaches node a through node b");
+            TestRuntime { runtime, nodes }
         }
     }
 }
@@ -53,10 +66,10 @@ pub fn embedded() -> bool {
     configuration() == Configuration::Embedded
 }
 
-/// A runtime and, in the `serve` configuration, the node process it is a client of.
+/// A runtime and the node processes it is a client of (none when embedded).
 pub struct TestRuntime {
     runtime: Runtime,
-    node: Option<NodeProcess>,
+    nodes: Vec<NodeProcess>,
 }
 
 impl Deref for TestRuntime {
@@ -69,7 +82,7 @@ impl Deref for TestRuntime {
 impl Drop for TestRuntime {
     fn drop(&mut self) {
         self.runtime.close();
-        drop(self.node.take());
+        self.nodes.clear();
     }
 }
 
@@ -81,14 +94,25 @@ struct NodeProcess {
 }
 
 impl NodeProcess {
-    fn start() -> NodeProcess {
+    /// Nodes called `names`, each connected to the one before it.
+    fn start_mesh(names: &[&str]) -> Vec<NodeProcess> {
+        let mut nodes: Vec<NodeProcess> = Vec::new();
+        for name in names {
+            let connect = nodes.last().map(|node| node.endpoint.clone());
+            nodes.push(NodeProcess::start(name, connect.as_deref()));
+        }
+        nodes
+    }
+
+    fn start(name: &str, connect: Option<&str>) -> NodeProcess {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let endpoint = format!("unixsock-stream/{}", dir.path().join("node.sock").display());
-        let mut child = Command::new(binary())
-            .args(["serve", "--listen", &endpoint, "--name", "conformance"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("stampede serve starts");
+        let mut command = Command::new(binary());
+        command.args(["serve", "--listen", &endpoint, "--name", name]);
+        if let Some(connect) = connect {
+            command.args(["--connect", connect]);
+        }
+        let mut child = command.stdout(Stdio::piped()).spawn().expect("stampede serve starts");
         let stdout = child.stdout.take().expect("piped stdout");
         let (said, listening) = mpsc::channel();
         std::thread::spawn(move || {
