@@ -56,6 +56,14 @@ def stampede_bin() -> str:
     return path
 
 
+def listening(proc: subprocess.Popen[str]) -> bool:
+    """Waits (at most NODE_START_S) for a `stampede serve` process to print its first line."""
+    assert proc.stdout is not None
+    out, ready = proc.stdout, threading.Event()
+    threading.Thread(target=lambda: (out.readline(), ready.set()), daemon=True).start()
+    return ready.wait(NODE_START_S)
+
+
 @contextlib.contextmanager
 def served_nodes(*names: str) -> Iterator[list[str]]:
     """`stampede serve` processes on Unix sockets of their own, each connected to the one before
@@ -71,11 +79,7 @@ def served_nodes(*names: str) -> Iterator[list[str]]:
                     args += ["--connect", endpoints[-1]]
                 proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
                 procs.append(proc)
-                assert proc.stdout is not None
-                ready = threading.Event()
-                out = proc.stdout
-                threading.Thread(target=lambda: (out.readline(), ready.set()), daemon=True).start()
-                assert ready.wait(NODE_START_S), f"stampede serve ({name}) did not say it listens"
+                assert listening(proc), f"stampede serve ({name}) did not say it listens"
                 endpoints.append(endpoint)
             yield endpoints
         finally:
