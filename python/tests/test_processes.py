@@ -1,0 +1,142 @@
+"""Real processes on one host sharing channels through a `stampede serve` node (SPEC §7): two
+client processes, a queue with workers in separate processes, an exact join fed by producers in
+separate processes, and a 6 MB NumPy frame crossing between processes. Every wait is bounded;
+every process is killed in a `finally`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
+import pytest
+from conftest import NODE_START_S, served_nodes
+
+import stampede
+
+#: Longest a client process may run.
+PROCESS_S = 60.0
+
+
+@pytest.fixture
+def endpoint() -> Iterator[str]:
+    with served_nodes("processes") as [endpoint]:
+        yield endpoint
+
+
+@contextmanager
+def client(endpoint: str, body: str) -> Iterator[subprocess.Popen[str]]:
+    """A Python process running `body` with `rt` connected to `endpoint`; killed on the way out."""
+    code = "import sys, numpy as np, stampede\n"
+    code += f"rt = stampede.connect({endpoint!r}, timeout={NODE_START_S})\n"
+    code += textwrap.dedent(body)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def finish(proc: subprocess.Popen[str]) -> str:
+    """The process's output once it exited 0 (within PROCESS_S)."""
+    out, _ = proc.communicate(timeout=PROCESS_S)
+    assert proc.returncode == 0, out
+    return out
+
+
+def test_two_client_processes_share_a_channel(endpoint):
+    """A producer process and a consumer process: every frame, in order, and a 6 MB NumPy frame
+    that arrives as an equal, read-only array."""
+    with stampede.connect(endpoint, timeout=NODE_START_S) as rt:
+        rt.create_channel("camera/frames")
+        consumer_code = """
+            inp = rt.task(stampede.INFINITY).attach_input(rt.lookup("camera/frames"))
+            print("ready", flush=True)
+            for ts in range(20):
+                item = inp.get(stampede.OLDEST_UNSEEN, timeout=30)
+                assert (item.ts, bytes(item.data)) == (ts, f"frame {ts}".encode()), item
+                inp.consume(ts)
+            frame = inp.get(stampede.OLDEST_UNSEEN, timeout=30).array()
+            expected = np.arange(6 * 1024 * 1024, dtype=np.uint8).reshape(1024, 2048, 3)
+            assert frame.shape == expected.shape and not frame.flags.writeable
+            assert np.array_equal(frame, expected)
+            print("ok", flush=True)
+        """
+        producer_code = """
+            camera = rt.task(0)
+            out = camera.attach_output(rt.lookup("camera/frames"))
+            for ts in range(20):
+                out.put(ts, f"frame {ts}")
+                camera.set_virtual_time(ts + 1)
+            out.put(20, np.arange(6 * 1024 * 1024, dtype=np.uint8).reshape(1024, 2048, 3))
+        """
+        with client(endpoint, consumer_code) as consumer:
+            assert consumer.stdout is not None and consumer.stdout.readline().strip() == "ready"
+            with client(endpoint, producer_code) as producer:
+                finish(producer)
+                assert finish(consumer).strip() == "ok"
+
+
+def test_queue_workers_in_separate_processes(endpoint):
+    """Jobs put by this process go to workers in three other processes, each exactly once."""
+    jobs = 60
+    with stampede.connect(endpoint, timeout=NODE_START_S) as rt:
+        queue = rt.create_queue("jobs")
+        results = rt.create_channel("results")
+        reader = rt.task(stampede.INFINITY).attach_input(results)
+        worker_code = """
+            inp = rt.task(stampede.INFINITY).attach_input(rt.lookup("jobs"))
+            out = rt.task(0).attach_output(rt.lookup("results"))
+            while True:
+                try:
+                    job = inp.get(timeout=2)
+                except stampede.NotAvailable:
+                    break
+                out.put(job.ts, f"{job.ts * job.ts}")
+                inp.consume(job)
+        """
+        source = rt.task(0)
+        put = source.attach_output(queue)
+        with (
+            client(endpoint, worker_code) as a,
+            client(endpoint, worker_code) as b,
+            client(endpoint, worker_code) as c,
+        ):
+            for ts in range(jobs):
+                put.put(ts, b"job")
+            got = {}
+            for _ in range(jobs):
+                item = reader.get(stampede.OLDEST_UNSEEN, timeout=PROCESS_S)
+                got[item.ts] = int(bytes(item.data))
+            for worker in workers:
+                finish(worker)
+        assert got == {ts: ts * ts for ts in range(jobs)}
+        assert queue.stats()["live_items"] == 0
+
+
+def test_exact_join_fed_by_producer_processes(endpoint):
+    """Two producer processes feed an exact join in this process: every timestamp, once, in order."""
+    frames = 20
+    with stampede.connect(endpoint, timeout=NODE_START_S) as rt:
+        left, right = rt.create_channel("left"), rt.create_channel("right")
+        joiner = rt.task(stampede.INFINITY)
+        join = stampede.ExactJoin([joiner.attach_input(left), joiner.attach_input(right)])
+
+        def producer(name: str) -> str:
+            return f"""
+                t = rt.task(0)
+                out = t.attach_output(rt.lookup({name!r}))
+                for ts in range({frames}):
+                    out.put(ts, {name!r} + str(ts))
+                    t.set_virtual_time(ts + 1)
+            """
+
+        with client(endpoint, producer("left")) as a, client(endpoint, producer("right")) as b:
+            joined = [join.next(timeout=PROCESS_S) for _ in range(frames)]
+            finish(a)
+            finish(b)
+        assert [j.ts for j in joined] == list(range(frames))
+        assert [bytes(i.data) for i in joined[7].items] == [b"left7", b"right7"]
