@@ -100,11 +100,8 @@ def test_queue_workers_in_separate_processes(endpoint):
         """
         source = rt.task(0)
         put = source.attach_output(queue)
-        with (
-            client(endpoint, worker_code) as a,
-            client(endpoint, worker_code) as b,
-            client(endpoint, worker_code) as c,
-        ):
+        with ExitStack() as stack:
+            workers = [stack.enter_context(client(endpoint, worker_code)) for _ in range(3)]
             for ts in range(jobs):
                 put.put(ts, b"job")
             got = {}
