@@ -351,3 +351,30 @@ def test_serial_order_under_threads(rt):
         t.join()
     assert ch.stats()["puts"] == 200 and len(dupes) == 600
     assert ch.timestamps() == list(range(200))
+
+
+def test_info_codec_and_placement(rt):
+    """The name service (SPEC §7): info() tells name, kind, node, bounds, codec and description;
+    a put of another codec is refused; another node is refused saying what to do."""
+    ch = rt.create_channel("camera/left", capacity=4, codec="utf8", description="left camera")
+    info = ch.info()
+    assert info == {
+        "name": "camera/left",
+        "kind": "channel",
+        "node": rt.node,
+        "capacity": 4,
+        "max_bytes": None,
+        "codec": "utf8",
+        "description": "left camera",
+    }
+    assert rt.lookup("camera/left").info() == info
+    out = rt.task(0).attach_output(ch)
+    out.put(0, "text")
+    with pytest.raises(stampede.InvalidArgument, match="declares codec"):
+        out.put(1, b"bytes")
+    assert rt.create_queue("jobs", description="work").info()["kind"] == "queue"
+    with pytest.raises(stampede.InvalidArgument, match="connect to node nowhere"):
+        rt.create_channel("x", node="nowhere")
+    assert rt.nodes() == ([] if rt.node is None else sorted(rt.nodes()))
+    if rt.node is not None:
+        assert rt.node in rt.nodes()

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use stampede::{ChannelOptions, Codec, Container, Error, Item, Parts, PutOptions, QueueItem, Result, Selector};
+use stampede::{
+    ChannelOptions, Codec, Container, Error, Info, Item, Parts, PutOptions, QueueItem, QueueOptions, Result, Selector,
+};
 use zenoh::bytes::ZBytes;
 
 use stampede::remote::fabric;
@@ -130,14 +132,16 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
     let op = request.op();
     let runtime = &node.runtime;
     let reply = match request {
-        Request::CreateChannel { name, capacity, bytes_max, retention } => {
+        Request::CreateChannel { name, capacity, bytes_max, retention, codec, description } => {
             let limits = wire::limits(capacity, bytes_max).ok_or_else(|| too_large(op, &name))?;
-            let channel = runtime.create_channel(&name, ChannelOptions { limits, retention: retention.into() })?;
-            container(session, op, Container::Channel(channel))?
+            let codec = codec.as_deref().map(Codec::from_name);
+            let options = ChannelOptions { limits, retention: retention.into(), codec, description, node: None };
+            container(session, op, Container::Channel(runtime.create_channel(&name, options)?))?
         }
-        Request::CreateQueue { name, capacity, bytes_max } => {
+        Request::CreateQueue { name, capacity, bytes_max, description } => {
             let limits = wire::limits(capacity, bytes_max).ok_or_else(|| too_large(op, &name))?;
-            container(session, op, Container::Queue(runtime.create_queue(&name, limits)?))?
+            let options = QueueOptions { limits, description, node: None };
+            container(session, op, Container::Queue(runtime.create_queue(&name, options)?))?
         }
         Request::Lookup { name } => container(session, op, runtime.lookup(&name)?)?,
         Request::Names { prefix } => Reply::Names(runtime.names(&prefix)?),
@@ -319,10 +323,11 @@ fn slice(wait_us: u64) -> Duration {
 
 /// Registers `container` in the session and describes it.
 fn container(session: &Session, op: &'static str, container: Container) -> Result<Reply> {
-    let (id, queue, name, limits, retention) = match &container {
-        Container::Channel(c) => (c.id(), false, c.name().to_owned(), c.limits(), c.retention().into()),
-        Container::Queue(q) => (q.id(), true, q.name().to_owned(), q.limits(), WireRetention::History),
+    let (id, queue, info, retention) = match &container {
+        Container::Channel(c) => (c.id(), false, c.info(), c.retention().into()),
+        Container::Queue(q) => (q.id(), true, q.info(), WireRetention::History),
     };
+    let Info { name, limits, codec, description, .. } = info;
     session.add_container(op, id, container)?;
     Ok(Reply::Container(ContainerInfo {
         id,
@@ -331,6 +336,8 @@ fn container(session: &Session, op: &'static str, container: Container) -> Resul
         capacity: limits.capacity.map(|n| n as u64),
         bytes_max: limits.bytes_max.map(|n| n as u64),
         retention,
+        codec: codec.map(|codec| codec.name().to_owned()),
+        description,
     }))
 }
 

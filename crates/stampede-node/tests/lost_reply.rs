@@ -50,6 +50,8 @@ fn lost_get_reply_ends_the_session() {
                         capacity: None,
                         bytes_max: None,
                         retention: WireRetention::History,
+                        codec: None,
+                        description: String::new(),
                     }),
                     Request::Task { .. } | Request::AttachInput { .. } => Reply::Handle(2),
                     Request::Get { .. } => return, // the lost reply

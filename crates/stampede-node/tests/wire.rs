@@ -33,13 +33,13 @@ fn request() -> impl Strategy<Value = Request> {
         Just(Request::Hello),
         Just(Request::Open),
         Just(Request::Close),
-        (text(), bound(), bound(), retention).prop_map(|(name, capacity, bytes_max, retention)| {
-            Request::CreateChannel { name, capacity, bytes_max, retention }
-        }),
-        (text(), bound(), bound()).prop_map(|(name, capacity, bytes_max)| Request::CreateQueue {
-            name,
-            capacity,
-            bytes_max
+        (text(), bound(), bound(), retention, proptest::option::of(text()), text()).prop_map(
+            |(name, capacity, bytes_max, retention, codec, description)| {
+                Request::CreateChannel { name, capacity, bytes_max, retention, codec, description }
+            }
+        ),
+        (text(), bound(), bound(), text()).prop_map(|(name, capacity, bytes_max, description)| {
+            Request::CreateQueue { name, capacity, bytes_max, description }
         }),
         text().prop_map(|name| Request::Lookup { name }),
         text().prop_map(|prefix| Request::Names { prefix }),
@@ -159,6 +159,8 @@ fn reply() -> impl Strategy<Value = (Reply, Vec<u8>)> {
                 capacity,
                 bytes_max: None,
                 retention: if queue { WireRetention::History } else { WireRetention::CurrentReaders },
+                codec: (!queue).then(|| "npy".to_owned()),
+                description: String::new(),
             })
         ),
         any::<u64>().prop_map(Reply::Handle),

@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3::{PyTraverseError, PyVisit};
-use stampede::{ChannelOptions, Error, Limits, Retention, Stats, Timestamp};
+use stampede::{ChannelOptions, Codec, Error, Info, Limits, QueueOptions, Retention, Stats, Timestamp};
 
 use crate::args::{self, At};
 use crate::errors::{to_pyerr, IntoPyResult};
@@ -104,8 +104,11 @@ impl Runtime {
     /// Creates a channel; `capacity` (items) and `max_bytes` bound it, None = unbounded.
     /// `retention`: "history" (default; late joiners may read the past, items live until ts_min
     /// passes them) or "current_readers" (an item is reclaimed as soon as every input connection
-    /// attached now has consumed it).
-    #[pyo3(signature = (name, capacity=None, max_bytes=None, retention="history"))]
+    /// attached now has consumed it). `codec`: the codec every payload must have ("raw", "utf8",
+    /// "json", "npy" or an application's name; None = any). `description`: for people
+    /// (`info()`). `node`: the node to place it on (None or this runtime's node).
+    #[pyo3(signature = (name, capacity=None, max_bytes=None, retention="history", *, node=None, codec=None, description=None))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments (SPEC §15)
     fn create_channel(
         &self,
         py: Python<'_>,
@@ -113,26 +116,47 @@ impl Runtime {
         capacity: Option<&Bound<'_, PyAny>>,
         max_bytes: Option<&Bound<'_, PyAny>>,
         retention: &str,
+        node: Option<String>,
+        codec: Option<&str>,
+        description: Option<String>,
     ) -> PyResult<Channel> {
         let at = At { op: "create_channel", name };
-        let options =
-            ChannelOptions { limits: limits(capacity, max_bytes, at)?, retention: parse_retention(retention, at)? };
-        let inner = self.inner.create_channel(name, options).py()?;
+        let options = ChannelOptions {
+            limits: limits(capacity, max_bytes, at)?,
+            retention: parse_retention(retention, at)?,
+            codec: codec.map(Codec::from_name),
+            description: description.unwrap_or_default(),
+            node,
+        };
+        let inner = wait::released(py, || self.inner.create_channel(name, options))?;
         Ok(self.channel(py, inner))
     }
 
-    /// Creates a queue; `capacity` (items) and `max_bytes` bound it, None = unbounded.
-    #[pyo3(signature = (name, capacity=None, max_bytes=None))]
+    /// Creates a queue; `capacity` (items) and `max_bytes` bound it, None = unbounded;
+    /// `description` and `node` as for channels.
+    #[pyo3(signature = (name, capacity=None, max_bytes=None, *, node=None, description=None))]
     fn create_queue(
         &self,
         py: Python<'_>,
         name: &str,
         capacity: Option<&Bound<'_, PyAny>>,
         max_bytes: Option<&Bound<'_, PyAny>>,
+        node: Option<String>,
+        description: Option<String>,
     ) -> PyResult<Queue> {
         let limits = limits(capacity, max_bytes, At { op: "create_queue", name })?;
-        let inner = self.inner.create_queue(name, limits).py()?;
+        let options = QueueOptions { limits, description: description.unwrap_or_default(), node };
+        let inner = wait::released(py, || self.inner.create_queue(name, options))?;
         Ok(self.queue(py, inner))
+    }
+
+    /// The names of the nodes this runtime reaches on the fabric, sorted (empty when it is
+    /// embedded and serves nobody; its own name when it serves).
+    fn nodes(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        if let Some(node) = &*self.node.lock() {
+            return Ok(vec![node.name().to_owned()]);
+        }
+        wait::released(py, || self.inner.nodes())
     }
 
     /// The channel or queue called `name` (NotFound otherwise). Equal (`==`) to every other
@@ -311,6 +335,12 @@ impl Channel {
         set_handler(py, &self.handlers, self.inner.id(), self.inner.name(), callback, |t| self.inner.on_reclaim(t))
     }
 
+    /// What the name service tells of it: a dict with name, kind, node, capacity, max_bytes,
+    /// codec and description.
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        info_dict(py, self.inner.info())
+    }
+
     /// Destroys the channel: items are reclaimed, the name is freed, operations raise Closed.
     fn destroy(&self, py: Python<'_>) -> PyResult<()> {
         wait::released(py, || self.inner.destroy())
@@ -367,6 +397,12 @@ impl Queue {
     /// replacing the previous one; `None` removes it.
     fn on_reclaim(&self, py: Python<'_>, callback: Option<Py<PyAny>>) -> PyResult<()> {
         set_handler(py, &self.handlers, self.inner.id(), self.inner.name(), callback, |t| self.inner.on_reclaim(t))
+    }
+
+    /// What the name service tells of it: a dict with name, kind, node, capacity, max_bytes,
+    /// codec and description.
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        info_dict(py, self.inner.info())
     }
 
     /// Destroys the queue: items are reclaimed, operations raise Closed.
@@ -453,6 +489,18 @@ fn parse_retention(retention: &str, at: At<'_>) -> PyResult<Retention> {
             reason: format!("retention must be \"history\" or \"current_readers\", not {other:?}"),
         })),
     }
+}
+
+fn info_dict(py: Python<'_>, info: Info) -> PyResult<Bound<'_, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("name", info.name)?;
+    dict.set_item("kind", info.kind)?;
+    dict.set_item("node", info.node)?;
+    dict.set_item("capacity", info.limits.capacity)?;
+    dict.set_item("max_bytes", info.limits.bytes_max)?;
+    dict.set_item("codec", info.codec.as_ref().map(Codec::name))?;
+    dict.set_item("description", info.description)?;
+    Ok(dict)
 }
 
 fn limits(capacity: Option<&Bound<'_, PyAny>>, max_bytes: Option<&Bound<'_, PyAny>>, at: At<'_>) -> PyResult<Limits> {

@@ -19,6 +19,7 @@ use crate::backend::{forward, Backend};
 use crate::local;
 use crate::payload::IntoPayload;
 use crate::remote::channel::{RemoteChannel, RemoteChannelInput, RemoteChannelOutput};
+use crate::runtime::Info;
 use crate::wait::Changed;
 
 /// Options of a put.
@@ -111,6 +112,11 @@ impl Channel {
             }
             Backend::Remote(ch) => ch.close_producers(),
         }
+    }
+
+    /// What the name service tells of it: name, kind, node, bounds, codec, description.
+    pub fn info(&self) -> Info {
+        forward!(&self.0, x => x.info())
     }
 
     /// Destroys the channel: its items are reclaimed, its name is freed, and every operation on

@@ -12,7 +12,7 @@ use std::sync::{Arc, Weak};
 
 use crate::sync::Mutex;
 use bytes::Bytes;
-use stampede_core::{Codec, Payload, Result, Timestamp};
+use stampede_core::{Codec, Error, Payload, Result, Timestamp};
 
 /// Most free buffers a pool keeps.
 pub const POOL_BUFFERS_MAX: usize = 8;
@@ -164,17 +164,29 @@ impl IntoPayload for Parts<'_> {
 }
 
 /// Takes a put's payload in: refuses one that can never fit (`check_fits`, before the copy),
-/// copies it (once), and refuses an `npy` payload whose header is malformed or declares object
-/// data (SPEC §8: every reader, in every language, may then trust the header).
+/// copies it (once), refuses one whose codec is not the container's `declared` one, and an `npy`
+/// payload whose header is malformed or declares object data (SPEC §8: every reader, in every
+/// language, may then trust the header).
 pub(crate) fn admit(
     name: &str,
     ts: Timestamp,
     payload: impl IntoPayload,
+    declared: Option<&Codec>,
     buffers: &Arc<Buffers>,
     check_fits: impl FnOnce(usize) -> Result<()>,
 ) -> Result<Payload> {
     check_fits(payload.payload_bytes())?;
     let payload = payload.into_payload(buffers);
+    if let Some(declared) = declared.filter(|declared| **declared != payload.codec) {
+        let reason = format!(
+            "the channel declares codec {:?}; this payload's codec is {:?} (put a {:?} payload, or create the \
+             channel without a codec)",
+            declared.name(),
+            payload.codec.name(),
+            declared.name()
+        );
+        return Err(Error::InvalidArgument { op: "put", name: name.to_owned(), reason });
+    }
     if payload.codec == Codec::Npy {
         crate::npy::check(name, ts, &payload.data)?;
     }

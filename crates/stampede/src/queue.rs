@@ -9,6 +9,7 @@ use crate::backend::{forward, Backend};
 use crate::local;
 use crate::payload::IntoPayload;
 use crate::remote::queue::{RemoteQueue, RemoteQueueInput, RemoteQueueOutput};
+use crate::runtime::Info;
 use crate::wait::Changed;
 
 /// A named FIFO queue of timestamped items (cheap to clone).
@@ -46,6 +47,11 @@ impl Queue {
             }
             Backend::Remote(q) => q.on_reclaim(handler),
         }
+    }
+
+    /// What the name service tells of it: name, kind, node, bounds, codec, description.
+    pub fn info(&self) -> Info {
+        forward!(&self.0, x => x.info())
     }
 
     /// Destroys the queue: its items are reclaimed, its name is freed, and every operation on it

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use stampede_core::{Error, Item, Limits, Result, Retention, Timestamp};
+use stampede_core::{Codec, Error, Item, Limits, Result, Retention, Timestamp};
 
 use crate::backend::{forward, Backend};
 use crate::channel::Channel;
@@ -14,25 +14,67 @@ use crate::remote::runtime::{RemoteContainer, RemoteRuntime};
 use crate::task::Task;
 use crate::wait::Changed;
 
-/// How a channel is created: its bounds and its retention policy.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How a channel is created: its bounds, its retention policy, and what the name service says
+/// of it (SPEC §7).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChannelOptions {
     /// Bounds on items and bytes (default: unbounded).
     pub limits: Limits,
     /// When items above ts_min may be reclaimed (default: [`Retention::History`]).
     pub retention: Retention,
+    /// The codec every payload must have (`None`: any). A put of another codec is
+    /// `InvalidArgument`.
+    pub codec: Option<Codec>,
+    /// What the channel carries, for people ([`Channel::info`]).
+    pub description: String,
+    /// The node to place it on (`None`: the runtime's own; see [`Runtime::create_channel`]).
+    pub node: Option<String>,
 }
 
 impl From<Limits> for ChannelOptions {
     fn from(limits: Limits) -> Self {
-        ChannelOptions { limits, retention: Retention::History }
+        ChannelOptions { limits, ..ChannelOptions::default() }
     }
 }
 
 impl From<Retention> for ChannelOptions {
     fn from(retention: Retention) -> Self {
-        ChannelOptions { limits: Limits::unbounded(), retention }
+        ChannelOptions { retention, ..ChannelOptions::default() }
     }
+}
+
+/// How a queue is created: its bounds and what the name service says of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueOptions {
+    /// Bounds on items and bytes (default: unbounded).
+    pub limits: Limits,
+    /// What the queue carries, for people ([`Queue::info`]).
+    pub description: String,
+    /// The node to place it on (`None`: the runtime's own).
+    pub node: Option<String>,
+}
+
+impl From<Limits> for QueueOptions {
+    fn from(limits: Limits) -> Self {
+        QueueOptions { limits, ..QueueOptions::default() }
+    }
+}
+
+/// Longest description a channel or queue may have.
+pub const DESCRIPTION_BYTES_MAX: usize = 4096;
+
+/// What the name service tells of a channel or queue ([`Channel::info`], [`Queue::info`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Info {
+    pub name: String,
+    /// `"channel"` or `"queue"`.
+    pub kind: &'static str,
+    /// The node it lives on (`None`: this process's embedded runtime).
+    pub node: Option<String>,
+    pub limits: Limits,
+    /// The codec its payloads must have, if it declares one (channels only).
+    pub codec: Option<Codec>,
+    pub description: String,
 }
 
 /// What a name refers to.
@@ -101,19 +143,53 @@ impl Runtime {
     /// Creates a channel with bounds ([`Limits`]) or full [`ChannelOptions`]. Names are
     /// `/`-separated segments (`camera/left`, see [`stampede_core::name`]); a bad name or a zero
     /// bound is `InvalidArgument`, a name in use `AlreadyExists`, a closed runtime `Closed`.
+    ///
+    /// Placement: a channel lives on the runtime's node (a session's node; this process when
+    /// embedded). `options.node` may name that node; another node is `InvalidArgument` (connect
+    /// to it: [`connect_to`]), since a task cannot span nodes yet.
     pub fn create_channel(&self, name: &str, options: impl Into<ChannelOptions>) -> Result<Channel> {
+        let options = options.into();
+        self.check_placement("create_channel", name, options.node.as_deref())?;
         Ok(match &self.0 {
             Backend::Local(rt) => Channel(Backend::Local(rt.create_channel(name, options)?)),
             Backend::Remote(rt) => Channel(Backend::Remote(rt.create_channel(name, options)?)),
         })
     }
 
-    /// Creates a queue (names and bounds as [`create_channel`](Self::create_channel)).
-    pub fn create_queue(&self, name: &str, limits: Limits) -> Result<Queue> {
+    /// Creates a queue with bounds ([`Limits`]) or full [`QueueOptions`] (names, bounds and
+    /// placement as [`create_channel`](Self::create_channel)).
+    pub fn create_queue(&self, name: &str, options: impl Into<QueueOptions>) -> Result<Queue> {
+        let options = options.into();
+        self.check_placement("create_queue", name, options.node.as_deref())?;
         Ok(match &self.0 {
-            Backend::Local(rt) => Queue(Backend::Local(rt.create_queue(name, limits)?)),
-            Backend::Remote(rt) => Queue(Backend::Remote(rt.create_queue(name, limits)?)),
+            Backend::Local(rt) => Queue(Backend::Local(rt.create_queue(name, options)?)),
+            Backend::Remote(rt) => Queue(Backend::Remote(rt.create_queue(name, options)?)),
         })
+    }
+
+    /// `Ok` when `node` is `None` or this runtime's node.
+    fn check_placement(&self, op: &'static str, name: &str, node: Option<&str>) -> Result<()> {
+        let Some(node) = node else { return Ok(()) };
+        if self.node() == Some(node) {
+            return Ok(());
+        }
+        let here = match self.node() {
+            Some(own) => format!("this client's session is on node {own}"),
+            None => "this runtime is embedded in this process".to_owned(),
+        };
+        let reason = format!(
+            "cannot place it on node {node}: {here}, and a task cannot span nodes yet; connect to node {node} \
+             (stampede::connect_to / stampede.connect(endpoint, node=...)) and create it there"
+        );
+        Err(Error::InvalidArgument { op, name: name.to_owned(), reason })
+    }
+
+    /// The nodes on the fabric this runtime reaches, sorted (empty when embedded).
+    pub fn nodes(&self) -> Result<Vec<String>> {
+        match &self.0 {
+            Backend::Local(_) => Ok(Vec::new()),
+            Backend::Remote(rt) => rt.nodes(),
+        }
     }
 
     /// The channel or queue called `name` (`NotFound` otherwise; `InvalidArgument` for a name

@@ -36,8 +36,8 @@ use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::wait::Signal;
 use stampede_core::name;
 use stampede_core::{
-    ChannelState, ContainerKey, Effects, Error, IdMap, Item, Limits, Location, OpenChange, OpenChanges, Progress,
-    QueueState, Refusal, Result, Stats, TaskId, TaskState, Timestamp, Update, Updates, INFINITY,
+    ChannelState, Codec, ContainerKey, Effects, Error, IdMap, Item, Limits, Location, OpenChange, OpenChanges,
+    Progress, QueueState, Refusal, Result, Stats, TaskId, TaskState, Timestamp, Update, Updates, INFINITY,
 };
 
 /// A GC handler: called with the container's name and each item it reclaims.
@@ -49,6 +49,8 @@ pub(crate) struct Shared<S> {
     pub(crate) key: ContainerKey,
     pub(crate) name: Arc<str>,
     pub(crate) limits: Limits,
+    /// What the name service says of it (fixed at creation).
+    pub(crate) meta: Meta,
     pub(crate) state: Mutex<S>,
     /// Notified when an item arrives or something a blocked get may care about changes (a
     /// horizon it waits on moved, a connection detached, the container closed). An `Arc` so that a
@@ -67,6 +69,13 @@ pub(crate) struct Shared<S> {
     listed_at: AtomicI64,
     /// Recycled payload buffers for copy-in.
     pub(crate) buffers: Arc<Buffers>,
+}
+
+/// A container's declared codec and description.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Meta {
+    pub(crate) codec: Option<Codec>,
+    pub(crate) description: Arc<str>,
 }
 
 pub(crate) type ChannelShared = Shared<ChannelState>;
@@ -112,11 +121,12 @@ impl ContainerState for QueueState {
 }
 
 impl<S: ContainerState> Shared<S> {
-    pub(crate) fn new(key: ContainerKey, name: Arc<str>, limits: Limits, state: S) -> Arc<Shared<S>> {
+    pub(crate) fn new(key: ContainerKey, name: Arc<str>, limits: Limits, meta: Meta, state: S) -> Arc<Shared<S>> {
         Arc::new(Shared {
             key,
             name,
             limits,
+            meta,
             state: Mutex::new(state),
             changed: Arc::default(),
             freed: Arc::default(),

@@ -298,9 +298,7 @@ fn demand_feedback() {
 #[test]
 fn current_readers_retention() {
     let rt = configuration::runtime();
-    let ch = rt
-        .create_channel("frames", ChannelOptions { limits: Limits::unbounded(), retention: Retention::CurrentReaders })
-        .unwrap();
+    let ch = rt.create_channel("frames", ChannelOptions::from(Retention::CurrentReaders)).unwrap();
     let reclaimed = Arc::new(Mutex::new(Vec::new()));
     let r = reclaimed.clone();
     ch.on_reclaim(move |item| r.lock().unwrap().push(item.ts)).unwrap();

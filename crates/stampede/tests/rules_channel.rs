@@ -2,7 +2,11 @@
 
 use std::time::{Duration, Instant};
 
-use stampede::{Error, Limits, PutOptions, Selector, INFINITY, NEWEST, NEWEST_UNSEEN, OLDEST, OLDEST_UNSEEN};
+use stampede::runtime::DESCRIPTION_BYTES_MAX;
+use stampede::{
+    ChannelOptions, Codec, Error, Limits, PutOptions, QueueOptions, Selector, INFINITY, NEWEST, NEWEST_UNSEEN, OLDEST,
+    OLDEST_UNSEEN,
+};
 
 mod configuration;
 
@@ -403,4 +407,39 @@ async fn async_get_and_put() {
         out.put_async(4, &b"x"[..], PutOptions::default()).await.unwrap();
     });
     assert_eq!(item.ts, 4);
+}
+
+/// The name service (SPEC §7): a channel's info tells its name, kind, node, bounds, declared
+/// codec and description, the same through a lookup; a put of another codec is refused; a
+/// container placed on another node is refused saying what to do; descriptions are bounded.
+#[test]
+fn info_codec_and_placement() {
+    let rt = configuration::runtime();
+    let options = ChannelOptions {
+        limits: Limits { capacity: Some(4), bytes_max: None },
+        codec: Some(Codec::Utf8),
+        description: "left camera, 30 fps".into(),
+        ..ChannelOptions::default()
+    };
+    let ch = rt.create_channel("camera/left", options).unwrap();
+    let info = ch.info();
+    assert_eq!((info.name.as_str(), info.kind, info.node.as_deref()), ("camera/left", "channel", rt.node()));
+    assert_eq!(
+        (info.limits.capacity, &info.codec, info.description.as_str()),
+        (Some(4), &Some(Codec::Utf8), "left camera, 30 fps")
+    );
+    assert_eq!(rt.channel("camera/left").unwrap().info(), info);
+    let out = rt.task(0).unwrap().attach_output(&ch).unwrap();
+    out.put(0, "text").unwrap();
+    let err = out.put(1, vec![1u8]).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }) && err.to_string().contains("declares codec"), "{err}");
+    let queue = rt.create_queue("jobs", QueueOptions { description: "work".into(), ..QueueOptions::default() });
+    assert_eq!(queue.unwrap().info().kind, "queue");
+    let elsewhere = ChannelOptions { node: Some("nowhere".into()), ..ChannelOptions::default() };
+    let err = rt.create_channel("x", elsewhere).unwrap_err();
+    assert!(err.to_string().contains("connect to node nowhere"), "{err}");
+    let own = ChannelOptions { node: rt.node().map(str::to_owned), ..ChannelOptions::default() };
+    rt.create_channel("y", own).unwrap();
+    let long = ChannelOptions { description: "x".repeat(DESCRIPTION_BYTES_MAX + 1), ..ChannelOptions::default() };
+    assert!(matches!(rt.create_channel("z", long), Err(Error::InvalidArgument { .. })));
 }

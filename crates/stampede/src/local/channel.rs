@@ -20,6 +20,7 @@ use stampede_core::{ConnId, Effects, Item, Limits, Payload, Result, Retention, S
 
 use crate::channel::PutOptions;
 use crate::payload::IntoPayload;
+use crate::runtime::Info;
 use crate::space::{ChannelShared, Held, HorizonWait, Space, TaskShared};
 use crate::wait::{self, Changed};
 
@@ -84,6 +85,19 @@ impl Channel {
     /// task elsewhere no longer delays this channel's joins.
     pub fn close_producers(&self) {
         self.space.close_producers(&self.shared);
+    }
+
+    /// What the name service tells of it (embedded: no node).
+    pub fn info(&self) -> Info {
+        let meta = &self.shared.meta;
+        Info {
+            name: self.shared.name.to_string(),
+            kind: "channel",
+            node: None,
+            limits: self.shared.limits,
+            codec: meta.codec.clone(),
+            description: meta.description.to_string(),
+        }
     }
 
     /// Destroys the channel: its items are reclaimed, its name is freed, and every operation on
@@ -169,7 +183,8 @@ impl ChannelOutput {
 
     fn admit(&self, ts: Timestamp, payload: impl IntoPayload) -> Result<Payload> {
         let buffers = &self.channel.shared.buffers;
-        crate::payload::admit(self.channel.name(), ts, payload, buffers, |bytes| self.check_fits(ts, bytes))
+        let declared = self.channel.shared.meta.codec.as_ref();
+        crate::payload::admit(self.channel.name(), ts, payload, declared, buffers, |bytes| self.check_fits(ts, bytes))
     }
 
     /// Fails `Full { can_never_fit: true, .. }` (the error a put would return) when an item of

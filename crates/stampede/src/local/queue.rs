@@ -8,6 +8,7 @@ use stampede_core::queue::Ticket;
 use stampede_core::{ConnId, Effects, Item, Limits, Payload, QueueItem, Result, Stats, Timestamp};
 
 use crate::payload::IntoPayload;
+use crate::runtime::Info;
 use crate::space::{Held, QueueShared, Space, TaskShared};
 use crate::wait::{self, Changed};
 
@@ -42,6 +43,19 @@ impl Queue {
     /// Registers a GC handler called with each item the queue reclaims (when it is consumed).
     pub fn on_reclaim(&self, handler: impl Fn(&Item) + Send + Sync + 'static) {
         self.shared.on_reclaim(handler);
+    }
+
+    /// What the name service tells of it (embedded: no node).
+    pub fn info(&self) -> Info {
+        let meta = &self.shared.meta;
+        Info {
+            name: self.shared.name.to_string(),
+            kind: "queue",
+            node: None,
+            limits: self.shared.limits,
+            codec: meta.codec.clone(),
+            description: meta.description.to_string(),
+        }
     }
 
     /// Destroys the queue: items are reclaimed, operations fail `Closed`.
@@ -112,7 +126,8 @@ impl QueueOutput {
 
     fn admit(&self, ts: Timestamp, payload: impl IntoPayload) -> Result<Payload> {
         let buffers = &self.queue.shared.buffers;
-        crate::payload::admit(self.queue.name(), ts, payload, buffers, |bytes| self.check_fits(ts, bytes))
+        let declared = self.queue.shared.meta.codec.as_ref();
+        crate::payload::admit(self.queue.name(), ts, payload, declared, buffers, |bytes| self.check_fits(ts, bytes))
     }
 
     /// As [`ChannelOutput::check_fits`](crate::ChannelOutput::check_fits), for this queue.

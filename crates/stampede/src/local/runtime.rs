@@ -5,14 +5,23 @@
 use std::sync::Arc;
 
 use stampede_core::name::check_name;
-use stampede_core::{ChannelState, Item, Limits, QueueState, Result, Timestamp};
+use stampede_core::{ChannelState, Codec, Error, Item, QueueState, Result, Timestamp};
 
 use super::channel::Channel;
 use super::queue::Queue;
 use super::task::Task;
-use crate::runtime::{ChannelOptions, RuntimeStats};
-use crate::space::{Entry, ReclaimHandler, Shared, Space};
+use crate::runtime::{ChannelOptions, QueueOptions, RuntimeStats, DESCRIPTION_BYTES_MAX};
+use crate::space::{Entry, Meta, ReclaimHandler, Shared, Space};
 use crate::wait::Changed;
+
+/// A container's metadata, its description checked against [`DESCRIPTION_BYTES_MAX`].
+fn meta(op: &'static str, name: &str, codec: Option<Codec>, description: String) -> Result<Meta> {
+    if description.len() > DESCRIPTION_BYTES_MAX {
+        let reason = format!("a description of {} bytes (at most {DESCRIPTION_BYTES_MAX})", description.len());
+        return Err(Error::InvalidArgument { op, name: name.to_owned(), reason });
+    }
+    Ok(Meta { codec, description: description.into() })
+}
 
 /// What a name refers to in this runtime.
 pub(crate) enum Container {
@@ -41,24 +50,28 @@ impl Runtime {
     /// Creates a channel with bounds ([`Limits`]) or full [`ChannelOptions`]. Names are
     /// `/`-separated segments (`camera/left`, see [`stampede_core::name`]); a bad name or a zero
     /// bound is `InvalidArgument`, a name in use `AlreadyExists`, a closed runtime `Closed`.
-    pub fn create_channel(&self, name: &str, options: impl Into<ChannelOptions>) -> Result<Channel> {
-        let ChannelOptions { limits, retention } = options.into();
+    pub fn create_channel(&self, name: &str, options: ChannelOptions) -> Result<Channel> {
+        let ChannelOptions { limits, retention, codec, description, node: _ } = options;
         check_name("create_channel", name)?;
         limits.check("create_channel", name)?;
+        let meta = meta("create_channel", name, codec, description)?;
         let name: Arc<str> = name.into();
         let key = self.space.next_id();
-        let shared = Shared::new(key, name.clone(), limits, ChannelState::new(name.clone(), limits, retention));
+        let state = ChannelState::new(name.clone(), limits, retention);
+        let shared = Shared::new(key, name.clone(), limits, meta, state);
         self.space.register(&name, Entry::Channel(shared.clone()))?;
         Ok(Channel { shared, space: self.space.clone() })
     }
 
     /// Creates a queue (names and bounds as [`create_channel`](Self::create_channel)).
-    pub fn create_queue(&self, name: &str, limits: Limits) -> Result<Queue> {
+    pub fn create_queue(&self, name: &str, options: QueueOptions) -> Result<Queue> {
+        let QueueOptions { limits, description, node: _ } = options;
         check_name("create_queue", name)?;
         limits.check("create_queue", name)?;
+        let meta = meta("create_queue", name, None, description)?;
         let name: Arc<str> = name.into();
         let key = self.space.next_id();
-        let shared = Shared::new(key, name.clone(), limits, QueueState::new(key, name.clone(), limits));
+        let shared = Shared::new(key, name.clone(), limits, meta, QueueState::new(key, name.clone(), limits));
         self.space.register(&name, Entry::Queue(shared.clone()))?;
         Ok(Queue { shared, space: self.space.clone() })
     }

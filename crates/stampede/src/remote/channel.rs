@@ -98,7 +98,10 @@ impl RemoteChannelOutput {
 
     fn admit(&self, ts: Timestamp, payload: impl IntoPayload) -> Result<Payload> {
         self.link.check_attached()?;
-        crate::payload::admit(self.channel.name(), ts, payload, &self.buffers, |bytes| self.check_fits(ts, bytes))
+        let declared = self.channel.container.codec.as_ref();
+        crate::payload::admit(self.channel.name(), ts, payload, declared, &self.buffers, |bytes| {
+            self.check_fits(ts, bytes)
+        })
     }
 
     /// Copies `parts` into a buffer of this connection's pool (the one copy of copy-in).

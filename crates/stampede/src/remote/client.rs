@@ -286,6 +286,32 @@ impl Client {
         self.conclude(op, takes_items, answer)
     }
 
+    /// The names of the nodes that answer a hello on the fabric, sorted.
+    pub(crate) fn nodes(&self) -> Result<Vec<String>> {
+        self.check_open("nodes")?;
+        let unreachable = |reason: String| Error::Unreachable { op: "nodes", name: self.node().to_owned(), reason };
+        let message = encode(&RequestHeader { session: String::new(), request: Request::Hello });
+        let replies = blocking(|| {
+            self.zenoh
+                .get(fabric::rpc_key("*"))
+                .payload(message)
+                .consolidation(ConsolidationMode::None)
+                .timeout(QUERY_MARGIN)
+                .wait()
+        })
+        .map_err(|e| unreachable(format!("zenoh refused the query: {e}")))?;
+        let mut nodes = Vec::new();
+        while let Ok(reply) = replies.recv() {
+            let Ok(sample) = reply.into_result() else { continue };
+            if let Ok((Reply::Hello(hello), _)) = decode_reply(&sample.payload().to_bytes()) {
+                nodes.push(hello.node);
+            }
+        }
+        nodes.sort();
+        nodes.dedup();
+        Ok(nodes)
+    }
+
     /// A request answered by a new handle (a task, a connection).
     pub(crate) fn handle(&self, request: Request) -> Result<Handle> {
         let op = request.op();

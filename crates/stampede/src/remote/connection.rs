@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::{Error, Item, Limits, Payload, Result, Retention, Stats, Timestamp};
+use crate::{Codec, Error, Info, Item, Limits, Payload, Result, Retention, Stats, Timestamp};
 
 use crate::remote::client::Client;
 use crate::remote::task::{RemoteTask, TaskRef};
@@ -39,6 +39,11 @@ macro_rules! container_handle {
             #[doc = concat!("The ", $kind, "'s name.")]
             pub fn name(&self) -> &str {
                 &self.container.name
+            }
+
+            #[doc = concat!("What the name service tells of the ", $kind, ".")]
+            pub fn info(&self) -> crate::Info {
+                self.container.info($kind)
             }
 
             #[doc = concat!("The ", $kind, "'s bounds.")]
@@ -90,6 +95,8 @@ pub(crate) struct ContainerRef {
     pub(crate) name: Arc<str>,
     pub(crate) limits: Limits,
     pub(crate) retention: Retention,
+    pub(crate) codec: Option<Codec>,
+    pub(crate) description: Arc<str>,
     /// Counters and settledness when last asked, for when the node cannot be reached.
     pub(crate) known: Arc<Mutex<Known>>,
 }
@@ -103,6 +110,17 @@ pub(crate) struct Known {
 }
 
 impl ContainerRef {
+    pub(crate) fn info(&self, kind: &'static str) -> Info {
+        Info {
+            name: self.name.to_string(),
+            kind,
+            node: Some(self.client.node().to_owned()),
+            limits: self.limits,
+            codec: self.codec.clone(),
+            description: self.description.to_string(),
+        }
+    }
+
     /// The container's counters on the node now (the last ones seen when it cannot be reached).
     pub(crate) fn stats(&self) -> Stats {
         let mut known = self.known.lock();

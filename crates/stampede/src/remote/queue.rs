@@ -61,7 +61,10 @@ impl RemoteQueueOutput {
 
     fn admit(&self, ts: Timestamp, payload: impl IntoPayload) -> Result<Payload> {
         self.link.check_attached()?;
-        crate::payload::admit(self.queue.name(), ts, payload, &self.buffers, |bytes| self.check_fits(ts, bytes))
+        let declared = self.queue.container.codec.as_ref();
+        crate::payload::admit(self.queue.name(), ts, payload, declared, &self.buffers, |bytes| {
+            self.check_fits(ts, bytes)
+        })
     }
 
     /// As [`RemoteChannelOutput::check_fits`](crate::remote::channel::RemoteChannelOutput::check_fits).

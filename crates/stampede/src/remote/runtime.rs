@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::{ChannelOptions, Error, Limits, Result, RuntimeStats, Timestamp};
+use crate::{ChannelOptions, Codec, Error, Limits, QueueOptions, Result, RuntimeStats, Timestamp};
 
 use crate::remote::channel::RemoteChannel;
 use crate::remote::client::Client;
@@ -52,23 +52,32 @@ impl RemoteRuntime {
     }
 
     /// Creates a channel on the node (as [`crate::Runtime::create_channel`]).
-    pub fn create_channel(&self, name: &str, options: impl Into<ChannelOptions>) -> Result<RemoteChannel> {
-        let ChannelOptions { limits, retention } = options.into();
+    pub fn create_channel(&self, name: &str, options: ChannelOptions) -> Result<RemoteChannel> {
+        let ChannelOptions { limits, retention, codec, description, node: _ } = options;
         let (capacity, bytes_max) = bounds(limits);
         let retention = WireRetention::from(retention);
-        match self.container(Request::CreateChannel { name: name.to_owned(), capacity, bytes_max, retention })? {
+        let codec = codec.map(|codec| codec.name().to_owned());
+        let request =
+            Request::CreateChannel { name: name.to_owned(), capacity, bytes_max, retention, codec, description };
+        match self.container(request)? {
             RemoteContainer::Channel(channel) => Ok(channel),
             RemoteContainer::Queue(_) => Err(unexpected("create_channel", self.node())),
         }
     }
 
     /// Creates a queue on the node (as [`crate::Runtime::create_queue`]).
-    pub fn create_queue(&self, name: &str, limits: Limits) -> Result<RemoteQueue> {
+    pub fn create_queue(&self, name: &str, options: QueueOptions) -> Result<RemoteQueue> {
+        let QueueOptions { limits, description, node: _ } = options;
         let (capacity, bytes_max) = bounds(limits);
-        match self.container(Request::CreateQueue { name: name.to_owned(), capacity, bytes_max })? {
+        match self.container(Request::CreateQueue { name: name.to_owned(), capacity, bytes_max, description })? {
             RemoteContainer::Queue(queue) => Ok(queue),
             RemoteContainer::Channel(_) => Err(unexpected("create_queue", self.node())),
         }
+    }
+
+    /// The nodes reachable on the fabric from here, sorted.
+    pub fn nodes(&self) -> Result<Vec<String>> {
+        self.client.nodes()
     }
 
     /// The channel or queue called `name` on the node (`NotFound` otherwise).
@@ -178,13 +187,14 @@ impl std::fmt::Debug for RemoteRuntime {
 impl RemoteContainer {
     fn new(client: &Arc<Client>, info: ContainerInfo, op: &'static str) -> Result<RemoteContainer> {
         let limits = wire::limits(info.capacity, info.bytes_max).ok_or_else(|| unexpected(op, client.node()))?;
-        let retention = info.retention.into();
         let container = ContainerRef {
             client: client.clone(),
             id: info.id,
             name: info.name.into(),
             limits,
-            retention,
+            retention: info.retention.into(),
+            codec: info.codec.as_deref().map(Codec::from_name),
+            description: info.description.into(),
             known: Arc::default(),
         };
         Ok(if info.queue {

@@ -65,11 +65,14 @@ pub enum Request {
         capacity: Option<u64>,
         bytes_max: Option<u64>,
         retention: WireRetention,
+        codec: Option<String>,
+        description: String,
     },
     CreateQueue {
         name: String,
         capacity: Option<u64>,
         bytes_max: Option<u64>,
+        description: String,
     },
     Lookup {
         name: String,
@@ -321,6 +324,9 @@ pub struct ContainerInfo {
     pub bytes_max: Option<u64>,
     /// A channel's retention (a queue's: `History`).
     pub retention: WireRetention,
+    /// The codec its payloads must have, if it declares one.
+    pub codec: Option<String>,
+    pub description: String,
 }
 
 /// An item's timestamp, codec and payload length (the payload itself follows the header).
