@@ -2,11 +2,14 @@
 //!
 //! - `stampede serve --listen <endpoint> ...` — runs a node (see [`serve`]).
 //! - `stampede ls [prefix] --connect <endpoint>` — lists the names on a node (see [`ls`]).
+//! - `stampede tail <name> --connect <endpoint>` — follows a channel, one line per item (see
+//!   [`tail`]).
 //!
 //! Errors are printed as `stampede: <message>` on stderr with exit status 1; usage errors exit 2.
 
 mod ls;
 mod serve;
+mod tail;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -55,6 +58,23 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
         timeout: f64,
     },
+    /// Follows a channel: one line per item (timestamp, size, codec; text, or dtype and shape).
+    Tail {
+        /// The channel's name.
+        name: String,
+        /// The endpoint of a node.
+        #[arg(long, value_name = "ENDPOINT")]
+        connect: String,
+        /// The node the channel is on, reached through the one at --connect (default: that one).
+        #[arg(long)]
+        node: Option<String>,
+        /// Stop after this many items (default: follow until Ctrl-C).
+        #[arg(long)]
+        count: Option<u64>,
+        /// Seconds to keep trying to reach the node.
+        #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
+        timeout: f64,
+    },
 }
 
 /// A positive, finite number of seconds.
@@ -77,6 +97,9 @@ fn main() -> ExitCode {
             payload_bytes_max: max_payload_bytes,
         }),
         Command::Ls { prefix, connect, timeout } => ls::run(&prefix, &connect, Duration::from_secs_f64(timeout)),
+        Command::Tail { name, connect, node, count, timeout } => {
+            tail::run(tail::Options { name, endpoint: connect, node, count, timeout: Duration::from_secs_f64(timeout) })
+        }
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,

@@ -312,3 +312,53 @@ fn holder_child_process() {
     println!("{HOLDING}");
     thread::sleep(WATCHDOG);
 }
+
+/// An `.npy` payload of a 2×3 little-endian f32 array.
+fn npy_2x3() -> Vec<u8> {
+    let mut dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }".to_owned();
+    while (10 + dict.len() + 1) % 64 != 0 {
+        dict.push(' ');
+    }
+    dict.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&u16::try_from(dict.len()).unwrap().to_le_bytes());
+    bytes.extend_from_slice(dict.as_bytes());
+    bytes.extend_from_slice(&[0u8; 24]);
+    bytes
+}
+
+/// `stampede tail` follows a channel: a line per item with its timestamp, size and codec, the
+/// text of a utf8 item, the dtype and shape of an npy one; it holds nothing back (the channel's
+/// items are reclaimed as it reads them) and exits 0 when the channel is destroyed.
+#[test]
+fn tail_follows_a_channel_until_it_goes() {
+    with_watchdog("tail_follows_a_channel_until_it_goes", || {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = unix_endpoint(&dir);
+        let _node = serve(&endpoint, &["--name", "tail-test"]);
+        let rt = client(&endpoint);
+        let ch = rt.create_channel("camera/left", Limits::unbounded()).unwrap();
+        let camera = rt.task(0).unwrap();
+        let out = camera.attach_output(&ch).unwrap();
+        let mut tail = Process::spawn(Command::new(env!("CARGO_BIN_EXE_stampede")).args([
+            "tail",
+            "camera/left",
+            "--connect",
+            &endpoint,
+            "--timeout",
+            "20",
+        ]));
+        assert_eq!(tail.line(|_| true), "following camera/left on node tail-test");
+        out.put(0, "hello").unwrap();
+        assert_eq!(tail.line(|_| true), r#"ts=0 size=5 codec=utf8 "hello""#);
+        let npy = npy_2x3();
+        out.put(1, stampede::Parts { parts: &[&npy], codec: stampede::Codec::Npy }).unwrap();
+        let line = tail.line(|_| true);
+        assert_eq!(line, format!("ts=1 size={} codec=npy dtype='<f4' shape=[2, 3]", npy.len()));
+        camera.set_virtual_time(2).unwrap();
+        eventually("the tail's reads let the items go", || ch.stats().live_items == 0);
+        ch.destroy().unwrap();
+        assert_eq!(tail.line(|_| true), "camera/left is gone");
+        assert!(tail.wait().success());
+    });
+}

@@ -1,0 +1,86 @@
+//! `stampede tail <name> --connect <endpoint>`: follows a channel on a node, one line per item —
+//! its timestamp, size and codec, then the text of a `utf8`/`json` item or the dtype and shape of
+//! an `npy` one. It reads `NEWEST_UNSEEN` (a slow terminal skips items rather than falling
+//! behind) and consumes what it read at once, so it never holds the channel's ts_min back.
+
+use std::io::Write;
+use std::time::Duration;
+
+use stampede::{Codec, Item, Runtime, INFINITY, NEWEST_UNSEEN};
+
+/// Most characters of a text item shown on its line.
+const TEXT_SHOWN_MAX: usize = 120;
+
+/// What to follow and for how long.
+pub struct Options {
+    pub name: String,
+    pub endpoint: String,
+    /// The node the channel is on, reached through `endpoint` (`None`: the node at `endpoint`).
+    pub node: Option<String>,
+    /// Stop after this many items (`None`: until Ctrl-C, or the channel is destroyed).
+    pub count: Option<u64>,
+    pub timeout: Duration,
+}
+
+/// Connects, follows, prints; returns when `count` items were shown, on Ctrl-C, or when the
+/// channel goes.
+pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
+    let rt = match &options.node {
+        None => stampede::connect(&options.endpoint, Some(options.timeout))?,
+        Some(node) => stampede::connect_to(&options.endpoint, node, Some(options.timeout))?,
+    };
+    let followed = follow(&rt, &options);
+    rt.close();
+    followed
+}
+
+fn follow(rt: &Runtime, options: &Options) -> Result<(), Box<dyn std::error::Error>> {
+    let channel = rt.channel(&options.name)?;
+    let reader = rt.task(INFINITY)?;
+    let input = reader.attach_input(&channel)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "following {} on node {}", options.name, rt.node().unwrap_or("?"))?;
+    out.flush()?;
+    let signals = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let mut shown = 0;
+    while options.count.is_none_or(|count| shown < count) {
+        let next = signals.block_on(async {
+            tokio::select! {
+                item = input.get_async(NEWEST_UNSEEN, None) => Some(item),
+                _ = tokio::signal::ctrl_c() => None,
+            }
+        });
+        let item = match next {
+            None => break,
+            Some(Err(stampede::Error::Closed { .. })) => {
+                writeln!(out, "{} is gone", options.name)?;
+                break;
+            }
+            Some(item) => item?,
+        };
+        input.consume_until(item.ts)?;
+        writeln!(out, "{}", line(&item))?;
+        out.flush()?;
+        shown += 1;
+    }
+    Ok(())
+}
+
+/// One item's line: `ts=… size=… codec=…` and what its codec lets us show.
+pub fn line(item: &Item) -> String {
+    let head = format!("ts={} size={} codec={}", item.ts, item.data().len(), item.codec().name());
+    let detail = match item.codec() {
+        Codec::Utf8 | Codec::Json => {
+            let text = String::from_utf8_lossy(item.data());
+            let shown: String = text.chars().take(TEXT_SHOWN_MAX).collect();
+            let more = if shown.len() < text.len() { "…" } else { "" };
+            format!(" {shown:?}{more}")
+        }
+        Codec::Npy => match stampede::npy::header(item.data()) {
+            Ok(header) => format!(" dtype={} shape={:?}", header.descr, header.shape),
+            Err(e) => format!(" (unreadable npy header: {e})"),
+        },
+        _ => String::new(),
+    };
+    head + &detail
+}
