@@ -316,7 +316,7 @@ fn holder_child_process() {
 /// An `.npy` payload of a 2×3 little-endian f32 array.
 fn npy_2x3() -> Vec<u8> {
     let mut dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }".to_owned();
-    while (10 + dict.len() + 1) % 64 != 0 {
+    while !(10 + dict.len() + 1).is_multiple_of(64) {
         dict.push(' ');
     }
     dict.push('\n');
