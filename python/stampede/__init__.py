@@ -74,6 +74,7 @@ from ._stampede import (
     Stream,
     Task,
     Unreachable,
+    Watch,
     __version__,
     connect,
 )
@@ -116,6 +117,7 @@ __all__ = [
     "Stream",
     "Task",
     "Unreachable",
+    "Watch",
     "__version__",
     "connect",
 ]

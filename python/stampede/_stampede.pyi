@@ -43,6 +43,7 @@ __all__ = [
     "TS_MAX",
     "Task",
     "Unreachable",
+    "Watch",
     "connect",
     "__version__",
 ]
@@ -255,6 +256,11 @@ class Task:
     ) -> bool: ...
 
 @final
+class Watch:
+    def __iter__(self) -> Self: ...
+    def __next__(self) -> dict[str, Any]: ...
+
+@final
 class Runtime:
     def __new__(
         cls,
@@ -289,6 +295,7 @@ class Runtime:
         description: str | None = None,
     ) -> Queue: ...
     def nodes(self) -> list[str]: ...
+    def watch(self, prefix: str = "", timeout: float | None = None) -> Watch: ...
     def lookup(self, name: str) -> Channel | Queue: ...
     def names(self, prefix: str = "") -> list[str]: ...
     @property

@@ -378,3 +378,22 @@ def test_info_codec_and_placement(rt):
     assert rt.nodes() == ([] if rt.node is None else sorted(rt.nodes()))
     if rt.node is not None:
         assert rt.node in rt.nodes()
+
+
+def test_watch_reports_the_names_under_a_prefix(rt):
+    """watch(prefix, timeout): the names there, then each creation and destruction under it."""
+    rt.create_channel("camera/left")
+    rt.create_channel("audio")
+    watch = rt.watch("camera/", timeout=20)
+    names = (e for e in watch if e["event"] in ("created", "destroyed"))
+    assert next(names) == {"event": "created", "name": "camera/left", "kind": "channel", "node": rt.node}
+    right = rt.create_queue("camera/right")
+    rt.create_channel("audio/mic")
+    assert next(names) == {"event": "created", "name": "camera/right", "kind": "queue", "node": rt.node}
+    right.destroy()
+    assert next(names) == {"event": "destroyed", "name": "camera/right", "kind": "queue", "node": rt.node}
+
+
+def test_watch_ends_after_its_timeout(rt):
+    """Iterating a watch ends when nothing happens for its timeout."""
+    assert [e for e in rt.watch("nothing/", timeout=0.2) if e["event"] != "node_up"] == []

@@ -32,8 +32,10 @@
 //! - [`node`] — [`Node`] and [`NodeOptions`]: the queryable, the liveliness subscriber, the bounds.
 //! - `session` (private) — a client's session on the node: the tasks and connections it owns.
 //! - `serve` (private) — one request on the node: the embedded operation, in slices when it waits.
+//! - `names` (private) — the node's liveliness token and its runtime's name changes, for watchers.
 //! - `reclaim` (private) — remote clients' GC handlers: items reclaimed here, sent to them.
 
+mod names;
 pub mod node;
 mod reclaim;
 mod serve;

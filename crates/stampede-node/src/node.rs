@@ -18,6 +18,7 @@ use zenoh::query::{Query, Queryable};
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
+use crate::names::Names;
 use crate::reclaim::{self, Reclaims};
 use crate::serve;
 use crate::session::Session;
@@ -110,6 +111,7 @@ pub struct Node {
 struct Serving {
     _queryable: Queryable<()>,
     _sessions: Subscriber<()>,
+    names: Names,
     workers: tokio::runtime::Runtime,
 }
 
@@ -174,7 +176,14 @@ impl Node {
                 return Err(unreachable(format!("zenoh refused a declaration: {e}")));
             }
         };
-        let serving = Serving { _queryable: queryable, _sessions: sessions, workers };
+        let names = match Names::start(&shared.zenoh, &options.name, &shared.runtime) {
+            Ok(names) => names,
+            Err(e) => {
+                let _ = shared.zenoh.close().wait();
+                return Err(unreachable(format!("zenoh refused the node's liveliness or names: {e}")));
+            }
+        };
+        let serving = Serving { _queryable: queryable, _sessions: sessions, names, workers };
         Ok(Node { shared, serving: Mutex::new(Some(serving)) })
     }
 
@@ -208,8 +217,9 @@ impl Node {
     /// closed, their claims released). The runtime itself stays open. Idempotent.
     pub fn close(&self) {
         let Some(serving) = self.serving.lock().take() else { return };
-        let Serving { _queryable, _sessions, workers } = serving;
+        let Serving { _queryable, _sessions, names, workers } = serving;
         drop((_queryable, _sessions));
+        names.stop();
         let sessions: Vec<_> = self.shared.sessions.lock().drain().map(|(_, s)| s).collect();
         for session in sessions {
             session.close();

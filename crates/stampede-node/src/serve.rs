@@ -145,6 +145,17 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
         }
         Request::Lookup { name } => container(session, op, runtime.lookup(&name)?)?,
         Request::Names { prefix } => Reply::Names(runtime.names(&prefix)?),
+        Request::Listing { prefix } => Reply::Listing(
+            runtime
+                .names(&prefix)?
+                .into_iter()
+                .filter_map(|name| match runtime.lookup(&name) {
+                    Ok(Container::Channel(_)) => Some((name, false)),
+                    Ok(Container::Queue(_)) => Some((name, true)),
+                    Err(_) => None, // destroyed meanwhile
+                })
+                .collect(),
+        ),
         Request::ContainerStats { container } => Reply::Stats(match session.container(op, container)? {
             Container::Channel(c) => (&c.stats()).into(),
             Container::Queue(q) => (&q.stats()).into(),

@@ -324,3 +324,30 @@ fn a_client_on_a_current_thread_runtime_never_panics() {
         });
     });
 }
+
+/// A client's watch sees the nodes of the mesh: each node up at the start, and a node that
+/// closes going down.
+#[test]
+fn watch_sees_nodes_come_and_go() {
+    with_watchdog("watch_sees_nodes_come_and_go", || {
+        let a = TestNode::with(|options| options.name = "a".into());
+        let b = TestNode::with(|options| {
+            options.name = "b".into();
+            options.connect = vec![a.endpoint.clone()];
+        });
+        let rt = b.client();
+        let mut watch = rt.watch("", LONG).unwrap();
+        let mut up = Vec::new();
+        while up.len() < 2 {
+            match watch.next().expect("the nodes come up") {
+                stampede::WatchEvent::NodeUp { node } => up.push(node),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        up.sort();
+        assert_eq!(up, ["a", "b"]);
+        assert_eq!(rt.nodes().unwrap(), ["a", "b"]);
+        a.node.close();
+        assert_eq!(watch.next(), Some(stampede::WatchEvent::NodeDown { node: "a".into() }));
+    });
+}

@@ -16,6 +16,7 @@
 //! - [`join`] — `ExactJoin`, `ApproxJoin` (SPEC §4): temporal correlation over input connections.
 //! - [`reclaim`] — GC handlers written in Python, and the count of their exceptions.
 //! - [`pacer`] — `Pacer`.
+//! - [`watch`] — `Watch`: the name service's events as an iterator.
 //!
 //! The binding uses only the public API of the `stampede` crate (and `stampede-node` to serve). The Python package
 //! (`python/stampede`) re-exports everything from here and adds type stubs.
@@ -34,6 +35,7 @@ mod reclaim;
 mod runtime;
 mod task;
 mod wait;
+mod watch;
 
 #[pymodule]
 fn _stampede(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -56,6 +58,7 @@ fn _stampede(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<join::Joined>()?;
     m.add_class::<join::Matched>()?;
     m.add_class::<join::JoinStream>()?;
+    m.add_class::<watch::Watch>()?;
     errors::register(m)?;
 
     let py = m.py();

@@ -15,6 +15,7 @@ use crate::errors::{to_pyerr, IntoPyResult};
 use crate::reclaim::{HandlerErrors, Handlers};
 use crate::task::Task;
 use crate::wait;
+use crate::watch::Watch;
 
 /// A Stampede runtime: embedded in this process (optionally serving remote clients), or a
 /// session on a node elsewhere. Several may coexist; they share nothing.
@@ -148,6 +149,17 @@ impl Runtime {
         let options = QueueOptions { limits, description: description.unwrap_or_default(), node };
         let inner = wait::released(py, || self.inner.create_queue(name, options))?;
         Ok(self.queue(py, inner))
+    }
+
+    /// Watches the names under `prefix` (hierarchical): an iterator of event dicts — a
+    /// "created" for each channel and queue there now, then "created"/"destroyed" as they come
+    /// and, through a client, "node_up"/"node_down". It ends when nothing happens for `timeout`
+    /// seconds (None: never) or the runtime closes.
+    #[pyo3(signature = (prefix="", timeout=None))]
+    fn watch(&self, py: Python<'_>, prefix: &str, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Watch> {
+        let timeout = args::timeout(timeout, At { op: "watch", name: prefix })?;
+        let inner = wait::released(py, || self.inner.watch(prefix, timeout))?;
+        Ok(Watch::new(inner, timeout))
     }
 
     /// The names of the nodes this runtime reaches on the fabric, sorted (empty when it is

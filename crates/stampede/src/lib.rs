@@ -40,6 +40,8 @@
 //! - [`payload`] — copy-in through recycled buffers; what `put` accepts.
 //! - [`npy`] — reading and checking `.npy` headers (codec `"npy"`): no object dtypes, sizes that add up.
 //! - [`pacer`] — [`Pacer`], real-time pacing.
+//! - [`watch`] — [`Watch`]: the names under a prefix, their creation and destruction, nodes up and
+//!   down.
 //! - [`remote`] — the client side of the fabric: the wire format and zenoh key expressions
 //!   shared with the node (`stampede-node`), sessions and sliced waits (`docs/NODES.md`).
 //! - `backend` (private): how each public type forwards to its embedded or remote form;
@@ -66,6 +68,7 @@ pub mod split;
 mod sync;
 pub mod task;
 mod wait;
+pub mod watch;
 
 pub use channel::{Channel, ChannelInput, ChannelOutput, PutOptions};
 pub use join::{ApproxJoin, ExactJoin, Incomplete, JoinPolicy, JoinStats, Joined, Matched};
@@ -80,6 +83,7 @@ pub use stampede_core::{
 };
 pub use task::{Attach, Task};
 pub use wait::Changed;
+pub use watch::{Watch, WatchEvent};
 
 /// `Selector::Oldest`.
 pub const OLDEST: Selector = Selector::Oldest;

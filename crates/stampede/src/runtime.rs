@@ -13,6 +13,7 @@ use crate::queue::Queue;
 use crate::remote::runtime::{RemoteContainer, RemoteRuntime};
 use crate::task::Task;
 use crate::wait::Changed;
+use crate::watch::Watch;
 
 /// How a channel is created: its bounds, its retention policy, and what the name service says
 /// of it (SPEC §7).
@@ -182,6 +183,18 @@ impl Runtime {
              (stampede::connect_to / stampede.connect(endpoint, node=...)) and create it there"
         );
         Err(Error::InvalidArgument { op, name: name.to_owned(), reason })
+    }
+
+    /// Watches the names under `prefix` (hierarchical, as [`names`](Self::names)): yields a
+    /// `Created` event for each channel and queue there now, then one per creation and
+    /// destruction, and — through a client — `NodeUp`/`NodeDown` for the nodes it reaches
+    /// (`NodeUp` for each at the start). Iterating ends when nothing happens for `timeout`
+    /// (`None`: never) or the runtime closes; [`Watch::next_event`] waits as asked.
+    pub fn watch(&self, prefix: &str, timeout: Option<Duration>) -> Result<Watch> {
+        match &self.0 {
+            Backend::Local(rt) => Ok(rt.watch(prefix, timeout)),
+            Backend::Remote(rt) => rt.watch(prefix, timeout),
+        }
     }
 
     /// The nodes on the fabric this runtime reaches, sorted (empty when embedded).

@@ -30,10 +30,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use crate::payload::Buffers;
 use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::wait::Signal;
+use crate::watch::{self, NameLog, Watch, WatchEvent};
 use stampede_core::name;
 use stampede_core::{
     ChannelState, Codec, ContainerKey, Effects, Error, IdMap, Item, Limits, Location, OpenChange, OpenChanges,
@@ -188,6 +190,16 @@ pub(crate) enum Entry {
     Queue(Arc<QueueShared>),
 }
 
+impl Entry {
+    /// `"channel"` or `"queue"`.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Entry::Channel(_) => "channel",
+            Entry::Queue(_) => "queue",
+        }
+    }
+}
+
 /// A connection a task holds, so closing the task can detach it.
 pub(crate) enum Held {
     ChannelInput(Weak<ChannelShared>, u64),
@@ -287,6 +299,8 @@ pub(crate) struct Space {
     /// Mirror of the progress machine's ts_min for lock-free reads; only ever increases.
     ts_min: AtomicI64,
     names: RwLock<BTreeMap<String, Entry>>,
+    /// Recent creations and destructions, for watchers.
+    pub(crate) name_log: Arc<NameLog>,
     /// The channels among `names`, by key, for the sweep.
     channels: RwLock<IdMap<ContainerKey, Arc<ChannelShared>>>,
     tasks: Mutex<HashMap<TaskId, Weak<TaskShared>>>,
@@ -310,6 +324,7 @@ impl Space {
             tracking: Mutex::new(Tracking::default()),
             ts_min: AtomicI64::new(0),
             names: RwLock::new(BTreeMap::new()),
+            name_log: Arc::default(),
             channels: RwLock::new(IdMap::default()),
             tasks: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
@@ -381,7 +396,10 @@ impl Space {
             Entry::Queue(q) => q.key,
         };
         self.tracking.lock().progress.add_container(key);
+        let kind = entry.kind();
         names.insert(name.to_owned(), entry);
+        // Recorded under the names lock, so a watcher's snapshot and the log agree.
+        self.name_log.record(WatchEvent::Created { name: name.to_owned(), kind: kind.into(), node: None });
         Ok(())
     }
 
@@ -407,9 +425,27 @@ impl Space {
 
     /// Destroys the container called `name`: blocked operations wake with `Closed`.
     pub(crate) fn destroy(&self, name: &str, reason: &'static str) -> Result<()> {
-        let entry = self.names.write().remove(name).ok_or_else(|| Error::NotFound { name: name.to_owned() })?;
+        let entry = {
+            let mut names = self.names.write();
+            let entry = names.remove(name).ok_or_else(|| Error::NotFound { name: name.to_owned() })?;
+            let destroyed = WatchEvent::Destroyed { name: name.to_owned(), kind: entry.kind().into(), node: None };
+            self.name_log.record(destroyed);
+            entry
+        };
         self.close_entry(&entry, reason);
         Ok(())
+    }
+
+    /// A watch of the names under `prefix`: those that exist now, then every change.
+    pub(crate) fn watch(self: &Arc<Self>, prefix: &str, timeout: Option<Duration>) -> Watch {
+        let (snapshot, cursor) = {
+            let names = self.names.read();
+            let snapshot = names.iter().filter(|(n, _)| name::under(n, prefix)).map(|(n, e)| (n.clone(), e.kind()));
+            (watch::snapshot(snapshot.collect::<Vec<_>>(), None), self.name_log.end())
+        };
+        let space = Arc::downgrade(self);
+        let closed = Box::new(move || space.upgrade().is_none_or(|space| space.is_closed()));
+        Watch::local(prefix, timeout, snapshot, self.name_log.clone(), cursor, closed)
     }
 
     fn close_entry(&self, entry: &Entry, reason: &'static str) {
@@ -581,8 +617,13 @@ impl Space {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        let entries: Vec<Entry> = std::mem::take(&mut *self.names.write()).into_values().collect();
-        for entry in &entries {
+        let entries: Vec<(String, Entry)> = std::mem::take(&mut *self.names.write()).into_iter().collect();
+        for (name, entry) in &entries {
+            self.name_log.record(WatchEvent::Destroyed { name: name.clone(), kind: entry.kind().into(), node: None });
+        }
+        // Watchers wake to find the runtime closed once the log says so.
+        self.name_log.signal.notify();
+        for (_, entry) in &entries {
             self.close_entry(entry, "the runtime was closed");
         }
         let tasks: Vec<Arc<TaskShared>> = self.tasks.lock().values().filter_map(Weak::upgrade).collect();

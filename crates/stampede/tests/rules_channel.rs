@@ -4,8 +4,8 @@ use std::time::{Duration, Instant};
 
 use stampede::runtime::DESCRIPTION_BYTES_MAX;
 use stampede::{
-    ChannelOptions, Codec, Error, Limits, PutOptions, QueueOptions, Selector, INFINITY, NEWEST, NEWEST_UNSEEN, OLDEST,
-    OLDEST_UNSEEN,
+    ChannelOptions, Codec, Error, Limits, PutOptions, QueueOptions, Selector, WatchEvent, INFINITY, NEWEST,
+    NEWEST_UNSEEN, OLDEST, OLDEST_UNSEEN,
 };
 
 mod configuration;
@@ -442,4 +442,31 @@ fn info_codec_and_placement() {
     rt.create_channel("y", own).unwrap();
     let long = ChannelOptions { description: "x".repeat(DESCRIPTION_BYTES_MAX + 1), ..ChannelOptions::default() };
     assert!(matches!(rt.create_channel("z", long), Err(Error::InvalidArgument { .. })));
+}
+
+/// Watching the names under a prefix (SPEC §7): those that exist, then each creation and
+/// destruction under it, nothing else.
+#[test]
+fn watch_reports_the_names_under_a_prefix() {
+    let rt = configuration::runtime();
+    rt.create_channel("camera/left", Limits::unbounded()).unwrap();
+    rt.create_channel("audio", Limits::unbounded()).unwrap();
+    let mut watch = rt.watch("camera/", Some(Duration::from_secs(20))).unwrap();
+    let mut next = || loop {
+        // Nodes coming and going are watched too, through a client.
+        match watch.next().expect("an event within the timeout") {
+            WatchEvent::NodeUp { .. } | WatchEvent::NodeDown { .. } => continue,
+            event => return event,
+        }
+    };
+    let node = rt.node().map(str::to_owned);
+    let created =
+        |name: &str, kind: &str| WatchEvent::Created { name: name.into(), kind: kind.into(), node: node.clone() };
+    assert_eq!(next(), created("camera/left", "channel"));
+    let right = rt.create_queue("camera/right", Limits::unbounded()).unwrap();
+    rt.create_channel("audio/mic", Limits::unbounded()).unwrap();
+    assert_eq!(next(), created("camera/right", "queue"));
+    right.destroy().unwrap();
+    let destroyed = WatchEvent::Destroyed { name: "camera/right".into(), kind: "queue".into(), node: node.clone() };
+    assert_eq!(next(), destroyed);
 }

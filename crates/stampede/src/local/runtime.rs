@@ -140,6 +140,11 @@ impl Runtime {
         self.space.check_invariants();
     }
 
+    /// A watch of the names under `prefix`.
+    pub(crate) fn watch(&self, prefix: &str, timeout: Option<std::time::Duration>) -> crate::Watch {
+        self.space.watch(prefix, timeout)
+    }
+
     /// Completes at the next put or claim change in the runtime.
     pub(crate) fn progressed(&self) -> Changed {
         Changed::new(&self.space.progress, None)

@@ -286,6 +286,11 @@ impl Client {
         self.conclude(op, takes_items, answer)
     }
 
+    /// The client's zenoh session.
+    pub(crate) fn zenoh(&self) -> &zenoh::Session {
+        &self.zenoh
+    }
+
     /// The names of the nodes that answer a hello on the fabric, sorted.
     pub(crate) fn nodes(&self) -> Result<Vec<String>> {
         self.check_open("nodes")?;

@@ -4,6 +4,8 @@
 //! - `stampede/<node>/rpc` — the node's queryable; every request is a query there.
 //! - `stampede/<node>/session/<session-id>` — a client's liveliness token: the node closes the
 //!   session when it disappears.
+//! - `stampede/<node>/names` — the node's name changes ([`crate::WatchEvent`]);
+//!   `stampede/<node>/alive` — its liveliness token (nodes up and down).
 //! - `stampede/<node>/reclaimed/<session-id>` — items reclaimed on the node for the session's GC
 //!   handlers ([`crate::remote::wire::ReclaimEvent`]).
 //!
@@ -32,6 +34,21 @@ pub fn session_key(node: &str, session: &str) -> String {
 /// Where a node sends the items reclaimed for a session's GC handlers.
 pub fn reclaimed_key(node: &str, session: &str) -> String {
     format!("stampede/{node}/reclaimed/{session}")
+}
+
+/// Where a node publishes its runtime's name changes.
+pub fn names_key(node: &str) -> String {
+    format!("stampede/{node}/names")
+}
+
+/// A node's liveliness token: it is up while the token exists.
+pub fn alive_key(node: &str) -> String {
+    format!("stampede/{node}/alive")
+}
+
+/// The node a liveliness key `stampede/<node>/alive` names.
+pub fn node_of_alive(key: &str) -> Option<&str> {
+    key.strip_prefix("stampede/")?.strip_suffix("/alive").filter(|node| !node.is_empty() && !node.contains('/'))
 }
 
 /// What a node's liveliness subscriber listens to.

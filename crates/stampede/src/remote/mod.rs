@@ -24,6 +24,7 @@ pub(crate) mod queue;
 pub(crate) mod reclaim;
 pub(crate) mod runtime;
 pub(crate) mod task;
+pub(crate) mod watch;
 pub mod wire;
 
 /// Longest wait a node performs for one request. A blocking remote get or put waits in slices of

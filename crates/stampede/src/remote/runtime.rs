@@ -12,11 +12,13 @@ use parking_lot::Mutex;
 use crate::{ChannelOptions, Codec, Error, Limits, QueueOptions, Result, RuntimeStats, Timestamp};
 
 use crate::remote::channel::RemoteChannel;
-use crate::remote::client::Client;
+use crate::remote::client::{blocking, Client};
 use crate::remote::connection::ContainerRef;
 use crate::remote::queue::RemoteQueue;
 use crate::remote::task::RemoteTask;
+use crate::remote::watch::Subscription;
 use crate::remote::wire::{self, ContainerInfo, Reply, Request, WireRetention};
+use crate::watch::{self, Watch};
 
 /// A client session on a node: channels, queues and tasks there, through the fabric. Cheap to
 /// clone; every clone is the same session. The session ends with [`close`](Self::close), or when
@@ -73,6 +75,24 @@ impl RemoteRuntime {
             RemoteContainer::Queue(queue) => Ok(queue),
             RemoteContainer::Channel(_) => Err(unexpected("create_queue", self.node())),
         }
+    }
+
+    /// A watch of the names under `prefix` on this session's node, and of every node's changes
+    /// and liveliness (see [`crate::watch`]).
+    pub fn watch(&self, prefix: &str, timeout: Option<Duration>) -> Result<Watch> {
+        let mut subscription = blocking(|| Subscription::start(&self.client)).map_err(|e| Error::Unreachable {
+            op: "watch",
+            name: self.node().to_owned(),
+            reason: format!("zenoh refused the watch's subscribers: {e}"),
+        })?;
+        let listing = match self.client.call(Request::Listing { prefix: prefix.to_owned() }, None, Duration::ZERO)?.0 {
+            Reply::Listing(listing) => listing,
+            _ => return Err(unexpected("watch", self.node())),
+        };
+        let names = listing.into_iter().map(|(name, queue)| (name, if queue { "queue" } else { "channel" }));
+        let snapshot = watch::snapshot(names, Some(self.node()));
+        subscription.admit(&snapshot);
+        Ok(Watch::remote(prefix, timeout, snapshot, subscription))
     }
 
     /// The nodes reachable on the fabric from here, sorted.

@@ -189,6 +189,10 @@ pub enum Request {
     TsMin,
     Stats,
     Collect,
+    /// The names under `prefix` with their kinds (what a watch starts with).
+    Listing {
+        prefix: String,
+    },
     /// Runs the node runtime's invariant check (a test aid); a violation is answered as an error.
     CheckInvariants,
     /// Subscribes the session to the items reclaimed from `container` (`None`: from every
@@ -242,6 +246,7 @@ impl Request {
             Request::WaitChanged { .. } => "changed",
             Request::WaitProgress { .. } => "join",
             Request::CheckInvariants => "check_invariants",
+            Request::Listing { .. } => "watch",
             Request::OnReclaim { .. } => "on_reclaim",
             Request::TsMin => "ts_min",
             Request::Stats => "stats",
@@ -271,6 +276,8 @@ pub enum Reply {
         item: ItemHeader,
     },
     Names(Vec<String>),
+    /// Names with their kinds: `true` for a queue.
+    Listing(Vec<(String, bool)>),
     Timestamp(Timestamp),
     Timestamps(Vec<Timestamp>),
     Settledness {
@@ -696,6 +703,15 @@ pub fn decode_reply(message: &[u8]) -> Result<(Reply, &[u8]), DecodeError> {
         None if actual != 0 => Err(DecodeError::Payload(format!("{actual} bytes after a reply that carries none"))),
         _ => Ok((reply, payload)),
     }
+}
+
+/// Decodes a name change a node published.
+pub fn decode_name_event(message: &[u8]) -> Result<crate::WatchEvent, DecodeError> {
+    let (event, rest): (crate::WatchEvent, _) = decode(message)?;
+    if !rest.is_empty() {
+        return Err(DecodeError::Payload(format!("{} bytes after a name event", rest.len())));
+    }
+    Ok(event)
 }
 
 /// Decodes a reclaim event: its header and the item's payload, checked against its length.
