@@ -2,7 +2,7 @@
 //! channels and queues under a prefix — first those that exist, then every creation and
 //! destruction — and, through a client, the nodes coming up and going down.
 //!
-//! Embedded, the runtime keeps its last [`NAME_EVENTS_KEPT`] name changes in a [`NameLog`]; a
+//! Embedded, the runtime keeps its last [`NAME_EVENTS_KEPT`] name changes in a log (`NameLog`); a
 //! watcher reads it from its cursor and waits on the log's signal. A watcher that falls further
 //! behind gets one [`WatchEvent::Lagged`] (`names()` tells the present) instead of growing the
 //! log. Through a client, the node publishes its runtime's changes on `stampede/<node>/names` and
