@@ -10,6 +10,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 import pytest
 from conftest import NODE_START_S, served_nodes
@@ -137,3 +138,26 @@ def test_exact_join_fed_by_producer_processes(endpoint):
             finish(b)
         assert [j.ts for j in joined] == list(range(frames))
         assert [bytes(i.data) for i in joined[7].items] == [b"left7", b"right7"]
+
+
+def test_frames_example_camera_and_viewer(endpoint):
+    """README's two-terminal example: the viewer shows frames the camera process puts, intact."""
+    example = str(Path(__file__).resolve().parents[1] / "examples" / "frames.py")
+    viewer = subprocess.Popen(
+        [sys.executable, example, "viewer", "--connect", endpoint, "--count", "5", "--timeout", "20"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        camera = subprocess.run(
+            [sys.executable, example, "camera", "--connect", endpoint, "--count", "60", "--fps", "200"],
+            capture_output=True,
+            text=True,
+            timeout=PROCESS_S,
+        )
+        assert camera.returncode == 0, camera.stderr
+        out = finish(viewer)
+        assert "(5 shown" in out, out
+    finally:
+        viewer.kill()
+        viewer.wait()
