@@ -3,8 +3,8 @@
 //!
 //! ```sh
 //! cargo run --release -p stampede-cli -- serve --listen tcp/127.0.0.1:7447     # terminal 1
-//! cargo run --release -p stampede-node --example frames -- camera               # terminal 2
-//! cargo run --release -p stampede-node --example frames -- viewer               # terminal 3
+//! cargo run --release -p stampede --example frames -- camera                    # terminal 2
+//! cargo run --release -p stampede --example frames -- viewer                    # terminal 3
 //! ```
 //!
 //! A second argument names another endpoint (default `tcp/127.0.0.1:7447`).
