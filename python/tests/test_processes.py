@@ -161,3 +161,21 @@ def test_frames_example_camera_and_viewer(endpoint):
     finally:
         viewer.kill()
         viewer.wait()
+
+
+def test_an_embedded_runtime_serves_another_process(tmp_path):
+    """Runtime(listen=...): this process's runtime, used here, is shared with a client process."""
+    endpoint = f"unixsock-stream/{tmp_path}/embedded.sock"
+    with stampede.Runtime(listen=endpoint, name="app") as rt:
+        assert (rt.node, rt.endpoints, rt.nodes()) == ("app", [endpoint], ["app"])
+        results = rt.create_channel("results")
+        inp = rt.task(stampede.INFINITY).attach_input(results)
+        code = """
+            assert rt.node == "app" and rt.names() == ["results"]
+            rt.task(0).attach_output(rt.lookup("results")).put(0, "from another process")
+        """
+        with client(endpoint, code) as other:
+            finish(other)
+        assert bytes(inp.get(0, timeout=PROCESS_S).data) == b"from another process"
+    with pytest.raises(stampede.InvalidArgument):
+        stampede.Runtime(name="app")  # serving options without an endpoint
