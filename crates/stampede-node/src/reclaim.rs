@@ -56,22 +56,26 @@ pub(crate) fn subscribe(node: &Arc<NodeShared>, session: &Session, container: Op
         Some(handle) => Some(session.container("on_reclaim", handle)?),
         None => None,
     };
+    // Installed under the lock: a second session asking meanwhile returns only once the handler
+    // exists, and a failed installation leaves no mark.
+    let mut installed = node.reclaims.installed.lock();
+    if !installed.contains(&container) {
+        let weak = Arc::downgrade(node);
+        match target {
+            None => node.runtime.on_reclaim(move |name, item| reclaimed(&weak, None, name, item))?,
+            Some(Container::Channel(channel)) => {
+                let (id, name) = (channel.id(), channel.name().to_owned());
+                channel.on_reclaim(move |item| reclaimed(&weak, Some(id), &name, item))?;
+            }
+            Some(Container::Queue(queue)) => {
+                let (id, name) = (queue.id(), queue.name().to_owned());
+                queue.on_reclaim(move |item| reclaimed(&weak, Some(id), &name, item))?;
+            }
+        }
+        installed.insert(container);
+    }
+    drop(installed);
     session.outbox.lock().subscribed.insert(container);
-    if !node.reclaims.installed.lock().insert(container) {
-        return Ok(());
-    }
-    let weak = Arc::downgrade(node);
-    match target {
-        None => node.runtime.on_reclaim(move |name, item| reclaimed(&weak, None, name, item))?,
-        Some(Container::Channel(channel)) => {
-            let (id, name) = (channel.id(), channel.name().to_owned());
-            channel.on_reclaim(move |item| reclaimed(&weak, Some(id), &name, item))?;
-        }
-        Some(Container::Queue(queue)) => {
-            let (id, name) = (queue.id(), queue.name().to_owned());
-            queue.on_reclaim(move |item| reclaimed(&weak, Some(id), &name, item))?;
-        }
-    }
     Ok(())
 }
 

@@ -55,7 +55,10 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8]) -> Result<Served> {
         Request::Open => open(node, &header.session).await,
         Request::Close => {
             let session = node.sessions.lock().get(&header.session).cloned();
-            node.close_session(&header.session);
+            // Closing tasks may run GC handlers of the node's application: not on a worker
+            // that answers other clients' waits.
+            let (closing, id) = (node.clone(), header.session.clone());
+            let _ = tokio::task::spawn_blocking(move || closing.close_session(&id)).await;
             if let Some(session) = session {
                 // Items the closing released and reclaimed reach the client before the reply.
                 reclaim::send(node, &session).await;
@@ -160,11 +163,12 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
             Container::Channel(c) => (&c.stats()).into(),
             Container::Queue(q) => (&q.stats()).into(),
         }),
-        Request::Destroy { container } => {
-            match session.container(op, container)? {
+        Request::Destroy { container: handle } => {
+            match session.container(op, handle)? {
                 Container::Channel(c) => c.destroy()?,
                 Container::Queue(q) => q.destroy()?,
             }
+            session.forget_container(handle);
             Reply::Done
         }
         Request::Task { virtual_time } => Reply::Handle(session.add_task(op, runtime.task(virtual_time)?)?),

@@ -122,6 +122,11 @@ impl Session {
         Ok(())
     }
 
+    /// Forgets the container `handle` (destroyed): its slot counts no more.
+    pub(crate) fn forget_container(&self, handle: Handle) {
+        self.owned.lock().containers.remove(&handle);
+    }
+
     /// Takes `connection` into the session; detaches it instead if the session ended or is full.
     pub(crate) fn add_connection(&self, op: &'static str, connection: Connection) -> Result<Handle> {
         let mut owned = self.owned.lock();
@@ -157,8 +162,11 @@ impl Session {
     pub(crate) fn close(&self) {
         let owned = {
             let mut owned = self.owned.lock();
+            let taken = std::mem::take(&mut *owned);
+            // After the take: the table left behind must say closed, or a request in flight
+            // would add a task nobody ever closes.
             owned.closed = true;
-            std::mem::take(&mut *owned)
+            taken
         };
         for connection in owned.connections.values() {
             connection.detach();
@@ -205,5 +213,29 @@ impl Session {
 
     fn name(&self) -> String {
         format!("session {}", self.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stampede::Runtime;
+
+    /// A request that arrives after the session closed adds nothing: the task it made is closed
+    /// at once, and the session stays closed (it must not reopen when its table is taken).
+    #[test]
+    fn a_closed_session_takes_nothing_more() {
+        let runtime = Runtime::new();
+        let session = Session::new("0a".into(), 16);
+        session.add_task("task", runtime.task(0).unwrap()).unwrap();
+        session.close();
+        let late = runtime.task(0).unwrap();
+        assert!(matches!(session.add_task("task", late.clone()), Err(Error::Closed { .. })));
+        assert!(matches!(
+            late.attach_output(&runtime.create_channel("c", stampede::Limits::unbounded()).unwrap()),
+            Err(Error::Closed { .. })
+        ));
+        assert_eq!(runtime.ts_min(), 0, "a fresh runtime's ts_min with no claims left");
+        assert!(matches!(session.task("task", late.id()), Err(Error::Closed { .. })));
     }
 }

@@ -351,3 +351,17 @@ fn watch_sees_nodes_come_and_go() {
         assert_eq!(watch.next(), Some(stampede::WatchEvent::NodeDown { node: "a".into() }));
     });
 }
+
+/// A destroyed container frees its slot in the session: a client that creates and destroys
+/// temporary channels never runs into `session_handles_max`.
+#[test]
+fn destroyed_containers_free_their_session_slots() {
+    with_watchdog("destroyed_containers_free_their_session_slots", || {
+        let node = TestNode::with(|options| options.session_handles_max = 4);
+        let rt = node.client();
+        for round in 0..10 {
+            let ch = rt.create_channel(&format!("scratch/{round}"), Limits::unbounded()).unwrap();
+            ch.destroy().unwrap();
+        }
+    });
+}

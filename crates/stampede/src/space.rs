@@ -318,6 +318,13 @@ pub(crate) struct Space {
     pub(crate) progress: Arc<Signal>,
 }
 
+/// A runtime dropped without `close()` still ends its watchers' waits (they find it gone).
+impl Drop for Space {
+    fn drop(&mut self) {
+        self.name_log.signal.notify();
+    }
+}
+
 impl Space {
     pub(crate) fn new() -> Arc<Space> {
         Arc::new(Space {

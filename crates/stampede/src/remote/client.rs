@@ -7,7 +7,7 @@
 //!
 //! **No lost items.** A blocking get asks the node to wait at most the node's wait slice; the node
 //! replies with the item or "not yet" within it, and the client asks again until its own
-//! deadline. A request that may take items ([`Request::takes_items`]) whose reply does not come
+//! deadline. A request whose lost reply would leave something held on the node ([`Request::holds_on_node`]) whose reply does not come
 //! within the slice plus the margin ends the session: the client withdraws its liveliness token,
 //! the node closes the session, and whatever the lost reply carried goes back on the node. A dead
 //! client's token disappears with it, to the same effect. So an item is never taken by a client
@@ -30,7 +30,7 @@ use zenoh::Wait;
 use crate::remote::fabric;
 use crate::remote::reclaim::{ContainerHandler, Dispatch, GlobalHandler};
 use crate::remote::runtime::{unexpected, RemoteRuntime};
-use crate::remote::wire::{decode_reply, encode, Handle, Hello, Reply, Request, RequestHeader};
+use crate::remote::wire::{decode_reply, encode, DecodeError, Handle, Hello, Reply, Request, RequestHeader};
 use crate::remote::LIVELINESS_TIMEOUT_DEFAULT;
 use crate::remote::{CLIENT_CLOSED, QUERY_MARGIN, REMOTE_WAIT_SLICE};
 use crate::wait::{Changed, Signal};
@@ -149,6 +149,7 @@ fn greet(zenoh: &zenoh::Session, endpoint: &str, node: Option<&str>) -> Result<H
         .map_err(|e| unreachable(format!("zenoh refused the query: {e}")))?;
     let routers: Vec<String> = zenoh.info().routers_zid().wait().map(|zid| zid.to_string()).collect();
     let mut hellos = Vec::new();
+    let mut unreadable = None;
     while let Ok(reply) = replies.recv() {
         let Ok(sample) = reply.into_result() else { continue };
         let bytes = sample.payload().to_bytes();
@@ -157,14 +158,18 @@ fn greet(zenoh: &zenoh::Session, endpoint: &str, node: Option<&str>) -> Result<H
             Ok((Reply::Hello(hello), _)) if node.is_none() && routers.contains(&hello.zid) => return Ok(hello),
             Ok((Reply::Hello(hello), _)) => hellos.push(hello),
             Ok((other, _)) => return Err(unreachable(format!("the node answered hello with {other:?}"))),
-            Err(e) => {
-                return Err(Error::InvalidArgument { op: "connect", name: endpoint.to_owned(), reason: e.to_string() })
-            }
+            // Perhaps another node, of another release: it fails the connect only if no node
+            // this client may talk to answers.
+            Err(e) => unreadable = Some(e),
         }
     }
-    match node {
-        Some(node) => Err(unreachable(format!("node {node} does not answer through this endpoint (yet)"))),
-        None => hellos.into_iter().next().ok_or_else(|| unreachable("no Stampede node answered there".into())),
+    let refuse =
+        |e: DecodeError| Error::InvalidArgument { op: "connect", name: endpoint.to_owned(), reason: e.to_string() };
+    match (node, hellos.into_iter().next(), unreadable) {
+        (_, _, Some(e)) => Err(refuse(e)),
+        (None, Some(hello), None) => Ok(hello),
+        (Some(node), _, None) => Err(unreachable(format!("node {node} does not answer through this endpoint (yet)"))),
+        (None, None, None) => Err(unreachable("no Stampede node answered there".into())),
     }
 }
 
@@ -204,7 +209,7 @@ impl Client {
     pub(crate) fn call(&self, request: Request, payload: Option<Bytes>, wait: Duration) -> Result<(Reply, Bytes)> {
         let op = request.op();
         self.check_open(op)?;
-        let takes_items = request.takes_items();
+        let holds_on_node = request.holds_on_node();
         let answer = blocking(|| self.exchange(request, payload, wait));
         let dispatch = self.reclaims.lock().clone();
         if let Some(dispatch) = dispatch {
@@ -212,7 +217,7 @@ impl Client {
             // handlers before the call returns, as embedded.
             dispatch.barrier();
         }
-        self.conclude(op, takes_items, answer)
+        self.conclude(op, holds_on_node, answer)
     }
 
     /// Registers a GC handler: `Global` for every channel and queue of the node, `Container`
@@ -252,7 +257,7 @@ impl Client {
     fn conclude(
         &self,
         op: &'static str,
-        takes_items: bool,
+        holds_on_node: bool,
         answer: std::result::Result<(Reply, Bytes), String>,
     ) -> Result<(Reply, Bytes)> {
         match answer {
@@ -264,7 +269,7 @@ impl Client {
                 Err(Error::Closed { name: self.node().to_owned(), reason: CLIENT_CLOSED })
             }
             Err(reason) => {
-                if takes_items {
+                if holds_on_node {
                     self.end(format!("a reply to {op} was lost ({reason})"));
                 }
                 Err(Error::Unreachable { op, name: self.node().to_owned(), reason })
@@ -281,9 +286,9 @@ impl Client {
     ) -> Result<(Reply, Bytes)> {
         let op = request.op();
         self.check_open(op)?;
-        let takes_items = request.takes_items();
+        let holds_on_node = request.holds_on_node();
         let answer = self.exchange_async(request, payload, wait).await;
-        self.conclude(op, takes_items, answer)
+        self.conclude(op, holds_on_node, answer)
     }
 
     /// The client's zenoh session.

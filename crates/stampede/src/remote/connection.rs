@@ -123,10 +123,9 @@ impl ContainerRef {
 
     /// The container's counters on the node now (the last ones seen when it cannot be reached).
     pub(crate) fn stats(&self) -> Stats {
+        let answer = self.client.call(Request::ContainerStats { container: self.id }, None, Duration::ZERO);
         let mut known = self.known.lock();
-        if let Ok((Reply::Stats(stats), _)) =
-            self.client.call(Request::ContainerStats { container: self.id }, None, Duration::ZERO)
-        {
+        if let Ok((Reply::Stats(stats), _)) = answer {
             known.stats = (&stats).into();
         }
         known.stats.clone()
@@ -154,10 +153,9 @@ impl ContainerRef {
     /// The channel's settled horizon and whether its producer set is closed (as last seen when
     /// the node cannot be reached: both only ever grow).
     pub(crate) fn settledness(&self) -> (Timestamp, bool) {
+        let answer = self.client.call(Request::Settledness { container: self.id }, None, Duration::ZERO);
         let mut known = self.known.lock();
-        if let Ok((Reply::Settledness { settled_below, producers_closed }, _)) =
-            self.client.call(Request::Settledness { container: self.id }, None, Duration::ZERO)
-        {
+        if let Ok((Reply::Settledness { settled_below, producers_closed }, _)) = answer {
             known.settled_below = known.settled_below.max(settled_below);
             known.producers_closed |= producers_closed;
         }

@@ -30,6 +30,10 @@ pub(crate) type ContainerHandler = Arc<dyn Fn(&Item) + Send + Sync>;
 /// A runtime-wide handler: `(name, item)`.
 pub(crate) type GlobalHandler = Arc<dyn Fn(&str, &Item) + Send + Sync>;
 
+/// Most reclaim events received and not yet handled; past it events are dropped (a handler that
+/// stalls cannot grow the client's memory).
+pub const RECLAIM_PENDING_MAX: usize = 65_536;
+
 /// Longest a call waits for the dispatcher to run the handlers of items its request reclaimed.
 const BARRIER_WAIT_MAX: Duration = Duration::from_secs(5);
 
@@ -60,7 +64,7 @@ impl Dispatch {
     pub(crate) fn start(zenoh: &zenoh::Session, key: String) -> zenoh::Result<Dispatch> {
         let handlers = Arc::new(Mutex::new(Handlers::default()));
         let progress = Arc::new(Progress::default());
-        let (tx, rx) = mpsc::channel::<(ReclaimEvent, Bytes)>();
+        let (tx, rx) = mpsc::sync_channel::<(ReclaimEvent, Bytes)>(RECLAIM_PENDING_MAX);
         let dispatcher = {
             let (handlers, progress) = (handlers.clone(), progress.clone());
             std::thread::Builder::new()
@@ -77,8 +81,10 @@ impl Dispatch {
                 // An event that does not decode is not from a Stampede node of this release: skip it.
                 if let Ok((event, payload)) = decode_event(&bytes) {
                     let payload = bytes.slice_ref(payload);
-                    received.received.fetch_add(1, Ordering::SeqCst);
-                    let _ = tx.send((event, payload));
+                    // Counted only when queued: the barrier waits for what the dispatcher will run.
+                    if tx.try_send((event, payload)).is_ok() {
+                        received.received.fetch_add(1, Ordering::SeqCst);
+                    }
                 }
             })
             .wait()?;

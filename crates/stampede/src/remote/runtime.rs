@@ -80,11 +80,12 @@ impl RemoteRuntime {
     /// A watch of the names under `prefix` on this session's node, and of every node's changes
     /// and liveliness (see [`crate::watch`]).
     pub fn watch(&self, prefix: &str, timeout: Option<Duration>) -> Result<Watch> {
-        let mut subscription = blocking(|| Subscription::start(&self.client)).map_err(|e| Error::Unreachable {
-            op: "watch",
-            name: self.node().to_owned(),
-            reason: format!("zenoh refused the watch's subscribers: {e}"),
-        })?;
+        let mut subscription =
+            blocking(|| Subscription::start(&self.client, prefix)).map_err(|e| Error::Unreachable {
+                op: "watch",
+                name: self.node().to_owned(),
+                reason: format!("zenoh refused the watch's subscribers: {e}"),
+            })?;
         let listing = match self.client.call(Request::Listing { prefix: prefix.to_owned() }, None, Duration::ZERO)?.0 {
             Reply::Listing(listing) => listing,
             _ => return Err(unexpected("watch", self.node())),

@@ -84,10 +84,9 @@ impl RemoteTask {
     /// Virtual time and visibility now, or as last seen when the node cannot be reached.
     fn times(&self) -> (Timestamp, Timestamp) {
         let client = &self.inner.client;
+        let answer = client.call(Request::Times { task: self.inner.id }, None, Duration::ZERO);
         let mut known = self.inner.known.lock();
-        if let Ok((Reply::Times { virtual_time, visibility }, _)) =
-            client.call(Request::Times { task: self.inner.id }, None, Duration::ZERO)
-        {
+        if let Ok((Reply::Times { virtual_time, visibility }, _)) = answer {
             *known = (virtual_time, visibility);
         }
         *known

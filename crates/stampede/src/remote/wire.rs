@@ -208,10 +208,23 @@ impl Request {
         matches!(self, Request::Put { .. } | Request::QueuePut { .. })
     }
 
-    /// `true` for the requests that may make items open on their connection: if the client does
-    /// not see their reply, it ends its session so that those items go back (see `docs/NODES.md`).
-    pub fn takes_items(&self) -> bool {
-        matches!(self, Request::Get { .. } | Request::GetRange { .. } | Request::QueueGet { .. })
+    /// `true` for the requests whose lost reply leaves the node holding what the client does not
+    /// know of: items made open on a connection (gets), or a task or connection created or not
+    /// closed (its claims hold ts_min). If the client does not see their reply, it ends its
+    /// session so that all of it goes back (see `docs/NODES.md`).
+    pub fn holds_on_node(&self) -> bool {
+        matches!(
+            self,
+            Request::Get { .. }
+                | Request::GetRange { .. }
+                | Request::QueueGet { .. }
+                | Request::Task { .. }
+                | Request::Spawn { .. }
+                | Request::AttachInput { .. }
+                | Request::AttachOutput { .. }
+                | Request::CloseTask { .. }
+                | Request::Detach { .. }
+        )
     }
 
     /// The operation's name in errors.
