@@ -288,6 +288,10 @@ impl Client {
         self.check_open(op)?;
         let holds_on_node = request.holds_on_node();
         let answer = self.exchange_async(request, payload, wait).await;
+        let dispatch = self.reclaims.lock().clone();
+        if let Some(dispatch) = dispatch {
+            dispatch.barrier_async().await;
+        }
         self.conclude(op, holds_on_node, answer)
     }
 

@@ -5,8 +5,8 @@
 //! (`stampede/<node>/reclaimed/<session>`) and starts one dispatcher thread, which runs the
 //! handlers in the order the node reclaimed the items, outside every lock. The node sends the
 //! items its handling of this client's own request reclaimed before the reply to that request;
-//! a blocking call therefore waits, before it returns, until the dispatcher has run every event
-//! that arrived before its reply — as embedded, where handlers run before the operation that
+//! a call (blocking or async) therefore waits, before it returns, until the dispatcher has run every
+//! event that arrived before its reply — as embedded, where handlers run before the operation that
 //! made the item garbage returns. Items reclaimed by others arrive soon after, asynchronously.
 
 use std::collections::HashMap;
@@ -17,12 +17,13 @@ use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use zenoh::pubsub::Subscriber;
 use zenoh::Wait;
 
 use crate::remote::connection::item;
 use crate::remote::wire::{decode_event, Handle, ReclaimEvent};
+use crate::wait::{Changed, Signal};
 use crate::Item;
 
 /// A handler of one channel or queue.
@@ -55,8 +56,8 @@ struct Handlers {
 #[derive(Default)]
 struct Progress {
     received: AtomicU64,
-    ran: Mutex<u64>,
-    ran_more: Condvar,
+    ran: AtomicU64,
+    ran_more: Arc<Signal>,
 }
 
 impl Dispatch {
@@ -107,9 +108,24 @@ impl Dispatch {
         }
         let target = self.progress.received.load(Ordering::SeqCst);
         let deadline = Instant::now() + BARRIER_WAIT_MAX;
-        let mut ran = self.progress.ran.lock();
-        while *ran < target {
-            if self.progress.ran_more.wait_until(&mut ran, deadline).timed_out() {
+        loop {
+            let waiter = self.progress.ran_more.listen();
+            if self.progress.ran.load(Ordering::SeqCst) >= target || !waiter.wait(Some(deadline)) {
+                return;
+            }
+        }
+    }
+
+    /// [`barrier`](Self::barrier) without blocking a thread (for the `_async` forms).
+    pub(crate) async fn barrier_async(&self) {
+        let target = self.progress.received.load(Ordering::SeqCst);
+        let deadline = tokio::time::Instant::now() + BARRIER_WAIT_MAX;
+        loop {
+            let changed = Changed::new(&self.progress.ran_more, None);
+            if self.progress.ran.load(Ordering::SeqCst) >= target {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
                 return;
             }
         }
@@ -132,7 +148,7 @@ fn dispatch(rx: &mpsc::Receiver<(ReclaimEvent, Bytes)>, handlers: &Mutex<Handler
         for handler in container {
             handler(&reclaimed);
         }
-        *progress.ran.lock() += 1;
-        progress.ran_more.notify_all();
+        progress.ran.fetch_add(1, Ordering::SeqCst);
+        progress.ran_more.notify();
     }
 }
