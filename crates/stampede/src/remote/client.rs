@@ -36,6 +36,10 @@ use crate::remote::{CLIENT_CLOSED, QUERY_MARGIN, REMOTE_WAIT_SLICE};
 use crate::wait::{Changed, Signal};
 use stampede_core::name::check_name;
 
+/// Most requests sent without waiting (drops) whose replies are not yet waited for; one more
+/// waits for them first.
+const UNFINISHED_SENDS_MAX: usize = 256;
+
 /// Pause between attempts to reach a node that is not there yet.
 const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(50);
 
@@ -91,6 +95,7 @@ fn open(endpoint: &str, node: Option<&str>, timeout: Option<Duration>) -> Result
         ended: Mutex::new(None),
         closed: AtomicBool::new(false),
         reclaims: Mutex::new(None),
+        unfinished: Mutex::new(Vec::new()),
     };
     client.call(Request::Open, None, Duration::ZERO)?;
     Ok(RemoteRuntime::new(client))
@@ -190,6 +195,8 @@ pub(crate) struct Client {
     closed: AtomicBool,
     /// The GC handlers registered through this client, once one is.
     reclaims: Mutex<Option<Arc<Dispatch>>>,
+    /// Replies of requests sent without waiting (drops), waited for before the next call.
+    unfinished: Mutex<Vec<zenoh::handlers::FifoChannelHandler<zenoh::query::Reply>>>,
 }
 
 impl Client {
@@ -210,7 +217,10 @@ impl Client {
         let op = request.op();
         self.check_open(op)?;
         let holds_on_node = request.holds_on_node();
-        let answer = blocking(|| self.exchange(request, payload, wait));
+        let answer = blocking(|| {
+            self.finish_sends();
+            self.exchange(request, payload, wait)
+        });
         let dispatch = self.reclaims.lock().clone();
         if let Some(dispatch) = dispatch {
             // The node sent the items this request reclaimed before its reply: run their
@@ -287,6 +297,7 @@ impl Client {
         let op = request.op();
         self.check_open(op)?;
         let holds_on_node = request.holds_on_node();
+        self.finish_sends_async().await;
         let answer = self.exchange_async(request, payload, wait).await;
         let dispatch = self.reclaims.lock().clone();
         if let Some(dispatch) = dispatch {
@@ -397,15 +408,32 @@ impl Client {
     }
 
     fn send_now(&self, request: Request) {
+        if self.unfinished.lock().len() >= UNFINISHED_SENDS_MAX {
+            self.finish_sends();
+        }
         let message = encode(&RequestHeader { session: self.session.clone(), request });
-        let _ = self
-            .zenoh
-            .get(&self.rpc_key)
-            .payload(message)
-            .consolidation(ConsolidationMode::None)
-            .timeout(QUERY_MARGIN)
-            .callback(|_| {})
-            .wait();
+        let query = self.zenoh.get(&self.rpc_key).payload(message).consolidation(ConsolidationMode::None);
+        if let Ok(replies) = query.timeout(QUERY_MARGIN).wait() {
+            self.unfinished.lock().push(replies);
+        }
+    }
+
+    /// Waits for the replies of the requests sent without waiting (drops), each at most until
+    /// its query times out: a call made after a drop sees the drop's effect on the node, as
+    /// embedded, although the node serves requests concurrently.
+    fn finish_sends(&self) {
+        let unfinished = std::mem::take(&mut *self.unfinished.lock());
+        for replies in unfinished {
+            let _ = replies.recv();
+        }
+    }
+
+    /// [`finish_sends`](Self::finish_sends) without blocking a thread.
+    async fn finish_sends_async(&self) {
+        let unfinished = std::mem::take(&mut *self.unfinished.lock());
+        for replies in unfinished {
+            let _ = replies.recv_async().await;
+        }
     }
 
     /// A readiness future over a waiting request (`request(wait_us)`, one wait slice): sent now,
