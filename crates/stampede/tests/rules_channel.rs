@@ -440,6 +440,8 @@ fn info_codec_and_placement() {
     assert!(err.to_string().contains("connect to node nowhere"), "{err}");
     let own = ChannelOptions { node: rt.node().map(str::to_owned), ..ChannelOptions::default() };
     rt.create_channel("y", own).unwrap();
+    let unnamed = ChannelOptions { codec: Some(Codec::from_name("")), ..ChannelOptions::default() };
+    assert!(matches!(rt.create_channel("w", unnamed), Err(Error::InvalidArgument { .. })));
     let long = ChannelOptions { description: "x".repeat(DESCRIPTION_BYTES_MAX + 1), ..ChannelOptions::default() };
     assert!(matches!(rt.create_channel("z", long), Err(Error::InvalidArgument { .. })));
 }

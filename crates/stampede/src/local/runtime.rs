@@ -14,8 +14,13 @@ use crate::runtime::{ChannelOptions, QueueOptions, RuntimeStats, DESCRIPTION_BYT
 use crate::space::{Entry, Meta, ReclaimHandler, Shared, Space};
 use crate::wait::Changed;
 
-/// A container's metadata, its description checked against [`DESCRIPTION_BYTES_MAX`].
+/// A container's metadata: a declared codec has a name, the description is at most
+/// [`DESCRIPTION_BYTES_MAX`].
 fn meta(op: &'static str, name: &str, codec: Option<Codec>, description: String) -> Result<Meta> {
+    if codec.as_ref().is_some_and(|codec| codec.name().is_empty()) {
+        let reason = "a declared codec needs a name (\"raw\", \"utf8\", \"json\", \"npy\" or yours)".to_owned();
+        return Err(Error::InvalidArgument { op, name: name.to_owned(), reason });
+    }
     if description.len() > DESCRIPTION_BYTES_MAX {
         let reason = format!("a description of {} bytes (at most {DESCRIPTION_BYTES_MAX})", description.len());
         return Err(Error::InvalidArgument { op, name: name.to_owned(), reason });
