@@ -1,0 +1,197 @@
+//! The HTTP side: the page, `GET /api/snapshot`, and `GET /ws` — the WebSocket on which each
+//! client gets a snapshot (text) every refresh and the frame (binary) whenever it changes.
+//!
+//! Bounds: at most [`WS_CLIENTS_MAX`] clients (one more gets `503`); each client holds at most
+//! one pending update, the newest (a `watch` channel: a slow client skips updates and frames,
+//! nothing queues); a message that does not go into the socket within [`SEND_TIMEOUT`] drops
+//! the client; what a client sends is read (to see pings and its Close) and ignored, and
+//! bounded by [`CLIENT_MESSAGE_BYTES_MAX`].
+//!
+//! The server runs on its own tokio runtime (one worker thread) on its own thread, so that the
+//! dashboard works from any program, async or not. Stopping: the sampler's update sender goes
+//! first, which makes every client task send a Close frame and end; then the listener stops
+//! and the runtime shuts down, cancelling what is left after a grace period.
+
+use std::future::IntoFuture;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::watch;
+
+use crate::assets;
+use crate::sampler::{lock, Sampler, Update};
+use crate::{CLIENT_MESSAGE_BYTES_MAX, FRAME_BYTES_MAX, SEND_TIMEOUT, WS_CLIENTS_MAX};
+
+/// How long the server waits for HTTP connections to finish when stopping.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// WebSocket close code "going away".
+const CLOSE_GOING_AWAY: u16 = 1001;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub(crate) struct State {
+    sampler: Arc<Mutex<Sampler>>,
+    updates: watch::Receiver<Option<Arc<Update>>>,
+    /// WebSocket clients connected now (shown in the snapshot).
+    clients: Arc<AtomicUsize>,
+}
+
+impl State {
+    pub(crate) fn new(
+        sampler: Arc<Mutex<Sampler>>,
+        updates: watch::Receiver<Option<Arc<Update>>>,
+        clients: Arc<AtomicUsize>,
+    ) -> State {
+        State { sampler, updates, clients }
+    }
+}
+
+/// Serves on `listener` from a new thread until `stop` turns true.
+pub(crate) fn start(
+    listener: std::net::TcpListener,
+    state: State,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<JoinHandle<()>> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(2)
+        .thread_name("stampede-dashboard")
+        .enable_io()
+        .enable_time()
+        .build()?;
+    let listener = {
+        let _entered = runtime.enter();
+        tokio::net::TcpListener::from_std(listener)?
+    };
+    let router = Router::new()
+        .route("/", get(index))
+        .route("/dashboard.js", get(script))
+        .route("/dashboard.css", get(style))
+        .route("/api/snapshot", get(snapshot))
+        .route("/ws", get(websocket))
+        .with_state(state);
+    std::thread::Builder::new().name("stampede-dashboard-server".into()).spawn(move || {
+        runtime.block_on(async move {
+            let mut graceful = stop.clone();
+            let server = axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = graceful.wait_for(|stopped| *stopped).await;
+                })
+                .into_future();
+            let mut server = tokio::spawn(server);
+            tokio::select! {
+                _ = &mut server => {}
+                _ = stop.wait_for(|stopped| *stopped) => {
+                    let _ = tokio::time::timeout(SHUTDOWN_GRACE, server).await;
+                }
+            }
+        });
+        runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    })
+}
+
+async fn index() -> Response {
+    asset("text/html; charset=utf-8", assets::INDEX_HTML)
+}
+
+async fn script() -> Response {
+    asset("text/javascript; charset=utf-8", assets::DASHBOARD_JS)
+}
+
+async fn style() -> Response {
+    asset("text/css; charset=utf-8", assets::DASHBOARD_CSS)
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body).into_response()
+}
+
+/// A fresh snapshot, taken on a blocking thread (a remote runtime's graph is a round trip).
+async fn snapshot(axum::extract::State(state): axum::extract::State<State>) -> Response {
+    let sampler = state.sampler.clone();
+    match tokio::task::spawn_blocking(move || lock(&sampler).snapshot_json()).await {
+        Ok(json) => {
+            ([(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "no-store")], json).into_response()
+        }
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("the snapshot failed: {e}")).into_response(),
+    }
+}
+
+/// Upgrades to a WebSocket if a client slot is free.
+async fn websocket(axum::extract::State(state): axum::extract::State<State>, upgrade: WebSocketUpgrade) -> Response {
+    let Some(slot) = Slot::take(&state.clients) else {
+        let reason = format!("the dashboard serves at most {WS_CLIENTS_MAX} WebSocket clients at once");
+        return (StatusCode::SERVICE_UNAVAILABLE, reason).into_response();
+    };
+    let updates = state.updates.clone();
+    upgrade
+        .max_message_size(CLIENT_MESSAGE_BYTES_MAX)
+        .max_frame_size(CLIENT_MESSAGE_BYTES_MAX)
+        .max_write_buffer_size(FRAME_BYTES_MAX + (1 << 20))
+        .on_upgrade(move |socket| client(socket, updates, slot))
+}
+
+/// One client slot, given back on drop (also when the upgrade fails).
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(clients: &Arc<AtomicUsize>) -> Option<Slot> {
+        clients
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < WS_CLIENTS_MAX).then_some(n + 1))
+            .ok()
+            .map(|_| Slot(clients.clone()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Sends each update to one client until it leaves, fails, or the dashboard closes.
+async fn client(socket: WebSocket, mut updates: watch::Receiver<Option<Arc<Update>>>, _slot: Slot) {
+    let (mut sink, mut stream) = socket.split();
+    let mut frame_sent = None;
+    updates.mark_changed(); // the newest update goes out at once
+    loop {
+        tokio::select! {
+            changed = updates.changed() => {
+                if changed.is_err() {
+                    break; // the dashboard is closing
+                }
+                let Some(update) = updates.borrow_and_update().clone() else { continue };
+                if !send(&mut sink, Message::Text(update.snapshot.clone())).await {
+                    return;
+                }
+                if let Some(frame) = &update.frame {
+                    if frame_sent != Some(frame.seq) {
+                        if !send(&mut sink, Message::Binary(frame.message.clone())).await {
+                            return;
+                        }
+                        frame_sent = Some(frame.seq);
+                    }
+                }
+            }
+            incoming = stream.next() => match incoming {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                Some(Ok(_)) => {} // the page sends nothing; pings are answered by the socket
+            },
+        }
+    }
+    let close = CloseFrame { code: CLOSE_GOING_AWAY, reason: "the dashboard closed".into() };
+    let _ = send(&mut sink, Message::Close(Some(close))).await;
+}
+
+/// Sends one message within [`SEND_TIMEOUT`]; `false` if the client is gone or too slow.
+async fn send(sink: &mut futures_util::stream::SplitSink<WebSocket, Message>, message: Message) -> bool {
+    matches!(tokio::time::timeout(SEND_TIMEOUT, sink.send(message)).await, Ok(Ok(())))
+}
