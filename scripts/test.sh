@@ -21,7 +21,7 @@ echo "   and against a client of node b whose session is on node a, in a mesh a 
 cargo build -q -p stampede-cli
 for configuration in serve mesh; do
     STAMPEDE_CONFIGURATION=$configuration cargo test -p stampede \
-        --test rules_channel --test rules_gc --test rules_queue --test correlation --test progress
+        --test rules_channel --test rules_gc --test rules_queue --test correlation --test progress --test graph
 done
 
 echo "== Python package"

@@ -16,7 +16,7 @@ use crate::effects::{Effects, OpenChange};
 use crate::error::{Error, Result};
 use crate::item::{Item, Payload};
 use crate::progress::{push_move, Location};
-use crate::stats::Stats;
+use crate::stats::{ConnectionStats, Stats};
 use crate::task::{TaskId, TaskState};
 use crate::time::{earliest, is_item_ts, show, Selector, Timestamp, INFINITY};
 use crate::tombstones::Tombstones;
@@ -125,6 +125,7 @@ struct Input {
     /// Highest timestamp passed to `consume_until`: items put later at or below it are born
     /// consumed on this connection.
     floor: Option<Timestamp>,
+    counts: ConnectionStats,
 }
 
 impl Input {
@@ -158,7 +159,7 @@ pub struct ChannelState {
     /// one entry; bounded, see [`Tombstones`]).
     tombstones: Tombstones,
     inputs: HashMap<ConnId, Input>,
-    outputs: HashMap<ConnId, TaskId>,
+    outputs: HashMap<ConnId, (TaskId, ConnectionStats)>,
     live_bytes: usize,
     puts: u64,
     gets: u64,
@@ -262,6 +263,7 @@ impl ChannelState {
         let refs_left = refcount.map(|r| r.saturating_sub(born_consumed));
         self.items.insert(ts, Stored { payload, refs_left, holders });
         self.puts += 1;
+        self.outputs.get_mut(&conn).expect("checked above").1.items += 1;
         fx.put = Some(ts);
         self.reclaim_if_garbage(ts, &mut fx);
         Ok(fx)
@@ -334,6 +336,7 @@ impl ChannelState {
             fx.opens.push(OpenChange { task: input.task, ts, opened: true });
         }
         self.gets += 1;
+        input.counts.items += 1;
         let stored = &self.items[&ts];
         Ok(Item { ts, payload: stored.payload.clone() })
     }
@@ -355,6 +358,7 @@ impl ChannelState {
         let items: Vec<Item> =
             input.open.range(t0..=t1).map(|&ts| Item { ts, payload: self.items[&ts].payload.clone() }).collect();
         self.gets += items.len() as u64;
+        input.counts.items += items.len() as u64;
         Ok(items)
     }
 
@@ -383,7 +387,9 @@ impl ChannelState {
         let input = self.inputs.get_mut(&conn).ok_or_else(|| Error::detached(&self.name))?;
         let before = input.claim();
         let was_open = input.open.remove(&ts);
-        let counted = was_open || input.unseen.remove(&ts);
+        let was_unseen = !was_open && input.unseen.remove(&ts);
+        input.counts.skipped += u64::from(was_unseen);
+        let counted = was_open || was_unseen;
         if was_open {
             fx.opens.push(OpenChange { task: input.task, ts, opened: false });
         }
@@ -406,6 +412,7 @@ impl ChannelState {
         let keep_open = input.open.split_off(&split);
         let consumed_unseen = std::mem::replace(&mut input.unseen, keep_unseen);
         let consumed_open = std::mem::replace(&mut input.open, keep_open);
+        input.counts.skipped += consumed_unseen.len() as u64;
         let task = input.task;
         fx.opens.extend(consumed_open.iter().map(|&ts| OpenChange { task, ts, opened: false }));
         push_move(&mut fx.claims, Location::Input(conn), before, input.claim());
@@ -424,7 +431,7 @@ impl ChannelState {
             stored.holders += 1;
             unseen.insert(ts);
         }
-        let input = Input { task, unseen, open: BTreeSet::new(), floor: None };
+        let input = Input { task, unseen, open: BTreeSet::new(), floor: None, counts: ConnectionStats::default() };
         let mut fx = Effects::default();
         push_move(&mut fx.claims, Location::Input(conn), None, input.claim());
         self.inputs.insert(conn, input);
@@ -455,7 +462,7 @@ impl ChannelState {
                 reason: "the channel's producer set is closed; no new output connections".into(),
             });
         }
-        self.outputs.insert(conn, task);
+        self.outputs.insert(conn, (task, ConnectionStats::default()));
         Ok(())
     }
 
@@ -560,6 +567,12 @@ impl ChannelState {
         }
     }
 
+    /// What went through connection `conn` (input or output) so far; `None` if it is not
+    /// attached here.
+    pub fn connection_stats(&self, conn: ConnId) -> Option<ConnectionStats> {
+        self.inputs.get(&conn).map(|input| input.counts).or_else(|| self.outputs.get(&conn).map(|&(_, sent)| sent))
+    }
+
     /// Timestamps of the items stored now, in order (for tests and tools).
     pub fn timestamps(&self) -> Vec<Timestamp> {
         self.items.keys().copied().collect()
@@ -603,7 +616,9 @@ impl ChannelState {
             if was_open {
                 fx.opens.push(OpenChange { task: input.task, ts, opened: false });
             }
-            if was_open || input.unseen.remove(&ts) {
+            let was_unseen = !was_open && input.unseen.remove(&ts);
+            input.counts.skipped += u64::from(was_unseen);
+            if was_open || was_unseen {
                 push_move(&mut fx.claims, Location::Input(conn), before, input.claim());
             }
         }

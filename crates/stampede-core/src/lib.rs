@@ -49,6 +49,6 @@ pub use name::NAME_BYTES_MAX;
 pub use pacer::{Pace, PaceRule};
 pub use progress::{ContainerKey, IdMap, Location, Progress, Refusal, Update, Updates};
 pub use queue::{QueueItem, QueueState};
-pub use stats::Stats;
+pub use stats::{ConnectionStats, Stats};
 pub use task::{TaskId, TaskState};
 pub use time::{Selector, Timestamp, INFINITY, TS_MAX};

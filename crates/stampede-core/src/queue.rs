@@ -23,7 +23,7 @@ use crate::effects::{Effects, OpenChange};
 use crate::error::{Error, Result};
 use crate::item::{Item, Payload};
 use crate::progress::{push_move, ContainerKey, Location};
-use crate::stats::Stats;
+use crate::stats::{ConnectionStats, Stats};
 use crate::task::{TaskId, TaskState};
 use crate::time::{is_item_ts, Selector, Timestamp};
 
@@ -53,8 +53,8 @@ pub struct QueueState {
     next_ticket: Ticket,
     /// Items gotten and not yet consumed, per input connection.
     open: HashMap<ConnId, Vec<QueueItem>>,
-    inputs: HashMap<ConnId, TaskId>,
-    outputs: HashMap<ConnId, TaskId>,
+    inputs: HashMap<ConnId, (TaskId, ConnectionStats)>,
+    outputs: HashMap<ConnId, (TaskId, ConnectionStats)>,
     /// Timestamps of every item not yet consumed; the minimum is the queue's claim on ts_min.
     claims: Claims,
     next_seq: u64,
@@ -130,6 +130,7 @@ impl QueueState {
         self.waiting.push_back(QueueItem { seq: self.next_seq, item: Item { ts, payload } });
         self.next_seq += 1;
         self.puts += 1;
+        self.outputs.get_mut(&conn).expect("checked above").1.items += 1;
         fx.put = Some(ts);
         Ok(fx)
     }
@@ -141,7 +142,7 @@ impl QueueState {
     /// [`leave`](Self::leave) with a ticket still held when it gives up).
     pub fn get(&mut self, conn: ConnId, ticket: Option<&mut Option<Ticket>>, fx: &mut Effects) -> Result<QueueItem> {
         self.check_open()?;
-        let task = *self.inputs.get(&conn).ok_or_else(|| Error::detached(&self.name))?;
+        let (task, _) = *self.inputs.get(&conn).ok_or_else(|| Error::detached(&self.name))?;
         let held = ticket.as_ref().and_then(|slot| **slot);
         let position = held.and_then(|t| self.line.iter().position(|&(held, _)| held == t));
         let served = self.waiting.len() > position.unwrap_or(self.line.len());
@@ -170,6 +171,7 @@ impl QueueState {
         fx.opens.push(OpenChange { task, ts: item.item.ts, opened: true });
         self.open.entry(conn).or_default().push(item.clone());
         self.gets += 1;
+        self.inputs.get_mut(&conn).expect("checked above").1.items += 1;
         Ok(item)
     }
 
@@ -185,7 +187,7 @@ impl QueueState {
     /// `conn`; the item is reclaimed.
     pub fn consume(&mut self, conn: ConnId, seq: Option<u64>, ts: Timestamp, fx: &mut Effects) -> Result<()> {
         self.check_open()?;
-        let task = *self.inputs.get(&conn).ok_or_else(|| Error::detached(&self.name))?;
+        let (task, _) = *self.inputs.get(&conn).ok_or_else(|| Error::detached(&self.name))?;
         let open = self.open.entry(conn).or_default();
         let position = match seq {
             Some(seq) => open.iter().position(|q| q.seq == seq),
@@ -217,14 +219,14 @@ impl QueueState {
     /// Attaches an input connection of `task`.
     pub fn attach_input(&mut self, conn: ConnId, task: TaskId) -> Result<()> {
         self.check_open()?;
-        self.inputs.insert(conn, task);
+        self.inputs.insert(conn, (task, ConnectionStats::default()));
         Ok(())
     }
 
     /// Detaches an input connection; items it held open go back to the head of the queue.
     pub fn detach_input(&mut self, conn: ConnId) -> Effects {
         let mut fx = Effects::default();
-        let Some(task) = self.inputs.remove(&conn) else { return fx };
+        let Some((task, _)) = self.inputs.remove(&conn) else { return fx };
         self.line.retain(|&(_, held)| held != conn);
         let mut returned = self.open.remove(&conn).unwrap_or_default();
         returned.sort_by_key(|q| q.seq);
@@ -238,7 +240,7 @@ impl QueueState {
     /// Records an output connection of `task`.
     pub fn attach_output(&mut self, conn: ConnId, task: TaskId) -> Result<()> {
         self.check_open()?;
-        self.outputs.insert(conn, task);
+        self.outputs.insert(conn, (task, ConnectionStats::default()));
         Ok(())
     }
 
@@ -276,6 +278,12 @@ impl QueueState {
     }
 
     /// Counters and sizes now.
+    /// What went through connection `conn` (input or output) so far; `None` if it is not
+    /// attached here.
+    pub fn connection_stats(&self, conn: ConnId) -> Option<ConnectionStats> {
+        self.inputs.get(&conn).or_else(|| self.outputs.get(&conn)).map(|&(_, counts)| counts)
+    }
+
     pub fn stats(&self) -> Stats {
         Stats {
             live_items: self.live_items(),

@@ -30,3 +30,15 @@ pub struct Stats {
     /// The node's ts_min when the snapshot was taken (filled in by the runtime).
     pub ts_min: Timestamp,
 }
+
+/// What went through one connection so far (for tools: dashboards, `stampede ls`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionStats {
+    /// Items gotten (input) or put (output) through it; a get of an item already open counts
+    /// again.
+    pub items: u64,
+    /// Input only: items that stopped being unseen here without being gotten — consumed while
+    /// unseen (`consume_until` past them: a `NEWEST_UNSEEN` reader skipping stale frames) or
+    /// reclaimed early by other readers' reference counts.
+    pub skipped: u64,
+}

@@ -309,6 +309,15 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
             }
             Reply::Done
         }
+        Request::SetTaskName { task, name } => {
+            session.task(op, task)?.set_name(&name)?;
+            Reply::Done
+        }
+        Request::Graph => {
+            let mut graph = runtime.graph()?;
+            graph.node = Some(node.options.name.clone());
+            Reply::Graph(graph)
+        }
         Request::TsMin => Reply::Timestamp(runtime.ts_min()),
         Request::Stats => {
             let stats = runtime.stats();

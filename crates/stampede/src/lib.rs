@@ -35,6 +35,7 @@
 //! - [`task`] — [`Task`]: virtual time, visibility, `spawn`, `attach_input` / `attach_output`.
 //! - [`channel`] — [`Channel`], [`ChannelOutput`] (`put`) and [`ChannelInput`] (`get`,
 //!   `get_range`, `consume`, `consume_until`), blocking and async.
+//! - [`graph`] — [`Graph`]: a snapshot of a runtime's tasks, connections and containers, for tools.
 //! - [`queue`] — [`Queue`] and its connections; [`split`](mod@split): splitter/joiner helpers.
 //! - [`join`] — [`ExactJoin`] and [`ApproxJoin`]: temporal correlation (SPEC §4).
 //! - [`payload`] — copy-in through recycled buffers; what `put` accepts.
@@ -55,6 +56,7 @@
 
 mod backend;
 pub mod channel;
+pub mod graph;
 pub mod join;
 mod local;
 pub mod npy;
@@ -71,6 +73,7 @@ mod wait;
 pub mod watch;
 
 pub use channel::{Channel, ChannelInput, ChannelOutput, PutOptions};
+pub use graph::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
 pub use join::{ApproxJoin, ExactJoin, Incomplete, JoinPolicy, JoinStats, Joined, Matched};
 pub use pacer::Pacer;
 pub use payload::{IntoPayload, Parts};

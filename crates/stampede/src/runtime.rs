@@ -282,6 +282,16 @@ impl Runtime {
         }
     }
 
+    /// What the runtime holds now — tasks with their connections, channels and queues with
+    /// their counters ([`Graph`](crate::graph::Graph)); a remote runtime's is its node's.
+    /// `Unreachable` when the node cannot be reached.
+    pub fn graph(&self) -> Result<crate::graph::Graph> {
+        match &self.0 {
+            Backend::Local(rt) => Ok(rt.graph()),
+            Backend::Remote(rt) => rt.graph(),
+        }
+    }
+
     /// Node-wide counters (remotely: the last ones seen when the node cannot be reached).
     pub fn stats(&self) -> RuntimeStats {
         forward!(&self.0, rt => rt.stats())

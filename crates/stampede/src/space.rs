@@ -38,8 +38,8 @@ use crate::wait::Signal;
 use crate::watch::{self, NameLog, Watch, WatchEvent};
 use stampede_core::name;
 use stampede_core::{
-    ChannelState, Codec, ContainerKey, Effects, Error, IdMap, Item, Limits, Location, OpenChange, OpenChanges,
-    Progress, QueueState, Refusal, Result, Stats, TaskId, TaskState, Timestamp, Update, Updates, INFINITY,
+    ChannelState, Codec, ConnectionStats, ContainerKey, Effects, Error, IdMap, Item, Limits, Location, OpenChange,
+    OpenChanges, Progress, QueueState, Refusal, Result, Stats, TaskId, TaskState, Timestamp, Update, Updates, INFINITY,
 };
 
 /// A GC handler: called with the container's name and each item it reclaims.
@@ -88,6 +88,7 @@ pub(crate) trait ContainerState {
     /// Lowest timestamp a GC sweep may have to reclaim (none for a queue: it is not swept).
     fn oldest(&self) -> Option<Timestamp>;
     fn stats(&self) -> Stats;
+    fn connection_stats(&self, conn: u64) -> Option<ConnectionStats>;
     fn close(&mut self, reason: &'static str) -> Effects;
     fn detach_input(&mut self, conn: u64) -> Effects;
 }
@@ -98,6 +99,9 @@ impl ContainerState for ChannelState {
     }
     fn stats(&self) -> Stats {
         ChannelState::stats(self)
+    }
+    fn connection_stats(&self, conn: u64) -> Option<ConnectionStats> {
+        ChannelState::connection_stats(self, conn)
     }
     fn close(&mut self, reason: &'static str) -> Effects {
         ChannelState::close(self, reason)
@@ -113,6 +117,9 @@ impl ContainerState for QueueState {
     }
     fn stats(&self) -> Stats {
         QueueState::stats(self)
+    }
+    fn connection_stats(&self, conn: u64) -> Option<ConnectionStats> {
+        QueueState::connection_stats(self, conn)
     }
     fn close(&mut self, reason: &'static str) -> Effects {
         QueueState::close(self, reason)
@@ -201,6 +208,7 @@ impl Entry {
 }
 
 /// A connection a task holds, so closing the task can detach it.
+#[derive(Clone)]
 pub(crate) enum Held {
     ChannelInput(Weak<ChannelShared>, u64),
     ChannelOutput(Weak<ChannelShared>, u64),
@@ -221,6 +229,8 @@ impl Held {
 /// A task's state, shared by its handles and connections.
 pub(crate) struct TaskShared {
     pub(crate) id: TaskId,
+    /// Its label for tools ([`crate::Task::set_name`]).
+    pub(crate) name: Mutex<Option<Arc<str>>>,
     pub(crate) space: Arc<Space>,
     pub(crate) state: Mutex<TaskState>,
     pub(crate) held: Mutex<Vec<Held>>,
@@ -426,6 +436,13 @@ impl Space {
             .collect()
     }
 
+    /// The tasks open now, by id.
+    pub(crate) fn open_tasks(&self) -> Vec<Arc<TaskShared>> {
+        let mut tasks: Vec<_> = self.tasks.lock().values().filter_map(Weak::upgrade).collect();
+        tasks.sort_by_key(|task| task.id);
+        tasks
+    }
+
     pub(crate) fn entries(&self) -> Vec<Entry> {
         self.names.read().values().cloned().collect()
     }
@@ -529,8 +546,13 @@ impl Space {
         if let Some(ts_min) = advanced {
             self.sweep(ts_min);
         }
-        let task =
-            Arc::new(TaskShared { id, space: self.clone(), state: Mutex::new(state), held: Mutex::new(Vec::new()) });
+        let task = Arc::new(TaskShared {
+            id,
+            name: Mutex::new(None),
+            space: self.clone(),
+            state: Mutex::new(state),
+            held: Mutex::new(Vec::new()),
+        });
         self.tasks.lock().insert(id, Arc::downgrade(&task));
         Ok(task)
     }

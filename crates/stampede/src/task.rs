@@ -61,6 +61,31 @@ impl Task {
         container.attach_output(self)
     }
 
+    /// Labels the task for tools: [`Runtime::graph`](crate::Runtime::graph), dashboards,
+    /// traces. Any text of at most [`NAME_BYTES_MAX`](crate::NAME_BYTES_MAX) bytes without
+    /// control characters (else `InvalidArgument`); it need not be unique.
+    pub fn set_name(&self, name: &str) -> Result<()> {
+        if name.len() > crate::NAME_BYTES_MAX || name.chars().any(char::is_control) {
+            let reason = format!(
+                "a task name is at most {} bytes without control characters, e.g. \"tracker 2\"",
+                crate::NAME_BYTES_MAX
+            );
+            return Err(Error::InvalidArgument { op: "set_name", name: format!("task {}", self.id()), reason });
+        }
+        match &self.0 {
+            Backend::Local(t) => {
+                t.set_name(name);
+                Ok(())
+            }
+            Backend::Remote(t) => t.set_name(name),
+        }
+    }
+
+    /// Its label, if it has one (remotely: as set through this handle).
+    pub fn name(&self) -> Option<String> {
+        forward!(&self.0, t => t.name())
+    }
+
     /// Ends the task now: detaches its connections (their later use fails `Closed`) and releases
     /// its claim on ts_min.
     pub fn close(&self) {

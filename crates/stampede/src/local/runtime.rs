@@ -131,6 +131,11 @@ impl Runtime {
         }
     }
 
+    /// What the runtime holds now: tasks, connections, containers ([`crate::graph`]).
+    pub fn graph(&self) -> crate::graph::Graph {
+        super::graph::graph(&self.space, None)
+    }
+
     /// Ends the node: every channel and queue is destroyed (blocked operations wake with
     /// `Closed`), every task closed. Idempotent.
     pub fn close(&self) {

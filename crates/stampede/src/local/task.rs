@@ -45,6 +45,16 @@ impl Task {
         Ok(Task { shared })
     }
 
+    /// Labels the task for tools (graphs, dashboards, traces).
+    pub fn set_name(&self, name: &str) {
+        *self.shared.name.lock() = Some(name.into());
+    }
+
+    /// Its label, if it has one.
+    pub fn name(&self) -> Option<String> {
+        self.shared.name.lock().as_deref().map(str::to_owned)
+    }
+
     /// Ends the task now: detaches its connections (their later use fails `Closed`) and releases
     /// its claim on ts_min.
     pub fn close(&self) {

@@ -157,6 +157,14 @@ impl RemoteRuntime {
         self.known.lock().clone()
     }
 
+    /// The node's graph: its tasks, connections and containers.
+    pub fn graph(&self) -> Result<crate::graph::Graph> {
+        match self.client.call(Request::Graph, None, Duration::ZERO)? {
+            (Reply::Graph(graph), _) => Ok(graph),
+            _ => Err(unexpected("graph", self.client.node())),
+        }
+    }
+
     /// Runs the node runtime's invariant check; panics with the node's report if it fails (the
     /// contract of [`crate::Runtime::check_invariants`]). A node that cannot be reached checks
     /// nothing.

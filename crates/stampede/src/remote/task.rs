@@ -30,6 +30,8 @@ pub(crate) struct TaskRef {
     closed: AtomicBool,
     /// Virtual time and visibility when last asked.
     known: Mutex<(Timestamp, Timestamp)>,
+    /// Its label, as last set through this handle.
+    name: Mutex<Option<String>>,
 }
 
 impl Drop for TaskRef {
@@ -43,7 +45,8 @@ impl Drop for TaskRef {
 impl RemoteTask {
     pub(crate) fn new(client: Arc<Client>, id: Handle, virtual_time: Timestamp) -> RemoteTask {
         let known = Mutex::new((virtual_time, virtual_time));
-        RemoteTask { inner: Arc::new(TaskRef { client, id, closed: AtomicBool::new(false), known }) }
+        let name = Mutex::new(None);
+        RemoteTask { inner: Arc::new(TaskRef { client, id, closed: AtomicBool::new(false), known, name }) }
     }
 
     /// The task's id, unique within the node's runtime.
@@ -71,6 +74,18 @@ impl RemoteTask {
     pub fn spawn(&self, virtual_time: Timestamp) -> Result<RemoteTask> {
         let handle = self.inner.client.handle(Request::Spawn { task: self.inner.id, virtual_time })?;
         Ok(RemoteTask::new(self.inner.client.clone(), handle, virtual_time))
+    }
+
+    /// Labels the task on the node (its graph shows it).
+    pub fn set_name(&self, name: &str) -> Result<()> {
+        self.inner.client.done(Request::SetTaskName { task: self.inner.id, name: name.to_owned() })?;
+        *self.inner.name.lock() = Some(name.to_owned());
+        Ok(())
+    }
+
+    /// Its label, as set through this handle.
+    pub fn name(&self) -> Option<String> {
+        self.inner.name.lock().clone()
     }
 
     /// Ends the task on the node now: its connections are detached (their later use fails

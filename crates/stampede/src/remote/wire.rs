@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 /// The wire format's version, the first byte of every message. Bump it on any change to the
 /// types below.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 
 /// Largest request header a node decodes (names are at most `NAME_BYTES_MAX` bytes; codec names
 /// and session ids are short): a request whose header does not fit is refused.
@@ -104,6 +104,13 @@ pub enum Request {
     CloseTask {
         task: Handle,
     },
+    /// Labels a task for tools.
+    SetTaskName {
+        task: Handle,
+        name: String,
+    },
+    /// The node's [`Graph`](crate::graph::Graph).
+    Graph,
     AttachInput {
         task: Handle,
         container: Handle,
@@ -259,6 +266,8 @@ impl Request {
             Request::WaitChanged { .. } => "changed",
             Request::WaitProgress { .. } => "join",
             Request::CheckInvariants => "check_invariants",
+            Request::SetTaskName { .. } => "set_name",
+            Request::Graph => "graph",
             Request::Listing { .. } => "watch",
             Request::OnReclaim { .. } => "on_reclaim",
             Request::TsMin => "ts_min",
@@ -304,6 +313,7 @@ pub enum Reply {
         claims: u64,
     },
     Count(u64),
+    Graph(crate::graph::Graph),
     Error(WireError),
 }
 

@@ -1,0 +1,81 @@
+//! [`Graph`]: what a runtime holds right now — its tasks, their connections and its channels and
+//! queues with their counters — for tools (the dashboard, `stampede ls`), embedded or remote
+//! alike ([`Runtime::graph`](crate::Runtime::graph)).
+//!
+//! A graph is a snapshot taken without stopping the runtime: each task and each container is
+//! read under its own lock, one after the other, so parts may be from slightly different
+//! instants (a connection may name a container destroyed since, a counter may have moved). It
+//! holds no claim and changes nothing. Tasks and containers come in id and name order, so two
+//! graphs of an idle runtime are equal. The types serialize with serde (the wire carries them;
+//! tools emit them as JSON).
+
+use serde::{Deserialize, Serialize};
+
+use crate::Timestamp;
+
+/// A snapshot of a runtime's tasks, connections and containers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Graph {
+    /// The node it describes (`None`: an embedded runtime that does not serve).
+    pub node: Option<String>,
+    pub ts_min: Timestamp,
+    /// Open tasks by id.
+    pub tasks: Vec<TaskView>,
+    /// Channels and queues by name.
+    pub containers: Vec<ContainerView>,
+}
+
+/// One open task.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskView {
+    pub id: u64,
+    /// Its label ([`Task::set_name`](crate::Task::set_name)), if it has one.
+    pub name: Option<String>,
+    pub virtual_time: Timestamp,
+    pub visibility: Timestamp,
+    /// Its attached connections, by id.
+    pub connections: Vec<ConnectionView>,
+}
+
+/// Which way a connection carries items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnectionKind {
+    Input,
+    Output,
+}
+
+/// One attached connection of a task.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionView {
+    pub id: u64,
+    /// The name of the channel or queue it is attached to.
+    pub container: String,
+    pub kind: ConnectionKind,
+    /// Items gotten (input) or put (output) through it so far.
+    pub items: u64,
+    /// Input only: items it let go without getting them (see
+    /// [`ConnectionStats::skipped`](stampede_core::ConnectionStats::skipped)).
+    pub skipped: u64,
+}
+
+/// One channel or queue with its bounds and counters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerView {
+    pub name: String,
+    /// `"channel"` or `"queue"`.
+    pub kind: String,
+    /// Bounds: most items and most payload bytes stored at once (`None`: unbounded).
+    pub capacity: Option<u64>,
+    pub max_bytes: Option<u64>,
+    /// Its declared codec, if any.
+    pub codec: Option<String>,
+    pub description: String,
+    pub live_items: u64,
+    pub live_bytes: u64,
+    pub puts: u64,
+    pub gets: u64,
+    pub reclaimed: u64,
+    /// Its lowest claim on ts_min, if any.
+    pub claim: Option<Timestamp>,
+}

@@ -1,0 +1,78 @@
+//! The embedded runtime's [`Graph`]: its open tasks with their connections, and its containers,
+//! each read under its own lock and none held while another is taken (the lock order of
+//! `space.rs` never comes into play).
+
+use stampede_core::{ConnectionStats, Limits, Stats};
+
+use crate::graph::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
+use crate::space::{ContainerState, Entry, Held, Shared, Space, TaskShared};
+
+/// What `space` holds now; `node` is the name it serves under, if it does.
+pub(crate) fn graph(space: &Space, node: Option<String>) -> Graph {
+    let tasks = space.open_tasks().iter().filter_map(|task| task_view(task)).collect();
+    let mut containers: Vec<ContainerView> = space.entries().iter().map(container_view).collect();
+    containers.sort_by(|a, b| a.name.cmp(&b.name));
+    Graph { node, ts_min: space.ts_min(), tasks, containers }
+}
+
+/// A task and its connections; `None` once it is closed.
+fn task_view(task: &TaskShared) -> Option<TaskView> {
+    let (virtual_time, visibility) = {
+        let state = task.state.lock();
+        if state.is_closed() {
+            return None;
+        }
+        (state.virtual_time(), state.visibility())
+    };
+    let held = task.held.lock().clone();
+    let mut connections: Vec<ConnectionView> = held.iter().filter_map(connection_view).collect();
+    connections.sort_by_key(|c| c.id);
+    let name = task.name.lock().as_deref().map(str::to_owned);
+    Some(TaskView { id: task.id, name, virtual_time, visibility, connections })
+}
+
+/// A connection as its container counts it; `None` once it is detached or its container gone.
+fn connection_view(held: &Held) -> Option<ConnectionView> {
+    let (name, kind, counts) = match held {
+        Held::ChannelInput(ch, conn) => counted(ch.upgrade()?.as_ref(), ConnectionKind::Input, *conn)?,
+        Held::ChannelOutput(ch, conn) => counted(ch.upgrade()?.as_ref(), ConnectionKind::Output, *conn)?,
+        Held::QueueInput(q, conn) => counted(q.upgrade()?.as_ref(), ConnectionKind::Input, *conn)?,
+        Held::QueueOutput(q, conn) => counted(q.upgrade()?.as_ref(), ConnectionKind::Output, *conn)?,
+    };
+    Some(ConnectionView { id: held.conn(), container: name, kind, items: counts.items, skipped: counts.skipped })
+}
+
+fn counted<S: ContainerState>(
+    shared: &Shared<S>,
+    kind: ConnectionKind,
+    conn: u64,
+) -> Option<(String, ConnectionKind, ConnectionStats)> {
+    let counts = shared.state.lock().connection_stats(conn)?;
+    Some((shared.name.to_string(), kind, counts))
+}
+
+fn container_view(entry: &Entry) -> ContainerView {
+    match entry {
+        Entry::Channel(ch) => view(ch, "channel", ch.meta.codec.as_ref().map(|c| c.name().to_owned())),
+        Entry::Queue(q) => view(q, "queue", None),
+    }
+}
+
+fn view<S: ContainerState>(shared: &Shared<S>, kind: &str, codec: Option<String>) -> ContainerView {
+    let Stats { live_items, live_bytes, puts, gets, reclaimed, claim, .. } = shared.state.lock().stats();
+    let Limits { capacity, bytes_max } = shared.limits;
+    ContainerView {
+        name: shared.name.to_string(),
+        kind: kind.to_owned(),
+        capacity: capacity.map(|n| n as u64),
+        max_bytes: bytes_max.map(|n| n as u64),
+        codec,
+        description: shared.meta.description.to_string(),
+        live_items: live_items as u64,
+        live_bytes: live_bytes as u64,
+        puts,
+        gets,
+        reclaimed,
+        claim,
+    }
+}

@@ -1,0 +1,80 @@
+//! [`Runtime::graph`]: tasks with their names, virtual times and connections, containers with
+//! their bounds and counters, and per-connection counts of items and skips — the same embedded
+//! and through a node (`STAMPEDE_CONFIGURATION`, see `configuration/mod.rs`).
+
+use std::time::Duration;
+
+use stampede::{ChannelOptions, ConnectionKind, Error, Limits, Selector, INFINITY};
+
+mod configuration;
+
+const NOW: Option<Duration> = Some(Duration::ZERO);
+
+#[test]
+fn a_pipeline_as_its_graph_shows_it() {
+    let rt = configuration::runtime();
+    let frames =
+        rt.create_channel("camera/frames", ChannelOptions::from(Limits::items(8).with_bytes(1 << 20))).unwrap();
+    let work = rt.create_queue("tracker/work", Limits::unbounded()).unwrap();
+    let digitizer = rt.task(0).unwrap();
+    digitizer.set_name("digitizer").unwrap();
+    let tracker = rt.task(INFINITY).unwrap();
+    tracker.set_name("tracker 1").unwrap();
+    assert_eq!(tracker.name().as_deref(), Some("tracker 1"));
+    let out = digitizer.attach_output(&frames).unwrap();
+    let inp = tracker.attach_input(&frames).unwrap();
+    let qout = tracker.attach_output(&work).unwrap();
+    for ts in 0..5 {
+        out.put(ts, vec![ts as u8; 10]).unwrap();
+    }
+    digitizer.set_virtual_time(5).unwrap();
+    // The freshest frame, skipping the four stale ones: what a NEWEST_UNSEEN reader does.
+    let item = inp.get(Selector::NewestUnseen, NOW).unwrap();
+    qout.put(item.ts, "job", None).unwrap(); // while frame 4 is open: the task's visibility is 4
+    inp.consume_until(item.ts).unwrap();
+
+    let graph = rt.graph().unwrap();
+    assert_eq!(graph.node.as_deref(), rt.node());
+    assert_eq!(graph.ts_min, rt.ts_min());
+    let names: Vec<_> = graph.tasks.iter().map(|t| t.name.as_deref()).collect();
+    assert_eq!(names, [Some("digitizer"), Some("tracker 1")]);
+    let d = &graph.tasks[0];
+    assert_eq!((d.id, d.virtual_time, d.visibility), (digitizer.id(), 5, 5));
+    assert_eq!(d.connections.len(), 1);
+    let c = &d.connections[0];
+    assert_eq!((c.container.as_str(), c.kind, c.items, c.skipped), ("camera/frames", ConnectionKind::Output, 5, 0));
+    let t = &graph.tasks[1];
+    let counts: Vec<_> = t.connections.iter().map(|c| (c.container.as_str(), c.kind, c.items, c.skipped)).collect();
+    assert_eq!(
+        counts,
+        [("camera/frames", ConnectionKind::Input, 1, 4), ("tracker/work", ConnectionKind::Output, 1, 0)]
+    );
+
+    let names: Vec<_> = graph.containers.iter().map(|c| (c.name.as_str(), c.kind.as_str())).collect();
+    assert_eq!(names, [("camera/frames", "channel"), ("tracker/work", "queue")]);
+    let ch = &graph.containers[0];
+    let stats = frames.stats();
+    assert_eq!((ch.capacity, ch.max_bytes), (Some(8), Some(1 << 20)));
+    assert_eq!((ch.live_items, ch.puts, ch.gets, ch.reclaimed), (stats.live_items as u64, 5, 1, stats.reclaimed));
+    assert_eq!((graph.ts_min, ch.live_items, ch.reclaimed), (4, 1, 4), "the queued job at 4 holds ts_min at 4");
+    assert_eq!(graph.containers[1].live_items, 1);
+
+    // A closed task and a detached connection leave the graph.
+    inp.detach();
+    digitizer.close();
+    let graph = rt.graph().unwrap();
+    assert_eq!(graph.tasks.len(), 1);
+    assert_eq!(graph.tasks[0].connections.len(), 1, "only the queue output is left");
+}
+
+#[test]
+fn a_task_name_is_bounded_text() {
+    let rt = configuration::runtime();
+    let task = rt.task(0).unwrap();
+    for bad in ["line\nbreak".to_owned(), "x".repeat(stampede::NAME_BYTES_MAX + 1)] {
+        assert!(matches!(task.set_name(&bad), Err(Error::InvalidArgument { .. })), "{bad:?}");
+    }
+    assert_eq!(task.name(), None, "a refused name is not kept");
+    task.set_name("hi-fi tracker (person 3)").unwrap();
+    assert_eq!(rt.graph().unwrap().tasks[0].name.as_deref(), Some("hi-fi tracker (person 3)"));
+}
