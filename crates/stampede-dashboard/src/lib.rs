@@ -28,10 +28,12 @@
 //!
 //! # Guarantees
 //!
-//! - **It does not hold GC back.** Its one task (virtual time `INFINITY`, named `dashboard`)
-//!   reads the image channel with `NEWEST_UNSEEN` and consumes up to the frame it got at once;
-//!   overlay items are consumed up to the frame's timestamp at once and, whatever their
-//!   timestamp, by the next refresh. It never waits on a get (timeout 0).
+//! - **It does not hold GC back.** Its one task (named `dashboard`, virtual time `INFINITY`
+//!   once attached) reads the image channel with `NEWEST_UNSEEN` and consumes up to the frame
+//!   it got at once; overlay items are consumed up to the frame's timestamp at once and,
+//!   whatever their timestamp, by the next refresh. It never waits on a get (timeout 0). When
+//!   a channel it reads appears, it attaches from a new task created at ts_min (so that the
+//!   frame already there is shown) and closes the old one.
 //! - **Everything is bounded**: WebSocket clients ([`WS_CLIENTS_MAX`]), frame size
 //!   ([`FRAME_BYTES_MAX`], [`FRAME_SIDE_MAX`]), overlays ([`OVERLAYS_MAX`], [`OVERLAY_BYTES_MAX`],
 //!   [`BOXES_MAX`]), what a client may send ([`CLIENT_MESSAGE_BYTES_MAX`]), rows in a snapshot
@@ -154,7 +156,7 @@ impl Dashboard {
         let address = listener.local_addr().map_err(|e| refused(e.to_string()))?;
 
         let clients = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let sampler = Arc::new(Mutex::new(sampler::Sampler::new(runtime, &options, clients.clone())?));
+        let sampler = Arc::new(Mutex::new(sampler::Sampler::new(runtime, &options, clients.clone())));
         let (updates_tx, updates_rx) = tokio::sync::watch::channel(None);
         let (sampler_stop, stop_rx) = mpsc::channel();
         let sampler_thread = {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use axum::extract::ws::Utf8Bytes;
 use bytes::Bytes;
-use stampede::{ChannelInput, Container, Error, Item, Runtime, Selector, Task, Timestamp, INFINITY, TS_MAX};
+use stampede::{Channel, ChannelInput, Container, Error, Item, Runtime, Selector, Task, Timestamp, INFINITY, TS_MAX};
 
 use crate::image::{decode_frame, decode_overlay, Frame};
 use crate::snapshot::{build, Context, ImageState, OverlayState, Rates, Ts};
@@ -38,17 +38,43 @@ pub(crate) struct FrameMessage {
     pub message: Bytes,
 }
 
-/// The image channel and what was last seen on it.
-struct ImageSource {
+/// A channel the dashboard reads, and its connection.
+struct Source {
     name: String,
+    /// The channel once looked up (`None`: not yet, or destroyed since).
+    channel: Option<Channel>,
+    /// The dashboard task's input connection on it.
     input: Option<ChannelInput>,
+    /// `"waiting"`, `"ok"` or `"error"`, and what is wrong or awaited.
     status: &'static str,
     message: Option<String>,
 }
 
+impl Source {
+    fn new(name: &str) -> Source {
+        Source {
+            name: name.to_owned(),
+            channel: None,
+            input: None,
+            status: "waiting",
+            message: Some(format!("waiting for channel \"{name}\" to be created")),
+        }
+    }
+
+    fn set(&mut self, status: &'static str, message: Option<String>) {
+        (self.status, self.message) = (status, message);
+    }
+
+    /// Forgets the channel after `Closed` or `NotFound`: it is looked up again next refresh.
+    fn lost(&mut self, e: &Error) {
+        (self.channel, self.input) = (None, None);
+        self.set("waiting", Some(format!("{e}; waiting for it to be created again")));
+    }
+}
+
 /// An overlay channel and the boxes drawn from it.
 struct OverlaySource {
-    input: Option<ChannelInput>,
+    source: Source,
     state: OverlayState,
     /// The newest timestamp present at the previous refresh: consumed at this one.
     newest_seen: Option<Timestamp>,
@@ -60,9 +86,9 @@ pub(crate) struct Sampler {
     /// WebSocket clients connected now (counted by the server).
     clients: Arc<AtomicUsize>,
     rates: Rates,
-    /// The dashboard's task (virtual time INFINITY), if it reads an image or overlays.
+    /// The dashboard's task (virtual time INFINITY), once it reads something.
     task: Option<Task>,
-    image: Option<ImageSource>,
+    image: Option<Source>,
     overlays: Vec<OverlaySource>,
     /// The frame shown and its sequence number.
     frame: Option<(Frame, u64)>,
@@ -70,46 +96,32 @@ pub(crate) struct Sampler {
 }
 
 impl Sampler {
-    pub(crate) fn new(
-        runtime: Runtime,
-        options: &DashboardOptions,
-        clients: Arc<AtomicUsize>,
-    ) -> stampede::Result<Sampler> {
-        let reads = options.image.is_some() || !options.overlays.is_empty();
-        let task = if reads { Some(runtime.task(INFINITY)?) } else { None };
-        if let Some(task) = &task {
-            task.set_name(TASK_NAME)?;
-        }
-        let image = options.image.as_ref().map(|name| ImageSource {
-            name: name.clone(),
-            input: None,
-            status: "waiting",
-            message: Some(format!("waiting for channel \"{name}\"")),
-        });
+    pub(crate) fn new(runtime: Runtime, options: &DashboardOptions, clients: Arc<AtomicUsize>) -> Sampler {
         let overlays = options
             .overlays
             .iter()
             .map(|name| OverlaySource {
-                input: None,
+                source: Source::new(name),
                 state: OverlayState { channel: name.clone(), ..OverlayState::default() },
                 newest_seen: None,
             })
             .collect();
-        Ok(Sampler {
+        Sampler {
             runtime,
             refresh: options.refresh,
             clients,
             rates: Rates::new(options.refresh / 2),
-            task,
-            image,
+            task: None,
+            image: options.image.as_deref().map(Source::new),
             overlays,
             frame: None,
             frames_taken: 0,
-        })
+        }
     }
 
     /// One refresh: the newest frame, its overlays, a snapshot.
     pub(crate) fn tick(&mut self) -> Update {
+        self.attach_missing();
         self.poll_image();
         self.poll_overlays();
         let frame = self.frame.as_ref().map(|(frame, seq)| FrameMessage { seq: *seq, message: frame.message.clone() });
@@ -135,16 +147,26 @@ impl Sampler {
 
     /// Closes the dashboard's task: its connections detach and its claims go.
     pub(crate) fn close(&mut self) {
-        self.image.iter_mut().for_each(|image| image.input = None);
-        self.overlays.iter_mut().for_each(|overlay| overlay.input = None);
+        for source in self.sources() {
+            source.input = None;
+        }
         if let Some(task) = self.task.take() {
             task.close();
         }
     }
 
+    fn sources(&mut self) -> impl Iterator<Item = &mut Source> {
+        self.image.iter_mut().chain(self.overlays.iter_mut().map(|overlay| &mut overlay.source))
+    }
+
     fn image_state(&self) -> Option<ImageState> {
         let image = self.image.as_ref()?;
         let frame = self.frame.as_ref().map(|(frame, _)| frame);
+        let overlays = self
+            .overlays
+            .iter()
+            .map(|o| OverlayState { message: o.source.message.clone(), ..o.state.clone() })
+            .collect();
         Some(ImageState {
             channel: image.name.clone(),
             status: image.status,
@@ -154,73 +176,103 @@ impl Sampler {
             height: frame.map_or(0, |f| f.height),
             channels: frame.map_or(0, |f| f.channels),
             frames: self.frames_taken,
-            overlays: self.overlays.iter().map(|o| o.state.clone()).collect(),
+            overlays,
         })
+    }
+
+    /// Looks up the channels not attached yet; if any is found, attaches every channel known
+    /// to a new task.
+    ///
+    /// A new task because of SPEC §2: attaching consumes, on the new connection, every item
+    /// below the task's visibility — all of them for a task at INFINITY, so a frame already in
+    /// the channel would never be shown. So the task is created at the current ts_min (where
+    /// attaching consumes nothing that can still be gotten), attaches, then moves to INFINITY;
+    /// the old task, if any, is closed after.
+    fn attach_missing(&mut self) {
+        let runtime = self.runtime.clone();
+        let mut found = false;
+        for source in self.sources().filter(|source| source.input.is_none()) {
+            match lookup(&runtime, &source.name) {
+                Ok(channel) => {
+                    source.channel = Some(channel);
+                    found = true;
+                }
+                Err((status, message)) => source.set(status, Some(message)),
+            }
+        }
+        if !found {
+            return;
+        }
+        let task = match task_at_ts_min(&runtime) {
+            Ok(task) => task,
+            Err(e) => {
+                for source in self.sources().filter(|source| source.input.is_none()) {
+                    source.set("error", Some(format!("cannot start the dashboard's task: {e}")));
+                }
+                return;
+            }
+        };
+        for source in self.sources() {
+            let Some(channel) = &source.channel else { continue };
+            match task.attach_input(channel) {
+                Ok(input) => {
+                    source.input = Some(input);
+                    if source.status == "waiting" {
+                        source.set("waiting", Some(format!("no item in \"{}\" yet", source.name)));
+                    }
+                }
+                Err(e) => source.lost(&e),
+            }
+        }
+        for overlay in &mut self.overlays {
+            overlay.newest_seen = None;
+        }
+        if let Err(e) = task.set_virtual_time(INFINITY) {
+            // Cannot happen (nothing is open on a new task); if it does, do not hold ts_min.
+            task.close();
+            for source in self.sources() {
+                source.input = None;
+                source.set("error", Some(format!("the dashboard's task: {e}")));
+            }
+            return;
+        }
+        if let Some(old) = self.task.replace(task) {
+            old.close();
+        }
     }
 
     /// Takes the newest unseen frame, if any, and consumes everything up to it.
     fn poll_image(&mut self) {
-        let (Some(task), Some(image)) = (&self.task, &mut self.image) else { return };
-        if image.input.is_none() {
-            match attach(&self.runtime, task, &image.name) {
-                Ok(input) => image.input = Some(input),
-                Err((status, message)) => {
-                    (image.status, image.message) = (status, Some(message));
-                    return;
-                }
-            }
-        }
+        let Some(image) = &mut self.image else { return };
         let Some(input) = &image.input else { return };
         let item = match input.get(Selector::NewestUnseen, Some(Duration::ZERO)) {
             Ok(item) => item,
-            Err(Error::NotAvailable { .. }) => {
-                if self.frame.is_none() && image.status == "waiting" {
-                    image.message = Some(format!("no frame in \"{}\" yet", image.name));
-                }
-                return;
-            }
-            Err(e @ (Error::Closed { .. } | Error::NotFound { .. })) => {
-                image.input = None;
-                (image.status, image.message) = ("waiting", Some(format!("{e}; waiting for it to be created again")));
-                return;
-            }
-            Err(e) => {
-                (image.status, image.message) = ("error", Some(e.to_string()));
-                return;
-            }
+            Err(Error::NotAvailable { .. }) => return,
+            Err(e @ (Error::Closed { .. } | Error::NotFound { .. })) => return image.lost(&e),
+            Err(e) => return image.set("error", Some(e.to_string())),
         };
         let consumed = input.consume_until(item.ts);
         match decode_frame(&image.name, &item) {
             Ok(frame) => {
                 self.frames_taken += 1;
                 self.frame = Some((frame, self.frames_taken));
-                (image.status, image.message) = ("ok", None);
+                image.set("ok", None);
             }
             Err(why) => {
                 self.frame = None;
-                (image.status, image.message) = ("error", Some(why));
+                image.set("error", Some(why));
             }
         }
         if let Err(e) = consumed {
-            (image.status, image.message) = ("error", Some(e.to_string()));
+            image.set("error", Some(e.to_string()));
         }
     }
 
     /// For each overlay channel: the item at the frame's timestamp (else the newest below it),
     /// then consumes what it may.
     fn poll_overlays(&mut self) {
-        let Some(task) = &self.task else { return };
         let frame_ts = self.frame.as_ref().map(|(frame, _)| frame.ts);
         for overlay in &mut self.overlays {
-            if overlay.input.is_none() {
-                match attach(&self.runtime, task, &overlay.state.channel) {
-                    Ok(input) => overlay.input = Some(input),
-                    Err((_, message)) => {
-                        overlay.state.message = Some(message);
-                        continue;
-                    }
-                }
-            }
             if let Some(ts) = frame_ts {
                 overlay.read_for(ts);
             }
@@ -232,14 +284,14 @@ impl Sampler {
 impl OverlaySource {
     /// Reads the overlay for the frame at `frame_ts`, unless it already has it.
     fn read_for(&mut self, frame_ts: Timestamp) {
-        let Some(input) = &self.input else { return };
+        let Some(input) = &self.source.input else { return };
         if self.state.exact && self.state.ts == Some(Ts(frame_ts)) {
             return;
         }
         match input.get(Selector::At(frame_ts), Some(Duration::ZERO)) {
             Ok(item) => self.show(&item, true),
             Err(Error::NotAvailable { previous: Some(previous), .. }) => {
-                let newer = self.state.ts.map_or(true, |Ts(shown)| shown < previous);
+                let newer = !matches!(self.state.ts, Some(Ts(shown)) if shown >= previous);
                 if newer {
                     if let Ok(item) = input.get(Selector::At(previous), Some(Duration::ZERO)) {
                         self.show(&item, false);
@@ -247,24 +299,21 @@ impl OverlaySource {
                 }
             }
             Err(Error::NotAvailable { .. } | Error::AlreadyConsumed { .. } | Error::Reclaimed { .. }) => {}
-            Err(e @ (Error::Closed { .. } | Error::NotFound { .. })) => {
-                self.input = None;
-                self.state.message = Some(format!("{e}; waiting for it to be created again"));
-            }
-            Err(e) => self.state.message = Some(e.to_string()),
+            Err(e @ (Error::Closed { .. } | Error::NotFound { .. })) => self.source.lost(&e),
+            Err(e) => self.source.set("error", Some(e.to_string())),
         }
     }
 
     fn show(&mut self, item: &Item, exact: bool) {
-        match decode_overlay(&self.state.channel, item) {
+        match decode_overlay(&self.source.name, item) {
             Ok((boxes, dropped)) => {
                 self.state.boxes = boxes;
                 self.state.dropped = dropped;
-                self.state.message = None;
+                self.source.set("ok", None);
             }
             Err(why) => {
                 self.state.boxes.clear();
-                self.state.message = Some(why);
+                self.source.set("error", Some(why));
             }
         }
         self.state.ts = Some(Ts(item.ts));
@@ -274,25 +323,24 @@ impl OverlaySource {
     /// Consumes up to the frame's timestamp and what was present at the previous refresh, then
     /// notes the newest timestamp present now.
     fn release(&mut self, frame_ts: Option<Timestamp>) {
-        let Some(input) = &self.input else { return };
-        if let Some(upto) = frame_ts.max(self.newest_seen) {
-            if let Err(e) = input.consume_until(upto) {
-                self.state.message = Some(e.to_string());
-            }
-        }
+        let Some(input) = &self.source.input else { return };
+        let consumed = frame_ts.max(self.newest_seen).map_or(Ok(()), |upto| input.consume_until(upto));
         // The newest item present and not consumed here: the neighbour below TS_MAX.
         self.newest_seen = match input.get(Selector::At(TS_MAX), Some(Duration::ZERO)) {
             Ok(item) => Some(item.ts),
             Err(Error::NotAvailable { previous, .. }) => previous,
             Err(_) => None,
         };
+        if let Err(e) = consumed {
+            self.source.set("error", Some(e.to_string()));
+        }
     }
 }
 
-/// An input connection of the dashboard's task on the channel `name`, or (status, message).
-fn attach(runtime: &Runtime, task: &Task, name: &str) -> Result<ChannelInput, (&'static str, String)> {
+/// The channel called `name`, or (status, message) saying why not.
+fn lookup(runtime: &Runtime, name: &str) -> Result<Channel, (&'static str, String)> {
     match runtime.lookup(name) {
-        Ok(Container::Channel(channel)) => task.attach_input(&channel).map_err(|e| ("error", e.to_string())),
+        Ok(Container::Channel(channel)) => Ok(channel),
         Ok(Container::Queue(_)) => Err((
             "error",
             format!("\"{name}\" is a queue; the dashboard reads channels (a queue's items go to one getter)"),
@@ -300,6 +348,34 @@ fn attach(runtime: &Runtime, task: &Task, name: &str) -> Result<ChannelInput, (&
         Err(Error::NotFound { .. }) => Err(("waiting", format!("waiting for channel \"{name}\" to be created"))),
         Err(e) => Err(("error", e.to_string())),
     }
+}
+
+/// Most attempts at creating a task at ts_min while ts_min moves.
+const TASK_ATTEMPTS_MAX: usize = 8;
+
+/// A new task named [`TASK_NAME`] at the current ts_min (retried if ts_min moves past it
+/// meanwhile; at INFINITY if it keeps moving).
+fn task_at_ts_min(runtime: &Runtime) -> stampede::Result<Task> {
+    let mut task = None;
+    for _ in 0..TASK_ATTEMPTS_MAX {
+        match runtime.task(runtime.ts_min()) {
+            Ok(created) => {
+                task = Some(created);
+                break;
+            }
+            Err(Error::BelowVisibility { .. }) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    let task = match task {
+        Some(task) => task,
+        None => runtime.task(INFINITY)?,
+    };
+    if let Err(e) = task.set_name(TASK_NAME) {
+        task.close();
+        return Err(e);
+    }
+    Ok(task)
 }
 
 /// The sampling loop: one tick per `refresh` until `stop` says so (or its sender is gone);
