@@ -4,9 +4,12 @@
 //! - `stampede ls [prefix] --connect <endpoint>` — lists the names on a node (see [`ls`]).
 //! - `stampede tail <name> --connect <endpoint>` — follows a channel, one line per item (see
 //!   [`tail`]).
+//! - `stampede dashboard --connect <endpoint> [--port <port>]` — serves a live web dashboard of a
+//!   node's runtime (see [`dashboard`]); `stampede serve --dashboard <port>` serves one of its own.
 //!
 //! Errors are printed as `stampede: <message>` on stderr with exit status 1; usage errors exit 2.
 
+mod dashboard;
 mod ls;
 mod serve;
 mod tail;
@@ -45,6 +48,31 @@ enum Command {
         /// Largest payload of one put.
         #[arg(long, value_name = "BYTES", default_value_t = PAYLOAD_BYTES_MAX_DEFAULT)]
         max_payload_bytes: usize,
+        /// Also serve a live web dashboard of the node on this port (0: any free port); prints
+        /// `dashboard on <url>`.
+        #[arg(long, value_name = "PORT")]
+        dashboard: Option<u16>,
+        #[command(flatten)]
+        page: dashboard::Page,
+    },
+    /// Serves a live web dashboard of a node's runtime until Ctrl-C or SIGTERM: tasks,
+    /// connections and channels with their counters and rates, and an image with overlays.
+    /// Prints `dashboard on <url>`.
+    Dashboard {
+        /// The node's endpoint.
+        #[arg(long, value_name = "ENDPOINT")]
+        connect: String,
+        /// The node to show, reached through the one at --connect (default: that one).
+        #[arg(long)]
+        node: Option<String>,
+        /// Port to serve the page on (0: any free port).
+        #[arg(long, default_value_t = 8080)]
+        port: u16,
+        #[command(flatten)]
+        page: dashboard::Page,
+        /// Seconds to keep trying to reach the node.
+        #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
+        timeout: f64,
     },
     /// Lists the names of the channels and queues on a node, one per line.
     Ls {
@@ -89,12 +117,22 @@ fn seconds(text: &str) -> Result<f64, String> {
 
 fn main() -> ExitCode {
     let done = match Cli::parse().command {
-        Command::Serve { listen, connect, name, liveliness_timeout, max_payload_bytes } => serve::run(serve::Options {
-            listen,
-            connect,
-            name,
-            liveliness_timeout: Duration::from_secs_f64(liveliness_timeout),
-            payload_bytes_max: max_payload_bytes,
+        Command::Serve { listen, connect, name, liveliness_timeout, max_payload_bytes, dashboard, page } => {
+            serve::run(serve::Options {
+                listen,
+                connect,
+                name,
+                liveliness_timeout: Duration::from_secs_f64(liveliness_timeout),
+                payload_bytes_max: max_payload_bytes,
+                dashboard: dashboard.map(|port| (port, page)),
+            })
+        }
+        Command::Dashboard { connect, node, port, page, timeout } => dashboard::run(dashboard::Options {
+            endpoint: connect,
+            node,
+            port,
+            page,
+            timeout: Duration::from_secs_f64(timeout),
         }),
         Command::Ls { prefix, connect, timeout } => ls::run(&prefix, &connect, Duration::from_secs_f64(timeout)),
         Command::Tail { name, connect, node, count, timeout } => {

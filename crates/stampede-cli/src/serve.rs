@@ -2,7 +2,8 @@
 //!
 //! Prints exactly `listening on <endpoint>` per endpoint, flushed, once the node is on the fabric;
 //! on the signal it closes the node (client sessions end, their claims are released) and the
-//! runtime, and exits 0.
+//! runtime, and exits 0. With `--dashboard <port>` it also serves a dashboard of its runtime and
+//! prints `dashboard on <url>` after the endpoints.
 
 use std::io::Write;
 use std::time::Duration;
@@ -17,6 +18,8 @@ pub struct Options {
     pub name: String,
     pub liveliness_timeout: Duration,
     pub payload_bytes_max: usize,
+    /// Serve a dashboard of the node's runtime on this port (0: any free port), and what it shows.
+    pub dashboard: Option<(u16, crate::dashboard::Page)>,
 }
 
 /// Serves until a signal; the node's or the signal handler's error otherwise.
@@ -40,7 +43,21 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         }
         out.flush()?;
     }
+    let dashboard = match options.dashboard {
+        Some((port, page)) => match crate::dashboard::serve(&runtime, page.options(port)) {
+            Ok(dashboard) => Some(dashboard),
+            Err(e) => {
+                node.close();
+                runtime.close();
+                return Err(e);
+            }
+        },
+        None => None,
+    };
     let waited = wait_for_signal();
+    if let Some(dashboard) = dashboard {
+        dashboard.close();
+    }
     node.close();
     runtime.close();
     waited?;
@@ -48,7 +65,7 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Blocks until Ctrl-C (SIGINT) or SIGTERM.
-fn wait_for_signal() -> std::io::Result<()> {
+pub fn wait_for_signal() -> std::io::Result<()> {
     let signals = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     signals.block_on(async {
         #[cfg(unix)]

@@ -1,0 +1,82 @@
+//! `stampede dashboard --connect <endpoint>`: a live web dashboard of a node's runtime (see
+//! `docs/DASHBOARD.md`), served until Ctrl-C or SIGTERM; and the dashboard options `stampede
+//! serve --dashboard <port>` shares.
+//!
+//! Prints exactly `dashboard on <url>`, flushed, once the page is served.
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use stampede::{connect, connect_to, Runtime};
+use stampede_dashboard::{Dashboard, DashboardOptions};
+
+/// What the page shows and where, as given on the command line.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Page {
+    /// Address the dashboard listens on (127.0.0.1: this machine only).
+    #[arg(long = "dashboard-host", value_name = "ADDRESS", default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// A channel of npy uint8 frames, (H, W), (H, W, 3) or (H, W, 4), to show.
+    #[arg(long, value_name = "CHANNEL")]
+    pub image: Option<String>,
+    /// A channel of JSON boxes ({"boxes": [{"x", "y", "w", "h", "label", "color"}]}) drawn over
+    /// the image. Repeatable.
+    #[arg(long = "overlay", value_name = "CHANNEL")]
+    pub overlays: Vec<String>,
+    /// Seconds between page updates.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.2, value_parser = crate::seconds)]
+    pub refresh: f64,
+}
+
+impl Page {
+    /// The dashboard's options on `port`.
+    pub fn options(&self, port: u16) -> DashboardOptions {
+        DashboardOptions {
+            host: self.host,
+            port,
+            image: self.image.clone(),
+            overlays: self.overlays.clone(),
+            refresh: Duration::from_secs_f64(self.refresh),
+        }
+    }
+}
+
+/// What `dashboard` was asked for.
+pub struct Options {
+    pub endpoint: String,
+    pub node: Option<String>,
+    pub port: u16,
+    pub page: Page,
+    pub timeout: Duration,
+}
+
+/// Serves the dashboard of the node at `endpoint` until a signal.
+pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
+    let runtime = match &options.node {
+        Some(node) => connect_to(&options.endpoint, node, Some(options.timeout))?,
+        None => connect(&options.endpoint, Some(options.timeout))?,
+    };
+    let served = serve(&runtime, options.page.options(options.port));
+    let dashboard = match served {
+        Ok(dashboard) => dashboard,
+        Err(e) => {
+            runtime.close();
+            return Err(e);
+        }
+    };
+    let waited = crate::serve::wait_for_signal();
+    dashboard.close();
+    runtime.close();
+    waited?;
+    Ok(())
+}
+
+/// Starts a dashboard of `runtime` and prints `dashboard on <url>`.
+pub fn serve(runtime: &Runtime, options: DashboardOptions) -> Result<Dashboard, Box<dyn std::error::Error>> {
+    let dashboard = Dashboard::serve(runtime.clone(), options)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "dashboard on {}", dashboard.url())?;
+    out.flush()?;
+    Ok(dashboard)
+}

@@ -1,0 +1,169 @@
+//! `stampede serve --dashboard <port>` and `stampede dashboard --connect <endpoint>` as real
+//! processes: each prints `dashboard on <url>`, the page's snapshot shows the node's channels,
+//! and SIGTERM ends it with status 0.
+//!
+//! Every wait is bounded by [`WAIT`]; every process is killed when its guard drops, and by the
+//! watchdog before it aborts a hung test.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use stampede::Limits;
+
+#[path = "../../stampede/tests/support/mod.rs"]
+mod shared;
+
+const WATCHDOG: Duration = Duration::from_secs(120);
+/// Longest wait for a line, a node or a condition.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Processes started by this test binary and not yet reaped, for the watchdog.
+static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+fn with_watchdog<T>(test: &'static str, body: impl FnOnce() -> T) -> T {
+    shared::with_watchdog_for(test, WATCHDOG, kill_children, body)
+}
+
+fn kill_children() {
+    for pid in CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+    }
+}
+
+/// A `stampede` process, killed and reaped when dropped; its stdout read line by line.
+struct Process {
+    child: Child,
+    lines: Receiver<String>,
+}
+
+impl Process {
+    fn spawn(args: &[&str]) -> Process {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_stampede"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("stampede starts");
+        CHILDREN.lock().unwrap().push(child.id());
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (send, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Process { child, lines }
+    }
+
+    /// The next line of stdout, within [`WAIT`].
+    fn line(&self) -> String {
+        self.lines.recv_timeout(WAIT).expect("a line from the process in time")
+    }
+
+    /// The address in a `dashboard on http://<address>/` line.
+    fn dashboard_address(&self) -> SocketAddr {
+        let line = self.line();
+        let url = line.strip_prefix("dashboard on ").unwrap_or_else(|| panic!("unexpected line {line:?}"));
+        let address = url.strip_prefix("http://").and_then(|rest| rest.strip_suffix('/')).expect("an http URL");
+        address.parse().expect("host:port")
+    }
+
+    /// SIGTERM, then the exit status (within [`WAIT`]).
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the process did not exit within {WAIT:?}");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).retain(|&pid| pid != self.child.id());
+    }
+}
+
+/// `GET path`: status and body.
+fn http_get(address: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect_timeout(&address, WAIT).expect("the dashboard accepts");
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, response.split_once("\r\n\r\n").map_or("", |(_, body)| body).to_owned())
+}
+
+/// Polls `/api/snapshot` until it mentions `text`.
+fn snapshot_mentioning(address: SocketAddr, text: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (status, body) = http_get(address, "/api/snapshot");
+        assert_eq!(status, 200, "{body}");
+        if body.contains(text) {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "no {text} in the snapshot within {WAIT:?}: {body}");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn unix_endpoint(dir: &tempfile::TempDir) -> String {
+    format!("unixsock-stream/{}", dir.path().join("node.sock").display())
+}
+
+/// `stampede serve --dashboard 0` serves the page of its own runtime after its endpoints.
+#[test]
+fn serve_with_a_dashboard() {
+    with_watchdog("serve_with_a_dashboard", || {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = unix_endpoint(&dir);
+        let mut node = Process::spawn(&["serve", "--listen", &endpoint, "--dashboard", "0", "--image", "camera/left"]);
+        assert_eq!(node.line(), format!("listening on {endpoint}"));
+        let address = node.dashboard_address();
+        let (status, page) = http_get(address, "/");
+        assert!(status == 200 && page.contains("id=\"channels\""), "{status} {page}");
+
+        let client = stampede::connect(&endpoint, Some(WAIT)).unwrap();
+        client.create_channel("camera/left", Limits::items(4)).unwrap();
+        let snapshot = snapshot_mentioning(address, "\"name\":\"camera/left\"");
+        assert!(snapshot.contains("\"status\":\"waiting\""), "no frame yet: {snapshot}");
+        client.close();
+        assert!(node.terminate().success());
+    });
+}
+
+/// `stampede dashboard --connect <endpoint> --port 0` serves the page of a remote node.
+#[test]
+fn dashboard_of_a_remote_node() {
+    with_watchdog("dashboard_of_a_remote_node", || {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = unix_endpoint(&dir);
+        let node = Process::spawn(&["serve", "--listen", &endpoint, "--name", "kiosk"]);
+        assert_eq!(node.line(), format!("listening on {endpoint}"));
+        let client = stampede::connect(&endpoint, Some(WAIT)).unwrap();
+        client.create_channel("tracker/boxes", Limits::unbounded()).unwrap();
+
+        let mut dashboard = Process::spawn(&["dashboard", "--connect", &endpoint, "--port", "0", "--refresh", "0.05"]);
+        let address = dashboard.dashboard_address();
+        let snapshot = snapshot_mentioning(address, "\"name\":\"tracker/boxes\"");
+        assert!(snapshot.contains("\"node\":\"kiosk\""), "{snapshot}");
+        assert!(dashboard.terminate().success());
+        client.close();
+    });
+}
