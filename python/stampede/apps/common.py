@@ -1,0 +1,202 @@
+"""What the applications share: named tasks, stage counters, the progress line, the run loop and
+the summary.
+
+Guarantees:
+
+- :func:`task` and :func:`spawn` pass ``name=`` to the runtime when it accepts one and fall back
+  to an unnamed task when it does not (``TypeError``), so the applications run on both.
+- :class:`Stage` counters are safe to update from the stage's thread and read from the monitor.
+- :func:`run` drives an application: it samples the live items and bytes of the application's
+  channels ten times a second (keeping the peaks), prints one progress line per second on stderr,
+  stops on ``seconds`` or Ctrl-C (the first Ctrl-C stops the sources and lets the pipeline drain;
+  the summary is printed all the same), and joins every thread it was given, each with a bound.
+- :func:`print_summary` prints human-readable lines and ends stdout with ONE JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import stampede
+
+#: How often the monitor samples the channels' live items, in seconds.
+SAMPLE_S = 0.1
+#: Longest wait for one thread to end once the sources stopped (a hung stage is reported, not waited on).
+JOIN_S = 10.0
+
+
+def task(rt: stampede.Runtime, virtual_time: int, name: str) -> stampede.Task:
+    """A root task named ``name`` if the runtime names tasks (SPEC §15 will), else unnamed."""
+    try:
+        return rt.task(virtual_time=virtual_time, name=name)  # type: ignore[call-arg]
+    except TypeError:
+        return rt.task(virtual_time=virtual_time)
+
+
+def spawn(parent: stampede.Task, virtual_time: int, name: str) -> stampede.Task:
+    """A child of ``parent`` named ``name`` if the runtime names tasks, else unnamed."""
+    try:
+        return parent.spawn(virtual_time, name=name)  # type: ignore[call-arg]
+    except TypeError:
+        return parent.spawn(virtual_time)
+
+
+@dataclass
+class Stage:
+    """Counters of one pipeline stage: items it processed and timestamps it skipped."""
+
+    name: str
+    processed: int = 0
+    skipped: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def done(self, n: int = 1, skipped: int = 0) -> None:
+        with self._lock:
+            self.processed += n
+            self.skipped += skipped
+
+
+@dataclass
+class Errors:
+    """Distances (pixels) between a tracker's estimate and the ground truth."""
+
+    count: int = 0
+    total_px: float = 0.0
+    max_px: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, px: float) -> None:
+        with self._lock:
+            self.count += 1
+            self.total_px += px
+            self.max_px = max(self.max_px, px)
+
+    def summary(self) -> dict:
+        mean = self.total_px / self.count if self.count else None
+        return {
+            "mean": None if mean is None else round(mean, 3),
+            "max": round(self.max_px, 3) if self.count else None,
+            "samples": self.count,
+        }
+
+
+class Monitor:
+    """Samples the live items and bytes of every channel under ``prefix`` (the sum, and the peak
+    of the sum), from the monitor's thread only."""
+
+    def __init__(self, rt: stampede.Runtime, prefix: str) -> None:
+        self.rt, self.prefix = rt, prefix
+        self.peak_live_items = 0
+        self.peak_live_bytes = 0
+        self.live_items = 0
+        self.live_bytes = 0
+        self.peak_by_channel: dict[str, int] = {}
+
+    def sample(self) -> None:
+        items = nbytes = 0
+        for name in self.rt.names(self.prefix):
+            try:
+                container = self.rt.lookup(name)
+                stats = container.stats()
+            except stampede.StampedeError:
+                continue  # destroyed between names() and stats(): a tracker that ended
+            if not isinstance(container, stampede.Channel):
+                continue
+            items += stats["live_items"]
+            nbytes += stats["live_bytes"]
+            key = name if not name.startswith(f"{self.prefix}tracks/") else f"{self.prefix}tracks/*"
+            self.peak_by_channel[key] = max(self.peak_by_channel.get(key, 0), stats["live_items"])
+        self.live_items, self.live_bytes = items, nbytes
+        self.peak_live_items = max(self.peak_live_items, items)
+        self.peak_live_bytes = max(self.peak_live_bytes, nbytes)
+
+
+def run(
+    threads: list[threading.Thread],
+    stop: threading.Event,
+    monitor: Monitor,
+    stages: Iterable[Stage],
+    seconds: float | None,
+    progress: bool = True,
+    extra: Callable[[], str] | None = None,
+    sources: int = 1,
+) -> tuple[float, bool]:
+    """Starts ``threads``, samples and reports until ``seconds`` pass, Ctrl-C, or every thread
+    ends; sets ``stop`` (the sources watch it), then joins the threads. The first ``sources``
+    threads are the sources: the run's duration is theirs. Returns (elapsed seconds, interrupted)."""
+    stages = list(stages)
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    interrupted = False
+    last_report, last_counts = start, {s.name: 0 for s in stages}
+    elapsed = 0.0
+    try:
+        while any(t.is_alive() for t in threads[:sources]):
+            now = time.monotonic()
+            if seconds is not None and now - start >= seconds:
+                break
+            stop.wait(SAMPLE_S)
+            monitor.sample()
+            now = time.monotonic()
+            if progress and now - last_report >= 1.0:
+                dt = now - last_report
+                rates = " ".join(f"{s.name} {(s.processed - last_counts[s.name]) / dt:.1f}/s" for s in stages)
+                line = (
+                    f"[{now - start:6.1f} s] {rates} | live items {monitor.live_items} "
+                    f"({monitor.live_bytes / 1e6:.2f} MB)"
+                )
+                print(line + (f" | {extra()}" if extra else ""), file=sys.stderr, flush=True)
+                last_report, last_counts = now, {s.name: s.processed for s in stages}
+    except KeyboardInterrupt:
+        interrupted = True
+        print("\ninterrupted: stopping the sources, draining the pipeline", file=sys.stderr, flush=True)
+    elapsed = time.monotonic() - start
+    stop.set()
+    for t in threads:
+        while True:
+            try:
+                t.join(JOIN_S)
+                break
+            except KeyboardInterrupt:  # a second Ctrl-C while draining: keep joining, bounded
+                interrupted = True
+        if t.is_alive():
+            print(f"warning: thread {t.name} did not end within {JOIN_S} s", file=sys.stderr)
+        monitor.sample()
+    return elapsed, interrupted
+
+
+def fps(stages: Iterable[Stage], elapsed: float) -> dict[str, float]:
+    return {s.name: round(s.processed / elapsed, 2) if elapsed > 0 else 0.0 for s in stages}
+
+
+def print_summary(lines: Iterable[str], result: dict) -> None:
+    """The human-readable summary, then ONE JSON line: the last line on stdout."""
+    for line in lines:
+        print(line)
+    print(json.dumps(result, sort_keys=False), flush=True)
+
+
+def hex_colour(rgb: Iterable[int]) -> str:
+    r, g, b = (int(c) for c in rgb)
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def open_dashboard(rt: stampede.Runtime, port: int, image: str, overlays: list[str]):
+    """The live dashboard if this build of stampede has one, else None (with a message): the
+    application then runs headless."""
+    dashboard = getattr(stampede, "Dashboard", None)
+    if dashboard is None:
+        print(
+            "this stampede build has no Dashboard (stampede.Dashboard): running headless",
+            file=sys.stderr,
+        )
+        return None
+    dash = dashboard(rt, port=port, image=image, overlays=overlays)
+    print(f"dashboard on {dash.url}", flush=True)
+    return dash
