@@ -25,10 +25,16 @@ for configuration in serve mesh; do
 done
 
 echo "== Python package"
-python3 -m venv .venv
-.venv/bin/pip install --quiet --upgrade pip
-.venv/bin/pip install --quiet "maturin>=1.9.4" numpy pytest ruff mypy
-.venv/bin/pip install --quiet ./python
+. scripts/python-env.sh
+python_env pytest ruff mypy playwright
+
+echo "== Debian's Chromium for the dashboard's browser test (Playwright drives it; no browser download)"
+if ! command -v chromium >/dev/null; then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get install -y -q chromium >/dev/null || { $sudo apt-get update -q && $sudo apt-get install -y -q chromium >/dev/null; } \
+        || echo "   could not install chromium: the browser test will say it is skipped"
+fi
 
 echo "== Python tests"
 .venv/bin/python -m pytest -q python/tests
@@ -37,5 +43,5 @@ echo "== Conformance: the Python semantic suites in the serve and mesh configura
 for configuration in serve mesh; do
     STAMPEDE_CONFIGURATION=$configuration .venv/bin/python -m pytest -q -rs python/tests/test_channel.py \
         python/tests/test_gc.py python/tests/test_queue.py python/tests/test_correlation.py \
-        python/tests/test_concurrency.py python/tests/test_payload.py
+        python/tests/test_concurrency.py python/tests/test_payload.py python/tests/test_graph.py
 done

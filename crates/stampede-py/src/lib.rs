@@ -17,8 +17,9 @@
 //! - [`reclaim`] — GC handlers written in Python, and the count of their exceptions.
 //! - [`pacer`] — `Pacer`.
 //! - [`watch`] — `Watch`: the name service's events as an iterator.
+//! - [`dashboard`] — `Dashboard`: the live web dashboard of a runtime (`stampede-dashboard`).
 //!
-//! The binding uses only the public API of the `stampede` crate (and `stampede-node` to serve). The Python package
+//! The binding uses only the public API of the `stampede` crate (`stampede-node` to serve, `stampede-dashboard` for dashboards). The Python package
 //! (`python/stampede`) re-exports everything from here and adds type stubs.
 
 use pyo3::prelude::*;
@@ -26,6 +27,7 @@ use pyo3::prelude::*;
 mod aio;
 mod args;
 mod connection;
+mod dashboard;
 mod errors;
 mod item;
 mod join;
@@ -59,6 +61,7 @@ fn _stampede(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<join::Matched>()?;
     m.add_class::<join::JoinStream>()?;
     m.add_class::<watch::Watch>()?;
+    m.add_class::<dashboard::Dashboard>()?;
     errors::register(m)?;
 
     let py = m.py();

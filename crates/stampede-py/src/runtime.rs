@@ -29,6 +29,11 @@ pub(crate) struct Runtime {
 }
 
 impl Runtime {
+    /// The Rust runtime this wraps (for the dashboard, which serves it).
+    pub(crate) fn rust(&self) -> &stampede::Runtime {
+        &self.inner
+    }
+
     fn errors(&self) -> &Arc<HandlerErrors> {
         &self.handlers.get().errors
     }
@@ -199,13 +204,13 @@ impl Runtime {
     }
 
     /// A root task at `virtual_time` (INFINITY allowed; must be >= ts_min).
-    #[pyo3(signature = (virtual_time=None))]
-    fn task(&self, py: Python<'_>, virtual_time: Option<&Bound<'_, PyAny>>) -> PyResult<Task> {
+    #[pyo3(signature = (virtual_time=None, *, name=None))]
+    fn task(&self, py: Python<'_>, virtual_time: Option<&Bound<'_, PyAny>>, name: Option<&str>) -> PyResult<Task> {
         let virtual_time = match virtual_time {
             None => 0,
             Some(v) => args::timestamp(v, "virtual_time", At { op: "task", name: "runtime" })?,
         };
-        let inner = wait::released(py, || self.inner.task(virtual_time))?;
+        let inner = wait::released(py, || crate::task::named(self.inner.task(virtual_time)?, name))?;
         Ok(Task { inner, handlers: self.handlers.clone_ref(py) })
     }
 
@@ -220,6 +225,16 @@ impl Runtime {
             }
         }
         Ok(())
+    }
+
+    /// What the runtime holds now, as a dict: node, ts_min, tasks (id, name, virtual_time,
+    /// visibility, connections: id, container, kind, items, skipped) and containers (name, kind,
+    /// capacity, max_bytes, codec, description, live_items, live_bytes, puts, gets, reclaimed,
+    /// claim).
+    fn graph<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let graph = wait::released(py, || self.inner.graph())?;
+        let json = serde_json::to_string(&graph).expect("a graph serializes");
+        py.import("json")?.call_method1("loads", (json,))
     }
 
     /// Node-wide counters: ts_min, containers, claims, handler_errors.

@@ -54,12 +54,26 @@ impl Task {
     }
 
     /// A child task; `virtual_time` must be >= this task's visibility (default: equal to it).
-    #[pyo3(signature = (virtual_time=None))]
-    fn spawn(&self, py: Python<'_>, virtual_time: Option<&Bound<'_, PyAny>>) -> PyResult<Task> {
+    #[pyo3(signature = (virtual_time=None, *, name=None))]
+    fn spawn(&self, py: Python<'_>, virtual_time: Option<&Bound<'_, PyAny>>, name: Option<&str>) -> PyResult<Task> {
         let virtual_time: Option<Timestamp> =
             virtual_time.map(|v| args::timestamp(v, "virtual_time", self.at("spawn"))).transpose()?;
-        let inner = wait::released(py, || self.inner.spawn(virtual_time.unwrap_or_else(|| self.inner.visibility())))?;
+        let inner = wait::released(py, || {
+            let task = self.inner.spawn(virtual_time.unwrap_or_else(|| self.inner.visibility()))?;
+            named(task, name)
+        })?;
         Ok(Task { inner, handlers: self.handlers.clone_ref(py) })
+    }
+
+    /// Its label for tools (graph, dashboard), or None; set with `name=` or assign it.
+    #[getter]
+    fn name(&self) -> Option<String> {
+        self.inner.name()
+    }
+
+    #[setter]
+    fn set_name(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        wait::released(py, || self.inner.set_name(name))
     }
 
     /// Attaches an input connection to a Channel (ChannelInput) or a Queue (QueueInput).
@@ -123,4 +137,15 @@ impl Task {
 fn not_a_container(obj: &Bound<'_, PyAny>) -> PyErr {
     let type_name = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
     PyTypeError::new_err(format!("expected a Channel or a Queue, not {type_name}"))
+}
+
+/// `task` labelled `name` (if given); a refused name closes the task it was meant for.
+pub(crate) fn named(task: stampede::Task, name: Option<&str>) -> stampede::Result<stampede::Task> {
+    if let Some(name) = name {
+        if let Err(e) = task.set_name(name) {
+            task.close();
+            return Err(e);
+        }
+    }
+    Ok(task)
 }

@@ -1,0 +1,75 @@
+//! `Dashboard`: the live web dashboard (`stampede-dashboard`) of a Python runtime, embedded or
+//! connected. Serving happens on the dashboard's own threads; closing it (or leaving its `with`
+//! block) stops them and detaches its task.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use stampede_dashboard::{Dashboard as Served, DashboardOptions};
+
+use crate::runtime::Runtime;
+use crate::wait;
+
+/// A dashboard of `runtime` served over HTTP: `Dashboard(rt, port=0, host="127.0.0.1",
+/// image=None, overlays=(), refresh=0.2)`; open `dashboard.url` in a browser.
+#[pyclass(module = "stampede", frozen)]
+pub(crate) struct Dashboard {
+    served: Served,
+}
+
+#[pymethods]
+impl Dashboard {
+    #[new]
+    #[pyo3(signature = (runtime, *, port=0, host="127.0.0.1", image=None, overlays=Vec::new(), refresh=0.2))]
+    fn new(
+        py: Python<'_>,
+        runtime: &Runtime,
+        port: u16,
+        host: &str,
+        image: Option<String>,
+        overlays: Vec<String>,
+        refresh: f64,
+    ) -> PyResult<Dashboard> {
+        let host: IpAddr = host.parse().map_err(|e| PyValueError::new_err(format!("host {host:?}: {e}")))?;
+        if !(refresh.is_finite() && refresh > 0.0) {
+            return Err(PyValueError::new_err(format!("refresh must be a positive number of seconds, not {refresh}")));
+        }
+        let options = DashboardOptions { host, port, image, overlays, refresh: Duration::from_secs_f64(refresh) };
+        let runtime = runtime.rust().clone();
+        let served = wait::released(py, || Served::serve(runtime, options))?;
+        Ok(Dashboard { served })
+    }
+
+    /// `http://<host>:<port>/`.
+    #[getter]
+    fn url(&self) -> String {
+        self.served.url()
+    }
+
+    /// The port it listens on (the one chosen when `port=0`).
+    #[getter]
+    fn port(&self) -> u16 {
+        self.served.address().port()
+    }
+
+    /// Stops serving. Idempotent.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.served.close());
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Dashboard({:?})", self.served.url())
+    }
+}

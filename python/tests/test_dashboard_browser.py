@@ -1,0 +1,119 @@
+"""The dashboard end to end in a real browser: Debian's Chromium driven by Playwright (installed by
+`scripts/test.sh`; no browser is downloaded). A digitizer puts moving frames with an overlay box;
+the page must show changing frames and numbers that update. The screenshot is saved for people to
+look at (`target/dashboard.png`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import stampede
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SCREENSHOT = Path(__file__).resolve().parents[2] / "target" / "dashboard.png"
+WAIT_MS = 15_000
+
+
+def _playwright() -> Any:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the playwright package is not installed (scripts/test.sh installs it)")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it with apt-get)")
+    return sync_playwright
+
+
+def _digitizer(rt: stampede.Runtime, stop: threading.Event) -> None:
+    frames, boxes = rt.lookup("camera/frames"), rt.lookup("camera/boxes")
+    pacer = stampede.Pacer(tick=1 / 30)
+    with (
+        rt.task(0, name="digitizer") as task,
+        task.attach_output(frames) as out,
+        task.attach_output(boxes) as b,
+    ):
+        for ts in range(100_000):
+            if stop.is_set():
+                return
+            pacer.sync(ts)
+            x = (ts * 4) % 280
+            frame = np.zeros((120, 320, 3), dtype=np.uint8)
+            frame[40:80, x : x + 40] = (250, 200, 30)
+            out.put(ts, frame)
+            box = {"x": x, "y": 40, "w": 40, "h": 40, "label": "figure", "color": "#ff0000"}
+            b.put(ts, json.dumps({"boxes": [box]}), codec="json")
+            task.set_virtual_time(ts + 1)
+
+
+def test_frames_change_and_numbers_update_in_chromium() -> None:
+    sync_playwright = _playwright()
+    with stampede.Runtime() as rt:
+        rt.create_channel("camera/frames", capacity=64, codec="npy")
+        rt.create_channel("camera/boxes", capacity=64, codec="json")
+        # A display that keeps up, so GC runs and ts_min moves as it would in a pipeline.
+        with rt.task(stampede.INFINITY, name="display") as display:
+            inputs = [display.attach_input(rt.lookup(n)) for n in ("camera/frames", "camera/boxes")]
+            stop = threading.Event()
+            producer = threading.Thread(target=_digitizer, args=(rt, stop))
+            drainer = threading.Thread(target=_drain, args=(inputs, stop))
+            producer.start()
+            drainer.start()
+            try:
+                with stampede.Dashboard(rt, image="camera/frames", overlays=["camera/boxes"]) as dash:
+                    _check_page(sync_playwright, dash.url)
+            finally:
+                stop.set()
+                producer.join(timeout=10)
+                drainer.join(timeout=10)
+
+
+def _drain(inputs: list[stampede.ChannelInput], stop: threading.Event) -> None:
+    while not stop.is_set():
+        for inp in inputs:
+            try:
+                item = inp.get(stampede.NEWEST_UNSEEN, timeout=0.1)
+            except (stampede.NotAvailable, stampede.Closed):
+                continue
+            inp.consume_until(item.ts)
+
+
+def _check_page(sync_playwright: Any, url: str) -> None:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--headless=new"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(url)
+            page.wait_for_function("document.getElementById('frame-ts').textContent !== '–'", timeout=WAIT_MS)
+            first_ts = int(page.inner_text("#frame-ts"))
+            first_pixels = _canvas(page)
+            ts_min = int(page.inner_text("#ts-min"))
+            page.wait_for_function(
+                f"Number(document.getElementById('frame-ts').textContent) > {first_ts + 5}", timeout=WAIT_MS
+            )
+            assert _canvas(page) != first_pixels, "the image on the canvas changes with the frames"
+            page.wait_for_function(
+                f"Number(document.getElementById('ts-min').textContent) > {ts_min}", timeout=WAIT_MS
+            )
+            row = page.locator("#channels tbody tr", has_text="camera/frames")
+            page.wait_for_function(
+                "[...document.querySelectorAll('#tasks tbody tr')]"
+                ".some(r => r.textContent.includes('digitizer')"
+                " && parseFloat(r.querySelector('.fps').textContent) > 0)",
+                timeout=WAIT_MS,
+            )
+            assert int(row.locator(".live-items").inner_text()) <= 64, "a bounded channel never holds more"
+            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOT), full_page=True)
+        finally:
+            browser.close()
+
+
+def _canvas(page: Any) -> str:
+    return str(page.evaluate("document.getElementById('image').toDataURL()"))
