@@ -17,7 +17,7 @@ use bytes::Bytes;
 use stampede::{Channel, ChannelInput, Container, Error, Item, Runtime, Selector, Task, Timestamp, INFINITY, TS_MAX};
 
 use crate::image::{decode_frame, decode_overlay, Frame};
-use crate::snapshot::{build, Context, ImageState, OverlayState, Rates, Ts};
+use crate::snapshot::{build, Context, ImageState, OverlayState, Rates, Ts, RATE_WINDOW_MIN};
 use crate::DashboardOptions;
 
 /// The name of the dashboard's task, as tools show it.
@@ -110,7 +110,7 @@ impl Sampler {
             runtime,
             refresh: options.refresh,
             clients,
-            rates: Rates::new(options.refresh / 2),
+            rates: Rates::new(options.refresh.max(RATE_WINDOW_MIN)),
             task: None,
             image: options.image.as_deref().map(Source::new),
             overlays,

@@ -5,8 +5,8 @@
 //!
 //! Timestamps are JSON integers, except `INFINITY` which is the string `"INFINITY"` (JavaScript
 //! numbers cannot hold `i64::MAX`). Rates are per second over the time between two graphs at
-//! least [`Rates::window_min`] apart, so that asking often (a test, a curl loop) does not make
-//! them noisy.
+//! least [`RATE_WINDOW_MIN`] (or the refresh period, if longer) apart, so that asking often (a
+//! test, a curl loop) does not make them noisy; they are rounded to 0.001.
 
 use std::collections::HashMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -16,6 +16,10 @@ use stampede::{ConnectionKind, Graph, Timestamp, INFINITY};
 
 use crate::image::OverlayBox;
 use crate::ROWS_MAX;
+
+/// Shortest time over which a rate is computed: at 30 fps, one frame more or less in the window
+/// moves the rate by 3%.
+pub(crate) const RATE_WINDOW_MIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Version of the snapshot format.
 pub(crate) const FORMAT_VERSION: u32 = 1;
@@ -183,7 +187,7 @@ impl Rates {
                 let before = old.get(counter)?;
                 // A counter that went down belongs to a container created again: no rate yet.
                 let delta = value.checked_sub(*before)?;
-                Some((counter.clone(), delta as f64 / elapsed_s))
+                Some((counter.clone(), (delta as f64 / elapsed_s * 1000.0).round() / 1000.0))
             })
             .collect();
         self.baseline = Some((now, counters));
