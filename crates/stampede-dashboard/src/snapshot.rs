@@ -101,6 +101,8 @@ pub(crate) struct ChannelRow {
     pub puts: u64,
     pub gets: u64,
     pub reclaimed: u64,
+    /// Puts that ended `Full` (not stored): its producers' drops.
+    pub dropped: u64,
     /// Its lowest claim on ts_min, if any.
     pub claim: Option<Ts>,
     /// Input and output connections attached now (from the tasks' connections).
@@ -314,6 +316,7 @@ fn channel_row(c: &stampede::ContainerView, graph: &Graph, rates: &Rates) -> Cha
         puts: c.puts,
         gets: c.gets,
         reclaimed: c.reclaimed,
+        dropped: c.dropped,
         claim: c.claim.map(Ts),
         inputs,
         outputs,

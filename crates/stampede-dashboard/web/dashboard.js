@@ -153,6 +153,7 @@ function renderChannels(channels) {
       el("td", fmtBytes(Math.round(c.bytes_per_s)) + "/s", "byte-rate"),
       el("td", String(c.puts), "puts"),
       el("td", String(c.reclaimed), "reclaimed"),
+      el("td", String(c.dropped), "dropped"),
       el("td", String(c.skipped), "skipped"),
       el("td", fmtTs(c.claim), "claim"),
       el("td", c.inputs + " / " + c.outputs, "connections"),

@@ -76,6 +76,8 @@ pub struct ContainerView {
     pub puts: u64,
     pub gets: u64,
     pub reclaimed: u64,
+    /// Puts that ended `Full` (the item was not stored): its producers' drops.
+    pub dropped: u64,
     /// Its lowest claim on ts_min, if any.
     pub claim: Option<Timestamp>,
 }

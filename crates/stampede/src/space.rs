@@ -71,6 +71,8 @@ pub(crate) struct Shared<S> {
     listed_at: AtomicI64,
     /// Recycled payload buffers for copy-in.
     pub(crate) buffers: Arc<Buffers>,
+    /// Puts that ended `Full` (the item was not stored): the producers' drops, for tools.
+    dropped: AtomicU64,
 }
 
 /// A container's declared codec and description.
@@ -143,7 +145,21 @@ impl<S: ContainerState> Shared<S> {
             producers_closed: AtomicBool::new(false),
             listed_at: AtomicI64::new(INFINITY),
             buffers: Arc::default(),
+            dropped: AtomicU64::new(0),
         })
+    }
+
+    /// Passes a put's outcome through, counting it as a drop when it is `Full`.
+    pub(crate) fn count_drop(&self, outcome: Result<()>) -> Result<()> {
+        if matches!(outcome, Err(Error::Full { .. })) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        outcome
+    }
+
+    /// Puts that ended `Full` so far.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     /// Wakes every call blocked on this container, gets and puts: they try again and find what

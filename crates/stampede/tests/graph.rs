@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use stampede::{ChannelOptions, ConnectionKind, Error, Limits, Selector, INFINITY};
+use stampede::{ChannelOptions, ConnectionKind, Error, Limits, PutOptions, Selector, INFINITY};
 
 mod configuration;
 
@@ -58,6 +58,21 @@ fn a_pipeline_as_its_graph_shows_it() {
     assert_eq!((ch.live_items, ch.puts, ch.gets, ch.reclaimed), (stats.live_items as u64, 5, 1, stats.reclaimed));
     assert_eq!((graph.ts_min, ch.live_items, ch.reclaimed), (4, 1, 4), "the queued job at 4 holds ts_min at 4");
     assert_eq!(graph.containers[1].live_items, 1);
+    assert_eq!(ch.dropped, 0);
+
+    // A put that ends Full is a drop, counted whatever the producer does next.
+    let small = rt.create_channel("small", ChannelOptions::from(Limits::items(1))).unwrap();
+    let producer = rt.task(rt.ts_min()).unwrap();
+    let out = producer.attach_output(&small).unwrap();
+    out.put(5, "kept").unwrap();
+    for ts in 6..9 {
+        let full = out.put_with(ts, "dropped", PutOptions { timeout: NOW, ..PutOptions::default() });
+        assert!(matches!(full, Err(Error::Full { .. })), "{full:?}");
+    }
+    let graph = rt.graph().unwrap();
+    let small = graph.containers.iter().find(|c| c.name == "small").unwrap();
+    assert_eq!((small.puts, small.dropped, small.live_items), (1, 3, 1));
+    producer.close();
 
     // A closed task and a detached connection leave the graph.
     inp.detach();

@@ -170,15 +170,23 @@ impl ChannelOutput {
     /// Puts with a reference count and/or a timeout (SPEC §2). Errors: `InvalidTimestamp`,
     /// `BelowVisibility`, `DuplicateTimestamp`, `Full`, `Closed`.
     pub fn put_with(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
-        let payload = self.admit(ts, payload)?;
-        wait::blocking(&self.channel.shared.freed, options.timeout, || self.try_put(ts, &payload, options.refcount))
+        let shared = &self.channel.shared;
+        shared.count_drop(self.admit(ts, payload).and_then(|payload| {
+            wait::blocking(&shared.freed, options.timeout, || self.try_put(ts, &payload, options.refcount))
+        }))
     }
 
     /// The async form of [`put_with`](Self::put_with): waits for room without blocking a thread.
     pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
-        let payload = self.admit(ts, payload)?;
-        let attempt = || self.try_put(ts, &payload, options.refcount);
-        wait::asynchronous(&self.channel.shared.freed, options.timeout, attempt).await
+        let shared = &self.channel.shared;
+        let outcome = match self.admit(ts, payload) {
+            Ok(payload) => {
+                let attempt = || self.try_put(ts, &payload, options.refcount);
+                wait::asynchronous(&shared.freed, options.timeout, attempt).await
+            }
+            Err(e) => Err(e),
+        };
+        shared.count_drop(outcome)
     }
 
     fn admit(&self, ts: Timestamp, payload: impl IntoPayload) -> Result<Payload> {

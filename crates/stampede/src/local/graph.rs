@@ -73,6 +73,7 @@ fn view<S: ContainerState>(shared: &Shared<S>, kind: &str, codec: Option<String>
         puts,
         gets,
         reclaimed,
+        dropped: shared.dropped(),
         claim,
     }
 }

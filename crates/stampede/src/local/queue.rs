@@ -114,14 +114,21 @@ impl QueueOutput {
     /// Appends `payload` at `ts` (duplicates allowed; `ts >= visibility`). `timeout` bounds the
     /// wait for room in a bounded queue.
     pub fn put(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
-        let payload = self.admit(ts, payload)?;
-        wait::blocking(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload))
+        let shared = &self.queue.shared;
+        shared.count_drop(
+            self.admit(ts, payload)
+                .and_then(|payload| wait::blocking(&shared.freed, timeout, || self.try_put(ts, &payload))),
+        )
     }
 
     /// The async form of [`put`](Self::put).
     pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
-        let payload = self.admit(ts, payload)?;
-        wait::asynchronous(&self.queue.shared.freed, timeout, || self.try_put(ts, &payload)).await
+        let shared = &self.queue.shared;
+        let outcome = match self.admit(ts, payload) {
+            Ok(payload) => wait::asynchronous(&shared.freed, timeout, || self.try_put(ts, &payload)).await,
+            Err(e) => Err(e),
+        };
+        shared.count_drop(outcome)
     }
 
     fn admit(&self, ts: Timestamp, payload: impl IntoPayload) -> Result<Payload> {
