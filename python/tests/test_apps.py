@@ -101,6 +101,25 @@ def test_kiosk_hifi_trackers_reanalyse_past_frames_by_timestamp(kiosk_runs):
     assert result["reanalysed_frames"] == sum(p.reanalysed for p in persons)
 
 
+def test_kiosk_slow_lowfi_skips_and_hifi_reanalyses_the_skipped_frames():
+    """A low-fi tracker slower than the camera skips frames (NEWEST_UNSEEN) yet still hypothesises
+    every person; the hi-fi trackers re-analyse every frame since the hypothesis began — frames
+    the low-fi tracker never looked at — by timestamp, and track them within the bound."""
+    with stampede.Runtime() as rt:
+        config = kiosk.KioskConfig(fps=60, seed=3, progress=False, max_frames=360, lowfi_work_s=0.04, **SMALL)
+        app = kiosk.Kiosk(rt, config)
+        result = app.run()
+    assert result["skipped"]["lowfi"] > 100
+    assert result["persons_missed"] == []
+    persons = list(app.state.persons.values())
+    assert any(p.reanalysed > kiosk.HYPOTHESIS_FRAMES for p in persons)
+    for p in persons:
+        assert p.reanalysed == p.hypothesis_ts - p.first_ts + 1
+    err = result["tracking_error_px"]
+    assert err["mean"] <= MEAN_ERROR_PX_MAX and err["max"] <= MAX_ERROR_PX_MAX, err
+    assert result["peak_live_items"] <= 4 * KIOSK_LIVE_ITEMS_MAX  # the claim spans skipped frames too
+
+
 def test_kiosk_memory_is_bounded_independently_of_run_length(kiosk_runs):
     """GC keeps the live items of all kiosk channels under a bound: three times the frames, the
     same peak (within a few items), and nothing left once the run ended."""

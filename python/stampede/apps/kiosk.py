@@ -92,6 +92,8 @@ class KioskConfig:
     max_frames: int | None = None
     #: Scene speed factor (people cross the image in ~3 s / speed).
     speed: float = 1.0
+    #: Extra analysis time per low-fi frame, in seconds: a slower low-fi tracker, to watch it skip.
+    lowfi_work_s: float = 0.0
 
 
 @dataclass
@@ -210,6 +212,8 @@ class Kiosk:
                 stage.done(skipped=item.ts - last - 1 if last >= 0 else 0)
                 last = item.ts
                 processed.append(item.ts)
+                if self.config.lowfi_work_s > 0:
+                    self.stop.wait(self.config.lowfi_work_s)  # a heavier analysis (not a busy wait)
                 if len(processed) > RETAIN_FRAMES:
                     # The claim moves on: frames before the oldest retained may be reclaimed now.
                     oldest = processed.popleft()
@@ -607,8 +611,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--headless", action="store_true", help="no dashboard: the display only counts")
     parser.add_argument("--port", type=int, default=0, help="dashboard port (0 = any free port)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--lowfi-work-ms",
+        type=float,
+        default=0.0,
+        help="extra low-fi analysis time per frame (to see it skip)",
+    )
     args = parser.parse_args(argv)
     config = KioskConfig(
+        lowfi_work_s=args.lowfi_work_ms / 1000,
         seconds=args.seconds,
         fps=args.fps,
         width=args.width,
