@@ -14,6 +14,7 @@ __all__ = [
     "ChannelInput",
     "ChannelOutput",
     "Closed",
+    "Dashboard",
     "DuplicateTimestamp",
     "ExactJoin",
     "Full",
@@ -273,7 +274,7 @@ class Dashboard:
         port: int = 0,
         host: str = "127.0.0.1",
         image: str | None = None,
-        overlays: Sequence[str] = (),
+        overlays: Sequence[str] | None = None,
         refresh: float = 0.2,
     ) -> Dashboard: ...
     @property

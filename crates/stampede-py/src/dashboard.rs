@@ -13,7 +13,7 @@ use crate::runtime::Runtime;
 use crate::wait;
 
 /// A dashboard of `runtime` served over HTTP: `Dashboard(rt, port=0, host="127.0.0.1",
-/// image=None, overlays=(), refresh=0.2)`; open `dashboard.url` in a browser.
+/// image=None, overlays=None, refresh=0.2)`; open `dashboard.url` in a browser.
 #[pyclass(module = "stampede", frozen)]
 pub(crate) struct Dashboard {
     served: Served,
@@ -22,20 +22,21 @@ pub(crate) struct Dashboard {
 #[pymethods]
 impl Dashboard {
     #[new]
-    #[pyo3(signature = (runtime, *, port=0, host="127.0.0.1", image=None, overlays=Vec::new(), refresh=0.2))]
+    #[pyo3(signature = (runtime, *, port=0, host="127.0.0.1", image=None, overlays=None, refresh=0.2))]
     fn new(
         py: Python<'_>,
         runtime: &Runtime,
         port: u16,
         host: &str,
         image: Option<String>,
-        overlays: Vec<String>,
+        overlays: Option<Vec<String>>,
         refresh: f64,
     ) -> PyResult<Dashboard> {
         let host: IpAddr = host.parse().map_err(|e| PyValueError::new_err(format!("host {host:?}: {e}")))?;
         if !(refresh.is_finite() && refresh > 0.0) {
             return Err(PyValueError::new_err(format!("refresh must be a positive number of seconds, not {refresh}")));
         }
+        let overlays = overlays.unwrap_or_default();
         let options = DashboardOptions { host, port, image, overlays, refresh: Duration::from_secs_f64(refresh) };
         let runtime = runtime.rust().clone();
         let served = wait::released(py, || Served::serve(runtime, options))?;

@@ -370,13 +370,15 @@ class Kiosk:
     def _join(self, persons: list[int]) -> tuple[_Join, list[int]]:
         """A join of the blobs (pivot) with the tracks of ``persons`` whose channels still exist."""
         pivot = self.decision.attach_input(self.blobs)
-        inputs, joined = [], []
+        inputs: list[stampede.ChannelInput] = []
+        joined: list[int] = []
         for pid in persons:
             try:
                 ch = self.rt.lookup(f"kiosk/tracks/{pid}")
             except stampede.NotFound:
                 continue
-            inputs.append(self.decision.attach_input(ch))  # type: ignore[arg-type]
+            assert isinstance(ch, stampede.Channel), "the kiosk's tracks are channels"
+            inputs.append(self.decision.attach_input(ch))
             joined.append(pid)
         return _Join(pivot, inputs), joined
 

@@ -117,12 +117,12 @@ def blobs(mask: np.ndarray, step: int = 1, min_pixels: int = 4) -> list[Blob]:
     for r in range(n):
         root = find(r)
         x0, x1, y = s_list[r], e_list[r] - 1, rows[r]
-        b = boxes.get(root)
-        if b is None:
+        box = boxes.get(root)
+        if box is None:
             boxes[root] = [x0, y, x1, y, x1 - x0 + 1]
         else:
-            b[0], b[1], b[2], b[3] = min(b[0], x0), min(b[1], y), max(b[2], x1), max(b[3], y)
-            b[4] += x1 - x0 + 1
+            box[0], box[1], box[2], box[3] = min(box[0], x0), min(box[1], y), max(box[2], x1), max(box[3], y)
+            box[4] += x1 - x0 + 1
     out = [
         Blob(x=x0 * step, y=y0 * step, w=(x1 - x0 + 1) * step, h=(y1 - y0 + 1) * step, area=px * step * step)
         for x0, y0, x1, y1, px in boxes.values()
