@@ -1,12 +1,17 @@
 """The dashboard end to end in a real browser: Debian's Chromium driven by Playwright (installed by
-`scripts/test.sh`; no browser is downloaded). A digitizer puts moving frames with an overlay box;
-the page must show changing frames and numbers that update. The screenshot is saved for people to
-look at (`target/dashboard.png`)."""
+`scripts/test.sh`; no browser is downloaded). First a digitizer putting moving frames with an
+overlay box, then the main job itself — the Smart Kiosk process with its dashboard, stopped by
+Ctrl-C: the page must show changing frames and numbers that update, and the kiosk must print its
+summary when interrupted. Screenshots are saved for people to look at (`target/dashboard.png`,
+`target/kiosk-dashboard.png`)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,7 +22,8 @@ import pytest
 import stampede
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-SCREENSHOT = Path(__file__).resolve().parents[2] / "target" / "dashboard.png"
+TARGET = Path(__file__).resolve().parents[2] / "target"
+SCREENSHOT = TARGET / "dashboard.png"
 WAIT_MS = 15_000
 
 
@@ -67,7 +73,7 @@ def test_frames_change_and_numbers_update_in_chromium() -> None:
             drainer.start()
             try:
                 with stampede.Dashboard(rt, image="camera/frames", overlays=["camera/boxes"]) as dash:
-                    _check_page(sync_playwright, dash.url)
+                    _check_page(sync_playwright, dash.url, "digitizer", "camera/frames", SCREENSHOT)
             finally:
                 stop.set()
                 producer.join(timeout=10)
@@ -84,7 +90,35 @@ def _drain(inputs: list[stampede.ChannelInput], stop: threading.Event) -> None:
             inp.consume_until(item.ts)
 
 
-def _check_page(sync_playwright: Any, url: str) -> None:
+def test_the_kiosk_serves_its_dashboard_and_stops_on_ctrl_c() -> None:
+    sync_playwright = _playwright()
+    kiosk = subprocess.Popen(
+        [sys.executable, "-m", "stampede.apps.kiosk", "--seconds", "60", "--port", "0", "--width", "320"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert kiosk.stdout is not None
+        url = None
+        for line in kiosk.stdout:  # ends if the kiosk exits before serving
+            if line.startswith("dashboard on "):
+                url = line.split()[-1]
+                break
+        assert url is not None, "the kiosk prints its dashboard's URL"
+        _check_page(sync_playwright, url, "digitizer", "kiosk/frames", TARGET / "kiosk-dashboard.png")
+        kiosk.send_signal(signal.SIGINT)
+        out, _ = kiosk.communicate(timeout=30)
+        summary = json.loads(out.strip().splitlines()[-1])
+        assert summary["frames"] > 0, "Ctrl-C stops the pipeline and prints the summary"
+        assert kiosk.returncode == 0
+    finally:
+        if kiosk.poll() is None:
+            kiosk.kill()
+            kiosk.wait(timeout=10)
+
+
+def _check_page(sync_playwright: Any, url: str, producer: str, channel: str, screenshot: Path) -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--headless=new"])
         try:
@@ -101,16 +135,16 @@ def _check_page(sync_playwright: Any, url: str) -> None:
             page.wait_for_function(
                 f"Number(document.getElementById('ts-min').textContent) > {ts_min}", timeout=WAIT_MS
             )
-            row = page.locator("#channels tbody tr", has_text="camera/frames")
+            row = page.locator(f"#channels tbody tr[data-name='{channel}']")
             page.wait_for_function(
                 "[...document.querySelectorAll('#tasks tbody tr')]"
-                ".some(r => r.textContent.includes('digitizer')"
+                f".some(r => r.textContent.includes('{producer}')"
                 " && parseFloat(r.querySelector('.fps').textContent) > 0)",
                 timeout=WAIT_MS,
             )
-            assert int(row.locator(".live-items").inner_text()) <= 64, "a bounded channel never holds more"
-            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOT), full_page=True)
+            assert int(row.locator(".live-items").inner_text()) <= 64, "bounded memory: GC keeps up"
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(screenshot), full_page=True)
         finally:
             browser.close()
 
