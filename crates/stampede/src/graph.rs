@@ -16,7 +16,8 @@ use crate::Timestamp;
 /// A snapshot of a runtime's tasks, connections and containers.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Graph {
-    /// The node it describes (`None`: an embedded runtime that does not serve).
+    /// The node it describes, for a runtime connected to one (`None`: an embedded runtime, served
+    /// or not).
     pub node: Option<String>,
     pub ts_min: Timestamp,
     /// Open tasks by id.
