@@ -7,6 +7,7 @@ use stampede::remote::wire::{
     decode_reply, decode_request, encode, ContainerInfo, DecodeError, Hello, ItemHeader, Reply, Request, RequestHeader,
     WireError, WireRetention, WireSelector, WireStats, REQUEST_HEADER_BYTES_MAX, VERSION,
 };
+use stampede::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
 
 fn ts() -> impl Strategy<Value = i64> {
     prop_oneof![0i64..100, any::<i64>()]
@@ -84,7 +85,50 @@ fn request() -> impl Strategy<Value = Request> {
         (any::<u64>(), proptest::option::of(selector()), any::<u64>())
             .prop_map(|(connection, selector, wait_us)| Request::WaitChanged { connection, selector, wait_us }),
         any::<u64>().prop_map(|wait_us| Request::WaitProgress { wait_us }),
+        (any::<u64>(), text()).prop_map(|(task, name)| Request::SetTaskName { task, name }),
+        Just(Request::Graph),
     ]
+}
+
+fn graph() -> impl Strategy<Value = Graph> {
+    let connection = (any::<u64>(), text(), any::<bool>(), any::<u64>(), any::<u64>()).prop_map(
+        |(id, container, input, items, skipped)| {
+            let kind = if input { ConnectionKind::Input } else { ConnectionKind::Output };
+            ConnectionView { id, container, kind, items, skipped }
+        },
+    );
+    let task = (any::<u64>(), proptest::option::of(text()), ts(), ts(), proptest::collection::vec(connection, 0..3))
+        .prop_map(|(id, name, virtual_time, visibility, connections)| TaskView {
+            id,
+            name,
+            virtual_time,
+            visibility,
+            connections,
+        });
+    let container = (text(), proptest::option::of(any::<u64>()), proptest::option::of(text()), any::<u64>()).prop_map(
+        |(name, capacity, codec, n)| ContainerView {
+            name,
+            kind: "channel".into(),
+            capacity,
+            max_bytes: capacity,
+            codec,
+            description: String::new(),
+            live_items: n,
+            live_bytes: n,
+            puts: n,
+            gets: n,
+            reclaimed: n,
+            dropped: n,
+            claim: None,
+        },
+    );
+    (
+        proptest::option::of(text()),
+        ts(),
+        proptest::collection::vec(task, 0..3),
+        proptest::collection::vec(container, 0..3),
+    )
+        .prop_map(|(node, ts_min, tasks, containers)| Graph { node, ts_min, tasks, containers })
 }
 
 fn item_header() -> impl Strategy<Value = ItemHeader> {
@@ -177,6 +221,7 @@ fn reply() -> impl Strategy<Value = (Reply, Vec<u8>)> {
             claims
         }),
         any::<u64>().prop_map(Reply::Count),
+        graph().prop_map(Reply::Graph),
         wire_error().prop_map(Reply::Error),
     ]
     .prop_map(|reply| (reply, Vec::new()));
