@@ -1,6 +1,7 @@
 """Real processes on one host sharing channels through a `stampede serve` node (SPEC §7): two
 client processes, a queue with workers in separate processes, an exact join fed by producers in
-separate processes, and a 6 MB NumPy frame crossing between processes. Every wait is bounded;
+separate processes, a 6 MB NumPy frame crossing between processes, and a camera process killed
+and restarted under a display that keeps running. Every wait is bounded;
 every process is killed in a `finally`."""
 
 from __future__ import annotations
@@ -179,3 +180,56 @@ def test_an_embedded_runtime_serves_another_process(tmp_path):
         assert bytes(inp.get(0, timeout=PROCESS_S).data) == b"from another process"
     with pytest.raises(stampede.InvalidArgument):
         stampede.Runtime(name="app")  # serving options without an endpoint
+
+
+def test_a_camera_killed_and_restarted_reaches_a_display_that_was_never_restarted(endpoint):
+    """SPEC §3 "A producer can always join": a display at INFINITY connects first; a camera process
+    connects later at virtual time 0 and its frames arrive; the camera is killed (SIGKILL, holding
+    its task at virtual time 100) and restarted at 100, above its last timestamp, and the same
+    display gets the new frames."""
+    display_body = """
+        frames = rt.create_channel("camera/frames")
+        print("ready", flush=True)
+        with rt.task(stampede.INFINITY) as task, task.attach_input(frames) as inp:
+            seen = []
+            while not seen or seen[-1] < 150:
+                item = inp.get(stampede.NEWEST_UNSEEN, timeout=30)
+                seen.append(item.ts)
+                inp.consume_until(item.ts)
+        print("display saw", min(seen), max(seen), flush=True)
+    """
+    camera_body = """
+        import time
+        start, stop = int(sys.argv[1]), int(sys.argv[2])
+        frames = rt.lookup("camera/frames")
+        task = rt.task(start)  # a root task: at or above ts_min, which never passes 1 + the last put
+        out = task.attach_output(frames)
+        for ts in range(start, stop):
+            out.put(ts, np.full((4, 4), ts % 256, dtype=np.uint8))
+            task.set_virtual_time(ts + 1)
+            time.sleep(0.002)
+        print("holding", stop, flush=True)
+        time.sleep(PROCESS_S)
+    """
+    code = "import sys, numpy as np, stampede\n"
+    code += f"PROCESS_S = {PROCESS_S}\n"
+    code += f"rt = stampede.connect({endpoint!r}, timeout={NODE_START_S})\n" + textwrap.dedent(camera_body)
+    with client(endpoint, display_body) as display:
+        assert display.stdout is not None
+        assert display.stdout.readline().strip() == "ready"
+        first = subprocess.Popen([sys.executable, "-c", code, "0", "100"], stdout=subprocess.PIPE, text=True)
+        try:
+            assert first.stdout is not None
+            assert first.stdout.readline().split() == ["holding", "100"], "the first camera's frames go in"
+        finally:
+            first.kill()  # SIGKILL while its task holds virtual time 100: liveliness ends its session
+            first.wait()
+        again = subprocess.Popen([sys.executable, "-c", code, "100", "200"], stdout=subprocess.PIPE)
+        try:
+            out = finish(display)
+            assert out.split()[:2] == ["display", "saw"], out
+            assert int(out.split()[2]) < 100, f"the display got the first camera's frames: {out}"
+            assert int(out.split()[3]) >= 150, f"the display got the restarted camera's frames: {out}"
+        finally:
+            again.kill()
+            again.wait()
