@@ -1,10 +1,11 @@
 """The seeds' applications (SPEC §14) checked against their ground truth, not eyeballed.
 
 Every run is bounded by a frame count (``max_frames``), at 160x120, at rates a 2-core machine
-keeps up with; no test asserts a duration. The bounds below were set from measured runs with a
-margin (docs/APPLICATIONS.md gives the measured figures): the scenes' figures are solid colours
-inside one histogram bin, so the trackers measured 0.0 px mean error; the bounds leave room for a
-frame tracked mid-skip or a partly visible figure.
+keeps up with; no test asserts a duration. The scenes have Gaussian sensor noise, illumination
+flicker, soft figure edges and figures that sometimes occlude each other, so the trackers' error
+is a real, non-zero number. The bounds below were set from measured runs at these settings
+(docs/APPLICATIONS.md gives the figures): mean 0.48-0.65 px and max 3.0-4.0 px; the bounds are
+about twice that (mean <= 1.2 px, max <= 8 px), and the error is asserted to be non-zero.
 """
 
 from __future__ import annotations
@@ -18,12 +19,16 @@ import pytest
 
 import stampede
 from stampede.apps import colour_tracker, kiosk, motion_mixer
-from stampede.apps.scenes import PALETTE, Scene
+from stampede.apps.scenes import NOISE_SIGMA, Scene
 from stampede.apps.vision import blobs
 
 #: Mean / max distance (pixels) between a tracker's box centre and the ground truth's.
-MEAN_ERROR_PX_MAX = 1.5
-MAX_ERROR_PX_MAX = 6.0
+MEAN_ERROR_PX_MAX = 1.2
+MAX_ERROR_PX_MAX = 8.0
+#: Mean error over the frames where the figure is partly hidden (measured 0.54-0.66 px).
+OCCLUDED_MEAN_PX_MAX = 2.5
+#: Below this the scene would be suspiciously exact (measured means are 0.48 px and above).
+MEAN_ERROR_PX_MIN = 0.1
 #: Live items over all of an application's channels: a bound independent of the run's length.
 KIOSK_LIVE_ITEMS_MAX = 80
 SMALL = {"width": 160, "height": 120}
@@ -44,26 +49,66 @@ def kiosk_runs() -> dict[int, tuple[dict, kiosk.Kiosk]]:
 
 
 def test_scene_is_a_pure_function_of_seed_and_ts():
-    """Re-rendering any frame gives the same pixels; the truth's boxes hold the figures' colours
-    and nothing outside them does; another seed gives another scene."""
+    """Re-rendering any frame, in any order, on another instance gives the same pixels (noise and
+    flicker included); another seed gives another scene; frame 0 is empty."""
     a, b = Scene(5, 120, 160, 30), Scene(5, 120, 160, 30)
-    assert np.array_equal(a.render(77), b.render(77))
-    assert not np.array_equal(a.render(77), Scene(6, 120, 160, 30).render(77))
-    seen = 0
-    for ts in range(0, 300, 7):
-        frame = a.render(ts)
-        for f in a.truth(ts):
-            x, y, w, h = f.bbox
-            inside = np.all(np.abs(frame[y : y + h, x : x + w].astype(int) - f.colour) <= 6, axis=2)
-            assert inside.sum() == f.area  # the silhouette, exactly
-            assert inside[0].any() and inside[-1].any() and inside[:, 0].any() and inside[:, -1].any()
-            seen += 1
-        painted = np.zeros(frame.shape[:2], dtype=bool)
-        for colour in PALETTE:
-            painted |= np.all(np.abs(frame.astype(int) - colour) <= 6, axis=2)
-        assert painted.sum() == sum(f.area for f in a.truth(ts))
-    assert seen > 20
+    first = a.render(77)
+    b.render(78)
+    assert np.array_equal(first, b.render(77)) and np.array_equal(first, a.render(77))
+    assert not np.array_equal(first, a.render(78))
+    assert not np.array_equal(first, Scene(6, 120, 160, 30).render(77))
+    assert a.truth(77) == b.truth(77)
     assert a.truth(0) == []  # frame 0 is empty: a background model may start from it
+
+
+def test_scene_has_noise_flicker_and_soft_edges():
+    """Sensor noise of about NOISE_SIGMA levels, a global gain that changes from frame to frame,
+    and figures whose outlines blend into the background (neither figure nor background colour)."""
+    noisy, clean = Scene(5, 120, 160, 30), Scene(5, 120, 160, 30, noise_sigma=0, flicker=0)
+    residual = noisy.render(0).astype(float) / noisy.gain(0) - clean.render(0)
+    assert 0.8 * NOISE_SIGMA <= residual.std() <= 1.2 * NOISE_SIGMA
+    gains = [noisy.gain(ts) for ts in range(0, 60)]
+    assert max(gains) - min(gains) > 0.04
+    blended = 0
+    for ts in range(30, 300, 15):
+        frame = clean.render(ts).astype(int)
+        for f in clean.truth(ts):
+            x, y, w, h = f.bbox
+            patch = frame[max(0, y - 1) : y + h + 1, max(0, x - 1) : x + w + 1]
+            far_from_figure = np.abs(patch - f.colour).max(axis=2) > 20
+            coloured = np.abs(patch - patch.mean(axis=2, keepdims=True)).max(axis=2) > 20
+            blended += int((far_from_figure & coloured).sum())
+    assert blended > 100
+
+
+def test_scene_truth_reports_occlusion_and_full_figure_centres():
+    """Paths cross: some frames have a figure partly hidden by another; the truth says who is in
+    front, keeps the hidden figure's full silhouette box and centre, and the pixels where both
+    overlap have the front figure's colour (rendered without noise or flicker)."""
+    scene = Scene(0, 120, 160, 60, noise_sigma=0, flicker=0)
+    occluded, deepest = 0, None
+    for ts in range(0, 1800):
+        figures = {f.id: f for f in scene.truth(ts)}
+        for f in figures.values():
+            if not f.occluded_by:
+                assert f.visible_area == f.area and f.visible_bbox == f.bbox
+                continue
+            occluded += 1
+            assert 0.3 * f.area < f.visible_area < f.area  # partly, never fully, hidden
+            for front_id in f.occluded_by:
+                front = figures[front_id]
+                assert f.id in front.in_front_of
+                assert front.centre[1] > f.centre[1]  # the nearer one is lower in the image
+            if deepest is None or f.visible_area / f.area < deepest[0]:
+                deepest = (f.visible_area / f.area, ts, f, figures[f.occluded_by[0]])
+    assert occluded >= 10 and deepest is not None
+    _, ts, back, front = deepest
+    frame = scene.render(ts).astype(int)
+    (bx, by, bw, bh), (fx, fy, fw, fh) = back.bbox, front.bbox
+    overlap = frame[max(by, fy) : min(by + bh, fy + fh), max(bx, fx) : min(bx + bw, fx + fw)]
+    near_front = np.abs(overlap - front.colour).max(axis=2) <= 2
+    near_back = np.abs(overlap - back.colour).max(axis=2) <= 2
+    assert near_front.sum() > 0 and near_back.sum() < near_front.sum()
 
 
 def test_blobs_are_connected_components():
@@ -85,7 +130,10 @@ def test_kiosk_detects_every_person_and_tracks_within_bound(kiosk_runs):
     assert result["persons_detected"] <= result["persons_in_scene"] + 2  # no flood of duplicates
     err = result["tracking_error_px"]
     assert err["samples"] > 300
-    assert err["mean"] <= MEAN_ERROR_PX_MAX and err["max"] <= MAX_ERROR_PX_MAX, err
+    assert MEAN_ERROR_PX_MIN <= err["mean"] <= MEAN_ERROR_PX_MAX and err["max"] <= MAX_ERROR_PX_MAX, err
+    # Measured against the full figure's centre while another figure hides part of it.
+    assert err["occluded"]["samples"] > 0
+    assert err["occluded"]["mean"] <= OCCLUDED_MEAN_PX_MAX, err
     assert result["decisions"] == app.stages["lowfi"].processed  # one decision per blob frame
 
 
@@ -124,7 +172,8 @@ def test_kiosk_memory_is_bounded_independently_of_run_length(kiosk_runs):
     """GC keeps the live items of all kiosk channels under a bound: three times the frames, the
     same peak (within a few items), and nothing left once the run ended."""
     short, long = kiosk_runs[200][0], kiosk_runs[600][0]
-    assert long["frames"] == 3 * short["frames"]
+    # 200 vs 600 timestamps; a camera on a loaded machine skips the frames it is late for
+    assert long["frames"] >= 2.5 * short["frames"]
     assert long["peak_live_items"] <= KIOSK_LIVE_ITEMS_MAX
     assert long["peak_live_items"] <= short["peak_live_items"] + 12
     assert long["peak_live_bytes"] <= 2 * short["peak_live_bytes"]
@@ -173,15 +222,16 @@ def test_kiosk_cli_headless_ends_with_a_json_line():
 
 def test_colour_tracker_tracks_every_person_within_bound():
     """Background subtraction → histogram → tracker, chained by exact joins: every figure in view
-    for a second is found, boxes match the truth, no false track, bounded live items."""
+    for a second is found, boxes match the truth, hardly any false track, bounded live items."""
     with stampede.Runtime() as rt:
         config = colour_tracker.ColourConfig(fps=60, seed=4, progress=False, max_frames=360, **SMALL)
         result = colour_tracker.ColourTracker(rt, config).run()
     assert result["persons_in_scene"] >= 3
     assert result["persons_missed"] == []
-    assert result["false_tracks"] == 0
     err = result["tracking_error_px"]
-    assert err["mean"] <= MEAN_ERROR_PX_MAX and err["max"] <= MAX_ERROR_PX_MAX, err
+    assert result["false_tracks"] <= 0.02 * err["samples"]  # measured 2 of 658 (edge blends)
+    assert MEAN_ERROR_PX_MIN <= err["mean"] <= MEAN_ERROR_PX_MAX and err["max"] <= MAX_ERROR_PX_MAX, err
+    assert err["occluded"]["samples"] == 0 or err["occluded"]["mean"] <= OCCLUDED_MEAN_PX_MAX, err
     assert result["peak_live_items"] <= 40
 
 

@@ -12,12 +12,15 @@ frame's timestamp:
     ``ExactJoin([frames, foreground], policy="skip")``: each frame with its mask, by timestamp — a
     frame the background subtractor skipped is dropped by the join as soon as it is *settled*
     (the subtractor moved past it), and counted. Puts the colour histogram of the foreground
-    (its significant 8x8x8 bins) as json into ``colour/histograms``.
+    (the peaks of the chromaticity histogram of its interior: see :func:`colour_peaks`) as json
+    into ``colour/histograms``.
 ``tracker``
     ``ExactJoin([frames, foreground, histograms], policy="skip")``: for each significant colour,
-    the extent of the foreground pixels of that colour is a figure's box; the colour is its
-    identity. Puts json tracks into ``colour/tracks`` and checks every box against the ground
-    truth (the figure whose palette colour falls in that bin).
+    the foreground pixels within ``CHROMA_RADIUS`` of its chromaticity, their connected components
+    (specks dropped by area), give a figure's box; the colour is its identity. A box that shrank
+    because another figure hides part of it is completed to the colour's remembered size
+    (:class:`~stampede.apps.vision.BoxMemory`). Puts json tracks into ``colour/tracks`` and checks
+    every box against the ground truth's full-figure centre (the figure of that colour).
 
 Every joined tuple is consumed when the next is asked for, every stage consumes what it used, so
 the live items of every channel stay bounded (the peak is reported). Ctrl-C stops the camera;
@@ -42,12 +45,16 @@ from stampede import INFINITY, NEWEST_UNSEEN
 
 from . import common
 from .scenes import Camera, Scene
-from .vision import Background, bin_colour, colour_bins
+from .vision import CHROMA, Background, BoxMemory, chroma, chroma_bins, despeckle, mask_box
 
 #: Longest wait of a blocking get or join; loops check their end condition at least this often.
 GET_TIMEOUT_S = 0.5
-#: Foreground pixels a colour bin needs to count as a figure (scaled by the image's area).
+#: Foreground pixels a colour peak needs to count as a figure (scaled by the image's area).
 MIN_PIXELS_320x240 = 40
+#: A foreground pixel belongs to a colour peak within this chromaticity distance of its centre.
+CHROMA_RADIUS = 0.07
+#: A colour's box memory is forgotten after this many frames without the colour.
+FORGET_FRAMES = 15
 
 
 @dataclass
@@ -135,42 +142,51 @@ class ColourTracker:
             for pair in self.histogram_join.stream(timeout=None):  # ends when the join is exhausted
                 frame_item, mask_item = pair.items
                 assert frame_item is not None and mask_item is not None  # "skip" never gives partial tuples
-                mask = mask_item.array().astype(bool)
-                counts = np.bincount(colour_bins(frame_item.array()[mask]), minlength=512)
-                colours = [
-                    {"bin": int(b), "rgb": list(bin_colour(int(b))), "pixels": int(counts[b])}
-                    for b in np.flatnonzero(counts >= self.min_pixels)
-                ]
+                # The mask's interior only: the soft edges blend a figure's colour with what is behind
+                # it, and a figure's outline holds enough such pixels to make a false colour peak.
+                interior = despeckle(mask_item.array().astype(bool), neighbours=8)
+                colours = colour_peaks(frame_item.array()[interior], self.min_pixels)
                 self.histogram_out.put(pair.ts, json.dumps({"ts": pair.ts, "colours": colours}), codec="json")
                 stage.done()
             stage.skipped = self.histogram_join.stats()["skipped"]
 
     def run_tracker(self) -> None:
         stage = self.stages["tracker"]
+        memories: list[tuple[tuple[float, float], BoxMemory]] = []  # per colour seen lately
         with self.tracker, self.tracker_join:
             for triple in self.tracker_join.stream(timeout=None):
                 frame_item, mask_item, hist_item = triple.items
                 assert frame_item is not None and mask_item is not None and hist_item is not None
                 frame, mask = frame_item.array(), mask_item.array().astype(bool)
-                bins = colour_bins(frame)
+                ys, xs = np.nonzero(mask)
+                rc, gc = chroma(frame[ys, xs])
                 truth = self.scene.truth(triple.ts)
-                by_bin = {int(colour_bins(np.array(f.colour, dtype=np.uint8))): f for f in truth}
+                memories = [(c, m) for c, m in memories if triple.ts - m.last_ts <= FORGET_FRAMES]
                 tracks = []
                 for colour in json.loads(hist_item.text())["colours"]:
-                    pixels = mask & (bins == colour["bin"])
-                    ys, xs = np.flatnonzero(pixels.any(axis=1)), np.flatnonzero(pixels.any(axis=0))
-                    if len(ys) == 0:
+                    cr, cg = colour["chroma"]
+                    near = (rc - cr) ** 2 + (gc - cg) ** 2 < CHROMA_RADIUS**2
+                    pixels = np.zeros(mask.shape, dtype=bool)
+                    pixels[ys[near], xs[near]] = True
+                    found = mask_box(pixels, min_pixels=3)
+                    if found is None:
                         continue
-                    x0, x1, y0, y1 = int(xs[0]), int(xs[-1]), int(ys[0]), int(ys[-1])
-                    centre = ((x0 + x1) / 2, (y0 + y1) / 2)
-                    tracks.append(
-                        {"rgb": colour["rgb"], "box": [x0, y0, x1 - x0 + 1, y1 - y0 + 1], "centre": centre}
+                    memory = min(
+                        (m for c, m in memories if math.dist(c, (cr, cg)) < CHROMA_RADIUS),
+                        key=lambda m: triple.ts - m.last_ts,
+                        default=None,
                     )
-                    figure = by_bin.get(colour["bin"])
+                    if memory is None:
+                        memory = BoxMemory(self.config.width, self.config.height)
+                        memories.append(((cr, cg), memory))
+                    x, y, w, h = memory.update(found[0], triple.ts)  # completed if partly hidden
+                    centre = (x + (w - 1) / 2, y + (h - 1) / 2)
+                    tracks.append({"rgb": colour["rgb"], "box": [x, y, w, h], "centre": centre})
+                    figure = _figure_of(truth, (cr, cg))
                     if figure is None:
                         self.wrong += 1
                         continue
-                    self.errors.add(math.dist(centre, figure.centre))
+                    self.errors.add(math.dist(centre, figure.centre), occluded=figure.occluded)
                     self.found[figure.id] = self.found.get(figure.id, 0) + 1
                 self.tracks_out.put(triple.ts, json.dumps({"ts": triple.ts, "tracks": tracks}), codec="json")
                 stage.done()
@@ -211,6 +227,53 @@ class ColourTracker:
             "false_tracks": self.wrong,
             "interrupted": interrupted,
         }
+
+
+def colour_peaks(pixels: np.ndarray, min_pixels: int) -> list[dict]:
+    """The significant colours of ``pixels`` (N, 3) uint8: local maxima of their chromaticity
+    histogram smoothed over 3x3 bins, with at least ``min_pixels`` pixels, at least two bins
+    apart (the strongest first); each with its centre (mean chromaticity and RGB of the pixels
+    within one bin of the peak) and how many pixels that is."""
+    bins = chroma_bins(pixels)
+    grid = np.bincount(bins, minlength=CHROMA * CHROMA + 1)[:-1].reshape(CHROMA, CHROMA)
+    padded = np.zeros((CHROMA + 2, CHROMA + 2), dtype=np.int64)
+    padded[1:-1, 1:-1] = grid
+    smooth = np.zeros((CHROMA, CHROMA), dtype=np.int64)
+    for dy in (0, 1, 2):
+        for dx in (0, 1, 2):
+            smooth += padded[dy : dy + CHROMA, dx : dx + CHROMA]
+    candidates = np.argwhere(smooth >= min_pixels)
+    order = sorted(candidates.tolist(), key=lambda rc: -int(smooth[rc[0], rc[1]]))
+    peaks: list[tuple[int, int]] = []
+    for r, g in order:
+        if all(max(abs(r - pr), abs(g - pg)) > 2 for pr, pg in peaks):
+            peaks.append((r, g))
+    out = []
+    br, bg = np.divmod(np.where(bins < CHROMA * CHROMA, bins, -10 * CHROMA), CHROMA)
+    for r, g in peaks:
+        near = (np.abs(br - r) <= 1) & (np.abs(bg - g) <= 1)
+        members = pixels[near]
+        rc, gc = chroma(members)
+        out.append(
+            {
+                "bin": r * CHROMA + g,
+                "rgb": [int(c) for c in members.mean(axis=0)],
+                "chroma": [round(float(rc.mean()), 4), round(float(gc.mean()), 4)],
+                "pixels": len(members),
+            }
+        )
+    return out
+
+
+def _figure_of(truth: list, centre: tuple[float, float]):
+    """For checking only: the figure of the ground truth whose palette colour has this chromaticity."""
+    best, best_d = None, CHROMA_RADIUS
+    for f in truth:
+        s = sum(f.colour) + 1
+        d = math.dist((f.colour[0] / s, f.colour[1] / s), centre)
+        if d < best_d:
+            best, best_d = f, d
+    return best
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -255,7 +318,8 @@ def main(argv: list[str] | None = None) -> dict:
             f"persons found {result['persons_detected']} (in scene {result['persons_in_scene']}, "
             f"missed {result['persons_missed']}), false tracks {result['false_tracks']}",
             f"tracking error vs ground truth: mean {err['mean']} px, max {err['max']} px "
-            f"over {err['samples']} boxes",
+            f"over {err['samples']} boxes; of which partly hidden {err['occluded']['samples']}: "
+            f"mean {err['occluded']['mean']} px, max {err['occluded']['max']} px",
             f"peak live items {result['peak_live_items']} ({result['peak_live_bytes'] / 1e6:.2f} MB): "
             f"{result['peak_live_items_by_channel']}",
         ],

@@ -63,26 +63,44 @@ class Stage:
 
 @dataclass
 class Errors:
-    """Distances (pixels) between a tracker's estimate and the ground truth."""
+    """Distances (pixels) between a tracker's estimate and the ground truth's full-figure centre,
+    over all samples and split by whether the figure was partly hidden by another (occluded)."""
 
     count: int = 0
     total_px: float = 0.0
     max_px: float = 0.0
+    occluded_count: int = 0
+    occluded_total_px: float = 0.0
+    occluded_max_px: float = 0.0
+    clear_max_px: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, px: float) -> None:
+    def add(self, px: float, occluded: bool = False) -> None:
         with self._lock:
             self.count += 1
             self.total_px += px
             self.max_px = max(self.max_px, px)
+            if occluded:
+                self.occluded_count += 1
+                self.occluded_total_px += px
+                self.occluded_max_px = max(self.occluded_max_px, px)
+            else:
+                self.clear_max_px = max(self.clear_max_px, px)
 
     def summary(self) -> dict:
-        mean = self.total_px / self.count if self.count else None
-        return {
-            "mean": None if mean is None else round(mean, 3),
-            "max": round(self.max_px, 3) if self.count else None,
-            "samples": self.count,
-        }
+        def stats(count: int, total: float, peak: float) -> dict:
+            return {
+                "mean": round(total / count, 3) if count else None,
+                "max": round(peak, 3) if count else None,
+                "samples": count,
+            }
+
+        with self._lock:
+            out = stats(self.count, self.total_px, self.max_px)
+            clear = self.count - self.occluded_count
+            out["clear"] = stats(clear, self.total_px - self.occluded_total_px, self.clear_max_px)
+            out["occluded"] = stats(self.occluded_count, self.occluded_total_px, self.occluded_max_px)
+        return out
 
 
 class Monitor:

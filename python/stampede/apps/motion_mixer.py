@@ -21,7 +21,8 @@ Stages, each a Stampede task on its own thread:
     Consumes ``mixer/output`` (``NEWEST_UNSEEN``) and counts.
 
 The pick is checked against the ground truth: the camera whose visible people cover the most
-pixels (timestamps where the two best are within 25 % of each other are not scored). Ctrl-C stops
+pixels (timestamps where the two best are within 25 % of each other are not scored, nor those
+where a detector skipped the frame: the mixer could not see that camera). Ctrl-C stops
 the cameras; the pipeline drains; the summary ends with one JSON line on stdout.
 
     python -m stampede.apps.motion_mixer --headless --seconds 10 --cameras 3
@@ -83,7 +84,7 @@ class MotionMixer:
         self.stop = threading.Event()
         self.mixer_done = threading.Event()
         self.stages = {n: common.Stage(n) for n in ("cameras", "motion", "mixer", "viewer")}
-        self.picks = {"scored": 0, "agree": 0, "ambiguous": 0}
+        self.picks = {"scored": 0, "agree": 0, "ambiguous": 0, "partial": 0}
         self.picked = [0] * config.cameras
         self.step = max(1, config.width // 160)
         # Producers attach every connection before their channels' producer sets close (SPEC §4):
@@ -151,7 +152,11 @@ class MotionMixer:
                         frame = self._pick(k, joined.ts, best["box"])
                         if frame is not None:
                             self.mixer_out.put(joined.ts, frame)
-                            self._score(k, joined.ts)
+                            self.picked[k] += 1
+                            if all(d is not None for d in docs):
+                                self._score(k, joined.ts)
+                            else:  # a detector skipped this frame: the pick could not see its camera
+                                self.picks["partial"] += 1
                             stage.done()
                     for inp in self.mixer_frames:  # every camera's frames up to ts: garbage to the mixer
                         inp.consume_until(joined.ts)
@@ -177,9 +182,8 @@ class MotionMixer:
         return frame
 
     def _score(self, k: int, ts: int) -> None:
-        self.picked[k] += 1
         areas = sorted(
-            ((sum(f.area for f in s.truth(ts)), i) for i, s in enumerate(self.scenes)), reverse=True
+            ((sum(f.visible_area for f in s.truth(ts)), i) for i, s in enumerate(self.scenes)), reverse=True
         )
         (best, best_k), (second, _) = areas[0], areas[1]
         if best == 0 or second > AMBIGUOUS_RATIO * best:
@@ -237,6 +241,7 @@ class MotionMixer:
             "pick_agreement": round(self.picks["agree"] / scored, 4) if scored else None,
             "picks_scored": scored,
             "picks_ambiguous": self.picks["ambiguous"],
+            "picks_partial": self.picks["partial"],
             "peak_live_items": monitor.peak_live_items,
             "peak_live_bytes": monitor.peak_live_bytes,
             "peak_live_items_by_channel": monitor.peak_by_channel,
