@@ -7,6 +7,7 @@
 //! `stampede/<node>/session/*` closes a client's session when its token disappears.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -42,7 +43,8 @@ pub struct NodeOptions {
     /// The node's name: its key expressions are `stampede/<name>/…`. One segment of a Stampede
     /// name (letters, digits, `_ - . :`).
     pub name: String,
-    /// Endpoints to listen on: `tcp/127.0.0.1:7447`, `unixsock-stream/<path>`. At least one.
+    /// Endpoints to listen on: `tcp/127.0.0.1:7447`, `tls/127.0.0.1:7447` (with
+    /// [`tls`](Self::tls)), `unixsock-stream/<path>`. At least one.
     pub listen: Vec<String>,
     /// Endpoints of other nodes to connect to.
     pub connect: Vec<String>,
@@ -56,6 +58,25 @@ pub struct NodeOptions {
     pub sessions_max: usize,
     /// Most tasks, connections and containers one session holds; one more fails `InvalidArgument`.
     pub session_handles_max: usize,
+    /// Certificates for the `tls/<host>:<port>` endpoints (required when one is listened on;
+    /// `None`: no TLS). See `docs/SECURITY.md`.
+    pub tls: Option<TlsOptions>,
+}
+
+/// A node's TLS files (PEM) for its `tls/` endpoints.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// The node's certificate (chain), presented to clients and to the nodes it connects to. It
+    /// must name the host clients connect to (IP address or DNS name, as in their endpoint).
+    pub certificate: PathBuf,
+    /// The private key of `certificate`.
+    pub private_key: PathBuf,
+    /// The CA certificate trusted for client certificates (mutual TLS) and for the certificates
+    /// of the nodes this one connects to (the public web PKI roots are trusted besides).
+    pub root_ca: Option<PathBuf>,
+    /// Clients must present a certificate signed by `root_ca`; one without is refused at the
+    /// handshake (it sees `Unreachable`).
+    pub mutual: bool,
 }
 
 impl Default for NodeOptions {
@@ -68,6 +89,7 @@ impl Default for NodeOptions {
             payload_bytes_max: PAYLOAD_BYTES_MAX_DEFAULT,
             sessions_max: SESSIONS_MAX_DEFAULT,
             session_handles_max: SESSION_HANDLES_MAX_DEFAULT,
+            tls: None,
         }
     }
 }
@@ -151,6 +173,11 @@ impl Node {
             &options.connect,
             options.liveliness_timeout,
             options.payload_bytes_max,
+            options.tls.as_ref().map(|tls| fabric::Tls {
+                root_ca: tls.root_ca.as_deref(),
+                identity: Some((tls.certificate.as_path(), tls.private_key.as_path())),
+                mutual: tls.mutual,
+            }),
         )?;
         let unreachable = |reason: String| Error::Unreachable { op: "serve", name: options.listen.join(" "), reason };
         let workers = tokio::runtime::Builder::new_multi_thread()

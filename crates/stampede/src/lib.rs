@@ -78,7 +78,10 @@ pub use join::{ApproxJoin, ExactJoin, Incomplete, JoinPolicy, JoinStats, Joined,
 pub use pacer::Pacer;
 pub use payload::{IntoPayload, Parts};
 pub use queue::{Queue, QueueInput, QueueOutput};
-pub use runtime::{connect, connect_to, ChannelOptions, Container, Info, QueueOptions, Runtime, RuntimeStats};
+pub use runtime::{
+    connect, connect_to, connect_with, ChannelOptions, ClientTls, ConnectOptions, Container, Info, QueueOptions,
+    Runtime, RuntimeStats,
+};
 pub use split::{split, Gather};
 pub use stampede_core::{
     Codec, Error, Item, Limits, Pace, Payload, QueueItem, Result, Retention, Selector, Stats, Timestamp, DETACHED,

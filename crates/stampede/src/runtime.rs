@@ -2,6 +2,7 @@
 //! (SPEC §7 "embedded by default": nothing to install or start), or a client's session on a node
 //! through [`connect`], with the same API.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use stampede_core::{Codec, Error, Item, Limits, Result, Retention, Timestamp};
@@ -107,24 +108,56 @@ impl Default for Runtime {
     }
 }
 
-/// Connects to the node listening on `endpoint` (`tcp/127.0.0.1:7447`, `unixsock-stream/<path>`;
-/// `stampede serve` or an embedded runtime serving clients) and opens a session there: the
-/// returned runtime's channels, queues and tasks live on that node, and its API is the embedded
-/// one. `timeout`: how long to keep trying to reach the node (`None`: as long as it takes).
-/// Errors: `Unreachable` when no node answers in time, `InvalidArgument` for a malformed endpoint
-/// or a node of another release (wire version mismatch).
-///
-/// A remote runtime's blocking calls block the calling thread (call them outside async code);
-/// the `_async` forms and readiness futures do not. See `docs/NODES.md`.
-pub fn connect(endpoint: &str, timeout: Option<Duration>) -> Result<Runtime> {
-    Ok(Runtime(Backend::Remote(crate::remote::client::connect(endpoint, None, timeout)?)))
+/// How [`connect_with`] reaches a node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConnectOptions {
+    /// How long to keep trying to reach the node (`None`: as long as it takes).
+    pub timeout: Option<Duration>,
+    /// The node to open the session on, reached through the one at the endpoint and the mesh of
+    /// nodes connected to it (`None`: the node at the endpoint).
+    pub node: Option<String>,
+    /// The TLS files for a `tls/` endpoint (`None`: trust only the public web PKI roots, present
+    /// no certificate). Given with another kind of endpoint: `InvalidArgument`.
+    pub tls: Option<ClientTls>,
 }
 
-/// [`connect`] to the node called `node`, reached through the node at `endpoint` and the mesh
+/// A client's TLS files (PEM), for a `tls/<host>:<port>` endpoint (see `docs/SECURITY.md`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientTls {
+    /// The CA certificate that signed the node's certificate (the public web PKI roots are
+    /// trusted besides). The node's certificate must name the endpoint's host (IP or DNS name).
+    pub root_ca: Option<PathBuf>,
+    /// The client's certificate, for a node that requires mutual TLS (with `private_key`).
+    pub certificate: Option<PathBuf>,
+    /// The private key of `certificate`.
+    pub private_key: Option<PathBuf>,
+}
+
+/// Connects to the node listening on `endpoint` (`tcp/127.0.0.1:7447`, `tls/<host>:<port>`,
+/// `unixsock-stream/<path>`; `stampede serve` or an embedded runtime serving clients) and opens a
+/// session there, as `options` say: the returned runtime's channels, queues and tasks live on that
+/// node, and its API is the embedded one. Errors: `Unreachable` when no node answers within
+/// `options.timeout` (for a `tls/` endpoint: naming TLS and what to check — the CA, the
+/// certificate's names, a client certificate for mutual TLS), `InvalidArgument` for a malformed
+/// endpoint, unusable TLS files, or a node of another release (wire version mismatch).
+///
+/// A remote runtime's blocking calls block the calling thread (call them outside async code);
+/// the `_async` forms and readiness futures do not. See `docs/NODES.md` and `docs/SECURITY.md`.
+pub fn connect_with(endpoint: &str, options: &ConnectOptions) -> Result<Runtime> {
+    Ok(Runtime(Backend::Remote(crate::remote::client::connect(endpoint, options)?)))
+}
+
+/// [`connect_with`] the node at `endpoint`, trying for `timeout` (`None`: as long as it takes),
+/// without TLS files.
+pub fn connect(endpoint: &str, timeout: Option<Duration>) -> Result<Runtime> {
+    connect_with(endpoint, &ConnectOptions { timeout, ..ConnectOptions::default() })
+}
+
+/// [`connect_with`] the node called `node`, reached through the node at `endpoint` and the mesh
 /// of nodes connected to it (`stampede serve --connect …`): the session, its channels, queues
 /// and tasks are on `node`. `Unreachable` when `node` does not answer there within `timeout`.
 pub fn connect_to(endpoint: &str, node: &str, timeout: Option<Duration>) -> Result<Runtime> {
-    Ok(Runtime(Backend::Remote(crate::remote::client::connect(endpoint, Some(node), timeout)?)))
+    connect_with(endpoint, &ConnectOptions { timeout, node: Some(node.to_owned()), tls: None })
 }
 
 impl Runtime {

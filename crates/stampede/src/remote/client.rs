@@ -33,6 +33,7 @@ use crate::remote::runtime::{unexpected, RemoteRuntime};
 use crate::remote::wire::{decode_reply, encode, DecodeError, Handle, Hello, Reply, Request, RequestHeader};
 use crate::remote::LIVELINESS_TIMEOUT_DEFAULT;
 use crate::remote::{CLIENT_CLOSED, QUERY_MARGIN, REMOTE_WAIT_SLICE};
+use crate::runtime::{ClientTls, ConnectOptions};
 use crate::wait::{Changed, Signal};
 use stampede_core::name::check_name;
 
@@ -43,20 +44,22 @@ const UNFINISHED_SENDS_MAX: usize = 256;
 /// Pause between attempts to reach a node that is not there yet.
 const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(50);
 
-/// Connects to the node listening on `endpoint` (`tcp/127.0.0.1:7447`, `unixsock-stream/<path>`)
-/// and opens a session there. `timeout`: how long to keep trying to reach the node (`None`: as
-/// long as it takes). Errors: `Unreachable` when no node answers in time, `InvalidArgument` for a
-/// malformed endpoint or a node of another release (wire version mismatch).
+/// Connects to the node listening on `endpoint` (`tcp/127.0.0.1:7447`, `tls/<host>:<port>`,
+/// `unixsock-stream/<path>`) and opens a session there. `options.timeout`: how long to keep trying
+/// to reach the node (`None`: as long as it takes). Errors: `Unreachable` when no node answers in
+/// time (for a `tls/` endpoint, naming TLS and what to check), `InvalidArgument` for a malformed
+/// endpoint, unusable TLS files or a node of another release (wire version mismatch).
 ///
 /// The client API is blocking; call it outside async code (or in `spawn_blocking`).
 ///
-/// `node`: the node to open the session on, reached through the one at `endpoint` and the mesh
-/// of routers behind it (`None`: the node at `endpoint`).
-pub(crate) fn connect(endpoint: &str, node: Option<&str>, timeout: Option<Duration>) -> Result<RemoteRuntime> {
-    blocking(|| open(endpoint, node, timeout))
+/// `options.node`: the node to open the session on, reached through the one at `endpoint` and the
+/// mesh of routers behind it (`None`: the node at `endpoint`).
+pub(crate) fn connect(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
+    blocking(|| open(endpoint, options))
 }
 
-fn open(endpoint: &str, node: Option<&str>, timeout: Option<Duration>) -> Result<RemoteRuntime> {
+fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
+    let node = options.node.as_deref();
     if let Some(node) = node {
         check_name("connect", node)?;
         if node.contains('/') {
@@ -64,14 +67,15 @@ fn open(endpoint: &str, node: Option<&str>, timeout: Option<Duration>) -> Result
             return Err(Error::InvalidArgument { op: "connect", name: node.to_owned(), reason });
         }
     }
-    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-    let (mut zenoh, mut hello) = reach(endpoint, node, LIVELINESS_TIMEOUT_DEFAULT, deadline)?;
+    let tls = fabric_tls(options.tls.as_ref())?;
+    let deadline = options.timeout.and_then(|t| Instant::now().checked_add(t));
+    let (mut zenoh, mut hello) = reach(endpoint, node, tls, LIVELINESS_TIMEOUT_DEFAULT, deadline)?;
     let liveliness_timeout = Duration::from_millis(hello.liveliness_timeout_ms);
     if liveliness_timeout != LIVELINESS_TIMEOUT_DEFAULT {
         // The node detects a vanished client after the lease the client announces: announce the
         // node's liveliness timeout.
         let _ = zenoh.close().wait();
-        (zenoh, hello) = reach(endpoint, node, liveliness_timeout.max(Duration::from_millis(1)), deadline)?;
+        (zenoh, hello) = reach(endpoint, node, tls, liveliness_timeout.max(Duration::from_millis(1)), deadline)?;
     }
     let unreachable = |reason: String| Error::Unreachable { op: "connect", name: endpoint.to_owned(), reason };
     let session = zenoh.zid().to_string();
@@ -106,15 +110,25 @@ fn open(endpoint: &str, node: Option<&str>, timeout: Option<Duration>) -> Result
 fn reach(
     endpoint: &str,
     node: Option<&str>,
+    tls: Option<fabric::Tls<'_>>,
     lease: Duration,
     deadline: Option<Instant>,
 ) -> Result<(zenoh::Session, Hello)> {
     let unreachable = |reason: String| Error::Unreachable { op: "connect", name: endpoint.to_owned(), reason };
+    let config = fabric::client_config(endpoint, lease, tls)?;
     let zenoh = loop {
-        match zenoh::open(fabric::client_config(endpoint, lease)?).wait() {
+        match zenoh::open(config.clone()).wait() {
             Ok(zenoh) => break zenoh,
             Err(_) if deadline.is_none_or(|d| Instant::now() + CONNECT_RETRY_PAUSE < d) => {
                 std::thread::sleep(CONNECT_RETRY_PAUSE);
+            }
+            // zenoh logs why a TLS handshake failed but returns only that it could not connect.
+            Err(e) if fabric::is_tls(endpoint) => {
+                return Err(unreachable(format!(
+                    "no node answers there ({}); {}",
+                    brief(&e),
+                    fabric::TLS_HANDSHAKE_HINT
+                )))
             }
             Err(e) => return Err(unreachable(format!("no node answers there ({})", brief(&e)))),
         }
@@ -132,6 +146,21 @@ fn reach(
             }
         }
     }
+}
+
+/// The files of `tls` as the fabric takes them; a certificate without its private key (or the
+/// reverse) is `InvalidArgument`.
+fn fabric_tls(tls: Option<&ClientTls>) -> Result<Option<fabric::Tls<'_>>> {
+    let Some(tls) = tls else { return Ok(None) };
+    let identity = match (&tls.certificate, &tls.private_key) {
+        (Some(certificate), Some(private_key)) => Some((certificate.as_path(), private_key.as_path())),
+        (None, None) => None,
+        _ => {
+            let reason = "a client certificate needs its private key, and the reverse".to_owned();
+            return Err(Error::InvalidArgument { op: "connect", name: "tls".to_owned(), reason });
+        }
+    };
+    Ok(Some(fabric::Tls { root_ca: tls.root_ca.as_deref(), identity, mutual: identity.is_some() }))
 }
 
 /// A zenoh error's message without the source location zenoh appends to it.

@@ -10,7 +10,13 @@
 //!   handlers ([`crate::remote::wire::ReclaimEvent`]).
 //!
 //! Multicast scouting is off: nodes and clients find each other through explicit endpoints only.
+//!
+//! **TLS** (SPEC §7 "Security"): a `tls/<host>:<port>` endpoint is zenoh's TLS transport
+//! (TLS 1.3, rustls), configured under `transport/link/tls/…` from [`Tls`]: the files are checked
+//! here (present, readable, PEM) so that a mistake is `InvalidArgument` naming the file, not a
+//! failed handshake. See `docs/SECURITY.md`.
 
+use std::path::Path;
 use std::time::Duration;
 
 use crate::{Error, Result};
@@ -68,24 +74,149 @@ pub fn is_session_id(id: &str) -> bool {
         && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
+/// The prefix of zenoh's TLS endpoints.
+pub const TLS_PREFIX: &str = "tls/";
+
+/// `true` for a `tls/…` endpoint.
+pub fn is_tls(endpoint: &str) -> bool {
+    endpoint.starts_with(TLS_PREFIX)
+}
+
+/// The TLS files of a node or a client (paths to PEM files).
+#[derive(Clone, Copy, Debug)]
+pub struct Tls<'a> {
+    /// The CA certificate(s) trusted: a client's, to check the node's certificate (besides the
+    /// public web PKI roots zenoh always trusts); a node's, to check client certificates in mutual
+    /// mode and the certificates of the nodes it connects to.
+    pub root_ca: Option<&'a Path>,
+    /// The certificate chain and private key presented: a node's to its clients (and to the nodes
+    /// it connects to); a client's to a node in mutual mode.
+    pub identity: Option<(&'a Path, &'a Path)>,
+    /// A node's: clients must present a certificate signed by `root_ca` (a client presents
+    /// `identity` when it has one).
+    pub mutual: bool,
+}
+
 /// The zenoh configuration of a node: a router listening on `listen`, connecting to `connect`,
-/// with leases of `lease` and messages of at most `payload_bytes_max` plus a header.
-pub fn node_config(listen: &[String], connect: &[String], lease: Duration, payload_bytes_max: usize) -> Result<Config> {
-    let mut config = base_config("serve", "router", lease)?;
-    insert(&mut config, "serve", "listen/endpoints", &json(listen))?;
-    insert(&mut config, "serve", "connect/endpoints", &json(connect))?;
+/// with leases of `lease` and messages of at most `payload_bytes_max` plus a header, and `tls`
+/// for its `tls/` endpoints (required when it has one: its certificate and private key).
+pub fn node_config(
+    listen: &[String],
+    connect: &[String],
+    lease: Duration,
+    payload_bytes_max: usize,
+    tls: Option<Tls<'_>>,
+) -> Result<Config> {
+    let op = "serve";
+    let mut config = base_config(op, "router", lease)?;
+    insert(&mut config, op, "listen/endpoints", &json(listen))?;
+    insert(&mut config, op, "connect/endpoints", &json(connect))?;
     let message_bytes_max = payload_bytes_max.saturating_add(REQUEST_HEADER_BYTES_MAX + MESSAGE_SLACK_BYTES);
-    insert(&mut config, "serve", "transport/link/rx/max_message_size", &message_bytes_max.to_string())?;
-    Ok(config)
+    insert(&mut config, op, "transport/link/rx/max_message_size", &message_bytes_max.to_string())?;
+    let endpoints = listen.iter().chain(connect).map(String::as_str);
+    let listen_tls = listen.iter().find(|e| is_tls(e));
+    match (tls, listen_tls) {
+        (None, Some(endpoint)) => {
+            let reason = "a tls/ endpoint needs the node's certificate and private key \
+                          (--tls-certificate and --tls-private-key; NodeOptions::tls)"
+                .to_owned();
+            Err(Error::InvalidArgument { op, name: endpoint.clone(), reason })
+        }
+        (None, None) => Ok(config),
+        (Some(tls), _) => {
+            let Some((certificate, private_key)) = tls.identity else {
+                return Err(tls_refused(op, "a node's TLS needs its certificate and private key"));
+            };
+            check_tls_endpoints(op, endpoints)?;
+            if tls.mutual && tls.root_ca.is_none() {
+                return Err(tls_refused(op, "mutual TLS needs the root CA that signs client certificates"));
+            }
+            let (certificate, private_key) =
+                (pem_path(op, certificate, "certificate")?, pem_path(op, private_key, "key")?);
+            insert(&mut config, op, "transport/link/tls/listen_certificate", &json(certificate))?;
+            insert(&mut config, op, "transport/link/tls/listen_private_key", &json(private_key))?;
+            // The node presents the same identity to the nodes it connects to (a mesh in mutual mode).
+            insert(&mut config, op, "transport/link/tls/connect_certificate", &json(certificate))?;
+            insert(&mut config, op, "transport/link/tls/connect_private_key", &json(private_key))?;
+            if let Some(root_ca) = tls.root_ca {
+                insert(
+                    &mut config,
+                    op,
+                    "transport/link/tls/root_ca_certificate",
+                    &json(pem_path(op, root_ca, "certificate")?),
+                )?;
+            }
+            insert(&mut config, op, "transport/link/tls/enable_mtls", &tls.mutual.to_string())?;
+            Ok(config)
+        }
+    }
 }
 
 /// The zenoh configuration of a client of the node at `endpoint`, announcing a lease of `lease`
 /// (how long the node waits, after the client vanishes without closing its link, before its
-/// session is closed).
-pub fn client_config(endpoint: &str, lease: Duration) -> Result<Config> {
-    let mut config = base_config("connect", "client", lease)?;
-    insert(&mut config, "connect", "connect/endpoints", &json(&[endpoint.to_owned()]))?;
+/// session is closed), with `tls` for a `tls/` endpoint (`None`: trust the public web PKI roots
+/// only, present no certificate).
+pub fn client_config(endpoint: &str, lease: Duration, tls: Option<Tls<'_>>) -> Result<Config> {
+    let op = "connect";
+    let mut config = base_config(op, "client", lease)?;
+    insert(&mut config, op, "connect/endpoints", &json(&[endpoint.to_owned()]))?;
+    let Some(tls) = tls else { return Ok(config) };
+    check_tls_endpoints(op, std::iter::once(endpoint))?;
+    if let Some(root_ca) = tls.root_ca {
+        insert(
+            &mut config,
+            op,
+            "transport/link/tls/root_ca_certificate",
+            &json(pem_path(op, root_ca, "certificate")?),
+        )?;
+    }
+    if let Some((certificate, private_key)) = tls.identity {
+        let (certificate, private_key) = (pem_path(op, certificate, "certificate")?, pem_path(op, private_key, "key")?);
+        insert(&mut config, op, "transport/link/tls/connect_certificate", &json(certificate))?;
+        insert(&mut config, op, "transport/link/tls/connect_private_key", &json(private_key))?;
+        insert(&mut config, op, "transport/link/tls/enable_mtls", "true")?;
+    }
     Ok(config)
+}
+
+/// What to check when a TLS connection fails: zenoh logs the handshake's error but returns only
+/// "unable to connect".
+pub const TLS_HANDSHAKE_HINT: &str =
+    "TLS: check that the node listens on tls/ at this address, that the root CA given \
+     (tls_root_ca / ClientTls::root_ca) signed the node's certificate, that the certificate names this host \
+     (IP address or DNS name) and has not expired, and, when the node requires mutual TLS, that a client \
+     certificate signed by the node's CA and its private key are given";
+
+/// Refuses TLS files given with no `tls/` endpoint to use them on.
+fn check_tls_endpoints<'a>(op: &'static str, mut endpoints: impl Iterator<Item = &'a str>) -> Result<()> {
+    if endpoints.any(is_tls) {
+        return Ok(());
+    }
+    Err(tls_refused(op, "TLS files are given but no endpoint is tls/<host>:<port>"))
+}
+
+fn tls_refused(op: &'static str, reason: &str) -> Error {
+    Error::InvalidArgument { op, name: "tls".to_owned(), reason: reason.to_owned() }
+}
+
+/// `path` as a string for zenoh, once it is known to be a readable PEM file holding a
+/// `what` (`"certificate"`: `-----BEGIN CERTIFICATE-----`; `"key"`: `… PRIVATE KEY-----`).
+fn pem_path<'a>(op: &'static str, path: &'a Path, what: &str) -> Result<&'a str> {
+    let refuse = |reason: String| Error::InvalidArgument { op, name: path.display().to_string(), reason };
+    let text = std::fs::read_to_string(path).map_err(|e| refuse(format!("cannot read this TLS file: {e}")))?;
+    let found = match what {
+        "key" => text.lines().any(|l| l.starts_with("-----BEGIN") && l.ends_with("PRIVATE KEY-----")),
+        _ => text.lines().any(|l| l.trim_end() == "-----BEGIN CERTIFICATE-----"),
+    };
+    if !found {
+        let expected = if what == "key" {
+            "a PEM private key (-----BEGIN PRIVATE KEY-----)"
+        } else {
+            "a PEM certificate (-----BEGIN CERTIFICATE-----)"
+        };
+        return Err(refuse(format!("this TLS file does not hold {expected}")));
+    }
+    path.to_str().ok_or_else(|| refuse("a TLS file's path must be UTF-8".into()))
 }
 
 fn base_config(op: &'static str, mode: &str, lease: Duration) -> Result<Config> {
@@ -127,9 +258,39 @@ mod tests {
     #[test]
     fn configurations() {
         let lease = Duration::from_secs(1);
-        assert!(node_config(&["tcp/127.0.0.1:7447".into()], &[], lease, 1 << 20).is_ok());
-        assert!(client_config("unixsock-stream/tmp/x.sock", lease).is_ok());
-        let e = node_config(&["nonsense".into()], &[], lease, 1 << 20).unwrap_err();
+        assert!(node_config(&["tcp/127.0.0.1:7447".into()], &[], lease, 1 << 20, None).is_ok());
+        assert!(client_config("unixsock-stream/tmp/x.sock", lease, None).is_ok());
+        let e = node_config(&["nonsense".into()], &[], lease, 1 << 20, None).unwrap_err();
         assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    }
+
+    /// TLS mistakes are `InvalidArgument` before zenoh sees them: a tls/ listener without
+    /// certificates, a missing file, a file that is not PEM, TLS files with no tls/ endpoint.
+    #[test]
+    fn tls_configurations() {
+        let lease = Duration::from_secs(1);
+        let listen = ["tls/127.0.0.1:7447".to_owned()];
+        let invalid = |r: Result<Config>| matches!(r, Err(Error::InvalidArgument { .. }));
+        assert!(invalid(node_config(&listen, &[], lease, 1 << 20, None)));
+        let dir = std::env::temp_dir().join(format!("stampede-fabric-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key, junk) = (dir.join("c.pem"), dir.join("k.pem"), dir.join("junk.pem"));
+        std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n").unwrap();
+        std::fs::write(&key, "-----BEGIN PRIVATE KEY-----\nAA==\n-----END PRIVATE KEY-----\n").unwrap();
+        std::fs::write(&junk, "hello").unwrap();
+        fn tls<'a>(certificate: &'a Path, private_key: &'a Path) -> Tls<'a> {
+            Tls { root_ca: None, identity: Some((certificate, private_key)), mutual: false }
+        }
+        let (c, k, j) = (cert.as_path(), key.as_path(), junk.as_path());
+        assert!(node_config(&listen, &[], lease, 1 << 20, Some(tls(c, k))).is_ok());
+        assert!(invalid(node_config(&listen, &[], lease, 1 << 20, Some(tls(j, k)))));
+        assert!(invalid(node_config(&listen, &[], lease, 1 << 20, Some(tls(c, Path::new("/nonexistent/k.pem"))))));
+        assert!(invalid(node_config(&["tcp/127.0.0.1:7447".into()], &[], lease, 1 << 20, Some(tls(c, k)))));
+        let mutual = Tls { mutual: true, ..tls(c, k) };
+        assert!(invalid(node_config(&listen, &[], lease, 1 << 20, Some(mutual))));
+        let client = Tls { root_ca: Some(c), identity: None, mutual: false };
+        assert!(client_config("tls/127.0.0.1:7447", lease, Some(client)).is_ok());
+        assert!(invalid(client_config("tcp/127.0.0.1:7447", lease, Some(client))));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,0 +1,209 @@
+//! TLS endpoints (SPEC §7 "Security"): a node listening on `tls/127.0.0.1:<port>` with a
+//! certificate signed by a test CA serves clients that trust that CA; a client that trusts another
+//! CA, a client without a certificate in mutual mode, and a plain `tcp/` client are refused with
+//! `Unreachable` within their timeout; unusable TLS files are `InvalidArgument` before any
+//! connection. The certificates are made at run time with `rcgen`.
+
+mod support;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use rcgen::{
+    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+};
+use stampede::{connect_with, ClientTls, ConnectOptions, Error, Limits, Runtime, INFINITY, OLDEST_UNSEEN};
+use stampede_node::node::TlsOptions;
+use stampede_node::{Node, NodeOptions};
+use support::{with_watchdog, CONNECT_TIMEOUT};
+
+/// How long a client that must fail tries: short, so that the tests are quick.
+const REFUSED_TIMEOUT: Duration = Duration::from_secs(2);
+/// Slack beyond a client's timeout before a refusal counts as a hang (zenoh's own steps).
+const HANG_SLACK: Duration = Duration::from_secs(5);
+
+/// A test CA, a certificate for the node (127.0.0.1 and localhost) and one for a client, both
+/// signed by it, and another CA that signed nothing here — as PEM files in a directory.
+struct Pki {
+    dir: tempfile::TempDir,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (ca, ca_key) = authority("Stampede test CA");
+        let (other_ca, _) = authority("Another CA");
+        let write = |name: &str, text: String| std::fs::write(dir.path().join(name), text).expect("writes a PEM file");
+        write("ca.pem", ca.pem());
+        write("other-ca.pem", other_ca.pem());
+        for (name, names) in [("node", vec!["127.0.0.1".to_owned(), "localhost".to_owned()]), ("client", vec![])] {
+            let mut params = CertificateParams::new(names).expect("certificate parameters");
+            params.distinguished_name.push(DnType::CommonName, format!("stampede test {name}"));
+            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+            let key = KeyPair::generate().expect("a key pair");
+            let cert = params.signed_by(&key, &ca, &ca_key).expect("the CA signs");
+            write(&format!("{name}.pem"), cert.pem());
+            write(&format!("{name}.key"), key.serialize_pem());
+        }
+        Pki { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The node's TLS options, `mutual` or not.
+    fn node(&self, mutual: bool) -> TlsOptions {
+        TlsOptions {
+            certificate: self.path("node.pem"),
+            private_key: self.path("node.key"),
+            root_ca: Some(self.path("ca.pem")),
+            mutual,
+        }
+    }
+
+    /// A client's TLS files: trusting `ca`, with the client certificate or not.
+    fn client(&self, ca: &str, with_certificate: bool) -> ClientTls {
+        ClientTls {
+            root_ca: Some(self.path(ca)),
+            certificate: with_certificate.then(|| self.path("client.pem")),
+            private_key: with_certificate.then(|| self.path("client.key")),
+        }
+    }
+}
+
+/// A self-signed CA certificate and its key.
+fn authority(name: &str) -> (Certificate, KeyPair) {
+    let mut params = CertificateParams::new(Vec::new()).expect("CA parameters");
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    let key = KeyPair::generate().expect("a key pair");
+    (params.self_signed(&key).expect("the CA signs itself"), key)
+}
+
+/// A port free on 127.0.0.1 now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+}
+
+/// A node serving a fresh runtime on `tls/127.0.0.1:<port>`; returns it and the port.
+fn tls_node(pki: &Pki, mutual: bool) -> (Node, u16) {
+    let port = free_port();
+    let mut options = NodeOptions::listen(&format!("tls/127.0.0.1:{port}"));
+    options.name = "secure".into();
+    options.tls = Some(pki.node(mutual));
+    (Node::serve(Runtime::new(), options).expect("the TLS node serves"), port)
+}
+
+fn options(timeout: Duration, tls: Option<ClientTls>) -> ConnectOptions {
+    ConnectOptions { timeout: Some(timeout), node: None, tls }
+}
+
+/// Connects as `options` say and expects `Unreachable` naming TLS, within the timeout (plus
+/// [`HANG_SLACK`]): a refused handshake never hangs.
+fn assert_refused(endpoint: &str, options: &ConnectOptions) -> String {
+    let started = Instant::now();
+    let e = connect_with(endpoint, options).expect_err("the client must be refused");
+    let elapsed = started.elapsed();
+    assert!(matches!(e, Error::Unreachable { .. }), "{e}");
+    assert!(elapsed < REFUSED_TIMEOUT + HANG_SLACK, "refused after {elapsed:?}");
+    e.to_string()
+}
+
+/// One client puts through a TLS node and another gets the item: the session, the request and
+/// the payload all cross the TLS link.
+#[test]
+fn a_client_over_tls_puts_and_gets() {
+    with_watchdog("a_client_over_tls_puts_and_gets", || {
+        let pki = Pki::new();
+        let (node, port) = tls_node(&pki, false);
+        let endpoint = format!("tls/127.0.0.1:{port}");
+        let producer = connect_with(&endpoint, &options(CONNECT_TIMEOUT, Some(pki.client("ca.pem", false)))).unwrap();
+        assert_eq!(producer.node(), Some("secure"));
+        producer.create_channel("secure/frames", Limits::unbounded()).unwrap();
+        let consumer = connect_with(&endpoint, &options(CONNECT_TIMEOUT, Some(pki.client("ca.pem", false)))).unwrap();
+        let reader = consumer.task(INFINITY).unwrap();
+        let input = reader.attach_input(&consumer.channel("secure/frames").unwrap()).unwrap();
+        let camera = producer.task(0).unwrap();
+        camera.attach_output(&producer.channel("secure/frames").unwrap()).unwrap().put(7, "frame 7").unwrap();
+        let item = input.get(OLDEST_UNSEEN, Some(CONNECT_TIMEOUT)).unwrap();
+        assert_eq!((item.ts, &item.data()[..]), (7, &b"frame 7"[..]));
+        assert_eq!(node.session_count(), 2);
+        producer.close();
+        consumer.close();
+    });
+}
+
+/// A client that trusts another CA fails the handshake: `Unreachable` naming TLS, within its
+/// timeout.
+#[test]
+fn a_client_trusting_another_ca_is_unreachable() {
+    with_watchdog("a_client_trusting_another_ca_is_unreachable", || {
+        let pki = Pki::new();
+        let (node, port) = tls_node(&pki, false);
+        let message = assert_refused(
+            &format!("tls/127.0.0.1:{port}"),
+            &options(REFUSED_TIMEOUT, Some(pki.client("other-ca.pem", false))),
+        );
+        assert!(message.contains("TLS") && message.contains("root CA"), "{message}");
+        assert_eq!(node.session_count(), 0);
+    });
+}
+
+/// In mutual mode a client without a certificate is refused (`Unreachable` within its timeout)
+/// and one with a certificate signed by the node's CA is served.
+#[test]
+fn mutual_tls_requires_a_client_certificate() {
+    with_watchdog("mutual_tls_requires_a_client_certificate", || {
+        let pki = Pki::new();
+        let (node, port) = tls_node(&pki, true);
+        let endpoint = format!("tls/127.0.0.1:{port}");
+        let message = assert_refused(&endpoint, &options(REFUSED_TIMEOUT, Some(pki.client("ca.pem", false))));
+        assert!(message.contains("mutual TLS"), "{message}");
+        let client = connect_with(&endpoint, &options(CONNECT_TIMEOUT, Some(pki.client("ca.pem", true)))).unwrap();
+        client.create_channel("mutual/ok", Limits::unbounded()).unwrap();
+        assert_eq!(node.runtime().names("").unwrap(), vec!["mutual/ok".to_owned()]);
+        client.close();
+    });
+}
+
+/// A plain `tcp/` client cannot talk to a `tls/` listener: `Unreachable` within its timeout.
+#[test]
+fn a_plain_tcp_client_cannot_talk_to_a_tls_listener() {
+    with_watchdog("a_plain_tcp_client_cannot_talk_to_a_tls_listener", || {
+        let pki = Pki::new();
+        let (node, port) = tls_node(&pki, false);
+        assert_refused(&format!("tcp/127.0.0.1:{port}"), &options(REFUSED_TIMEOUT, None));
+        assert_eq!(node.session_count(), 0);
+    });
+}
+
+/// Unusable TLS configurations are `InvalidArgument` at once: a `tls/` listener without
+/// certificates, a missing file, a key that is not PEM, mutual TLS without a CA, a client
+/// certificate without its key, TLS files for a `tcp/` endpoint.
+#[test]
+fn unusable_tls_configurations_are_invalid_arguments() {
+    with_watchdog("unusable_tls_configurations_are_invalid_arguments", || {
+        let pki = Pki::new();
+        let endpoint = format!("tls/127.0.0.1:{}", free_port());
+        let serve = |tls: Option<TlsOptions>| {
+            let options = NodeOptions { tls, ..NodeOptions::listen(&endpoint) };
+            Node::serve(Runtime::new(), options).map(|_| ()).unwrap_err()
+        };
+        let invalid = |e: Error| assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+        invalid(serve(None));
+        invalid(serve(Some(TlsOptions { certificate: pki.path("missing.pem"), ..pki.node(false) })));
+        invalid(serve(Some(TlsOptions { private_key: pki.path("node.pem"), ..pki.node(false) })));
+        invalid(serve(Some(TlsOptions { root_ca: None, ..pki.node(true) })));
+        let connect =
+            |endpoint: &str, tls: ClientTls| connect_with(endpoint, &options(REFUSED_TIMEOUT, Some(tls))).unwrap_err();
+        invalid(connect(&endpoint, ClientTls { private_key: None, ..pki.client("ca.pem", true) }));
+        invalid(connect(
+            &endpoint,
+            ClientTls { root_ca: Some(pki.path("missing.pem")), ..pki.client("ca.pem", false) },
+        ));
+        invalid(connect("tcp/127.0.0.1:7447", pki.client("ca.pem", false)));
+    });
+}
