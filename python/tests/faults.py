@@ -73,6 +73,9 @@ CHAOS_GAP_S = (1.0, 2.0)
 #: Every NODE_EVERY-th chaos event (from a seeded offset) kills a whole node, down for a while.
 NODE_EVERY = 6
 NODE_DOWN_S = (0.5, 1.5)
+#: How often the harness samples the nodes' resident memory (reported, first and last sample of
+#: each node's current process).
+RSS_EVERY_S = 5.0
 BODY_BYTES = 188
 EXPECTED_ERRORS = {"Unreachable", "Closed", "NotFound", "AlreadyExists"}
 
@@ -439,6 +442,8 @@ class Harness:
         self.kills = {"client": 0, "node": 0}
         self.hangs = 0
         self.producer_kills = 0
+        self.rss: dict[str, tuple[int, int, int]] = {}
+        self.rss_at = 0.0
         self.crashes = 0
         binary = stampede_bin()
         self.nodes: dict[str, Proc] = {}
@@ -471,8 +476,22 @@ class Harness:
         self.node_started_ms[n] = now_ms(self.t0)
         self.down.discard(n)
 
+    def sample_rss(self) -> None:
+        """Each node process's resident memory (MiB), every RSS_EVERY_S: its first and last sample."""
+        if time.monotonic() - self.rss_at < RSS_EVERY_S:
+            return
+        self.rss_at = time.monotonic()
+        for n, node in self.nodes.items():
+            if node.alive() and node.proc is not None:
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    status = Path(f"/proc/{node.proc.pid}/status").read_text()
+                    kib = int(next(x for x in status.splitlines() if x.startswith("VmRSS:")).split()[1])
+                    first = self.rss[n][0] if self.rss.get(n, (0, 0, 0))[2] == node.proc.pid else kib // 1024
+                    self.rss[n] = (first, kib // 1024, node.proc.pid)
+
     def watch(self) -> None:
         """Restarts what died on its own (a failure) and kills clients silent for HANG_S (hangs)."""
+        self.sample_rss()
         for n, node in self.nodes.items():
             if n not in self.down and not node.alive():
                 self.fail(f"node {n} exited on its own (status {node.proc and node.proc.returncode})")
@@ -647,6 +666,7 @@ class Harness:
             "hangs": self.hangs,
             "crashes": self.crashes,
             "nodes_alive": nodes_alive,
+            "node_rss_mib": {n: [first, last] for n, (first, last, _) in sorted(self.rss.items())},
             "failures": self.failures,
             "wall_s": round(wall, 1),
         }
