@@ -8,7 +8,7 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use stampede::{connect, connect_to, Runtime};
+use stampede::{connect_with, ConnectOptions, Runtime};
 use stampede_dashboard::{Dashboard, DashboardOptions};
 
 /// What the page shows and where, as given on the command line.
@@ -45,18 +45,15 @@ impl Page {
 /// What `dashboard` was asked for.
 pub struct Options {
     pub endpoint: String,
-    pub node: Option<String>,
     pub port: u16,
     pub page: Page,
-    pub timeout: Duration,
+    /// The timeout, the node to show (reached through `endpoint`) and TLS files.
+    pub connect: ConnectOptions,
 }
 
 /// Serves the dashboard of the node at `endpoint` until a signal.
 pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
-    let runtime = match &options.node {
-        Some(node) => connect_to(&options.endpoint, node, Some(options.timeout))?,
-        None => connect(&options.endpoint, Some(options.timeout))?,
-    };
+    let runtime = connect_with(&options.endpoint, &options.connect)?;
     let served = serve(&runtime, options.page.options(options.port));
     let dashboard = match served {
         Ok(dashboard) => dashboard,

@@ -7,12 +7,15 @@
 //! - `stampede dashboard --connect <endpoint> [--port <port>]` — serves a live web dashboard of a
 //!   node's runtime (see [`dashboard`]); `stampede serve --dashboard <port>` serves one of its own.
 //!
+//! Each takes the TLS flags of [`tls`] for `tls/<host>:<port>` endpoints (`docs/SECURITY.md`).
+//!
 //! Errors are printed as `stampede: <message>` on stderr with exit status 1; usage errors exit 2.
 
 mod dashboard;
 mod ls;
 mod serve;
 mod tail;
+mod tls;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -32,7 +35,8 @@ enum Command {
     /// Runs a node serving a new runtime to clients until Ctrl-C or SIGTERM. Prints
     /// `listening on <endpoint>` for each endpoint once it is ready.
     Serve {
-        /// An endpoint to listen on: tcp/127.0.0.1:7447, unixsock-stream/<path>. Repeatable.
+        /// An endpoint to listen on: tcp/127.0.0.1:7447, tls/127.0.0.1:7447 (with
+        /// --tls-certificate and --tls-private-key), unixsock-stream/<path>. Repeatable.
         #[arg(long, required = true, value_name = "ENDPOINT")]
         listen: Vec<String>,
         /// An endpoint of another node to connect to. Repeatable.
@@ -54,6 +58,8 @@ enum Command {
         dashboard: Option<u16>,
         #[command(flatten)]
         page: dashboard::Page,
+        #[command(flatten)]
+        tls: tls::ServeTls,
     },
     /// Serves a live web dashboard of a node's runtime until Ctrl-C or SIGTERM: tasks,
     /// connections and channels with their counters and rates, and an image with overlays.
@@ -73,6 +79,8 @@ enum Command {
         /// Seconds to keep trying to reach the node.
         #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
         timeout: f64,
+        #[command(flatten)]
+        tls: tls::ConnectTls,
     },
     /// Lists the names of the channels and queues on a node, one per line.
     Ls {
@@ -85,6 +93,8 @@ enum Command {
         /// Seconds to keep trying to reach the node.
         #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
         timeout: f64,
+        #[command(flatten)]
+        tls: tls::ConnectTls,
     },
     /// Follows a channel: one line per item (timestamp, size, codec; text, or dtype and shape).
     Tail {
@@ -102,6 +112,8 @@ enum Command {
         /// Seconds to keep trying to reach the node.
         #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
         timeout: f64,
+        #[command(flatten)]
+        tls: tls::ConnectTls,
     },
 }
 
@@ -117,7 +129,7 @@ fn seconds(text: &str) -> Result<f64, String> {
 
 fn main() -> ExitCode {
     let done = match Cli::parse().command {
-        Command::Serve { listen, connect, name, liveliness_timeout, max_payload_bytes, dashboard, page } => {
+        Command::Serve { listen, connect, name, liveliness_timeout, max_payload_bytes, dashboard, page, tls } => {
             serve::run(serve::Options {
                 listen,
                 connect,
@@ -125,19 +137,24 @@ fn main() -> ExitCode {
                 liveliness_timeout: Duration::from_secs_f64(liveliness_timeout),
                 payload_bytes_max: max_payload_bytes,
                 dashboard: dashboard.map(|port| (port, page)),
+                tls: tls.options(),
             })
         }
-        Command::Dashboard { connect, node, port, page, timeout } => dashboard::run(dashboard::Options {
+        Command::Dashboard { connect, node, port, page, timeout, tls } => dashboard::run(dashboard::Options {
             endpoint: connect,
-            node,
             port,
             page,
-            timeout: Duration::from_secs_f64(timeout),
+            connect: tls.options(Duration::from_secs_f64(timeout), node),
         }),
-        Command::Ls { prefix, connect, timeout } => ls::run(&prefix, &connect, Duration::from_secs_f64(timeout)),
-        Command::Tail { name, connect, node, count, timeout } => {
-            tail::run(tail::Options { name, endpoint: connect, node, count, timeout: Duration::from_secs_f64(timeout) })
+        Command::Ls { prefix, connect, timeout, tls } => {
+            ls::run(&prefix, &connect, &tls.options(Duration::from_secs_f64(timeout), None))
         }
+        Command::Tail { name, connect, node, count, timeout, tls } => tail::run(tail::Options {
+            name,
+            endpoint: connect,
+            count,
+            connect: tls.options(Duration::from_secs_f64(timeout), node),
+        }),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,
@@ -145,5 +162,17 @@ fn main() -> ExitCode {
             eprintln!("stampede: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// The command line is well formed (clap's own checks: unique names and groups, sound
+    /// `requires`), which clap otherwise only checks when a command is parsed.
+    #[test]
+    fn command_line_is_consistent() {
+        super::Cli::command().debug_assert();
     }
 }

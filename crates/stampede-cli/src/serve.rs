@@ -9,6 +9,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use stampede::Runtime;
+use stampede_node::node::TlsOptions;
 use stampede_node::{Node, NodeOptions};
 
 /// What `serve` was asked for.
@@ -20,6 +21,8 @@ pub struct Options {
     pub payload_bytes_max: usize,
     /// Serve a dashboard of the node's runtime on this port (0: any free port), and what it shows.
     pub dashboard: Option<(u16, crate::dashboard::Page)>,
+    /// Certificates for the tls/ endpoints.
+    pub tls: Option<TlsOptions>,
 }
 
 /// Serves until a signal; the node's or the signal handler's error otherwise.
@@ -33,6 +36,7 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             connect: options.connect,
             liveliness_timeout: options.liveliness_timeout,
             payload_bytes_max: options.payload_bytes_max,
+            tls: options.tls,
             ..NodeOptions::default()
         },
     )?;

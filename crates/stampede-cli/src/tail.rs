@@ -4,9 +4,8 @@
 //! behind) and consumes what it read at once, so it never holds the channel's ts_min back.
 
 use std::io::Write;
-use std::time::Duration;
 
-use stampede::{Codec, Item, Runtime, INFINITY, NEWEST_UNSEEN};
+use stampede::{Codec, ConnectOptions, Item, Runtime, INFINITY, NEWEST_UNSEEN};
 
 /// Most characters of a text item shown on its line.
 const TEXT_SHOWN_MAX: usize = 120;
@@ -15,20 +14,16 @@ const TEXT_SHOWN_MAX: usize = 120;
 pub struct Options {
     pub name: String,
     pub endpoint: String,
-    /// The node the channel is on, reached through `endpoint` (`None`: the node at `endpoint`).
-    pub node: Option<String>,
     /// Stop after this many items (`None`: until Ctrl-C, or the channel is destroyed).
     pub count: Option<u64>,
-    pub timeout: Duration,
+    /// The timeout, the node the channel is on (reached through `endpoint`) and TLS files.
+    pub connect: ConnectOptions,
 }
 
 /// Connects, follows, prints; returns when `count` items were shown, on Ctrl-C, or when the
 /// channel goes.
 pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
-    let rt = match &options.node {
-        None => stampede::connect(&options.endpoint, Some(options.timeout))?,
-        Some(node) => stampede::connect_to(&options.endpoint, node, Some(options.timeout))?,
-    };
+    let rt = stampede::connect_with(&options.endpoint, &options.connect)?;
     let followed = follow(&rt, &options);
     rt.close();
     followed

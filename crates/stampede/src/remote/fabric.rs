@@ -181,10 +181,9 @@ pub fn client_config(endpoint: &str, lease: Duration, tls: Option<Tls<'_>>) -> R
 
 /// What to check when a TLS connection fails: zenoh logs the handshake's error but returns only
 /// "unable to connect".
-pub const TLS_HANDSHAKE_HINT: &str =
-    "TLS: check that the node listens on tls/ at this address, that the root CA given \
-     (tls_root_ca / ClientTls::root_ca) signed the node's certificate, that the certificate names this host \
-     (IP address or DNS name) and has not expired, and, when the node requires mutual TLS, that a client \
+pub const TLS_HANDSHAKE_HINT: &str = "TLS: check that the node listens on tls/ at this address, that the root CA \
+     given (--tls-root-ca, tls_root_ca=, ClientTls::root_ca) signed the node's certificate, that the certificate names \
+     this host (IP address or DNS name) and has not expired, and, when the node requires mutual TLS, that a client \
      certificate signed by the node's CA and its private key are given";
 
 /// Refuses TLS files given with no `tls/` endpoint to use them on.
