@@ -1,3 +1,4 @@
+import os
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Literal, TypeVar, final, overload
@@ -296,6 +297,10 @@ class Runtime:
         name: str | None = None,
         liveliness_timeout: float | None = None,
         max_payload_bytes: int | None = None,
+        tls_certificate: str | os.PathLike[str] | None = None,
+        tls_private_key: str | os.PathLike[str] | None = None,
+        tls_root_ca: str | os.PathLike[str] | None = None,
+        tls_mutual: bool = False,
     ) -> Self: ...
     @property
     def node(self) -> str | None: ...
@@ -418,4 +423,12 @@ class ApproxJoin(Iterator[Matched]):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool: ...
 
-def connect(endpoint: str, timeout: float | None = None, *, node: str | None = None) -> Runtime: ...
+def connect(
+    endpoint: str,
+    timeout: float | None = None,
+    *,
+    node: str | None = None,
+    tls_root_ca: str | os.PathLike[str] | None = None,
+    tls_certificate: str | os.PathLike[str] | None = None,
+    tls_private_key: str | os.PathLike[str] | None = None,
+) -> Runtime: ...

@@ -49,27 +49,41 @@ impl Runtime {
 
 #[pymethods]
 impl Runtime {
-    /// An embedded runtime. With `listen` (an endpoint such as `"tcp/127.0.0.1:7447"` or
-    /// `"unixsock-stream/<path>"`, or a list of them) it also serves remote clients there, as
-    /// `stampede serve` does: `name` is the node's name, `liveliness_timeout` (seconds) how long
-    /// a vanished client's session lives on, `max_payload_bytes` the largest put it accepts.
+    /// An embedded runtime. With `listen` (an endpoint such as `"tcp/127.0.0.1:7447"`,
+    /// `"tls/127.0.0.1:7447"` or `"unixsock-stream/<path>"`, or a list of them) it also serves
+    /// remote clients there, as `stampede serve` does: `name` is the node's name,
+    /// `liveliness_timeout` (seconds) how long a vanished client's session lives on,
+    /// `max_payload_bytes` the largest put it accepts. A `tls/` endpoint needs `tls_certificate`
+    /// and `tls_private_key` (PEM files); `tls_root_ca` is the CA trusted for client certificates,
+    /// and `tls_mutual=True` requires clients to present one it signed (docs/SECURITY.md).
     #[new]
-    #[pyo3(signature = (listen=None, *, name=None, liveliness_timeout=None, max_payload_bytes=None))]
+    #[pyo3(signature = (
+        listen=None, *, name=None, liveliness_timeout=None, max_payload_bytes=None,
+        tls_certificate=None, tls_private_key=None, tls_root_ca=None, tls_mutual=false,
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         listen: Option<&Bound<'_, PyAny>>,
         name: Option<String>,
         liveliness_timeout: Option<&Bound<'_, PyAny>>,
         max_payload_bytes: Option<&Bound<'_, PyAny>>,
+        tls_certificate: Option<std::path::PathBuf>,
+        tls_private_key: Option<std::path::PathBuf>,
+        tls_root_ca: Option<std::path::PathBuf>,
+        tls_mutual: bool,
     ) -> PyResult<Runtime> {
         let inner = stampede::Runtime::new();
         let at = At { op: "Runtime", name: "listen" };
+        let tls_given = tls_certificate.is_some() || tls_private_key.is_some() || tls_root_ca.is_some() || tls_mutual;
         let node = match listen {
-            None if name.is_some() || liveliness_timeout.is_some() || max_payload_bytes.is_some() => {
+            None if name.is_some() || liveliness_timeout.is_some() || max_payload_bytes.is_some() || tls_given => {
                 return Err(to_pyerr(Error::InvalidArgument {
                     op: "Runtime",
                     name: "listen".into(),
-                    reason: "name, liveliness_timeout and max_payload_bytes configure serving: give listen too".into(),
+                    reason: "name, liveliness_timeout, max_payload_bytes and the tls_ arguments configure serving: \
+                             give listen too"
+                        .into(),
                 }))
             }
             None => None,
@@ -84,6 +98,22 @@ impl Runtime {
                 if let Some(bytes) = args::count(max_payload_bytes, "max_payload_bytes", at)? {
                     options.payload_bytes_max = bytes;
                 }
+                options.tls = match (tls_certificate, tls_private_key) {
+                    (Some(certificate), Some(private_key)) => Some(stampede_node::node::TlsOptions {
+                        certificate,
+                        private_key,
+                        root_ca: tls_root_ca,
+                        mutual: tls_mutual,
+                    }),
+                    (None, None) if !tls_given => None,
+                    _ => {
+                        return Err(to_pyerr(Error::InvalidArgument {
+                            op: "Runtime",
+                            name: "tls".into(),
+                            reason: "a node's TLS needs tls_certificate and tls_private_key together".into(),
+                        }))
+                    }
+                };
                 let runtime = inner.clone();
                 Some(wait::released(py, move || stampede_node::Node::serve(runtime, options))?)
             }
@@ -475,24 +505,34 @@ fn set_handler(
 }
 
 /// Connects to the Stampede node listening on `endpoint` (`"tcp/127.0.0.1:7447"`,
-/// `"unixsock-stream/<path>"`): a `Runtime` whose channels, queues and tasks live on that node,
-/// with the embedded API. `timeout` (seconds, None = as long as it takes) bounds the wait for
-/// the node; Unreachable when none answers in time.
-/// `node`: open the session on the node of that name instead, reached through the one at
-/// `endpoint` and the nodes connected to it (`stampede serve --connect ...`).
+/// `"tls/<host>:<port>"`, `"unixsock-stream/<path>"`): a `Runtime` whose channels, queues and
+/// tasks live on that node, with the embedded API. `timeout` (seconds, None = as long as it takes)
+/// bounds the wait for the node; Unreachable when none answers in time (for `tls/`: naming TLS and
+/// what to check). `node`: open the session on the node of that name instead, reached through the
+/// one at `endpoint` and the nodes connected to it (`stampede serve --connect ...`).
+/// `tls_root_ca`: the CA (PEM) that signed the node's certificate; `tls_certificate` and
+/// `tls_private_key`: this client's certificate and key, for a node that requires mutual TLS.
+/// Unusable TLS files raise InvalidArgument (docs/SECURITY.md).
 #[pyfunction]
-#[pyo3(signature = (endpoint, timeout=None, *, node=None))]
+#[pyo3(signature = (endpoint, timeout=None, *, node=None, tls_root_ca=None, tls_certificate=None, tls_private_key=None))]
 pub(crate) fn connect(
     py: Python<'_>,
     endpoint: &str,
     timeout: Option<&Bound<'_, PyAny>>,
-    node: Option<&str>,
+    node: Option<String>,
+    tls_root_ca: Option<std::path::PathBuf>,
+    tls_certificate: Option<std::path::PathBuf>,
+    tls_private_key: Option<std::path::PathBuf>,
 ) -> PyResult<Runtime> {
     let timeout = args::timeout(timeout, At { op: "connect", name: endpoint })?;
-    let inner = wait::released(py, || match node {
-        None => stampede::connect(endpoint, timeout),
-        Some(node) => stampede::connect_to(endpoint, node, timeout),
-    })?;
+    let given = tls_root_ca.is_some() || tls_certificate.is_some() || tls_private_key.is_some();
+    let tls = given.then_some(stampede::ClientTls {
+        root_ca: tls_root_ca,
+        certificate: tls_certificate,
+        private_key: tls_private_key,
+    });
+    let options = stampede::ConnectOptions { timeout, node, tls };
+    let inner = wait::released(py, || stampede::connect_with(endpoint, &options))?;
     Ok(Runtime { inner, handlers: Handlers::new(py)?, node: Mutex::new(None) })
 }
 
