@@ -483,7 +483,7 @@ class Harness:
         self.rss_at = time.monotonic()
         for n, node in self.nodes.items():
             if node.alive() and node.proc is not None:
-                with contextlib.suppress(OSError, ValueError, IndexError):
+                with contextlib.suppress(OSError, ValueError, IndexError, StopIteration):
                     status = Path(f"/proc/{node.proc.pid}/status").read_text()
                     kib = int(next(x for x in status.splitlines() if x.startswith("VmRSS:")).split()[1])
                     first = self.rss[n][0] if self.rss.get(n, (0, 0, 0))[2] == node.proc.pid else kib // 1024
@@ -494,7 +494,8 @@ class Harness:
         self.sample_rss()
         for n, node in self.nodes.items():
             if n not in self.down and not node.alive():
-                self.fail(f"node {n} exited on its own (status {node.proc and node.proc.returncode})")
+                tail = node.log.read_text(errors="replace")[-600:] if node.log.exists() else ""
+                self.fail(f"node {n} exited on its own (status {node.proc and node.proc.returncode}): {tail}")
                 self.start_node(n)
         for name, client in self.clients.items():
             if client.proc is None:
