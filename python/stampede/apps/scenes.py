@@ -38,6 +38,7 @@ frame ``vt`` at timestamp ``vt`` and advances the task's virtual time past it.
 
 from __future__ import annotations
 
+import collections
 import math
 import threading
 from collections.abc import Callable
@@ -408,6 +409,10 @@ def _centre(mask: np.ndarray, top: int, left: int) -> tuple[float, float]:
     return (x + (w - 1) / 2, y + (h - 1) / 2)
 
 
+#: Ranges of skipped timestamps a ``Camera`` remembers.
+SKIPS_REMEMBERED_MAX = 4096
+
+
 class Camera:
     """A live synthetic camera: renders ``scene`` frames and puts them, paced at ``scene.fps``.
 
@@ -422,6 +427,9 @@ class Camera:
         self.frames = 0
         self.late = 0
         self.last_ts = -1
+        #: The timestamps skipped, as ``(first, end)`` ranges (at most ``SKIPS_REMEMBERED_MAX``,
+        #: the oldest forgotten first): what a reader re-analysing by timestamp can never get.
+        self.skips: collections.deque[tuple[int, int]] = collections.deque(maxlen=SKIPS_REMEMBERED_MAX)
 
     def run(
         self,
@@ -439,6 +447,8 @@ class Camera:
         def on_late(vt: int, lateness_s: float) -> int:
             now = pacer_box[0].vt_now()
             self.late += max(0, now - vt)
+            if now > vt:
+                self.skips.append((vt, now))
             return max(vt, now)
 
         pacer = stampede.Pacer(tick=1 / self.scene.fps, tolerance=self.tolerance_s, on_late=on_late)
@@ -455,3 +465,9 @@ class Camera:
             if on_put is not None:
                 on_put()
             vt += 1
+
+    def frames_put(self, first: int, last: int) -> int:
+        """How many timestamps in ``first ..= last`` this camera put (skipped ones excluded; the
+        range must be within what it put, and its skips within what it remembers)."""
+        skipped = sum(max(0, min(end, last + 1) - max(start, first)) for start, end in self.skips)
+        return last - first + 1 - skipped
