@@ -9,7 +9,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use stampede::Runtime;
-use stampede_node::node::TlsOptions;
+use stampede_node::TlsOptions;
 use stampede_node::{Node, NodeOptions};
 
 /// What `serve` was asked for.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use stampede::{ClientTls, ConnectOptions};
-use stampede_node::node::TlsOptions;
+use stampede_node::TlsOptions;
 
 /// `stampede serve`'s TLS flags, for its `tls/<host>:<port>` endpoints.
 #[derive(clap::Args, Clone, Debug)]

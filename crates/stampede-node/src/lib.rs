@@ -41,5 +41,5 @@ mod reclaim;
 mod serve;
 mod session;
 
-pub use node::{Node, NodeOptions};
+pub use node::{Node, NodeOptions, TlsOptions};
 pub use reclaim::RECLAIM_OUTBOX_MAX;

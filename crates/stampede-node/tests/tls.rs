@@ -14,7 +14,7 @@ use rcgen::{
     BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
 };
 use stampede::{connect_with, ClientTls, ConnectOptions, Error, Limits, Runtime, INFINITY, OLDEST_UNSEEN};
-use stampede_node::node::TlsOptions;
+use stampede_node::TlsOptions;
 use stampede_node::{Node, NodeOptions};
 use support::{with_watchdog, CONNECT_TIMEOUT};
 

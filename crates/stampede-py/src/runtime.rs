@@ -99,7 +99,7 @@ impl Runtime {
                     options.payload_bytes_max = bytes;
                 }
                 options.tls = match (tls_certificate, tls_private_key) {
-                    (Some(certificate), Some(private_key)) => Some(stampede_node::node::TlsOptions {
+                    (Some(certificate), Some(private_key)) => Some(stampede_node::TlsOptions {
                         certificate,
                         private_key,
                         root_ca: tls_root_ca,
