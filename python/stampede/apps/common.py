@@ -15,12 +15,14 @@ Guarantees:
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import stampede
 
@@ -31,19 +33,13 @@ JOIN_S = 10.0
 
 
 def task(rt: stampede.Runtime, virtual_time: int, name: str) -> stampede.Task:
-    """A root task named ``name`` if the runtime names tasks (SPEC §15 will), else unnamed."""
-    try:
-        return rt.task(virtual_time=virtual_time, name=name)  # type: ignore[call-arg]
-    except TypeError:
-        return rt.task(virtual_time=virtual_time)
+    """A root task named ``name`` (the dashboard and ``rt.graph()`` show it)."""
+    return rt.task(virtual_time, name=name)
 
 
 def spawn(parent: stampede.Task, virtual_time: int, name: str) -> stampede.Task:
-    """A child of ``parent`` named ``name`` if the runtime names tasks, else unnamed."""
-    try:
-        return parent.spawn(virtual_time, name=name)  # type: ignore[call-arg]
-    except TypeError:
-        return parent.spawn(virtual_time)
+    """A child of ``parent`` named ``name``."""
+    return parent.spawn(virtual_time, name=name)
 
 
 @dataclass
@@ -205,16 +201,47 @@ def hex_colour(rgb: Iterable[int]) -> str:
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
-def open_dashboard(rt: stampede.Runtime, port: int, image: str, overlays: list[str]):
-    """The live dashboard if this build of stampede has one, else None (with a message): the
-    application then runs headless."""
-    dashboard = getattr(stampede, "Dashboard", None)
-    if dashboard is None:
-        print(
-            "this stampede build has no Dashboard (stampede.Dashboard): running headless",
-            file=sys.stderr,
-        )
-        return None
-    dash = dashboard(rt, port=port, image=image, overlays=overlays)
-    print(f"dashboard on {dash.url}", flush=True)
-    return dash
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command-line options every application takes (see ``run_options``)."""
+    parser.add_argument("--seconds", type=float, default=None, help="bound the run (default: until Ctrl-C)")
+    parser.add_argument("--fps", type=float, default=30.0, help="camera rate (frames per second)")
+    parser.add_argument("--width", type=int, default=320, help="frame width in pixels")
+    parser.add_argument("--height", type=int, default=240, help="frame height in pixels")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic scenes")
+    parser.add_argument("--headless", action="store_true", help="no dashboard")
+    parser.add_argument("--port", type=int, default=0, help="dashboard port (0 = any free port)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The configuration fields every application shares, from ``add_run_arguments``' options."""
+    return {
+        "seconds": args.seconds,
+        "fps": args.fps,
+        "width": args.width,
+        "height": args.height,
+        "seed": args.seed,
+        "headless": args.headless,
+        "port": args.port,
+        "progress": not args.quiet,
+    }
+
+
+def run_embedded(
+    app_class: Callable[[stampede.Runtime, Any], Any], config: Any, image: str, overlays: list[str]
+) -> dict:
+    """Runs ``app_class(rt, config)`` on a fresh embedded runtime — serving its dashboard (``image``
+    with ``overlays``, on ``config.port``; the URL is printed) unless ``config.headless`` — and
+    returns its result."""
+    with stampede.Runtime() as rt:
+        app = app_class(rt, config)
+        dash = None
+        if not config.headless:
+            dash = stampede.Dashboard(rt, port=config.port, image=image, overlays=overlays)
+            print(f"dashboard on {dash.url}", flush=True)
+        try:
+            result: dict = app.run()
+        finally:
+            if dash is not None:
+                dash.close()
+    return result

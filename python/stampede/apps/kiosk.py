@@ -607,14 +607,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(
         prog="python -m stampede.apps.kiosk", description=__doc__.splitlines()[0] if __doc__ else None
     )
-    parser.add_argument("--seconds", type=float, default=None, help="bound the run (default: until Ctrl-C)")
-    parser.add_argument("--fps", type=float, default=30.0, help="digitizer rate (frames per second)")
-    parser.add_argument("--width", type=int, default=320, help="frame width in pixels")
-    parser.add_argument("--height", type=int, default=240, help="frame height in pixels")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic scene")
-    parser.add_argument("--headless", action="store_true", help="no dashboard: the display only counts")
-    parser.add_argument("--port", type=int, default=0, help="dashboard port (0 = any free port)")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    common.add_run_arguments(parser)
     parser.add_argument(
         "--lowfi-work-ms",
         type=float,
@@ -622,27 +615,8 @@ def main(argv: list[str] | None = None) -> dict:
         help="extra low-fi analysis time per frame (to see it skip)",
     )
     args = parser.parse_args(argv)
-    config = KioskConfig(
-        lowfi_work_s=args.lowfi_work_ms / 1000,
-        seconds=args.seconds,
-        fps=args.fps,
-        width=args.width,
-        height=args.height,
-        seed=args.seed,
-        headless=args.headless,
-        port=args.port,
-        progress=not args.quiet,
-    )
-    with stampede.Runtime() as rt:
-        kiosk = Kiosk(rt, config)
-        dash = None
-        if not config.headless:
-            dash = common.open_dashboard(rt, config.port, "kiosk/frames", ["kiosk/decisions"])
-        try:
-            result = kiosk.run()
-        finally:
-            if dash is not None:
-                dash.close()
+    config = KioskConfig(lowfi_work_s=args.lowfi_work_ms / 1000, **common.run_options(args))
+    result = common.run_embedded(Kiosk, config, "kiosk/frames", ["kiosk/decisions"])
     err = result["tracking_error_px"]
     common.print_summary(
         [

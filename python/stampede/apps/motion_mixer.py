@@ -253,39 +253,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(
         prog="python -m stampede.apps.motion_mixer", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--seconds", type=float, default=None, help="bound the run (default: until Ctrl-C)")
-    parser.add_argument("--fps", type=float, default=30.0, help="camera rate (frames per second)")
-    parser.add_argument("--width", type=int, default=320, help="frame width in pixels")
-    parser.add_argument("--height", type=int, default=240, help="frame height in pixels")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic scenes")
+    common.add_run_arguments(parser)
     parser.add_argument("--cameras", type=int, default=3, help="number of cameras (at least 2)")
-    parser.add_argument("--headless", action="store_true", help="no dashboard")
-    parser.add_argument("--port", type=int, default=0, help="dashboard port (0 = any free port)")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
     if args.cameras < 2:
         parser.error("--cameras must be at least 2")
-    config = MixerConfig(
-        seconds=args.seconds,
-        fps=args.fps,
-        width=args.width,
-        height=args.height,
-        seed=args.seed,
-        cameras=args.cameras,
-        headless=args.headless,
-        port=args.port,
-        progress=not args.quiet,
-    )
-    with stampede.Runtime() as rt:
-        app = MotionMixer(rt, config)
-        dash = None
-        if not config.headless:
-            dash = common.open_dashboard(rt, config.port, "mixer/output", [])
-        try:
-            result = app.run()
-        finally:
-            if dash is not None:
-                dash.close()
+    config = MixerConfig(cameras=args.cameras, **common.run_options(args))
+    result = common.run_embedded(MotionMixer, config, "mixer/output", [])
     common.print_summary(
         [
             f"{result['cameras']} cameras, {result['frames']} frames in {result['seconds']} s; fps per stage "
