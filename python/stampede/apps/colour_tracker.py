@@ -47,8 +47,6 @@ from . import common
 from .scenes import Camera, Scene
 from .vision import CHROMA, Background, BoxMemory, chroma, chroma_bins, despeckle, mask_box
 
-#: Longest wait of a blocking get or join; loops check their end condition at least this often.
-GET_TIMEOUT_S = 0.5
 #: Foreground pixels a colour peak needs to count as a figure (scaled by the image's area).
 MIN_PIXELS_320x240 = 40
 #: A foreground pixel belongs to a colour peak within this chromaticity distance of its centre.
@@ -58,16 +56,8 @@ FORGET_FRAMES = 15
 
 
 @dataclass
-class ColourConfig:
-    seconds: float | None = None
-    fps: float = 30.0
-    width: int = 320
-    height: int = 240
-    seed: int = 0
-    headless: bool = True
-    port: int = 0
-    progress: bool = True
-    max_frames: int | None = None
+class ColourConfig(common.RunConfig):
+    pass
 
 
 class ColourTracker:
@@ -123,7 +113,7 @@ class ColourTracker:
         with self.bgsub:
             while True:
                 try:
-                    item = self.bgsub_in.get(NEWEST_UNSEEN, timeout=GET_TIMEOUT_S)
+                    item = self.bgsub_in.get(NEWEST_UNSEEN, timeout=common.GET_TIMEOUT_S)
                 except stampede.NotAvailable as e:
                     if e.settled:
                         return  # the camera ended

@@ -26,6 +26,8 @@ from typing import Any
 
 import stampede
 
+#: Longest wait of one blocking get or join of a stage: it checks its end condition at least this often.
+GET_TIMEOUT_S = 0.5
 #: How often the monitor samples the channels' live items, in seconds.
 SAMPLE_S = 0.1
 #: Longest wait for one thread to end once the sources stopped (a hung stage is reported, not waited on).
@@ -199,6 +201,44 @@ def print_summary(lines: Iterable[str], result: dict) -> None:
 def hex_colour(rgb: Iterable[int]) -> str:
     r, g, b = (int(c) for c in rgb)
     return f"#{r:02x}{g:02x}{b:02x}"
+
+
+@dataclass
+class RunConfig:
+    """What every application is configured with (its own config adds to it)."""
+
+    #: Bound of the run (None: until Ctrl-C).
+    seconds: float | None = None
+    fps: float = 30.0
+    width: int = 320
+    height: int = 240
+    seed: int = 0
+    headless: bool = True
+    #: Dashboard port (0: any free port).
+    port: int = 0
+    #: A progress line per second on stderr.
+    progress: bool = True
+    #: Stop the sources after this many timestamps (tests); None: run until seconds / Ctrl-C.
+    max_frames: int | None = None
+
+
+def display(task: stampede.Task, inp: stampede.ChannelInput, stage: Stage, done: threading.Event) -> None:
+    """A display: shows (counts) the freshest item with ``NEWEST_UNSEEN``, skipping stale ones,
+    until ``done`` is set and nothing more comes, or its channel closes; closes ``task`` at the end."""
+    last = -1
+    with task:
+        while True:
+            try:
+                item = inp.get(stampede.NEWEST_UNSEEN, timeout=GET_TIMEOUT_S)
+            except stampede.NotAvailable:
+                if done.is_set():
+                    return
+                continue
+            except stampede.Closed:
+                return
+            inp.consume_until(item.ts)
+            stage.done(skipped=max(0, item.ts - last - 1) if last >= 0 else 0)
+            last = item.ts
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:

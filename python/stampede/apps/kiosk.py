@@ -72,24 +72,12 @@ GATE_PX = 12.0
 CANDIDATE_MISSES = 3
 #: Consecutive frames without the figure's colour after which a hi-fi tracker ends (person left).
 HIFI_MISSES = 2
-#: Longest wait of a blocking get; every loop checks its stop condition at least this often.
-GET_TIMEOUT_S = 0.5
 #: Tolerance of the decision join, in frames: a track this close to a blob frame belongs to it.
 JOIN_TOLERANCE = 3
 
 
 @dataclass
-class KioskConfig:
-    seconds: float | None = None
-    fps: float = 30.0
-    width: int = 320
-    height: int = 240
-    seed: int = 0
-    headless: bool = True
-    port: int = 0
-    progress: bool = True
-    #: Stop the digitizer after this many timestamps (tests); None: run until seconds / Ctrl-C.
-    max_frames: int | None = None
+class KioskConfig(common.RunConfig):
     #: Scene speed factor (people cross the image in ~3 s / speed).
     speed: float = 1.0
     #: Extra analysis time per low-fi frame, in seconds: a slower low-fi tracker, to watch it skip.
@@ -189,7 +177,7 @@ class Kiosk:
         try:
             while True:
                 try:
-                    item = self.lowfi_in.get(NEWEST_UNSEEN, timeout=GET_TIMEOUT_S)
+                    item = self.lowfi_in.get(NEWEST_UNSEEN, timeout=common.GET_TIMEOUT_S)
                 except stampede.NotAvailable as e:
                     if e.settled:
                         break  # the digitizer ended: no frame will ever come
@@ -329,7 +317,7 @@ class Kiosk:
             last = hypothesis_ts
             while True:  # ends when the person leaves or no frame can come
                 try:
-                    item = inp.get(NEWEST_UNSEEN, timeout=GET_TIMEOUT_S)
+                    item = inp.get(NEWEST_UNSEEN, timeout=common.GET_TIMEOUT_S)
                 except stampede.NotAvailable as e:
                     if e.settled:
                         return  # the digitizer ended
@@ -389,7 +377,7 @@ class Kiosk:
             join, persons = self._join([])
             self.decision.set_virtual_time(INFINITY)  # its claims are the join's open items from now on
             while True:
-                match = join.next(GET_TIMEOUT_S)
+                match = join.next(common.GET_TIMEOUT_S)
                 if match is None:
                     continue  # nothing released yet
                 if match is _Join.EXHAUSTED:
@@ -441,21 +429,7 @@ class Kiosk:
     # --- display ---------------------------------------------------------------------------------
 
     def run_display(self) -> None:
-        stage = self.stages["display"]
-        last = -1
-        with self.display:
-            while True:
-                try:
-                    item = self.display_in.get(NEWEST_UNSEEN, timeout=GET_TIMEOUT_S)
-                except stampede.NotAvailable:
-                    if self.decision_done.is_set():
-                        break
-                    continue
-                except stampede.Closed:
-                    break
-                self.display_in.consume_until(item.ts)
-                stage.done(skipped=max(0, item.ts - last - 1) if last >= 0 else 0)
-                last = item.ts
+        common.display(self.display, self.display_in, self.stages["display"], self.decision_done)
 
     # --- the run ---------------------------------------------------------------------------------
 

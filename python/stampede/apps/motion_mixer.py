@@ -45,24 +45,13 @@ from . import common
 from .scenes import PALETTE, Camera, Scene
 from .vision import Background, blobs
 
-#: Longest wait of a blocking get; loops check their end condition at least this often.
-GET_TIMEOUT_S = 0.5
 #: Ground-truth picks closer than this ratio (second best / best) are ambiguous: not scored.
 AMBIGUOUS_RATIO = 0.75
 
 
 @dataclass
-class MixerConfig:
-    seconds: float | None = None
-    fps: float = 30.0
-    width: int = 320
-    height: int = 240
-    seed: int = 0
+class MixerConfig(common.RunConfig):
     cameras: int = 3
-    headless: bool = True
-    port: int = 0
-    progress: bool = True
-    max_frames: int | None = None
 
 
 class MotionMixer:
@@ -116,7 +105,7 @@ class MotionMixer:
         with self.detectors[k]:
             while True:
                 try:
-                    item = inp.get(NEWEST_UNSEEN, timeout=GET_TIMEOUT_S)
+                    item = inp.get(NEWEST_UNSEEN, timeout=common.GET_TIMEOUT_S)
                 except stampede.NotAvailable as e:
                     if e.settled:
                         return  # the camera ended
@@ -193,20 +182,7 @@ class MotionMixer:
         self.picks["agree"] += best_k == k
 
     def run_viewer(self) -> None:
-        stage, last = self.stages["viewer"], -1
-        with self.viewer:
-            while True:
-                try:
-                    item = self.viewer_in.get(NEWEST_UNSEEN, timeout=GET_TIMEOUT_S)
-                except stampede.NotAvailable:
-                    if self.mixer_done.is_set():
-                        return
-                    continue
-                except stampede.Closed:
-                    return
-                self.viewer_in.consume_until(item.ts)
-                stage.done(skipped=max(0, item.ts - last - 1) if last >= 0 else 0)
-                last = item.ts
+        common.display(self.viewer, self.viewer_in, self.stages["viewer"], self.mixer_done)
 
     def run(self) -> dict:
         n = self.config.cameras
