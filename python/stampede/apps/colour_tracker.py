@@ -194,29 +194,20 @@ class ColourTracker:
             threads, self.stop, monitor, self.stages.values(), self.config.seconds, self.config.progress
         )
         last_ts = self.camera.last_ts
-        # Figures in view for at least a second before the end must have been found.
-        expected = [
-            k
-            for k in self.scene.entered(last_ts)
-            if (self.scene.walk(k).enter_s + 1.0) * self.config.fps <= last_ts
-        ]
-        return {
-            "app": "colour_tracker",
-            "frames": self.camera.frames,
-            "seconds": round(elapsed, 3),
-            "fps": common.fps(self.stages.values(), elapsed),
-            "skipped": {s.name: s.skipped for s in self.stages.values()},
-            "camera_late": self.camera.late,
-            "tracking_error_px": self.errors.summary(),
-            "peak_live_items": monitor.peak_live_items,
-            "peak_live_bytes": monitor.peak_live_bytes,
-            "peak_live_items_by_channel": monitor.peak_by_channel,
-            "persons_detected": len(self.found),
-            "persons_in_scene": len(expected),
-            "persons_missed": sorted(set(expected) - set(self.found)),
-            "false_tracks": self.wrong,
-            "interrupted": interrupted,
-        }
+        expected = self.scene.must_be_found(last_ts)
+        return common.summary(
+            "colour_tracker",
+            [self.camera],
+            self.stages,
+            elapsed,
+            monitor,
+            interrupted,
+            tracking_error_px=self.errors.summary(),
+            persons_detected=len(self.found),
+            persons_in_scene=len(expected),
+            persons_missed=sorted(set(expected) - set(self.found)),
+            false_tracks=self.wrong,
+        )
 
 
 def colour_peaks(pixels: np.ndarray, min_pixels: int) -> list[dict]:

@@ -241,6 +241,33 @@ def display(task: stampede.Task, inp: stampede.ChannelInput, stage: Stage, done:
             last = item.ts
 
 
+def summary(
+    app: str,
+    sources: list[Any],
+    stages: dict[str, Stage],
+    elapsed: float,
+    monitor: Monitor,
+    interrupted: bool,
+    **specific: Any,
+) -> dict[str, Any]:
+    """An application's result: what every one reports (frames its cameras — ``sources`` — put,
+    fps and skips per stage, camera lateness, peaks of live items and bytes), then what is
+    ``specific`` to it."""
+    return {
+        "app": app,
+        "frames": sum(c.frames for c in sources),
+        "seconds": round(elapsed, 3),
+        "fps": fps(stages.values(), elapsed),
+        "skipped": {s.name: s.skipped for s in stages.values()},
+        "camera_late": sum(c.late for c in sources),
+        **specific,
+        "peak_live_items": monitor.peak_live_items,
+        "peak_live_bytes": monitor.peak_live_bytes,
+        "peak_live_items_by_channel": monitor.peak_by_channel,
+        "interrupted": interrupted,
+    }
+
+
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The command-line options every application takes (see ``run_options``)."""
     parser.add_argument("--seconds", type=float, default=None, help="bound the run (default: until Ctrl-C)")

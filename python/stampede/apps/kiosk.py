@@ -460,30 +460,21 @@ class Kiosk:
         last_ts = self.camera.last_ts
         persons = list(self.state.persons.values())
         detected_truth = sorted({p.truth_id for p in persons if p.truth_id is not None})
-        # Figures that were fully in view for at least a second before the end: they must be detected.
-        expected = [
-            k
-            for k in self.scene.entered(last_ts)
-            if (self.scene.walk(k).enter_s + 1.0) * self.config.fps <= last_ts
-        ]
-        return {
-            "app": "kiosk",
-            "frames": self.camera.frames,
-            "seconds": round(elapsed, 3),
-            "fps": common.fps(self.stages.values(), elapsed),
-            "skipped": {s.name: s.skipped for s in self.stages.values()},
-            "camera_late": self.camera.late,
-            "tracking_error_px": self.state.errors.summary(),
-            "peak_live_items": monitor.peak_live_items,
-            "peak_live_bytes": monitor.peak_live_bytes,
-            "peak_live_items_by_channel": monitor.peak_by_channel,
-            "persons_detected": len(persons),
-            "persons_in_scene": len(expected),
-            "persons_missed": sorted(set(expected) - set(detected_truth)),
-            "reanalysed_frames": sum(p.reanalysed for p in persons),
-            "decisions": self.stages["decision"].processed,
-            "interrupted": interrupted,
-        }
+        expected = self.scene.must_be_found(last_ts)
+        return common.summary(
+            "kiosk",
+            [self.camera],
+            self.stages,
+            elapsed,
+            monitor,
+            interrupted,
+            tracking_error_px=self.state.errors.summary(),
+            persons_detected=len(persons),
+            persons_in_scene=len(expected),
+            persons_missed=sorted(set(expected) - set(detected_truth)),
+            reanalysed_frames=sum(p.reanalysed for p in persons),
+            decisions=self.stages["decision"].processed,
+        )
 
 
 class _Join:

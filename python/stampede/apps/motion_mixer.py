@@ -205,24 +205,20 @@ class MotionMixer:
             sources=n,
         )
         scored = self.picks["scored"]
-        return {
-            "app": "motion_mixer",
-            "frames": sum(c.frames for c in self.cameras),
-            "cameras": n,
-            "seconds": round(elapsed, 3),
-            "fps": common.fps(self.stages.values(), elapsed),
-            "skipped": {s.name: s.skipped for s in self.stages.values()},
-            "camera_late": sum(c.late for c in self.cameras),
-            "picked": self.picked,
-            "pick_agreement": round(self.picks["agree"] / scored, 4) if scored else None,
-            "picks_scored": scored,
-            "picks_ambiguous": self.picks["ambiguous"],
-            "picks_partial": self.picks["partial"],
-            "peak_live_items": monitor.peak_live_items,
-            "peak_live_bytes": monitor.peak_live_bytes,
-            "peak_live_items_by_channel": monitor.peak_by_channel,
-            "interrupted": interrupted,
-        }
+        return common.summary(
+            "motion_mixer",
+            self.cameras,
+            self.stages,
+            elapsed,
+            monitor,
+            interrupted,
+            cameras=n,
+            picked=self.picked,
+            pick_agreement=round(self.picks["agree"] / scored, 4) if scored else None,
+            picks_scored=scored,
+            picks_ambiguous=self.picks["ambiguous"],
+            picks_partial=self.picks["partial"],
+        )
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -395,6 +395,11 @@ class Scene:
             k += 1
         return ids
 
+    def must_be_found(self, ts_end: int) -> list[int]:
+        """Ids of the figures in view for at least a second before frame ``ts_end``: those a
+        tracker running until then must have found."""
+        return [k for k in self.entered(ts_end) if (self.walk(k).enter_s + 1.0) * self.fps <= ts_end]
+
 
 def _bbox(mask: np.ndarray, top: int, left: int) -> tuple[int, int, int, int]:
     """The box (x, y, w, h) of ``mask``'s pixels, offset by (left, top); zeros if empty."""
