@@ -354,14 +354,7 @@ fn holder_child_process() {
 
 /// An `.npy` payload of a 2×3 little-endian f32 array.
 fn npy_2x3() -> Vec<u8> {
-    let mut dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }".to_owned();
-    while !(10 + dict.len() + 1).is_multiple_of(64) {
-        dict.push(' ');
-    }
-    dict.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&u16::try_from(dict.len()).unwrap().to_le_bytes());
-    bytes.extend_from_slice(dict.as_bytes());
+    let mut bytes = stampede::npy::encode_header("'<f4'", &[2, 3]).unwrap();
     bytes.extend_from_slice(&[0u8; 24]);
     bytes
 }

@@ -69,14 +69,7 @@ fn square_at(ts: i64) -> (usize, usize) {
 
 /// Frame `ts` as an `.npy` (H, W, 3) uint8 array.
 fn frame(ts: i64) -> Payload {
-    let dict = format!("{{'descr': '|u1', 'fortran_order': False, 'shape': ({HEIGHT}, {WIDTH}, 3), }}");
-    let total = (10 + dict.len() + 1).div_ceil(64) * 64;
-    let mut bytes = stampede::npy::MAGIC.to_vec();
-    bytes.extend_from_slice(&[1, 0]);
-    bytes.extend_from_slice(&((total - 10) as u16).to_le_bytes());
-    bytes.extend_from_slice(dict.as_bytes());
-    bytes.resize(total - 1, b' ');
-    bytes.push(b'\n');
+    let mut bytes = stampede::npy::encode_header("'|u1'", &[HEIGHT, WIDTH, 3]).expect("a short header");
     let (sx, sy) = square_at(ts);
     for y in 0..HEIGHT {
         for x in 0..WIDTH {

@@ -160,15 +160,8 @@ mod tests {
     use super::*;
     use stampede::Payload;
 
-    fn npy(descr: &str, shape: &str, data: &[u8]) -> Item {
-        let dict = format!("{{'descr': {descr}, 'fortran_order': False, 'shape': {shape}, }}");
-        let total = (10 + dict.len() + 1).div_ceil(64) * 64;
-        let mut bytes = stampede::npy::MAGIC.to_vec();
-        bytes.extend_from_slice(&[1, 0]);
-        bytes.extend_from_slice(&((total - 10) as u16).to_le_bytes());
-        bytes.extend_from_slice(dict.as_bytes());
-        bytes.resize(total - 1, b' ');
-        bytes.push(b'\n');
+    fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Item {
+        let mut bytes = stampede::npy::encode_header(descr, shape).unwrap();
         bytes.extend_from_slice(data);
         Item { ts: 7, payload: Payload { data: bytes.into(), codec: Codec::Npy } }
     }
@@ -177,7 +170,7 @@ mod tests {
     #[test]
     fn rgb_frame_keeps_its_pixels() {
         let pixels: Vec<u8> = (0..2 * 3 * 3).collect();
-        let frame = decode_frame("cam", &npy("'|u1'", "(2, 3, 3)", &pixels)).unwrap();
+        let frame = decode_frame("cam", &npy("'|u1'", &[2, 3, 3], &pixels)).unwrap();
         assert_eq!((frame.width, frame.height, frame.channels, frame.ts), (3, 2, 3, 7));
         assert_eq!(&frame.message[..4], FRAME_MAGIC);
         assert_eq!(i64::from_le_bytes(frame.message[4..12].try_into().unwrap()), 7);
@@ -187,13 +180,13 @@ mod tests {
     /// Other dtypes, shapes and codecs are refused with a message naming the rule.
     #[test]
     fn wrong_frames_are_refused_with_a_reason() {
-        let float = decode_frame("cam", &npy("'<f4'", "(1, 1)", &[0; 4])).unwrap_err();
+        let float = decode_frame("cam", &npy("'<f4'", &[1, 1], &[0; 4])).unwrap_err();
         assert!(float.contains("uint8"), "{float}");
-        let shape = decode_frame("cam", &npy("'|u1'", "(1, 1, 2)", &[0; 2])).unwrap_err();
+        let shape = decode_frame("cam", &npy("'|u1'", &[1, 1, 2], &[0; 2])).unwrap_err();
         assert!(shape.contains("shape"), "{shape}");
         let raw = Item { ts: 1, payload: Payload::from(&b"hello"[..]) };
         assert!(decode_frame("cam", &raw).unwrap_err().contains("codec \"raw\""));
-        let short = decode_frame("cam", &npy("'|u1'", "(2, 2)", &[0; 3])).unwrap_err();
+        let short = decode_frame("cam", &npy("'|u1'", &[2, 2], &[0; 3])).unwrap_err();
         assert!(short.contains(".npy"), "{short}");
     }
 

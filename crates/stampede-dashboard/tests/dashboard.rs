@@ -30,16 +30,7 @@ fn npy(shape: &[usize], data: &[u8]) -> Payload {
 
 /// A `.npy` payload of dtype `descr`.
 fn npy_of(descr: &str, shape: &[usize], data: &[u8]) -> Payload {
-    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
-    let dims = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
-    let dict = format!("{{'descr': {descr}, 'fortran_order': False, 'shape': {dims}, }}");
-    let total = (10 + dict.len() + 1).div_ceil(64) * 64;
-    let mut bytes = stampede::npy::MAGIC.to_vec();
-    bytes.extend_from_slice(&[1, 0]);
-    bytes.extend_from_slice(&((total - 10) as u16).to_le_bytes());
-    bytes.extend_from_slice(dict.as_bytes());
-    bytes.resize(total - 1, b' ');
-    bytes.push(b'\n');
+    let mut bytes = stampede::npy::encode_header(descr, shape).unwrap();
     bytes.extend_from_slice(data);
     Payload { data: bytes.into(), codec: Codec::Npy }
 }

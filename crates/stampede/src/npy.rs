@@ -131,6 +131,32 @@ pub fn check_payload(payload: &[u8]) -> Result<(), NpyError> {
     Ok(())
 }
 
+/// The header of a C-order `.npy` array of dtype `descr` (a Python literal, as
+/// [`NpyHeader::descr`] holds it: `'|u1'`, `'<f4'`) and `shape`, as numpy writes it: version 1.0,
+/// padded with spaces to a multiple of 64 bytes. What a Rust producer puts before the array's
+/// bytes to make an `"npy"` payload. A header longer than 1.0's length field can say is refused
+/// (it would be over [`HEADER_BYTES_MAX`] too).
+pub fn encode_header(descr: &str, shape: &[usize]) -> Result<Vec<u8>, NpyError> {
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    let shape = match dims.as_slice() {
+        [one] => format!("({one},)"),
+        dims => format!("({})", dims.join(", ")),
+    };
+    let dict = format!("{{'descr': {descr}, 'fortran_order': False, 'shape': {shape}, }}");
+    // The magic, the version and the 2-byte length, then the dict and a newline, padded.
+    let prefix = MAGIC.len() + 2 + 2;
+    let total = (prefix + dict.len() + 1).div_ceil(64) * 64;
+    let length = u16::try_from(total - prefix)
+        .map_err(|_| NpyError::new(format!("a header of {total} bytes is over the limit of {HEADER_BYTES_MAX}")))?;
+    let mut header = MAGIC.to_vec();
+    header.extend_from_slice(&[1, 0]);
+    header.extend_from_slice(&length.to_le_bytes());
+    header.extend_from_slice(dict.as_bytes());
+    header.resize(total - 1, b' ');
+    header.push(b'\n');
+    Ok(header)
+}
+
 /// Parses and validates the header of a `.npy` payload without reading its data. Object dtypes
 /// are reported (`has_object`), not refused; the data length is not compared with the payload's.
 pub fn header(payload: &[u8]) -> Result<NpyHeader, NpyError> {

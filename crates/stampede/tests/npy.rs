@@ -4,7 +4,7 @@
 //! object dtype, data exactly as long as the header says.
 
 use proptest::prelude::*;
-use stampede::npy::{check, check_payload, header, HEADER_BYTES_MAX, MAGIC};
+use stampede::npy::{check, check_payload, encode_header, header, HEADER_BYTES_MAX, MAGIC};
 
 /// Type strings as NumPy writes them (`dtype.str`), with their item sizes; `'|O'` has none.
 const TYPES: [(&str, usize); 12] = [
@@ -101,6 +101,22 @@ fn plain_header() {
     assert_eq!((h.descr.as_str(), h.fortran_order, h.shape.as_slice()), ("'<f4'", true, &[3, 4][..]));
     assert_eq!((h.itemsize, h.data_offset, h.data_bytes, h.has_object), (4, 128, 48, false));
     check_payload(&payload).unwrap();
+}
+
+/// What `encode_header` writes reads back as the same dtype and shape, in C order, 64-byte
+/// aligned; a header too long for version 1.0 is refused, not written wrong.
+#[test]
+fn encoded_headers_read_back() {
+    for (descr, shape) in [("'|u1'", &[480, 640, 3][..]), ("'<f4'", &[5][..]), ("'<i8'", &[][..])] {
+        let mut payload = encode_header(descr, shape).unwrap();
+        assert_eq!(payload.len() % 64, 0);
+        let h = header(&payload).unwrap();
+        assert_eq!((h.descr.as_str(), h.shape.as_slice(), h.fortran_order), (descr, shape, false));
+        payload.resize(payload.len() + h.data_bytes, 0);
+        check_payload(&payload).unwrap();
+    }
+    let long = format!("[('{}', '<f8')]", "x".repeat(70_000));
+    assert!(encode_header(&long, &[2]).is_err());
 }
 
 /// Structured dtypes add up their fields, padding and subarrays included.
