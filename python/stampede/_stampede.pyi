@@ -272,7 +272,7 @@ class Dashboard:
         cls,
         runtime: Runtime,
         *,
-        port: int = 0,
+        port: int | None = None,
         host: str = "127.0.0.1",
         image: str | None = None,
         overlays: Sequence[str] | None = None,

@@ -63,5 +63,7 @@ def test_a_dashboard_serves_the_graph(rt: stampede.Runtime) -> None:
             snapshot = json.load(response)
         assert "digitizer" in [t["name"] for t in snapshot["tasks"]]
         assert "camera/frames" in [c["name"] for c in snapshot["channels"]]
-    with pytest.raises(ValueError):
-        stampede.Dashboard(rt, host="not an address")
+    hostile = ({"host": "no address"}, {"port": -1}, {"port": 1 << 16}, {"refresh": 0}, {"refresh": 1e300})
+    for bad in hostile:
+        with pytest.raises(stampede.InvalidArgument):
+            stampede.Dashboard(rt, **bad)  # type: ignore[arg-type]

@@ -5,10 +5,12 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use stampede_dashboard::{Dashboard as Served, DashboardOptions};
+use stampede::Error;
+use stampede_dashboard::{Dashboard as Served, DashboardOptions, REFRESH_MAX};
 
+use crate::args::{self, At};
+use crate::errors::to_pyerr;
 use crate::runtime::Runtime;
 use crate::wait;
 
@@ -22,19 +24,23 @@ pub(crate) struct Dashboard {
 #[pymethods]
 impl Dashboard {
     #[new]
-    #[pyo3(signature = (runtime, *, port=0, host="127.0.0.1", image=None, overlays=None, refresh=0.2))]
+    #[pyo3(signature = (runtime, *, port=None, host="127.0.0.1", image=None, overlays=None, refresh=0.2))]
     fn new(
         py: Python<'_>,
         runtime: &Runtime,
-        port: u16,
+        port: Option<&Bound<'_, PyAny>>,
         host: &str,
         image: Option<String>,
         overlays: Option<Vec<String>>,
         refresh: f64,
     ) -> PyResult<Dashboard> {
-        let host: IpAddr = host.parse().map_err(|e| PyValueError::new_err(format!("host {host:?}: {e}")))?;
-        if !(refresh.is_finite() && refresh > 0.0) {
-            return Err(PyValueError::new_err(format!("refresh must be a positive number of seconds, not {refresh}")));
+        let at = At { op: "Dashboard", name: "dashboard" };
+        let invalid = |reason: String| to_pyerr(Error::InvalidArgument { op: at.op, name: at.name.to_owned(), reason });
+        let port = args::count::<u16>(port, "port", at)?.unwrap_or(0);
+        let host: IpAddr = host.parse().map_err(|e| invalid(format!("host {host:?}: {e}")))?;
+        // Checked before it becomes a Duration (which a huge or non-finite number would not fit).
+        if !(refresh > 0.0 && refresh <= REFRESH_MAX.as_secs_f64()) {
+            return Err(invalid(format!("refresh={refresh} must be a number of seconds in (0, {REFRESH_MAX:?}]")));
         }
         let overlays = overlays.unwrap_or_default();
         let options = DashboardOptions { host, port, image, overlays, refresh: Duration::from_secs_f64(refresh) };
