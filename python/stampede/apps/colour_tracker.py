@@ -268,16 +268,10 @@ def main(argv: list[str] | None = None) -> dict:
     err = result["tracking_error_px"]
     common.print_summary(
         [
-            f"frames {result['frames']} in {result['seconds']} s; fps per stage "
-            + ", ".join(f"{k} {v}" for k, v in result["fps"].items()),
             f"skipped (NEWEST_UNSEEN, then by the joins once settled): {result['skipped']}",
             f"persons found {result['persons_detected']} (in scene {result['persons_in_scene']}, "
             f"missed {result['persons_missed']}), false tracks {result['false_tracks']}",
-            f"tracking error vs ground truth: mean {err['mean']} px, max {err['max']} px "
-            f"over {err['samples']} boxes; of which partly hidden {err['occluded']['samples']}: "
-            f"mean {err['occluded']['mean']} px, max {err['occluded']['max']} px",
-            f"peak live items {result['peak_live_items']} ({result['peak_live_bytes'] / 1e6:.2f} MB): "
-            f"{result['peak_live_items_by_channel']}",
+            common.error_line("tracking error", err, "boxes"),
         ],
         result,
     )

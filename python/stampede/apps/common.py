@@ -192,10 +192,29 @@ def fps(stages: Iterable[Stage], elapsed: float) -> dict[str, float]:
 
 
 def print_summary(lines: Iterable[str], result: dict) -> None:
-    """The human-readable summary, then ONE JSON line: the last line on stdout."""
+    """The human-readable summary — frames and fps per stage, the application's own ``lines``,
+    peak live items — then ONE JSON line: the last line on stdout."""
+    print(
+        f"frames {result['frames']} in {result['seconds']} s; fps per stage "
+        + ", ".join(f"{k} {v}" for k, v in result["fps"].items())
+    )
     for line in lines:
         print(line)
+    print(
+        f"peak live items {result['peak_live_items']} ({result['peak_live_bytes'] / 1e6:.2f} MB): "
+        f"{result['peak_live_items_by_channel']}"
+    )
     print(json.dumps(result, sort_keys=False), flush=True)
+
+
+def error_line(what: str, err: dict, unit: str) -> str:
+    """A tracker's error summary (``Errors.summary()``) as one line."""
+    occluded = err["occluded"]
+    return (
+        f"{what} vs ground truth: mean {err['mean']} px, max {err['max']} px over {err['samples']} "
+        f"{unit}; of which partly hidden {occluded['samples']}: mean {occluded['mean']} px, "
+        f"max {occluded['max']} px"
+    )
 
 
 def hex_colour(rgb: Iterable[int]) -> str:

@@ -585,17 +585,11 @@ def main(argv: list[str] | None = None) -> dict:
     err = result["tracking_error_px"]
     common.print_summary(
         [
-            f"frames {result['frames']} in {result['seconds']} s; fps per stage "
-            + ", ".join(f"{k} {v}" for k, v in result["fps"].items()),
             f"skipped by NEWEST_UNSEEN: {result['skipped']}; camera late for {result['camera_late']}",
             f"persons detected {result['persons_detected']} (in scene {result['persons_in_scene']}, "
             f"missed {result['persons_missed']}); "
             f"re-analysed by timestamp {result['reanalysed_frames']} frames",
-            f"hi-fi tracking error vs ground truth: mean {err['mean']} px, max {err['max']} px "
-            f"over {err['samples']} frames; of which partly hidden {err['occluded']['samples']}: "
-            f"mean {err['occluded']['mean']} px, max {err['occluded']['max']} px",
-            f"peak live items {result['peak_live_items']} ({result['peak_live_bytes'] / 1e6:.2f} MB): "
-            f"{result['peak_live_items_by_channel']}",
+            common.error_line("hi-fi tracking error", err, "frames"),
         ],
         result,
     )

@@ -234,14 +234,11 @@ def main(argv: list[str] | None = None) -> dict:
     result = common.run_embedded(MotionMixer, config, "mixer/output", [])
     common.print_summary(
         [
-            f"{result['cameras']} cameras, {result['frames']} frames in {result['seconds']} s; fps per stage "
-            + ", ".join(f"{k} {v}" for k, v in result["fps"].items()),
+            f"{result['cameras']} cameras",
             f"skipped (NEWEST_UNSEEN; partial tuples in the mixer): {result['skipped']}",
             f"picked per camera {result['picked']}; agreement with the ground truth "
             f"{result['pick_agreement']} over {result['picks_scored']} scored frames "
             f"({result['picks_ambiguous']} ambiguous)",
-            f"peak live items {result['peak_live_items']} ({result['peak_live_bytes'] / 1e6:.2f} MB): "
-            f"{result['peak_live_items_by_channel']}",
         ],
         result,
     )
