@@ -14,11 +14,8 @@
 //! that is alive and does not see it.
 
 use std::borrow::Cow;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use crate::{Error, Result};
@@ -27,9 +24,7 @@ use parking_lot::Mutex;
 use zenoh::bytes::ZBytes;
 use zenoh::key_expr::KeyExpr;
 use zenoh::liveliness::LivelinessToken;
-use zenoh::pubsub::Subscriber;
 use zenoh::query::ConsolidationMode;
-use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
 use crate::remote::fabric;
@@ -48,47 +43,6 @@ const UNFINISHED_SENDS_MAX: usize = 256;
 
 /// Pause between attempts to reach a node that is not there yet.
 const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(50);
-
-/// The replies of one query.
-type Replies = zenoh::handlers::FifoChannelHandler<zenoh::query::Reply>;
-
-/// How often a blocking call waiting for its reply checks whether the node left the fabric.
-const NODE_GONE_POLL: Duration = Duration::from_millis(20);
-
-/// How long a query that ended without a reply waits for the liveliness event that says why.
-const NODE_GONE_GRACE: Duration = Duration::from_millis(200);
-
-/// Whether the node's liveliness token went (the node died, or this client lost its route to it):
-/// the session is over either way — the node, if alive, closes it when this client's token
-/// vanishes from its view too — so calls under way end `Unreachable` at once instead of waiting
-/// out their reply margin, and later calls fail the same.
-#[derive(Default)]
-struct NodeGone {
-    reason: Mutex<Option<String>>,
-    signal: Arc<Signal>,
-}
-
-impl NodeGone {
-    fn reason(&self) -> Option<String> {
-        self.reason.lock().clone()
-    }
-
-    /// The reason, waiting at most `grace` for it: a query cut short by the node's departure may
-    /// end a moment before the liveliness event that explains it arrives.
-    fn reason_within(&self, grace: Duration) -> Option<String> {
-        let changed = Changed::new(&self.signal, None);
-        if let Some(reason) = self.reason() {
-            return Some(reason);
-        }
-        changed.wait(Instant::now().checked_add(grace));
-        self.reason()
-    }
-
-    fn declare(&self, node: &str) {
-        self.reason.lock().get_or_insert_with(|| format!("node {node} left the fabric (its liveliness token went)"));
-        self.signal.notify();
-    }
-}
 
 /// Connects to the node listening on `endpoint` (`tcp/127.0.0.1:7447`, `tls/<host>:<port>`,
 /// `unixsock-stream/<path>`) and opens a session there. `options.timeout`: how long to keep trying
@@ -134,20 +88,6 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         .declare_keyexpr(fabric::rpc_key(&hello.node))
         .wait()
         .map_err(|e| unreachable(format!("zenoh refused the node's key: {e}")))?;
-    let node_gone = Arc::new(NodeGone::default());
-    let node_alive = {
-        let (gone, node) = (node_gone.clone(), hello.node.clone());
-        zenoh
-            .liveliness()
-            .declare_subscriber(fabric::alive_key(&hello.node))
-            .callback(move |sample| {
-                if sample.kind() == SampleKind::Delete {
-                    gone.declare(&node);
-                }
-            })
-            .wait()
-            .map_err(|e| unreachable(format!("zenoh refused to watch the node's liveliness: {e}")))?
-    };
     let client = Client {
         zenoh: Fabric(Some(zenoh)),
         rpc_key,
@@ -160,8 +100,6 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         closed: AtomicBool::new(false),
         reclaims: Mutex::new(None),
         unfinished: Mutex::new(Vec::new()),
-        node_gone,
-        _node_alive: node_alive,
     };
     client.call(Request::Open, None, Duration::ZERO)?;
     Ok(RemoteRuntime::new(client))
@@ -287,10 +225,7 @@ pub(crate) struct Client {
     /// The GC handlers registered through this client, once one is.
     reclaims: Mutex<Option<Arc<Dispatch>>>,
     /// Replies of requests sent without waiting (drops), waited for before the next call.
-    unfinished: Mutex<Vec<Replies>>,
-    node_gone: Arc<NodeGone>,
-    /// Watches the node's liveliness token for [`NodeGone`].
-    _node_alive: Subscriber<()>,
+    unfinished: Mutex<Vec<zenoh::handlers::FifoChannelHandler<zenoh::query::Reply>>>,
 }
 
 impl Client {
@@ -518,7 +453,7 @@ impl Client {
     fn finish_sends(&self) {
         let unfinished = std::mem::take(&mut *self.unfinished.lock());
         for replies in unfinished {
-            let _ = self.first_reply(&replies);
+            let _ = replies.recv();
         }
     }
 
@@ -526,52 +461,8 @@ impl Client {
     async fn finish_sends_async(&self) {
         let unfinished = std::mem::take(&mut *self.unfinished.lock());
         for replies in unfinished {
-            let _ = self.first_reply_async(&replies).await;
+            let _ = replies.recv_async().await;
         }
-    }
-
-    /// A query's first reply (`None` when the query ended without one); `Err` once the node left
-    /// the fabric and no reply is here (a query the departure cut short included). A reply
-    /// already here is taken first.
-    fn first_reply(&self, replies: &Replies) -> std::result::Result<Option<zenoh::query::Reply>, String> {
-        loop {
-            match replies.recv_timeout(NODE_GONE_POLL) {
-                Ok(Some(reply)) => return Ok(Some(reply)),
-                Ok(None) => {
-                    if let Some(reason) = self.node_gone.reason() {
-                        return Err(reason);
-                    }
-                }
-                Err(_) => return self.node_gone.reason_within(NODE_GONE_GRACE).map_or(Ok(None), Err),
-            }
-        }
-    }
-
-    /// [`first_reply`](Self::first_reply) without blocking a thread.
-    async fn first_reply_async(&self, replies: &Replies) -> std::result::Result<Option<zenoh::query::Reply>, String> {
-        let mut reply = std::pin::pin!(replies.recv_async());
-        let mut gone = Changed::new(&self.node_gone.signal, None);
-        std::future::poll_fn(|cx| {
-            if let Poll::Ready(reply) = reply.as_mut().poll(cx) {
-                // Without the grace of the blocking form: this may run outside a runtime's timer.
-                return Poll::Ready(match (reply.ok(), self.node_gone.reason()) {
-                    (None, Some(reason)) => Err(reason),
-                    (reply, _) => Ok(reply),
-                });
-            }
-            // Registered before the reason is read: a departure in between still wakes this.
-            let woken = Pin::new(&mut gone).poll(cx).is_ready();
-            match self.node_gone.reason() {
-                Some(reason) => Poll::Ready(Err(reason)),
-                None if woken => {
-                    gone = Changed::new(&self.node_gone.signal, None);
-                    cx.waker().wake_by_ref();
-                    Poll::Pending
-                }
-                None => Poll::Pending,
-            }
-        })
-        .await
     }
 
     /// A readiness future over a waiting request (`request(wait_us)`, one wait slice): sent now,
@@ -618,7 +509,7 @@ impl Client {
         let timeout = wait.saturating_add(QUERY_MARGIN);
         let replies =
             self.query(request, payload, timeout).wait().map_err(|e| format!("zenoh refused the query: {e}"))?;
-        answer(self.first_reply(&replies)?, timeout)
+        answer(replies.recv().ok(), timeout)
     }
 
     /// [`exchange`](Self::exchange) without blocking a thread.
@@ -631,7 +522,7 @@ impl Client {
         let timeout = wait.saturating_add(QUERY_MARGIN);
         let replies =
             self.query(request, payload, timeout).await.map_err(|e| format!("zenoh refused the query: {e}"))?;
-        answer(self.first_reply_async(&replies).await?, timeout)
+        answer(replies.recv_async().await.ok(), timeout)
     }
 
     /// The query carrying `request` (and the payload after its header), answered within `timeout`.
@@ -652,11 +543,6 @@ impl Client {
     fn check_open(&self, op: &'static str) -> Result<()> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(Error::Closed { name: self.node().to_owned(), reason: CLIENT_CLOSED });
-        }
-        if let Some(reason) = self.node_gone.reason() {
-            self.token.lock().take();
-            let reason = format!("{reason}; its session ended; connect again when it is back");
-            return Err(Error::Unreachable { op, name: self.node().to_owned(), reason });
         }
         if let Some(reason) = &*self.ended.lock() {
             let reason =
@@ -687,12 +573,12 @@ impl Client {
     }
 
     fn leave(&self) {
-        if self.ended.lock().is_none() && self.node_gone.reason().is_none() {
+        if self.ended.lock().is_none() {
             let message = encode(&RequestHeader { session: self.session.clone(), request: Request::Close });
             // Wait for the node to close the session, so that its effects (claims released) are
             // visible when close returns; the token going would do it too, a little later.
             if let Ok(replies) = self.zenoh.get(&self.rpc_key).payload(message).timeout(QUERY_MARGIN).wait() {
-                let _ = self.first_reply(&replies);
+                let _ = replies.recv();
             }
             let dispatch = self.reclaims.lock().clone();
             if let Some(dispatch) = dispatch {
@@ -756,9 +642,7 @@ pub(crate) fn micros(wait: Duration) -> u64 {
 
 /// The reply a query received (`None`: none within `timeout`), decoded, with its payload.
 fn answer(reply: Option<zenoh::query::Reply>, timeout: Duration) -> std::result::Result<(Reply, Bytes), String> {
-    let reply = reply.ok_or_else(|| {
-        format!("no reply from the node: it is gone, its route broke, or it did not answer within {timeout:?}")
-    })?;
+    let reply = reply.ok_or_else(|| format!("no reply from the node (waited at most {timeout:?})"))?;
     let sample = reply.into_result().map_err(|e| format!("the fabric answered with an error: {e:?}"))?;
     let bytes = match sample.payload().to_bytes() {
         Cow::Owned(bytes) => Bytes::from(bytes),
