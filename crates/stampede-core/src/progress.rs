@@ -54,6 +54,7 @@ pub type ContainerKey = u64;
 
 /// Where a claim lives: its owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Location {
     /// A task's virtual time.
     Task(TaskKey),
@@ -190,6 +191,20 @@ impl Progress {
     /// Starts recording applied updates for [`take_outbox`](Self::take_outbox).
     pub fn record_outbox(&mut self) {
         self.outbox.get_or_insert_with(Vec::new);
+    }
+
+    /// Every claim held now, as positive updates, and the watermark: the whole contribution of
+    /// this node (what a mesh participant starts from when it is linked after claims exist).
+    pub fn claims_held(&self) -> Vec<Update> {
+        let mut held: Vec<Update> = self
+            .locations
+            .iter()
+            .flat_map(|(&location, counts)| counts.iter().map(move |&(ts, delta)| Update { location, ts, delta }))
+            .collect();
+        if self.watermark > 0 {
+            held.push(Update { location: Location::Watermark, ts: self.watermark, delta: 1 });
+        }
+        held
     }
 
     /// The updates applied since the last call (empty unless recording).

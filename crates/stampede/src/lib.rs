@@ -59,6 +59,7 @@ pub mod channel;
 pub mod graph;
 pub mod join;
 mod local;
+pub mod mesh_link;
 pub mod npy;
 pub mod pacer;
 pub mod payload;

@@ -100,7 +100,7 @@ pub struct RuntimeStats {
 /// A Stampede runtime: embedded ([`Runtime::new`]) or a session on a node ([`connect`]). Cheap
 /// to clone; every clone is the same runtime.
 #[derive(Clone)]
-pub struct Runtime(Backend<local::runtime::Runtime, RemoteRuntime>);
+pub struct Runtime(pub(crate) Backend<local::runtime::Runtime, RemoteRuntime>);
 
 impl Default for Runtime {
     fn default() -> Self {

@@ -32,6 +32,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use crate::mesh_link::Linked;
 use crate::payload::Buffers;
 use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::wait::Signal;
@@ -264,6 +265,8 @@ struct Tracking {
     /// Channels listed under a lower bound of their oldest stored-or-tombstoned timestamp: what
     /// a sweep visits. Channels with nothing stored are not listed (idle channels cost nothing).
     listed: BTreeSet<(Timestamp, ContainerKey)>,
+    /// The node's mesh participant, when this space is a node in a mesh ([`crate::mesh_link`]).
+    mesh: Option<Linked>,
 }
 
 /// A permanent last entry of the sweep index: it keeps the index's root node allocated when no
@@ -273,7 +276,7 @@ const LISTED_SENTINEL: (Timestamp, ContainerKey) = (INFINITY, ContainerKey::MAX)
 
 impl Default for Tracking {
     fn default() -> Self {
-        Tracking { progress: Progress::default(), listed: BTreeSet::from([LISTED_SENTINEL]) }
+        Tracking { progress: Progress::default(), listed: BTreeSet::from([LISTED_SENTINEL]), mesh: None }
     }
 }
 
@@ -306,6 +309,45 @@ impl Tracking {
         let before = listed_at.swap(INFINITY, Ordering::AcqRel);
         if before != INFINITY {
             self.listed.remove(&(before, key));
+        }
+    }
+
+    /// Hands what the progress machine recorded to the mesh, then mirrors the mesh's ts_min back
+    /// at [`Location::Peer`]`(0)`; returns the new local ts_min if the mirror let it advance. A
+    /// no-op without a mesh. Called after every change of claims, under the progress lock, so
+    /// the mesh's view of this node's claims is never behind its `Progress`.
+    fn settle(&mut self) -> Option<Timestamp> {
+        let linked = self.mesh.as_mut()?;
+        linked.stash.extend(self.progress.take_outbox());
+        if !linked.stash.is_empty() {
+            // Refused only under backpressure (the driver is behind): the updates stay stashed,
+            // in order, and go with the next change; meanwhile the mesh sees this node's claims
+            // as they were, which holds every view lower, never higher.
+            if linked.mesh.apply_local(&linked.stash).is_ok() {
+                linked.stash.clear();
+            }
+            (linked.wake)();
+        }
+        let ts_min = linked.mesh.ts_min();
+        if ts_min <= linked.mirror {
+            return None;
+        }
+        let mut updates = Updates::new();
+        stampede_core::progress::push_move(&mut updates, Location::Peer(0), Some(linked.mirror), Some(ts_min));
+        linked.mirror = ts_min;
+        let advanced = self.apply(&updates);
+        // The mirror's own updates are skipped by the mesh: nothing to hand over.
+        self.progress.take_outbox();
+        advanced
+    }
+
+    /// The lowest virtual time a root task may start at: ts_min alone, or with a mesh, also the
+    /// node's door (every other node's view stays at or below it).
+    fn root_floor(&self) -> Timestamp {
+        let ts_min = self.progress.ts_min();
+        match &self.mesh {
+            None => ts_min,
+            Some(linked) => linked.mesh.join_floor().map_or(INFINITY, |door| door.max(ts_min)),
         }
     }
 
@@ -509,7 +551,7 @@ impl Space {
             tracking.unlist(shared.key, &shared.listed_at);
             tracking.progress.remove_container(shared.key);
             let advanced = tracking.apply(&claims);
-            self.publish(&tracking.progress);
+            let advanced = self.publish(&mut tracking).or(advanced);
             (opens, reclaimed, advanced)
         };
         self.progressed();
@@ -519,6 +561,44 @@ impl Space {
         if let Some(ts_min) = advanced {
             self.sweep(ts_min);
         }
+    }
+
+    // ---- the mesh ------------------------------------------------------------------------------
+
+    /// Links a mesh participant: the outbox starts recording (with every claim held now, so the
+    /// mesh starts from this node's whole contribution) and the mirror holds ts_min where it is.
+    pub(crate) fn link_mesh(&self, linked: Linked) -> Result<()> {
+        self.check_open("runtime")?;
+        let mut tracking = self.tracking.lock();
+        if tracking.mesh.is_some() {
+            return Err(Error::InvalidArgument {
+                op: "mesh",
+                name: "runtime".into(),
+                reason: "this runtime is already a node of a mesh".into(),
+            });
+        }
+        let ts_min = tracking.progress.ts_min();
+        tracking.progress.record_outbox();
+        let mirror = [Update { location: Location::Peer(0), ts: ts_min, delta: 1 }];
+        tracking.apply(&mirror);
+        tracking.progress.take_outbox();
+        let held = tracking.progress.claims_held();
+        tracking.mesh = Some(Linked { mirror: ts_min, stash: held, ..linked });
+        self.publish(&mut tracking);
+        Ok(())
+    }
+
+    /// Runs `f` on the linked mesh, then settles: mirrors its ts_min and sweeps what that made
+    /// garbage. Panics if no mesh is linked (only a [`MeshLink`](crate::mesh_link::MeshLink)
+    /// calls it).
+    pub(crate) fn with_mesh<R>(&self, f: impl FnOnce(&mut stampede_core::Mesh) -> R) -> R {
+        let mut tracking = self.tracking.lock();
+        let value = f(&mut tracking.mesh.as_mut().expect("a linked mesh").mesh);
+        let due = self.publish(&mut tracking).map(|ts_min| tracking.take_due(ts_min));
+        drop(tracking);
+        self.progressed();
+        self.sweep_due(due);
+        value
     }
 
     // ---- tasks -------------------------------------------------------------------------------
@@ -543,20 +623,21 @@ impl Space {
         }
         let advanced = {
             let mut tracking = self.tracking.lock();
-            let ts_min = tracking.progress.ts_min();
-            if parent.is_none() && virtual_time < ts_min {
+            let floor = tracking.root_floor();
+            if parent.is_none() && virtual_time < floor {
+                let what =
+                    if floor > tracking.progress.ts_min() { "the node's door (docs/PROTOCOL.md)" } else { "ts_min" };
                 return Err(Error::BelowVisibility {
                     op: "task",
                     name: "runtime".into(),
                     ts: virtual_time,
-                    what: "ts_min",
-                    limit: ts_min,
+                    what,
+                    limit: floor,
                 });
             }
             tracking.progress.add_task(id);
             let advanced = tracking.apply(&updates);
-            self.publish(&tracking.progress);
-            advanced
+            self.publish(&mut tracking).or(advanced)
         };
         drop(parent_state);
         if let Some(ts_min) = advanced {
@@ -592,8 +673,7 @@ impl Space {
             if state.close() {
                 let mut tracking = self.tracking.lock();
                 let advanced = tracking.progress.remove_task(task.id);
-                self.publish(&tracking.progress);
-                advanced
+                self.publish(&mut tracking).or(advanced)
             } else {
                 None
             }
@@ -705,7 +785,12 @@ impl Space {
         tracking.progress.attach_input(conn, task.id, container.key);
         let advanced = tracking.apply(&fx.claims);
         debug_assert!(advanced.is_none(), "attaching an input only adds claims");
-        self.publish(&tracking.progress);
+        // Settling may still advance ts_min: the mesh's view moved since the last change.
+        let due = self.publish(&mut tracking).map(|ts_min| tracking.take_due(ts_min));
+        drop(tracking);
+        drop(state);
+        drop(guard);
+        self.sweep_due(due);
         Ok(())
     }
 
@@ -795,10 +880,10 @@ impl Space {
         if let Some(ts) = put {
             advanced = tracking.progress.note_put(ts).or(advanced);
         }
+        advanced = self.publish(&mut tracking).or(advanced);
         if let Some(state) = acting {
             assert_visible(state, tracking.progress.ts_min());
         }
-        self.publish(&tracking.progress);
         let due = advanced.map(|ts_min| tracking.take_due(ts_min));
         drop(tracking);
         self.progressed();
@@ -822,9 +907,13 @@ impl Space {
         }
     }
 
-    /// Mirrors ts_min for lock-free readers (call with the progress lock held).
-    fn publish(&self, progress: &Progress) {
-        self.ts_min.store(progress.ts_min(), Ordering::Release);
+    /// Settles the mesh, if any ([`Tracking::settle`]), then mirrors ts_min for lock-free
+    /// readers (call with the progress lock held). Returns the new ts_min if settling advanced
+    /// it.
+    fn publish(&self, tracking: &mut Tracking) -> Option<Timestamp> {
+        let advanced = tracking.settle();
+        self.ts_min.store(tracking.progress.ts_min(), Ordering::Release);
+        advanced
     }
 
     /// Applies the open changes of tasks other than the acting one, each under that task's lock

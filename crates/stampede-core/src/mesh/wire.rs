@@ -10,6 +10,7 @@ use crate::time::{Timestamp, INFINITY};
 /// A participant — a node or a client session — in one life. A restart is a new incarnation;
 /// incarnations of one `id` only grow (the driver derives them from a boot counter or clock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Peer {
     pub id: u64,
     pub incarnation: u64,
@@ -24,6 +25,7 @@ pub type MoveId = u64;
 /// Where a claim lives within its owner's contribution. Every site belongs to the participant
 /// that reports it: no batch ever changes another participant's counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Site {
     /// A claim of the owner's local progress machine (task, hand-over, input connection, queue).
     /// Never `Watermark` (batches carry it as a field) nor `Peer` (the driver's mirror of this
@@ -39,6 +41,7 @@ pub enum Site {
 
 /// One change of a contribution: `delta` claims appear (+) or vanish (−) at `ts` at `site`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Change {
     pub site: Site,
     pub ts: Timestamp,
@@ -47,6 +50,7 @@ pub struct Change {
 
 /// One move of one mover, as named in a takeover or a refusal of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct MoveRef {
     pub mover: Peer,
     pub id: MoveId,
@@ -55,6 +59,7 @@ pub struct MoveRef {
 /// One batch of a sender's stream, applied at most once and in `seq` order: its claims and
 /// markers when its turn comes, its releases after the batches named in `after`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Batch {
     pub seq: Seq,
     /// Changes of the sender's own contribution; new claims come before releases.
@@ -76,6 +81,7 @@ pub struct Batch {
 /// A sender's whole contribution as of its batch `seq`, sent once to each peer it learns of:
 /// the peer then applies the sender's batches after `seq`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Snapshot {
     pub seq: Seq,
     /// The sender's claims as changes with positive counts.
@@ -94,6 +100,7 @@ pub struct Snapshot {
 
 /// What one participant sends another over the fabric.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Message {
     Snapshot(Snapshot),
     Batch(Batch),
@@ -101,6 +108,7 @@ pub enum Message {
 
 /// A message to send, and to whom.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Transmit {
     pub to: Vec<Peer>,
     pub message: Message,

@@ -52,6 +52,11 @@ impl Runtime {
         Runtime { space: Space::new() }
     }
 
+    /// The space behind this runtime (for the mesh link).
+    pub(crate) fn space(&self) -> &Arc<Space> {
+        &self.space
+    }
+
     /// Creates a channel with bounds ([`Limits`]) or full [`ChannelOptions`]. Names are
     /// `/`-separated segments (`camera/left`, see [`stampede_core::name`]); a bad name or a zero
     /// bound is `InvalidArgument`, a name in use `AlreadyExists`, a closed runtime `Closed`.
