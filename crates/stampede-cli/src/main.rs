@@ -60,6 +60,10 @@ enum Command {
         page: dashboard::Page,
         #[command(flatten)]
         tls: tls::ServeTls,
+        /// Share ts_min with the other nodes of the mesh (the distributed ts_min protocol,
+        /// docs/PROTOCOL.md). Reclamation then waits one message round for the other nodes.
+        #[arg(long)]
+        mesh_ts_min: bool,
     },
     /// Serves a live web dashboard of a node's runtime until Ctrl-C or SIGTERM: tasks,
     /// connections and channels with their counters and rates, and an image with overlays.
@@ -129,17 +133,26 @@ fn seconds(text: &str) -> Result<f64, String> {
 
 fn main() -> ExitCode {
     let done = match Cli::parse().command {
-        Command::Serve { listen, connect, name, liveliness_timeout, max_payload_bytes, dashboard, page, tls } => {
-            serve::run(serve::Options {
-                listen,
-                connect,
-                name,
-                liveliness_timeout: Duration::from_secs_f64(liveliness_timeout),
-                payload_bytes_max: max_payload_bytes,
-                dashboard: dashboard.map(|port| (port, page)),
-                tls: tls.options(),
-            })
-        }
+        Command::Serve {
+            listen,
+            connect,
+            name,
+            liveliness_timeout,
+            max_payload_bytes,
+            dashboard,
+            page,
+            tls,
+            mesh_ts_min,
+        } => serve::run(serve::Options {
+            listen,
+            connect,
+            name,
+            liveliness_timeout: Duration::from_secs_f64(liveliness_timeout),
+            payload_bytes_max: max_payload_bytes,
+            dashboard: dashboard.map(|port| (port, page)),
+            tls: tls.options(),
+            mesh_ts_min,
+        }),
         Command::Dashboard { connect, node, port, page, timeout, tls } => dashboard::run(dashboard::Options {
             endpoint: connect,
             port,

@@ -23,6 +23,8 @@ pub struct Options {
     pub dashboard: Option<(u16, crate::dashboard::Page)>,
     /// Certificates for the tls/ endpoints.
     pub tls: Option<TlsOptions>,
+    /// Share ts_min with the mesh's other nodes ([`NodeOptions::mesh_ts_min`]).
+    pub mesh_ts_min: bool,
 }
 
 /// Serves until a signal; the node's or the signal handler's error otherwise.
@@ -37,6 +39,7 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             liveliness_timeout: options.liveliness_timeout,
             payload_bytes_max: options.payload_bytes_max,
             tls: options.tls,
+            mesh_ts_min: options.mesh_ts_min,
             ..NodeOptions::default()
         },
     )?;

@@ -32,9 +32,12 @@
 //! - [`node`] — [`Node`] and [`NodeOptions`]: the queryable, the liveliness subscriber, the bounds.
 //! - `session` (private) — a client's session on the node: the tasks and connections it owns.
 //! - `serve` (private) — one request on the node: the embedded operation, in slices when it waits.
+//! - [`mesh`] — the fabric driver of the distributed ts_min: the node's participant, its door,
+//!   its messages and liveliness on zenoh (`docs/PROTOCOL.md`).
 //! - `names` (private) — the node's liveliness token and its runtime's name changes, for watchers.
 //! - `reclaim` (private) — remote clients' GC handlers: items reclaimed here, sent to them.
 
+pub mod mesh;
 mod names;
 pub mod node;
 mod reclaim;

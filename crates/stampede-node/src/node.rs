@@ -19,6 +19,7 @@ use zenoh::query::{Query, Queryable};
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
+use crate::mesh::MeshDriver;
 use crate::names::Names;
 use crate::reclaim::{self, Reclaims};
 use crate::serve;
@@ -61,6 +62,12 @@ pub struct NodeOptions {
     /// Certificates for the `tls/<host>:<port>` endpoints (required when one is listened on;
     /// `None`: no TLS). See `docs/SECURITY.md`.
     pub tls: Option<TlsOptions>,
+    /// Share ts_min with the other nodes of the mesh through the distributed ts_min protocol
+    /// ([`crate::mesh`], `docs/PROTOCOL.md`). Off by default until one task can use containers
+    /// on several nodes (the protocol is what makes that safe): with it, a node whose mesh has
+    /// other nodes reclaims one message round after an item becomes garbage, not inside the
+    /// operation.
+    pub mesh_ts_min: bool,
 }
 
 /// A node's TLS files (PEM) for its `tls/` endpoints.
@@ -90,6 +97,7 @@ impl Default for NodeOptions {
             sessions_max: SESSIONS_MAX_DEFAULT,
             session_handles_max: SESSION_HANDLES_MAX_DEFAULT,
             tls: None,
+            mesh_ts_min: false,
         }
     }
 }
@@ -131,6 +139,7 @@ pub struct Node {
 
 /// What the node declared on the fabric and the threads answering, ended by [`Node::close`].
 struct Serving {
+    mesh: Option<MeshDriver>,
     _queryable: Queryable<()>,
     _sessions: Subscriber<()>,
     names: Names,
@@ -194,6 +203,17 @@ impl Node {
             sessions: Mutex::default(),
             reclaims: Reclaims::default(),
         });
+        let mesh = if options.mesh_ts_min {
+            match MeshDriver::start(&shared.zenoh, &shared.runtime, &options.name, options.liveliness_timeout) {
+                Ok(mesh) => Some(mesh),
+                Err(e) => {
+                    let _ = shared.zenoh.close().wait();
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
         workers.spawn(reclaim::run(Arc::downgrade(&shared), shared.reclaims.pending.clone()));
         let declared = declare(&shared, workers.handle());
         let (queryable, sessions) = match declared {
@@ -210,7 +230,7 @@ impl Node {
                 return Err(unreachable(format!("zenoh refused the node's liveliness or names: {e}")));
             }
         };
-        let serving = Serving { _queryable: queryable, _sessions: sessions, names, workers };
+        let serving = Serving { mesh, _queryable: queryable, _sessions: sessions, names, workers };
         Ok(Node { shared, serving: Mutex::new(Some(serving)) })
     }
 
@@ -235,6 +255,12 @@ impl Node {
         self.shared.reclaims.dropped.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// What the mesh driver dropped so far (malformed, refused, and over-bound messages); `None`
+    /// without [`NodeOptions::mesh_ts_min`].
+    pub fn mesh_counters(&self) -> Option<Arc<crate::mesh::MeshCounters>> {
+        self.serving.lock().as_ref().and_then(|s| s.mesh.as_ref()).map(|mesh| mesh.counters.clone())
+    }
+
     /// Client sessions open now.
     pub fn session_count(&self) -> usize {
         self.shared.sessions.lock().len()
@@ -244,7 +270,7 @@ impl Node {
     /// closed, their claims released). The runtime itself stays open. Idempotent.
     pub fn close(&self) {
         let Some(serving) = self.serving.lock().take() else { return };
-        let Serving { _queryable, _sessions, names, workers } = serving;
+        let Serving { mesh, _queryable, _sessions, names, workers } = serving;
         drop((_queryable, _sessions));
         names.stop();
         let sessions: Vec<_> = self.shared.sessions.lock().drain().map(|(_, s)| s).collect();
@@ -252,6 +278,7 @@ impl Node {
             session.close();
         }
         workers.shutdown_background();
+        drop(mesh);
         let _ = self.shared.zenoh.close().wait();
     }
 }

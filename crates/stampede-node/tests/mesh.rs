@@ -1,0 +1,92 @@
+//! Two nodes on the fabric share one ts_min (SPEC §3 "Distributed"): a task held by a client of
+//! node A keeps node B from reclaiming what that task could still get, and B follows as soon as
+//! the task moves on or goes. The driver is `stampede_node::mesh`; the protocol docs/PROTOCOL.md.
+
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use stampede::{Container, Limits, Runtime, INFINITY};
+use stampede_node::{Node, NodeOptions};
+use support::{eventually, with_watchdog, TestNode, CONNECT_TIMEOUT};
+
+/// How long the mesh may take to reach a value (several message rounds on loopback: far less).
+const SETTLE: Duration = Duration::from_secs(10);
+
+fn live(rt: &Runtime, name: &str) -> usize {
+    match rt.lookup(name).unwrap() {
+        Container::Channel(ch) => ch.stats().live_items,
+        Container::Queue(_) => unreachable!("{name} is a channel"),
+    }
+}
+
+/// Node a, and node b connected to it; both share ts_min.
+fn two_nodes() -> (TestNode, Node, Runtime, tempfile::TempDir) {
+    let a = TestNode::with(|o| {
+        o.name = "a".into();
+        o.mesh_ts_min = true;
+    });
+    let b_dir = tempfile::tempdir().unwrap();
+    let mut options = NodeOptions::listen(&format!("unixsock-stream/{}", b_dir.path().join("b.sock").display()));
+    options.name = "b".into();
+    options.mesh_ts_min = true;
+    options.connect = vec![a.endpoint.clone()];
+    let b_rt = Runtime::new();
+    let b = Node::serve(b_rt.clone(), options).expect("node b joins node a's mesh");
+    (a, b, b_rt, b_dir)
+}
+
+#[test]
+fn a_task_on_one_node_holds_the_other_nodes_ts_min() {
+    with_watchdog("a_task_on_one_node_holds_the_other_nodes_ts_min", || {
+        let (a, b, b_rt, _b_dir) = two_nodes();
+
+        let client = stampede::connect(&a.endpoint, Some(CONNECT_TIMEOUT)).unwrap();
+        let holder = client.task(5).unwrap();
+
+        let ch = b_rt.create_channel("frames", Limits::unbounded()).unwrap();
+        let producer = b_rt.task(5).unwrap();
+        let out = producer.attach_output(&ch).unwrap();
+        for ts in 5..10 {
+            out.put(ts, vec![ts as u8]).unwrap();
+        }
+        producer.set_virtual_time(INFINITY).unwrap();
+        assert!(eventually(SETTLE, || b_rt.ts_min() == 5), "b's ts_min reaches 5, not past it: {}", b_rt.ts_min());
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(b_rt.ts_min(), 5, "the task of a's client at 5 holds b's ts_min");
+        assert_eq!(live(&b_rt, "frames"), 5, "nothing that task could get is reclaimed on b");
+
+        holder.set_virtual_time(8).unwrap();
+        assert!(eventually(SETTLE, || b_rt.ts_min() == 8), "b follows the task to 8: {}", b_rt.ts_min());
+        assert_eq!(live(&b_rt, "frames"), 2);
+
+        client.close();
+        assert!(eventually(SETTLE, || b_rt.ts_min() == 10), "the client's session ended: {}", b_rt.ts_min());
+        assert_eq!(live(&b_rt, "frames"), 0);
+        let counters = b.mesh_counters().unwrap();
+        assert_eq!(counters.malformed.load(Ordering::Relaxed) + counters.refused.load(Ordering::Relaxed), 0);
+    })
+}
+
+#[test]
+fn a_node_that_leaves_releases_what_it_held() {
+    with_watchdog("a_node_that_leaves_releases_what_it_held", || {
+        let (a, b, b_rt, _b_dir) = two_nodes();
+        // A task on b's own runtime holds 3; a's ts_min stays there.
+        let holder = b_rt.task(3).unwrap();
+        let a_task = a.runtime.task(3).unwrap();
+        a_task.set_virtual_time(INFINITY).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(a.runtime.ts_min(), 0, "nothing put: the watermark holds ts_min at 0");
+        let ch = a.runtime.create_channel("x", Limits::unbounded()).unwrap();
+        let p = a.runtime.task(3).unwrap();
+        p.attach_output(&ch).unwrap().put(7, vec![7]).unwrap();
+        p.close();
+        assert!(eventually(SETTLE, || a.runtime.ts_min() == 3), "b's task holds a at 3: {}", a.runtime.ts_min());
+        // Node b leaves the fabric without closing its task: its token goes, a drops its claims.
+        b.close();
+        assert!(eventually(SETTLE, || a.runtime.ts_min() == 8), "b's claims went with b: {}", a.runtime.ts_min());
+        drop(holder);
+    })
+}
