@@ -45,6 +45,7 @@ __all__ = [
     "TS_MAX",
     "Task",
     "Unreachable",
+    "PermissionDenied",
     "Watch",
     "connect",
     "__version__",
@@ -97,6 +98,9 @@ class NotFound(StampedeError): ...
 class AlreadyExists(StampedeError): ...
 class InvalidArgument(StampedeError): ...
 class Unreachable(StampedeError): ...
+
+class PermissionDenied(StampedeError):
+    right: str
 
 @final
 class ItemBuffer:
@@ -301,6 +305,7 @@ class Runtime:
         tls_private_key: str | os.PathLike[str] | None = None,
         tls_root_ca: str | os.PathLike[str] | None = None,
         tls_mutual: bool = False,
+        access: str | os.PathLike[str] | None = None,
     ) -> Self: ...
     @property
     def node(self) -> str | None: ...
@@ -431,4 +436,6 @@ def connect(
     tls_root_ca: str | os.PathLike[str] | None = None,
     tls_certificate: str | os.PathLike[str] | None = None,
     tls_private_key: str | os.PathLike[str] | None = None,
+    user: str | None = None,
+    password: str | None = None,
 ) -> Runtime: ...

@@ -60,6 +60,11 @@ enum Command {
         page: dashboard::Page,
         #[command(flatten)]
         tls: tls::ServeTls,
+        /// A policy file (TOML): the users admitted, their password hashes and their read, write
+        /// and create rights per name prefix (docs/SECURITY.md). Without it, anyone who reaches
+        /// the node may do anything.
+        #[arg(long, value_name = "FILE")]
+        access: Option<std::path::PathBuf>,
         /// Share ts_min with the other nodes of the mesh (the distributed ts_min protocol,
         /// docs/PROTOCOL.md). Reclamation then waits one message round for the other nodes.
         #[arg(long)]
@@ -119,6 +124,9 @@ enum Command {
         #[command(flatten)]
         tls: tls::ConnectTls,
     },
+    /// Reads a password from standard input (one line) and prints its Argon2id hash, for the
+    /// `password` of a user in an --access policy file.
+    HashPassword,
 }
 
 /// A positive, finite number of seconds.
@@ -142,8 +150,10 @@ fn main() -> ExitCode {
             dashboard,
             page,
             tls,
+            access,
             mesh_ts_min,
         } => serve::run(serve::Options {
+            access,
             listen,
             connect,
             name,
@@ -168,6 +178,7 @@ fn main() -> ExitCode {
             count,
             connect: tls.options(Duration::from_secs_f64(timeout), node),
         }),
+        Command::HashPassword => hash_password(),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,
@@ -176,6 +187,18 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `stampede hash-password`: a line of standard input (without its line ending) to a PHC string.
+fn hash_password() -> Result<(), Box<dyn std::error::Error>> {
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    let password = line.trim_end_matches(['\n', '\r']);
+    if password.is_empty() {
+        return Err("no password on standard input (e.g. `printf %s \"$PASSWORD\" | stampede hash-password`)".into());
+    }
+    println!("{}", stampede_node::access::hash_password(password)?);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use stampede::Runtime;
-use stampede_node::TlsOptions;
+use stampede_node::{AccessPolicy, TlsOptions};
 use stampede_node::{Node, NodeOptions};
 
 /// What `serve` was asked for.
@@ -25,10 +25,13 @@ pub struct Options {
     pub tls: Option<TlsOptions>,
     /// Share ts_min with the mesh's other nodes ([`NodeOptions::mesh_ts_min`]).
     pub mesh_ts_min: bool,
+    /// The access policy file, if any.
+    pub access: Option<std::path::PathBuf>,
 }
 
 /// Serves until a signal; the node's or the signal handler's error otherwise.
 pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
+    let access = options.access.as_deref().map(AccessPolicy::load).transpose()?;
     let runtime = Runtime::new();
     let node = Node::serve(
         runtime.clone(),
@@ -40,6 +43,7 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             payload_bytes_max: options.payload_bytes_max,
             tls: options.tls,
             mesh_ts_min: options.mesh_ts_min,
+            access,
             ..NodeOptions::default()
         },
     )?;

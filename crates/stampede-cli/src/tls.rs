@@ -1,6 +1,7 @@
 //! The TLS flags (see `docs/SECURITY.md`): `stampede serve`'s certificate, private key, root CA
 //! and `--tls-mutual`; a client command's root CA and, for a node in mutual mode, its own
-//! certificate and key. The library checks the files (`InvalidArgument` naming one that is
+//! certificate and key; a client command's `--user` (its password from `STAMPEDE_PASSWORD`). The
+//! library checks the files (`InvalidArgument` naming one that is
 //! missing or not PEM); clap checks which flags go together.
 
 use std::path::PathBuf;
@@ -52,7 +53,14 @@ pub struct ConnectTls {
     /// The private key (PEM) of --tls-certificate.
     #[arg(long, value_name = "PEM", requires = "tls_certificate")]
     pub tls_private_key: Option<PathBuf>,
+    /// The user to connect as, on a node with an access policy; the password is read from the
+    /// environment variable STAMPEDE_PASSWORD (never from the command line, which others can see).
+    #[arg(long)]
+    pub user: Option<String>,
 }
+
+/// Where a client command reads the password of --user.
+pub const PASSWORD_ENV: &str = "STAMPEDE_PASSWORD";
 
 impl ConnectTls {
     /// How to connect: within `timeout`, to `node` (through the endpoint's node), with these files.
@@ -63,6 +71,9 @@ impl ConnectTls {
             certificate: self.tls_certificate,
             private_key: self.tls_private_key,
         });
-        ConnectOptions { timeout: Some(timeout), node, tls }
+        let user = self
+            .user
+            .map(|user| stampede::Credentials { user, password: std::env::var(PASSWORD_ENV).unwrap_or_default() });
+        ConnectOptions { timeout: Some(timeout), node, tls, user }
     }
 }

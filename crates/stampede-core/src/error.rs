@@ -91,6 +91,12 @@ pub enum Error {
     /// node is unknown unless `reason` says otherwise; items it may have taken go back there.
     #[error("{op} on \"{name}\": unreachable ({reason})")]
     Unreachable { op: &'static str, name: String, reason: String },
+
+    /// The node's access policy does not give this client's user the `right` (`"read"`,
+    /// `"write"`, `"create"`, or `"connect"` for a missing or wrong password) on `name`. Nothing
+    /// was done and nothing is returned.
+    #[error("{op} on \"{name}\": permission denied: {reason}")]
+    PermissionDenied { op: &'static str, name: String, right: &'static str, reason: String },
 }
 
 /// The reason of the `Closed` error of an operation on a detached connection.

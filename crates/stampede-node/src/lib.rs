@@ -32,11 +32,13 @@
 //! - [`node`] — [`Node`] and [`NodeOptions`]: the queryable, the liveliness subscriber, the bounds.
 //! - `session` (private) — a client's session on the node: the tasks and connections it owns.
 //! - `serve` (private) — one request on the node: the embedded operation, in slices when it waits.
+//! - [`access`] — access control: users, passwords, rights per name prefix, session secrets.
 //! - [`mesh`] — the fabric driver of the distributed ts_min: the node's participant, its door,
 //!   its messages and liveliness on zenoh (`docs/PROTOCOL.md`).
 //! - `names` (private) — the node's liveliness token and its runtime's name changes, for watchers.
 //! - `reclaim` (private) — remote clients' GC handlers: items reclaimed here, sent to them.
 
+pub mod access;
 pub mod mesh;
 mod names;
 pub mod node;
@@ -44,5 +46,6 @@ mod reclaim;
 mod serve;
 mod session;
 
+pub use access::AccessPolicy;
 pub use node::{Node, NodeOptions, TlsOptions};
 pub use reclaim::RECLAIM_OUTBOX_MAX;

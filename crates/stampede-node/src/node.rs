@@ -19,6 +19,7 @@ use zenoh::query::{Query, Queryable};
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
+use crate::access::AccessPolicy;
 use crate::mesh::MeshDriver;
 use crate::names::Names;
 use crate::reclaim::{self, Reclaims};
@@ -68,6 +69,9 @@ pub struct NodeOptions {
     /// other nodes reclaims one message round after an item becomes garbage, not inside the
     /// operation.
     pub mesh_ts_min: bool,
+    /// Who may connect and what each user may do with which names (`docs/SECURITY.md`); `None`:
+    /// anyone who reaches the node may do anything.
+    pub access: Option<AccessPolicy>,
 }
 
 /// A node's TLS files (PEM) for its `tls/` endpoints.
@@ -98,6 +102,7 @@ impl Default for NodeOptions {
             session_handles_max: SESSION_HANDLES_MAX_DEFAULT,
             tls: None,
             mesh_ts_min: false,
+            access: None,
         }
     }
 }

@@ -22,6 +22,7 @@ use stampede::remote::wire::{
 };
 use stampede::remote::REMOTE_WAIT_SLICE;
 
+use crate::access::{self, Right};
 use crate::node::NodeShared;
 use crate::reclaim;
 use crate::session::{self, Connection, Session};
@@ -52,9 +53,12 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8]) -> Result<Served> {
     let (header, payload) = decode_request(message).map_err(|e| refuse(e.to_string()))?;
     match header.request {
         Request::Hello => Ok((Reply::Hello(hello(node)), Vec::new())),
-        Request::Open => open(node, &header.session).await,
+        Request::Open { user, password } => open(node, &header.session, user.as_deref(), password.as_deref()).await,
         Request::Close => {
             let session = node.sessions.lock().get(&header.session).cloned();
+            if session.as_ref().is_some_and(|s| !access::same_secret(&s.secret, &header.secret)) {
+                return Err(session::closed(&header.session));
+            }
             // Closing tasks may run GC handlers of the node's application: not on a worker
             // that answers other clients' waits.
             let (closing, id) = (node.clone(), header.session.clone());
@@ -67,7 +71,10 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8]) -> Result<Served> {
         }
         request => {
             let session = node.sessions.lock().get(&header.session).cloned();
-            let session = session.ok_or_else(|| session::closed(&header.session))?;
+            // A wrong secret reads as no session: the id is public, the secret proves the sender.
+            let session = session
+                .filter(|s| access::same_secret(&s.secret, &header.secret))
+                .ok_or_else(|| session::closed(&header.session))?;
             let served = execute(node, &session, request, payload).await;
             // Items this request reclaimed reach the client before its reply.
             reclaim::send(node, &session).await;
@@ -91,18 +98,39 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Opens the session `id`. Its liveliness token must be alive once the session is registered:
-/// otherwise its client vanished before, and nothing would ever close the session.
-async fn open(node: &NodeShared, id: &str) -> Result<Served> {
+/// Opens the session `id` as `user`, if the node has an access policy and the password is the
+/// user's. Its liveliness token must be alive once the session is registered: otherwise its
+/// client vanished before, and nothing would ever close the session. Replies the session's
+/// secret.
+async fn open(node: &NodeShared, id: &str, user: Option<&str>, password: Option<&str>) -> Result<Served> {
     let name = &node.options.name;
     if !fabric::is_session_id(id) {
         let reason = format!("{id:?} is not a session id (lowercase hex, a zenoh id)");
         return Err(Error::InvalidArgument { op: "connect", name: name.clone(), reason });
     }
+    let rights = match &node.options.access {
+        // Argon2 is deliberately slow: not on a worker that answers other clients' waits.
+        Some(policy) => {
+            let (policy, name, user, password) =
+                (policy.clone(), name.clone(), user.map(str::to_owned), password.map(str::to_owned));
+            let verified =
+                tokio::task::spawn_blocking(move || policy.authenticate(&name, user.as_deref(), password.as_deref()))
+                    .await;
+            let unreachable = |e: tokio::task::JoinError| {
+                let reason = format!("the password check failed: {e}");
+                Error::Unreachable { op: "connect", name: node.options.name.clone(), reason }
+            };
+            Some(verified.map_err(unreachable)??)
+        }
+        None => None,
+    };
+    let secret =
+        access::new_secret().map_err(|reason| Error::Unreachable { op: "connect", name: name.clone(), reason })?;
     {
         let mut sessions = node.sessions.lock();
         if sessions.contains_key(id) {
-            return Ok(done());
+            let reason = "this session is open already (a client opens its session once)".into();
+            return Err(Error::InvalidArgument { op: "connect", name: name.clone(), reason });
         }
         if sessions.len() >= node.options.sessions_max {
             let reason = format!(
@@ -111,7 +139,7 @@ async fn open(node: &NodeShared, id: &str) -> Result<Served> {
             );
             return Err(Error::InvalidArgument { op: "connect", name: name.clone(), reason });
         }
-        let session = Session::new(id.to_owned(), node.options.session_handles_max);
+        let session = Session::new(id.to_owned(), node.options.session_handles_max, secret, rights);
         sessions.insert(id.to_owned(), Arc::new(session));
     }
     if !token_alive(node, id).await {
@@ -119,7 +147,7 @@ async fn open(node: &NodeShared, id: &str) -> Result<Served> {
         let reason = "the session's liveliness token is not on the fabric (the client vanished)".into();
         return Err(Error::Unreachable { op: "connect", name: name.clone(), reason });
     }
-    Ok(done())
+    Ok((Reply::Opened(secret), Vec::new()))
 }
 
 async fn token_alive(node: &NodeShared, id: &str) -> bool {
@@ -136,22 +164,30 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
     let runtime = &node.runtime;
     let reply = match request {
         Request::CreateChannel { name, capacity, bytes_max, retention, codec, description } => {
+            session.check(op, Right::Create, &name)?;
             let limits = wire::limits(capacity, bytes_max).ok_or_else(|| too_large(op, &name))?;
             let codec = codec.as_deref().map(Codec::from_name);
             let options = ChannelOptions { limits, retention: retention.into(), codec, description, node: None };
             container(session, op, Container::Channel(runtime.create_channel(&name, options)?))?
         }
         Request::CreateQueue { name, capacity, bytes_max, description } => {
+            session.check(op, Right::Create, &name)?;
             let limits = wire::limits(capacity, bytes_max).ok_or_else(|| too_large(op, &name))?;
             let options = QueueOptions { limits, description, node: None };
             container(session, op, Container::Queue(runtime.create_queue(&name, options)?))?
         }
-        Request::Lookup { name } => container(session, op, runtime.lookup(&name)?)?,
-        Request::Names { prefix } => Reply::Names(runtime.names(&prefix)?),
+        Request::Lookup { name } => {
+            session.check_sees(op, &name)?;
+            container(session, op, runtime.lookup(&name)?)?
+        }
+        Request::Names { prefix } => {
+            Reply::Names(runtime.names(&prefix)?.into_iter().filter(|name| session.sees(name)).collect())
+        }
         Request::Listing { prefix } => Reply::Listing(
             runtime
                 .names(&prefix)?
                 .into_iter()
+                .filter(|name| session.sees(name))
                 .filter_map(|name| match runtime.lookup(&name) {
                     Ok(Container::Channel(_)) => Some((name, false)),
                     Ok(Container::Queue(_)) => Some((name, true)),
@@ -164,7 +200,9 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
             Container::Queue(q) => (&q.stats()).into(),
         }),
         Request::Destroy { container: handle } => {
-            match session.container(op, handle)? {
+            let container = session.container(op, handle)?;
+            session.check(op, Right::Create, container_name(&container))?;
+            match container {
                 Container::Channel(c) => c.destroy()?,
                 Container::Queue(q) => q.destroy()?,
             }
@@ -190,7 +228,9 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
         }
         Request::AttachInput { task, container } => {
             let task = session.task(op, task)?;
-            let connection = match session.container(op, container)? {
+            let container = session.container(op, container)?;
+            session.check(op, Right::Read, container_name(&container))?;
+            let connection = match container {
                 Container::Channel(c) => Connection::ChannelInput(Arc::new(task.attach_input(&c)?)),
                 Container::Queue(q) => Connection::QueueInput(Arc::new(task.attach_input(&q)?)),
             };
@@ -198,7 +238,9 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
         }
         Request::AttachOutput { task, container } => {
             let task = session.task(op, task)?;
-            let connection = match session.container(op, container)? {
+            let container = session.container(op, container)?;
+            session.check(op, Right::Write, container_name(&container))?;
+            let connection = match container {
                 Container::Channel(c) => Connection::ChannelOutput(Arc::new(task.attach_output(&c)?)),
                 Container::Queue(q) => Connection::QueueOutput(Arc::new(task.attach_output(&q)?)),
             };
@@ -294,6 +336,13 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
             Reply::Done
         }
         Request::OnReclaim { container } => {
+            if session.restricted() {
+                // Reclaimed items travel on a key any client of the fabric could subscribe to.
+                let reason = "GC handlers of remote clients are not offered on a node with an access policy \
+                              (docs/SECURITY.md)"
+                    .into();
+                return Err(Error::PermissionDenied { op, name: node.options.name.clone(), right: "read", reason });
+            }
             reclaim::subscribe(node, session, container)?;
             Reply::Done
         }
@@ -314,6 +363,8 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
             Reply::Done
         }
         Request::Graph => {
+            // The graph names every task and container: for users who may read every name.
+            session.check(op, Right::Read, "")?;
             let mut graph = runtime.graph()?;
             graph.node = Some(node.options.name.clone());
             Reply::Graph(graph)
@@ -328,12 +379,19 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
             }
         }
         Request::Collect => Reply::Count(runtime.collect() as u64),
-        Request::Hello | Request::Open | Request::Close => {
+        Request::Hello | Request::Open { .. } | Request::Close => {
             let reason = "answered before a session is looked up".into();
             return Err(Error::InvalidArgument { op, name: session.id.clone(), reason });
         }
     };
     Ok((reply, Vec::new()))
+}
+
+fn container_name(container: &Container) -> &str {
+    match container {
+        Container::Channel(c) => c.name(),
+        Container::Queue(q) => q.name(),
+    }
 }
 
 fn done() -> Served {

@@ -15,8 +15,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use stampede::{ChannelInput, ChannelOutput, Container, Error, QueueInput, QueueOutput, Result, Task};
 
-use stampede::remote::wire::Handle;
+use stampede::remote::wire::{Handle, Secret};
 
+use crate::access::{Right, Rights};
 use crate::reclaim::{Outbox, Sending};
 
 /// The reason of the `Closed` error of a request in a session that ended.
@@ -52,6 +53,10 @@ impl Connection {
 /// One client's session: its id and what it owns.
 pub(crate) struct Session {
     pub(crate) id: String,
+    /// What requests of this session must carry (`access.rs`).
+    pub(crate) secret: Secret,
+    /// The user's rights on a node with an access policy; `None`: every right.
+    rights: Option<Rights>,
     handles_max: usize,
     owned: Mutex<Owned>,
     /// Items reclaimed for the client's GC handlers, not sent yet (`reclaim.rs`).
@@ -76,8 +81,32 @@ impl Owned {
 }
 
 impl Session {
-    pub(crate) fn new(id: String, handles_max: usize) -> Session {
-        Session { id, handles_max, owned: Mutex::default(), outbox: Mutex::default(), sending: Sending::default() }
+    pub(crate) fn new(id: String, handles_max: usize, secret: Secret, rights: Option<Rights>) -> Session {
+        let (owned, outbox, sending) = (Mutex::default(), Mutex::default(), Sending::default());
+        Session { id, secret, rights, handles_max, owned, outbox, sending }
+    }
+
+    /// `Ok` if this session's user has `right` on `name` (always, on a node without a policy).
+    pub(crate) fn check(&self, op: &'static str, right: Right, name: &str) -> Result<()> {
+        self.rights.as_ref().map_or(Ok(()), |rights| rights.check(op, right, name))
+    }
+
+    /// Whether the session's user may look `name` up and see it listed (any right on it).
+    pub(crate) fn sees(&self, name: &str) -> bool {
+        self.rights.as_ref().is_none_or(|rights| rights.sees(name))
+    }
+
+    /// `Ok` if the session's user may look `name` up, else `PermissionDenied` (right `read`).
+    pub(crate) fn check_sees(&self, op: &'static str, name: &str) -> Result<()> {
+        if self.sees(name) {
+            return Ok(());
+        }
+        self.check(op, Right::Read, name)
+    }
+
+    /// Whether the node has an access policy for this session.
+    pub(crate) fn restricted(&self) -> bool {
+        self.rights.is_some()
     }
 
     /// The task `handle` of this session.
@@ -226,7 +255,7 @@ mod tests {
     #[test]
     fn a_closed_session_takes_nothing_more() {
         let runtime = Runtime::new();
-        let session = Session::new("0a".into(), 16);
+        let session = Session::new("0a".into(), 16, [0; 16], None);
         session.add_task("task", runtime.task(0).unwrap()).unwrap();
         session.close();
         let late = runtime.task(0).unwrap();

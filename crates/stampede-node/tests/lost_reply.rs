@@ -53,6 +53,7 @@ fn lost_get_reply_ends_the_session() {
                         codec: None,
                         description: String::new(),
                     }),
+                    Request::Open { .. } => Reply::Opened([1; 16]),
                     Request::Task { .. } | Request::AttachInput { .. } => Reply::Handle(2),
                     Request::Get { .. } => return, // the lost reply
                     _ => Reply::Done,

@@ -32,7 +32,8 @@ fn request() -> impl Strategy<Value = Request> {
     let retention = prop_oneof![Just(WireRetention::History), Just(WireRetention::CurrentReaders)];
     prop_oneof![
         Just(Request::Hello),
-        Just(Request::Open),
+        (proptest::option::of(text()), proptest::option::of(text()))
+            .prop_map(|(user, password)| Request::Open { user, password }),
         Just(Request::Close),
         (text(), bound(), bound(), retention, proptest::option::of(text()), text()).prop_map(
             |(name, capacity, bytes_max, retention, codec, description)| {
@@ -163,6 +164,12 @@ fn wire_error() -> impl Strategy<Value = WireError> {
         ),
         (text(), text()).prop_map(|(name, reason)| WireError::Closed { name, reason }),
         (text(), text(), text()).prop_map(|(op, name, reason)| WireError::Unreachable { op, name, reason }),
+        (text(), text(), text(), text()).prop_map(|(op, name, right, reason)| WireError::PermissionDenied {
+            op,
+            name,
+            right,
+            reason
+        }),
     ]
 }
 
@@ -195,6 +202,7 @@ fn reply() -> impl Strategy<Value = (Reply, Vec<u8>)> {
             })
         ),
         Just(Reply::Done),
+        any::<[u8; 16]>().prop_map(Reply::Opened),
         (any::<u64>(), any::<bool>(), text(), proptest::option::of(any::<u64>())).prop_map(
             |(id, queue, name, capacity)| Reply::Container(ContainerInfo {
                 id,
@@ -296,8 +304,8 @@ proptest! {
 
     /// Every request decodes to what was encoded, with its payload (if it carries one) intact.
     #[test]
-    fn requests_round_trip(session in "[0-9a-f]{0,32}", request in request(), payload in proptest::collection::vec(any::<u8>(), 0..32)) {
-        let header = RequestHeader { session, request };
+    fn requests_round_trip(session in "[0-9a-f]{0,32}", secret in any::<[u8; 16]>(), request in request(), payload in proptest::collection::vec(any::<u8>(), 0..32)) {
+        let header = RequestHeader { session, secret, request };
         let payload = if header.request.carries_payload() { payload } else { Vec::new() };
         let message = with_payload(encode(&header), &payload);
         let (decoded, rest) = decode_request(&message).expect("a well-formed request decodes");
@@ -319,7 +327,7 @@ proptest! {
     #[test]
     fn mutated_messages_never_panic(request in request(), (reply, payload) in reply(),
                                     mutations in proptest::collection::vec(mutation(), 1..6)) {
-        let header = RequestHeader { session: "ab12".into(), request };
+        let header = RequestHeader { session: "ab12".into(), secret: [7; 16], request };
         let mut message = with_payload(encode(&header), if header.request.carries_payload() { &payload } else { &[] });
         mutate(&mut message, &mutations);
         if let Ok((decoded, rest)) = decode_request(&message) {
@@ -347,14 +355,15 @@ proptest! {
 /// A header longer than the bound is refused, even when it is otherwise well formed.
 #[test]
 fn oversized_request_header_is_refused() {
-    let header = RequestHeader { session: "ab".into(), request: Request::Lookup { name: "x".repeat(20_000) } };
+    let header =
+        RequestHeader { session: "ab".into(), secret: [0; 16], request: Request::Lookup { name: "x".repeat(20_000) } };
     assert!(matches!(decode_request(&encode(&header)), Err(DecodeError::HeaderTooLarge { .. })));
 }
 
 /// Bytes after a request that carries no payload, or item lengths that do not add up, are refused.
 #[test]
 fn stray_payload_is_refused() {
-    let header = RequestHeader { session: "ab".into(), request: Request::TsMin };
+    let header = RequestHeader { session: "ab".into(), secret: [0; 16], request: Request::TsMin };
     assert!(matches!(decode_request(&with_payload(encode(&header), b"x")), Err(DecodeError::Payload(_))));
     let reply = Reply::Item(ItemHeader { ts: 1, codec: "raw".into(), len: 3 });
     assert!(matches!(decode_reply(&with_payload(encode(&reply), b"ab")), Err(DecodeError::Payload(_))));

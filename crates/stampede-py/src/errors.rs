@@ -5,7 +5,7 @@
 //! `stampede.StampedeError`, with the message text of the Rust `Display` unchanged. The fields of
 //! the variant are also set as attributes (`name`, `ts`, `reason`; `selector`, `previous`, `next`,
 //! `settled` for `NotAvailable`, whose `ts` is the exact timestamp asked for, if any; `limit` for
-//! `BelowVisibility`), `None` where the variant has no such field.
+//! `BelowVisibility`, `right` for `PermissionDenied`), `None` where the variant has no such field.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -31,6 +31,13 @@ create_exception!(
     "A remote node cannot be reached, or stopped answering (fabric)."
 );
 
+create_exception!(
+    stampede,
+    PermissionDenied,
+    StampedeError,
+    "The node's access policy does not give this user the right on this name."
+);
+
 /// Converts a Stampede error into the Python exception of the same name.
 pub(crate) fn to_pyerr(error: Error) -> PyErr {
     let message = error.to_string();
@@ -47,6 +54,7 @@ pub(crate) fn to_pyerr(error: Error) -> PyErr {
         Error::AlreadyExists { .. } => AlreadyExists::new_err(message),
         Error::InvalidArgument { .. } => InvalidArgument::new_err(message),
         Error::Unreachable { .. } => Unreachable::new_err(message),
+        Error::PermissionDenied { .. } => PermissionDenied::new_err(message),
     };
     Python::attach(|py| {
         // Setting attributes on a fresh exception instance cannot fail short of memory
@@ -84,6 +92,10 @@ fn set_attributes(value: &Bound<'_, PyAny>, error: &Error) -> PyResult<()> {
         Error::InvalidArgument { name, reason, .. } | Error::Unreachable { name, reason, .. } => {
             (name, none, Some(reason.clone()))
         }
+        Error::PermissionDenied { name, right, reason, .. } => {
+            value.setattr("right", *right)?;
+            (name, none, Some(reason.clone()))
+        }
     };
     value.setattr("name", name)?;
     value.setattr("ts", ts)?;
@@ -118,5 +130,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("AlreadyExists", py.get_type::<AlreadyExists>())?;
     m.add("InvalidArgument", py.get_type::<InvalidArgument>())?;
     m.add("Unreachable", py.get_type::<Unreachable>())?;
+    m.add("PermissionDenied", py.get_type::<PermissionDenied>())?;
     Ok(())
 }

@@ -55,11 +55,12 @@ impl Runtime {
     /// `liveliness_timeout` (seconds) how long a vanished client's session lives on,
     /// `max_payload_bytes` the largest put it accepts. A `tls/` endpoint needs `tls_certificate`
     /// and `tls_private_key` (PEM files); `tls_root_ca` is the CA trusted for client certificates,
-    /// and `tls_mutual=True` requires clients to present one it signed (docs/SECURITY.md).
+    /// and `tls_mutual=True` requires clients to present one it signed. `access`: a policy file
+    /// (TOML) of users, passwords and rights per name prefix (docs/SECURITY.md).
     #[new]
     #[pyo3(signature = (
         listen=None, *, name=None, liveliness_timeout=None, max_payload_bytes=None,
-        tls_certificate=None, tls_private_key=None, tls_root_ca=None, tls_mutual=false,
+        tls_certificate=None, tls_private_key=None, tls_root_ca=None, tls_mutual=false, access=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -72,17 +73,23 @@ impl Runtime {
         tls_private_key: Option<std::path::PathBuf>,
         tls_root_ca: Option<std::path::PathBuf>,
         tls_mutual: bool,
+        access: Option<std::path::PathBuf>,
     ) -> PyResult<Runtime> {
         let inner = stampede::Runtime::new();
         let at = At { op: "Runtime", name: "listen" };
         let tls_given = tls_certificate.is_some() || tls_private_key.is_some() || tls_root_ca.is_some() || tls_mutual;
         let node = match listen {
-            None if name.is_some() || liveliness_timeout.is_some() || max_payload_bytes.is_some() || tls_given => {
+            None if name.is_some()
+                || liveliness_timeout.is_some()
+                || max_payload_bytes.is_some()
+                || tls_given
+                || access.is_some() =>
+            {
                 return Err(to_pyerr(Error::InvalidArgument {
                     op: "Runtime",
                     name: "listen".into(),
-                    reason: "name, liveliness_timeout, max_payload_bytes and the tls_ arguments configure serving: \
-                             give listen too"
+                    reason: "name, liveliness_timeout, max_payload_bytes, access and the tls_ arguments configure \
+                             serving: give listen too"
                         .into(),
                 }))
             }
@@ -97,6 +104,9 @@ impl Runtime {
                 }
                 if let Some(bytes) = args::count(max_payload_bytes, "max_payload_bytes", at)? {
                     options.payload_bytes_max = bytes;
+                }
+                if let Some(path) = access {
+                    options.access = Some(stampede_node::AccessPolicy::load(&path).map_err(to_pyerr)?);
                 }
                 options.tls = match (tls_certificate, tls_private_key) {
                     (Some(certificate), Some(private_key)) => Some(stampede_node::TlsOptions {
@@ -512,9 +522,14 @@ fn set_handler(
 /// one at `endpoint` and the nodes connected to it (`stampede serve --connect ...`).
 /// `tls_root_ca`: the CA (PEM) that signed the node's certificate; `tls_certificate` and
 /// `tls_private_key`: this client's certificate and key, for a node that requires mutual TLS.
-/// Unusable TLS files raise InvalidArgument (docs/SECURITY.md).
+/// Unusable TLS files raise InvalidArgument (docs/SECURITY.md). `user` and `password`: who to
+/// open the session as, on a node with an access policy (PermissionDenied if refused).
 #[pyfunction]
-#[pyo3(signature = (endpoint, timeout=None, *, node=None, tls_root_ca=None, tls_certificate=None, tls_private_key=None))]
+#[pyo3(signature = (
+    endpoint, timeout=None, *, node=None, tls_root_ca=None, tls_certificate=None, tls_private_key=None,
+    user=None, password=None,
+))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn connect(
     py: Python<'_>,
     endpoint: &str,
@@ -523,15 +538,25 @@ pub(crate) fn connect(
     tls_root_ca: Option<std::path::PathBuf>,
     tls_certificate: Option<std::path::PathBuf>,
     tls_private_key: Option<std::path::PathBuf>,
+    user: Option<String>,
+    password: Option<String>,
 ) -> PyResult<Runtime> {
     let timeout = args::timeout(timeout, At { op: "connect", name: endpoint })?;
+    let user = match (user, password) {
+        (Some(user), Some(password)) => Some(stampede::Credentials { user, password }),
+        (None, None) => None,
+        _ => {
+            let reason = "user and password go together".to_owned();
+            return Err(to_pyerr(Error::InvalidArgument { op: "connect", name: endpoint.to_owned(), reason }));
+        }
+    };
     let given = tls_root_ca.is_some() || tls_certificate.is_some() || tls_private_key.is_some();
     let tls = given.then_some(stampede::ClientTls {
         root_ca: tls_root_ca,
         certificate: tls_certificate,
         private_key: tls_private_key,
     });
-    let options = stampede::ConnectOptions { timeout, node, tls };
+    let options = stampede::ConnectOptions { timeout, node, tls, user };
     let inner = wait::released(py, || stampede::connect_with(endpoint, &options))?;
     Ok(Runtime { inner, handlers: Handlers::new(py)?, node: Mutex::new(None) })
 }

@@ -80,8 +80,8 @@ pub use pacer::Pacer;
 pub use payload::{IntoPayload, Parts};
 pub use queue::{Queue, QueueInput, QueueOutput};
 pub use runtime::{
-    connect, connect_to, connect_with, ChannelOptions, ClientTls, ConnectOptions, Container, Info, QueueOptions,
-    Runtime, RuntimeStats,
+    connect, connect_to, connect_with, ChannelOptions, ClientTls, ConnectOptions, Container, Credentials, Info,
+    QueueOptions, Runtime, RuntimeStats,
 };
 pub use split::{split, Gather};
 pub use stampede_core::{

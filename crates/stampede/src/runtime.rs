@@ -119,6 +119,24 @@ pub struct ConnectOptions {
     /// The TLS files for a `tls/` endpoint (`None`: trust only the public web PKI roots, present
     /// no certificate). Given with another kind of endpoint: `InvalidArgument`.
     pub tls: Option<ClientTls>,
+    /// The user to open the session as, on a node with an access policy (`docs/SECURITY.md`);
+    /// `None` on a node without one. A wrong password, or none where one is required, fails
+    /// `PermissionDenied`.
+    pub user: Option<Credentials>,
+}
+
+/// A user name and password, for a node with an access policy.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub user: String,
+    pub password: String,
+}
+
+/// The password is never printed.
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials").field("user", &self.user).finish_non_exhaustive()
+    }
 }
 
 /// A client's TLS files (PEM), for a `tls/<host>:<port>` endpoint (see `docs/SECURITY.md`).
@@ -157,7 +175,7 @@ pub fn connect(endpoint: &str, timeout: Option<Duration>) -> Result<Runtime> {
 /// of nodes connected to it (`stampede serve --connect …`): the session, its channels, queues
 /// and tasks are on `node`. `Unreachable` when `node` does not answer there within `timeout`.
 pub fn connect_to(endpoint: &str, node: &str, timeout: Option<Duration>) -> Result<Runtime> {
-    connect_with(endpoint, &ConnectOptions { timeout, node: Some(node.to_owned()), tls: None })
+    connect_with(endpoint, &ConnectOptions { timeout, node: Some(node.to_owned()), tls: None, user: None })
 }
 
 impl Runtime {

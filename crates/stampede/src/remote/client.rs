@@ -30,7 +30,7 @@ use zenoh::Wait;
 use crate::remote::fabric;
 use crate::remote::reclaim::{ContainerHandler, Dispatch, GlobalHandler};
 use crate::remote::runtime::{unexpected, RemoteRuntime};
-use crate::remote::wire::{decode_reply, encode, DecodeError, Handle, Hello, Reply, Request, RequestHeader};
+use crate::remote::wire::{decode_reply, encode, DecodeError, Handle, Hello, Reply, Request, RequestHeader, Secret};
 use crate::remote::LIVELINESS_TIMEOUT_DEFAULT;
 use crate::remote::{CLIENT_CLOSED, QUERY_MARGIN, REMOTE_WAIT_SLICE};
 use crate::runtime::{ClientTls, ConnectOptions};
@@ -100,8 +100,18 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         closed: AtomicBool::new(false),
         reclaims: Mutex::new(None),
         unfinished: Mutex::new(Vec::new()),
+        secret: std::sync::OnceLock::new(),
     };
-    client.call(Request::Open, None, Duration::ZERO)?;
+    let (user, password) = match &options.user {
+        Some(credentials) => (Some(credentials.user.clone()), Some(credentials.password.clone())),
+        None => (None, None),
+    };
+    match client.call(Request::Open { user, password }, None, Duration::ZERO)? {
+        (Reply::Opened(secret), _) => {
+            let _ = client.secret.set(secret);
+        }
+        _ => return Err(unexpected("connect", client.node())),
+    }
     Ok(RemoteRuntime::new(client))
 }
 
@@ -173,7 +183,7 @@ fn brief(e: &zenoh::Error) -> String {
 /// this client is connected to.
 fn greet(zenoh: &zenoh::Session, endpoint: &str, node: Option<&str>) -> Result<Hello> {
     let unreachable = |reason: String| Error::Unreachable { op: "connect", name: endpoint.to_owned(), reason };
-    let message = encode(&RequestHeader { session: String::new(), request: Request::Hello });
+    let message = encode(&RequestHeader { session: String::new(), secret: Secret::default(), request: Request::Hello });
     let replies = zenoh
         .get(fabric::rpc_key(node.unwrap_or("*")))
         .payload(message)
@@ -226,9 +236,17 @@ pub(crate) struct Client {
     reclaims: Mutex<Option<Arc<Dispatch>>>,
     /// Replies of requests sent without waiting (drops), waited for before the next call.
     unfinished: Mutex<Vec<zenoh::handlers::FifoChannelHandler<zenoh::query::Reply>>>,
+    /// The session's secret, once the node opened it.
+    secret: std::sync::OnceLock<Secret>,
 }
 
 impl Client {
+    /// The header of a request of this session.
+    fn header(&self, request: Request) -> RequestHeader {
+        let secret = self.secret.get().copied().unwrap_or_default();
+        RequestHeader { session: self.session.clone(), secret, request }
+    }
+
     /// The node's name.
     pub(crate) fn node(&self) -> &str {
         &self.hello.node
@@ -344,7 +362,8 @@ impl Client {
     pub(crate) fn nodes(&self) -> Result<Vec<String>> {
         self.check_open("nodes")?;
         let unreachable = |reason: String| Error::Unreachable { op: "nodes", name: self.node().to_owned(), reason };
-        let message = encode(&RequestHeader { session: String::new(), request: Request::Hello });
+        let message =
+            encode(&RequestHeader { session: String::new(), secret: Secret::default(), request: Request::Hello });
         let replies = blocking(|| {
             self.zenoh
                 .get(fabric::rpc_key("*"))
@@ -440,7 +459,7 @@ impl Client {
         if self.unfinished.lock().len() >= UNFINISHED_SENDS_MAX {
             self.finish_sends();
         }
-        let message = encode(&RequestHeader { session: self.session.clone(), request });
+        let message = encode(&self.header(request));
         let query = self.zenoh.get(&self.rpc_key).payload(message).consolidation(ConsolidationMode::None);
         if let Ok(replies) = query.timeout(QUERY_MARGIN).wait() {
             self.unfinished.lock().push(replies);
@@ -533,7 +552,7 @@ impl Client {
         timeout: Duration,
     ) -> zenoh::session::SessionGetBuilder<'_, '_, zenoh::handlers::DefaultHandler> {
         let mut message = ZBytes::writer();
-        message.append(ZBytes::from(encode(&RequestHeader { session: self.session.clone(), request })));
+        message.append(ZBytes::from(encode(&self.header(request))));
         if let Some(payload) = payload {
             message.append(ZBytes::from(payload));
         }
@@ -560,7 +579,7 @@ impl Client {
     }
 
     fn send_close(&self) {
-        let message = encode(&RequestHeader { session: self.session.clone(), request: Request::Close });
+        let message = encode(&self.header(Request::Close));
         let _ = self.zenoh.get(&self.rpc_key).payload(message).timeout(QUERY_MARGIN).callback(|_| {}).wait();
     }
 
@@ -574,7 +593,7 @@ impl Client {
 
     fn leave(&self) {
         if self.ended.lock().is_none() {
-            let message = encode(&RequestHeader { session: self.session.clone(), request: Request::Close });
+            let message = encode(&self.header(Request::Close));
             // Wait for the node to close the session, so that its effects (claims released) are
             // visible when close returns; the token going would do it too, a little later.
             if let Ok(replies) = self.zenoh.get(&self.rpc_key).payload(message).timeout(QUERY_MARGIN).wait() {

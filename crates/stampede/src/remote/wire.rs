@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 /// The wire format's version, the first byte of every message. Bump it on any change to the
 /// types below.
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 
 /// Largest request header a node decodes (names are at most `NAME_BYTES_MAX` bytes; codec names
 /// and session ids are short): a request whose header does not fit is refused.
@@ -47,17 +47,28 @@ pub struct RequestHeader {
     /// The client's session id (hex, at most [`SESSION_ID_BYTES_MAX`] bytes); empty for
     /// [`Request::Hello`].
     pub session: String,
+    /// The session's secret, from the node's reply to [`Request::Open`] (zeros before): session
+    /// ids are visible on the fabric (liveliness keys), so a request must also prove it comes
+    /// from the client that opened the session.
+    pub secret: Secret,
     /// The request.
     pub request: Request,
 }
+
+/// A session's secret: random bytes the node hands to the client that opened the session.
+pub type Secret = [u8; 16];
 
 /// One request. Waits (`wait_us`) are at most the node's wait slice: a longer wait is clamped.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     /// First contact, before any session: the node's name, zenoh id and bounds.
     Hello,
-    /// Opens the session named in the header. Its liveliness token must be declared already.
-    Open,
+    /// Opens the session named in the header, as `user` (with `password`) on a node with an access
+    /// policy. Its liveliness token must be declared already. Replied [`Reply::Opened`].
+    Open {
+        user: Option<String>,
+        password: Option<String>,
+    },
     /// Ends the session: its tasks are closed, its connections detached.
     Close,
     CreateChannel {
@@ -238,7 +249,7 @@ impl Request {
     pub fn op(&self) -> &'static str {
         match self {
             Request::Hello => "hello",
-            Request::Open => "connect",
+            Request::Open { .. } => "connect",
             Request::Close => "close",
             Request::CreateChannel { .. } => "create_channel",
             Request::CreateQueue { .. } => "create_queue",
@@ -281,6 +292,8 @@ impl Request {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Reply {
     Hello(Hello),
+    /// The session is open; every later request carries this secret.
+    Opened(Secret),
     Done,
     Container(ContainerInfo),
     Handle(Handle),
@@ -551,6 +564,12 @@ pub enum WireError {
         name: String,
         reason: String,
     },
+    PermissionDenied {
+        op: String,
+        name: String,
+        right: String,
+        reason: String,
+    },
 }
 
 impl From<&Error> for WireError {
@@ -592,6 +611,12 @@ impl From<&Error> for WireError {
             Error::Unreachable { op, name, reason } => {
                 WireError::Unreachable { op: text(op), name: name.clone(), reason: reason.clone() }
             }
+            Error::PermissionDenied { op, name, right, reason } => WireError::PermissionDenied {
+                op: text(op),
+                name: name.clone(),
+                right: text(right),
+                reason: reason.clone(),
+            },
         }
     }
 }
@@ -615,6 +640,9 @@ impl From<WireError> for Error {
             WireError::AlreadyExists { name } => Error::AlreadyExists { name },
             WireError::InvalidArgument { op, name, reason } => Error::InvalidArgument { op: keep(&op), name, reason },
             WireError::Unreachable { op, name, reason } => Error::Unreachable { op: keep(&op), name, reason },
+            WireError::PermissionDenied { op, name, right, reason } => {
+                Error::PermissionDenied { op: keep(&op), name, right: keep(&right), reason }
+            }
         }
     }
 }

@@ -109,6 +109,9 @@ impl NodeProcess {
         let endpoint = format!("unixsock-stream/{}", dir.path().join("node.sock").display());
         let mut command = Command::new(binary());
         command.args(["serve", "--listen", &endpoint, "--name", name]);
+        if std::env::var_os("STAMPEDE_MESH_TS_MIN").is_some() {
+            command.arg("--mesh-ts-min");
+        }
         if let Some(connect) = connect {
             command.args(["--connect", connect]);
         }

@@ -1,0 +1,101 @@
+//! Access control on a node (SPEC §7 security, docs/SECURITY.md): users with passwords and rights
+//! per name prefix. A client without a right gets `PermissionDenied` naming the name and the
+//! right, never data; listings show only what the user may read; a request with another
+//! session's id but not its secret is refused.
+
+mod support;
+
+use std::time::Duration;
+
+use stampede::remote::fabric;
+use stampede::remote::wire::{decode_reply, encode, Reply, Request, RequestHeader, WireError};
+use stampede::{ConnectOptions, Credentials, Error, Limits, Runtime, OLDEST_UNSEEN};
+use stampede_node::access::hash_password;
+use stampede_node::AccessPolicy;
+use support::{with_watchdog, TestNode, CONNECT_TIMEOUT};
+use zenoh::Wait;
+
+fn policy() -> AccessPolicy {
+    let (camera, display, admin) =
+        (hash_password("cam").unwrap(), hash_password("disp").unwrap(), hash_password("root").unwrap());
+    AccessPolicy::parse(&format!(
+        "[users.camera]\npassword = \"{camera}\"\ncreate = [\"camera\"]\nwrite = [\"camera\"]\n\n\
+         [users.display]\npassword = \"{display}\"\nread = [\"camera\"]\n\n\
+         [users.admin]\npassword = \"{admin}\"\ncreate = [\"\"]\nwrite = [\"\"]\nread = [\"\"]\n"
+    ))
+    .unwrap()
+}
+
+fn connect(node: &TestNode, user: Option<(&str, &str)>) -> stampede::Result<Runtime> {
+    let user = user.map(|(user, password)| Credentials { user: user.into(), password: password.into() });
+    let options = ConnectOptions { timeout: Some(CONNECT_TIMEOUT), user, ..ConnectOptions::default() };
+    stampede::connect_with(&node.endpoint, &options)
+}
+
+fn denied(result: stampede::Result<impl Sized>, expected_right: &str) -> String {
+    match result {
+        Err(e @ Error::PermissionDenied { right, .. }) if right == expected_right => e.to_string(),
+        Err(e) => panic!("expected PermissionDenied ({expected_right}), got {e}"),
+        Ok(_) => panic!("expected PermissionDenied ({expected_right}), got Ok"),
+    }
+}
+
+#[test]
+fn users_get_exactly_their_rights() {
+    with_watchdog("users_get_exactly_their_rights", || {
+        let node = TestNode::with(|o| o.access = Some(policy()));
+        denied(connect(&node, None), "connect");
+        denied(connect(&node, Some(("camera", "disp"))), "connect");
+        denied(connect(&node, Some(("nobody", "cam"))), "connect");
+
+        let camera = connect(&node, Some(("camera", "cam"))).unwrap();
+        camera.create_channel("camera/frames", Limits::unbounded()).unwrap();
+        let message = denied(camera.create_channel("tracker/boxes", Limits::unbounded()), "create");
+        assert!(message.contains("\"tracker/boxes\"") && message.contains("user \"camera\""), "{message}");
+        let admin = connect(&node, Some(("admin", "root"))).unwrap();
+        admin.create_channel("secret/plans", Limits::unbounded()).unwrap();
+
+        let display = connect(&node, Some(("display", "disp"))).unwrap();
+        assert_eq!(display.names("").unwrap(), ["camera/frames"], "only the names it may read");
+        denied(display.lookup("secret/plans"), "read");
+        let stampede::Container::Channel(seen) = display.lookup("camera/frames").unwrap() else { panic!("a channel") };
+        let reader = display.task(stampede::INFINITY).unwrap();
+        let input = reader.attach_input(&seen).unwrap();
+        let stampede::Container::Channel(frames) = camera.lookup("camera/frames").unwrap() else { panic!("a channel") };
+        let producer = camera.task(0).unwrap();
+        producer.attach_output(&frames).unwrap().put(0, &b"frame"[..]).unwrap();
+        assert_eq!(&input.get(OLDEST_UNSEEN, Some(Duration::from_secs(5))).unwrap().payload.data[..], b"frame");
+        denied(reader.attach_output(&seen), "write");
+        denied(display.create_channel("camera/other", Limits::unbounded()), "create");
+        denied(display.graph(), "read");
+        denied(display.on_reclaim(|_, _| {}), "read");
+    })
+}
+
+/// Session ids are on the fabric (liveliness keys): a request naming another session without its
+/// secret is answered as if no such session existed.
+#[test]
+fn another_sessions_id_without_its_secret_is_refused() {
+    with_watchdog("another_sessions_id_without_its_secret_is_refused", || {
+        let node = TestNode::with(|o| o.access = Some(policy()));
+        let admin = connect(&node, Some(("admin", "root"))).unwrap();
+        admin.create_channel("secret/plans", Limits::unbounded()).unwrap();
+
+        let config = fabric::client_config(&node.endpoint, Duration::from_secs(10), None).unwrap();
+        let intruder = zenoh::open(config).wait().unwrap();
+        let tokens = intruder.liveliness().get(fabric::sessions_key("test")).wait().unwrap();
+        let victim =
+            tokens.recv().unwrap().result().unwrap().key_expr().as_str().rsplit('/').next().unwrap().to_owned();
+        let header =
+            RequestHeader { session: victim, secret: [0; 16], request: Request::Names { prefix: String::new() } };
+        let replies = intruder.get(fabric::rpc_key("test")).payload(encode(&header)).wait().unwrap();
+        let reply = replies.recv().unwrap();
+        let bytes = reply.result().unwrap().payload().to_bytes().into_owned();
+        match decode_reply(&bytes).unwrap().0 {
+            Reply::Error(WireError::Closed { .. }) => {}
+            other => panic!("the intruder got {other:?}"),
+        }
+        let _ = intruder.close().wait();
+        assert_eq!(admin.names("").unwrap(), ["secret/plans"], "the victim's session is untouched");
+    })
+}
