@@ -6,7 +6,10 @@
 //! - `mesh`: a client attached to node B whose session, channels and queues are on node A, in a
 //!   mesh of three `stampede serve` processes A ← B ← C (B connects to A, C to B).
 //!
-//! Nodes are fresh per runtime: ts_min is global and monotone on a node.
+//! Nodes are fresh per runtime: ts_min is global and monotone on a node. With
+//! `STAMPEDE_MESH_TS_MIN` set, the nodes run with `--mesh-ts-min` (the distributed ts_min): the
+//! mesh configuration then shows what still keeps it opt-in (docs/PROTOCOL.md: every node of the
+//! mesh holds a door, so reclamation waits one message round).
 //!
 //! The binary is `$STAMPEDE_BIN`, else the workspace's debug build (built if missing).
 #![allow(dead_code)]
