@@ -178,6 +178,11 @@ impl Progress {
         self.ts_min
     }
 
+    /// `1 +` the highest timestamp put (0 before any put).
+    pub fn watermark(&self) -> Timestamp {
+        self.watermark
+    }
+
     /// Number of claims held (tasks, connections, queues), the watermark not counted.
     pub fn claim_count(&self) -> usize {
         self.claims.len()

@@ -328,15 +328,22 @@ impl Tracking {
             }
             (linked.wake)();
         }
-        let ts_min = linked.mesh.ts_min();
-        if ts_min <= linked.mirror {
-            return None;
+        let (ts_min, heard) = (linked.mesh.ts_min(), linked.mesh.watermark());
+        let mut advanced = None;
+        if ts_min > linked.mirror {
+            let mut updates = Updates::new();
+            stampede_core::progress::push_move(&mut updates, Location::Peer(0), Some(linked.mirror), Some(ts_min));
+            linked.mirror = ts_min;
+            advanced = self.apply(&updates);
         }
-        let mut updates = Updates::new();
-        stampede_core::progress::push_move(&mut updates, Location::Peer(0), Some(linked.mirror), Some(ts_min));
-        linked.mirror = ts_min;
-        let advanced = self.apply(&updates);
-        // The mirror's own updates are skipped by the mesh: nothing to hand over.
+        // Puts elsewhere raise this node's watermark too, so its ts_min is the global one even
+        // when nothing was put here (SPEC §3: ts_min never runs ahead of 1 + the highest put
+        // anywhere; it may reach it).
+        if heard > self.progress.watermark() {
+            advanced = self.progress.note_put(heard - 1).or(advanced);
+        }
+        // The mirror's updates are skipped by the mesh, and the watermark came from it: nothing
+        // to hand over.
         self.progress.take_outbox();
         advanced
     }
