@@ -306,6 +306,8 @@ class Runtime:
         tls_root_ca: str | os.PathLike[str] | None = None,
         tls_mutual: bool = False,
         access: str | os.PathLike[str] | None = None,
+        connect: str | list[str] | None = None,
+        mesh_ts_min: bool = False,
     ) -> Self: ...
     @property
     def node(self) -> str | None: ...

@@ -56,11 +56,14 @@ impl Runtime {
     /// `max_payload_bytes` the largest put it accepts. A `tls/` endpoint needs `tls_certificate`
     /// and `tls_private_key` (PEM files); `tls_root_ca` is the CA trusted for client certificates,
     /// and `tls_mutual=True` requires clients to present one it signed. `access`: a policy file
-    /// (TOML) of users, passwords and rights per name prefix (docs/SECURITY.md).
+    /// (TOML) of users, passwords and rights per name prefix (docs/SECURITY.md). `connect`: other
+    /// nodes' endpoints (a mesh); `mesh_ts_min=True` shares ts_min with the mesh's other nodes
+    /// (docs/PROTOCOL.md).
     #[new]
     #[pyo3(signature = (
         listen=None, *, name=None, liveliness_timeout=None, max_payload_bytes=None,
         tls_certificate=None, tls_private_key=None, tls_root_ca=None, tls_mutual=false, access=None,
+        connect=None, mesh_ts_min=false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -74,6 +77,8 @@ impl Runtime {
         tls_root_ca: Option<std::path::PathBuf>,
         tls_mutual: bool,
         access: Option<std::path::PathBuf>,
+        connect: Option<&Bound<'_, PyAny>>,
+        mesh_ts_min: bool,
     ) -> PyResult<Runtime> {
         let inner = stampede::Runtime::new();
         let at = At { op: "Runtime", name: "listen" };
@@ -83,13 +88,15 @@ impl Runtime {
                 || liveliness_timeout.is_some()
                 || max_payload_bytes.is_some()
                 || tls_given
-                || access.is_some() =>
+                || access.is_some()
+                || connect.is_some()
+                || mesh_ts_min =>
             {
                 return Err(to_pyerr(Error::InvalidArgument {
                     op: "Runtime",
                     name: "listen".into(),
-                    reason: "name, liveliness_timeout, max_payload_bytes, access and the tls_ arguments configure \
-                             serving: give listen too"
+                    reason: "name, liveliness_timeout, max_payload_bytes, access, connect, mesh_ts_min and the \
+                             tls_ arguments configure serving: give listen too"
                         .into(),
                 }))
             }
@@ -105,6 +112,10 @@ impl Runtime {
                 if let Some(bytes) = args::count(max_payload_bytes, "max_payload_bytes", at)? {
                     options.payload_bytes_max = bytes;
                 }
+                if let Some(connect) = connect {
+                    options.connect = endpoints(connect)?;
+                }
+                options.mesh_ts_min = mesh_ts_min;
                 if let Some(path) = access {
                     options.access = Some(stampede_node::AccessPolicy::load(&path).map_err(to_pyerr)?);
                 }
