@@ -18,7 +18,11 @@ pub struct Pipe {
 impl Pipe {
     /// A fresh runtime with channel `name` bounded by `limits`.
     pub fn new(name: &str, limits: Limits) -> Result<Pipe> {
-        let runtime = Runtime::new();
+        Pipe::on(Runtime::new(), name, limits)
+    }
+
+    /// The same on `runtime` (one linked to a mesh, say).
+    pub fn on(runtime: Runtime, name: &str, limits: Limits) -> Result<Pipe> {
         let channel = runtime.create_channel(name, limits)?;
         let producer = runtime.task(0)?;
         let out = producer.attach_output(&channel)?;

@@ -10,6 +10,9 @@
 //!   cycles; each advance reclaims 1024 items, whose cost is spread over the cycles.
 //! - `put(refcount=1)+get+consume`: the item is reclaimed early by its reference count inside
 //!   `consume`; virtual time advanced every 1024 cycles to drop the tombstones.
+//! - `put+get+consume+set_vt, node in a mesh`: the full cycle on a runtime linked to a mesh
+//!   participant with no peers (`stampede::mesh_link`, what `stampede serve --mesh-ts-min` runs):
+//!   every claim change also goes to the mesh and its ts_min comes back — the link's own cost.
 //! - `op:*`: each operation of the full cycle timed on its own (timer overhead subtracted).
 //! - reference: crossbeam-channel `unbounded` send (8-byte `Vec`, one allocation) + recv + drop
 //!   on one thread.
@@ -19,12 +22,19 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use stampede::{Limits, PutOptions, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use stampede::mesh_link::MeshLink;
+use stampede::{Limits, PutOptions, Result, Runtime};
 use stampede_bench::cli::Options;
 use stampede_bench::payload::{source, touch, SMALL_BYTES};
 use stampede_bench::pipe::{check_reclaimed, ts_of, Pipe};
 use stampede_bench::report::Line;
 use stampede_bench::stats::{elapsed_ns, timer_overhead_ns, Summary};
+use stampede_core::{Mesh, MeshLimits, Peer};
 
 const BATCH: usize = 1000;
 /// Cycles between virtual-time advances in the amortized cases.
@@ -50,12 +60,15 @@ fn main() -> Result<()> {
 
     let crossbeam = crossbeam_cycle(&buf, cycles);
     emit("crossbeam send+recv (8B Vec)", CROSSBEAM, &crossbeam, None);
-    for (case, reclaim) in [
-        ("put+get+consume+set_vt", Reclaim::EveryCycle),
-        ("put+get+consume (set_vt every 1024)", Reclaim::Amortized),
-        ("put(refcount=1)+get+consume", Reclaim::Refcount),
+    for (case, reclaim, linked) in [
+        ("put+get+consume+set_vt", Reclaim::EveryCycle, false),
+        ("put+get+consume+set_vt, node in a mesh", Reclaim::EveryCycle, true),
+        ("put+get+consume (set_vt every 1024)", Reclaim::Amortized, false),
+        ("put(refcount=1)+get+consume", Reclaim::Refcount, false),
     ] {
-        let summary = stampede_cycle(&buf, cycles, reclaim)?;
+        let runtime = Runtime::new();
+        let _node = linked.then(|| lone_node(&runtime)).transpose()?;
+        let summary = stampede_cycle(runtime, &buf, cycles, reclaim)?;
         emit(case, "stampede", &summary, Some(crossbeam.mean_ns));
     }
     for (op, ns) in op_breakdown(&buf, cycles)? {
@@ -80,9 +93,50 @@ fn emit(case: &str, subject: &str, summary: &Summary, crossbeam_ns: Option<f64>)
     line.emit();
 }
 
-/// Per-cycle summary (of batch means) of `cycles` stampede cycles.
-fn stampede_cycle(buf: &[u8], cycles: usize, reclaim: Reclaim) -> Result<Summary> {
-    let pipe = Pipe::new("cycle/items", Limits::unbounded())?;
+/// A runtime linked to a mesh participant alone in its mesh (door opened by genesis), with a
+/// driver thread that takes what the machine queues each time the link wakes it — as
+/// `stampede_node::mesh` does, minus the sending. Dropping it stops the thread.
+struct LoneNode {
+    stop: Arc<AtomicBool>,
+    wake: SyncSender<()>,
+    driver: Option<JoinHandle<()>>,
+}
+
+impl Drop for LoneNode {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = self.wake.try_send(());
+        if let Some(driver) = self.driver.take() {
+            let _ = driver.join();
+        }
+    }
+}
+
+fn lone_node(runtime: &Runtime) -> Result<LoneNode> {
+    let (wake, woken) = mpsc::sync_channel::<()>(1);
+    let signal = wake.clone();
+    let mesh = Mesh::new(Peer { id: 1, incarnation: 1 }, MeshLimits::default());
+    let link = MeshLink::attach(
+        runtime,
+        mesh,
+        Arc::new(move || {
+            let _ = signal.try_send(());
+        }),
+    )?;
+    link.with(|mesh| mesh.genesis()).expect("a mesh of one opens its door");
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = stop.clone();
+    let driver = std::thread::spawn(move || {
+        while !stopped.load(Ordering::Acquire) && woken.recv().is_ok() {
+            link.with(|mesh| while mesh.poll_transmit().is_some() {});
+        }
+    });
+    Ok(LoneNode { stop, wake, driver: Some(driver) })
+}
+
+/// Per-cycle summary (of batch means) of `cycles` stampede cycles on `runtime`.
+fn stampede_cycle(runtime: Runtime, buf: &[u8], cycles: usize, reclaim: Reclaim) -> Result<Summary> {
+    let pipe = Pipe::on(runtime, "cycle/items", Limits::unbounded())?;
     let options = PutOptions { refcount: (reclaim == Reclaim::Refcount).then_some(1), timeout: None };
     let mut batch_ns = Vec::with_capacity(cycles / BATCH);
     for batch in 0..cycles / BATCH {
