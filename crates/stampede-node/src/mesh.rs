@@ -16,7 +16,8 @@
 //! **Guarantees.** No byte from the fabric panics the driver: keys that do not parse, payloads
 //! that do not decode, and messages the machine refuses are counted and dropped (a refused batch
 //! stops its sender's stream, as the machine says). Messages from a sender the fabric has not
-//! reported yet wait, at most [`EARLY_MESSAGES_MAX`] per sender, for its token. Every wait is
+//! reported yet wait, at most [`EARLY_MESSAGES_MAX`] per sender and [`EARLY_SENDERS_MAX`]
+//! senders, for its token. Every wait is
 //! bounded: the driver thread wakes at least every `TICK` (100 ms), joining gives up after the node's
 //! liveliness timeout.
 
@@ -41,6 +42,8 @@ use zenoh::Wait;
 /// Messages of one sender kept while the fabric has not reported it (its token may come after
 /// its first message); beyond it they are dropped and counted.
 pub const EARLY_MESSAGES_MAX: usize = 256;
+/// Senders not reported yet whose messages are kept; messages of more are dropped and counted.
+pub const EARLY_SENDERS_MAX: usize = 64;
 /// Inputs waiting for the driver thread; a full inbox drops fabric messages (counted) — never
 /// deaths or joins, which are retried from liveliness on the next tick.
 const INBOX_MAX: usize = 4096;
@@ -354,11 +357,12 @@ impl Driver {
         match self.link.with(|mesh| mesh.handle_message(from, message.clone())) {
             Ok(()) => {}
             Err(MeshRefusal::UnknownPeer { .. }) => {
-                let early = self.early.entry(from).or_default();
-                if early.len() < EARLY_MESSAGES_MAX {
-                    early.push(message);
-                } else {
-                    self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                let room = self.early.contains_key(&from) || self.early.len() < EARLY_SENDERS_MAX;
+                match room.then(|| self.early.entry(from).or_default()) {
+                    Some(early) if early.len() < EARLY_MESSAGES_MAX => early.push(message),
+                    _ => {
+                        self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
             Err(_) => {

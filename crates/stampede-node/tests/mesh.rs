@@ -90,3 +90,67 @@ fn a_node_that_leaves_releases_what_it_held() {
         drop(holder);
     })
 }
+
+/// Hostile bytes on the mesh's keys: payloads that do not decode, keys that name no participant,
+/// and well-formed messages from an incarnation nobody reported. The node counts them, keeps at
+/// most `EARLY_MESSAGES_MAX` of the unknown sender's, stays up, and its ts_min still follows its
+/// own tasks.
+#[test]
+fn hostile_mesh_messages_are_counted_and_change_nothing() {
+    with_watchdog("hostile_mesh_messages_are_counted_and_change_nothing", || {
+        use stampede_core::mesh::{Batch, Message};
+        use stampede_core::Peer;
+        use zenoh::Wait;
+
+        let (a, b, b_rt, _b_dir) = two_nodes();
+        let config = stampede::remote::fabric::client_config(&a.endpoint, Duration::from_secs(10), None).unwrap();
+        let evil = zenoh::open(config).wait().unwrap();
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        for i in 0..300u32 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let garbage: Vec<u8> = seed.to_le_bytes().iter().cycle().take((i % 40) as usize).copied().collect();
+            evil.put("stampede/evil/mesh/7", garbage).wait().unwrap();
+        }
+        evil.put("stampede/evil/mesh/not-a-number", vec![1u8]).wait().unwrap();
+        // Addressed to b's incarnation, read from its liveliness token: b holds them (an unknown
+        // sender) up to the bound and drops the rest.
+        let token = evil.liveliness().get("stampede/b/mesh/*").wait().unwrap().recv().unwrap();
+        let key = token.result().unwrap().key_expr().as_str().to_owned();
+        let incarnation = key.rsplit('/').next().unwrap().parse().unwrap();
+        let me = Peer { id: stampede_node::mesh::peer_id("b"), incarnation };
+        for seq in 1..=400u64 {
+            let batch = Message::Batch(Batch { seq, watermark: 1 << 40, ..Batch::default() });
+            let bytes = postcard::to_allocvec(&(vec![me], batch)).unwrap();
+            evil.put("stampede/evil/mesh/9", bytes).wait().unwrap();
+        }
+        // One message each from 100 more unknown incarnations: at most EARLY_SENDERS_MAX senders
+        // are kept.
+        for incarnation in 1_000..1_100u64 {
+            let batch = Message::Batch(Batch { seq: 1, ..Batch::default() });
+            let bytes = postcard::to_allocvec(&(vec![me], batch)).unwrap();
+            evil.put(format!("stampede/evil/mesh/{incarnation}"), bytes).wait().unwrap();
+        }
+        let counters = b.mesh_counters().unwrap();
+        let (messages_max, senders_max) =
+            (stampede_node::mesh::EARLY_MESSAGES_MAX as u64, stampede_node::mesh::EARLY_SENDERS_MAX as u64);
+        let dropped_at_least = (400 - messages_max) + (100 - (senders_max - 1));
+        assert!(
+            eventually(SETTLE, || counters.malformed.load(Ordering::Relaxed) >= 200
+                && counters.dropped.load(Ordering::Relaxed) >= dropped_at_least),
+            "the garbage is counted, unknown senders' messages beyond the bounds dropped: {counters:?}"
+        );
+        let _ = evil.close().wait();
+
+        // The node is up and its ts_min still follows its own tasks and a's.
+        let task = b_rt.task(b_rt.ts_min()).unwrap();
+        let client = stampede::connect(&a.endpoint, Some(CONNECT_TIMEOUT)).unwrap();
+        let holder = client.task(b_rt.ts_min()).unwrap();
+        task.close();
+        let held = holder.virtual_time();
+        assert!(eventually(SETTLE, || b_rt.ts_min() == held), "{} vs {held}", b_rt.ts_min());
+        drop(holder);
+        client.close();
+    })
+}
