@@ -431,7 +431,7 @@ def stampede_bin() -> str:
 
 
 class Harness:
-    def __init__(self, seconds: float, seed: int, tmp: Path) -> None:
+    def __init__(self, seconds: float, seed: int, tmp: Path, mesh_ts_min: bool = False) -> None:
         self.seconds, self.seed, self.tmp = seconds, seed, tmp
         self.t0 = time.monotonic()
         self.stop = tmp / "stop"
@@ -449,6 +449,7 @@ class Harness:
         self.nodes: dict[str, Proc] = {}
         for n in NODES:
             args = [binary, "serve", "--listen", self.endpoint[n], "--name", n]
+            args += ["--mesh-ts-min"] if mesh_ts_min else []
             parent = PARENT[n]
             if parent is not None:
                 args += ["--connect", self.endpoint[parent]]
@@ -673,12 +674,19 @@ class Harness:
         }
 
 
-def run(seconds: float, seed: int | None = None) -> dict[str, Any]:
-    """One fault run; returns its summary (see the module's doc)."""
+def run(
+    seconds: float, seed: int | None = None, mesh_ts_min: bool = False, keep: Path | None = None
+) -> dict[str, Any]:
+    """One fault run; returns its summary (see the module's doc). `mesh_ts_min`: the nodes share
+    ts_min (`stampede serve --mesh-ts-min`). `keep`: a directory for the sockets and the processes'
+    logs, kept afterwards (default: a temporary one, removed)."""
     if seed is None:
         seed = random.SystemRandom().randrange(1 << 32)
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        return Harness(seconds, seed, keep, mesh_ts_min).run()
     with tempfile.TemporaryDirectory(prefix="stampede-faults-") as tmp:
-        return Harness(seconds, seed, Path(tmp)).run()
+        return Harness(seconds, seed, Path(tmp), mesh_ts_min).run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -694,8 +702,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seconds", type=float, default=20.0, help="how long the chaos lasts (default 20)")
     parser.add_argument("--seed", type=int, default=None, help="replays the schedule of kills of that seed")
+    parser.add_argument(
+        "--mesh-ts-min", action="store_true", help="the nodes share ts_min (stampede serve --mesh-ts-min)"
+    )
+    parser.add_argument("--keep", type=Path, default=None, help="keep the processes' logs in this directory")
     args = parser.parse_args(argv)
-    summary = run(args.seconds, args.seed)
+    summary = run(args.seconds, args.seed, args.mesh_ts_min, args.keep)
     print(json.dumps(summary), flush=True)
     return 0 if not summary["failures"] and summary["hangs"] == 0 else 1
 

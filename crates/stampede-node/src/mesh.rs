@@ -65,6 +65,9 @@ fn sponsor_key(name: &str, incarnation: u64) -> String {
     format!("{}/sponsor", mesh_key(name, incarnation))
 }
 
+/// Set in a node's environment, its driver says on standard error what it learns and refuses.
+pub const DEBUG_ENV: &str = "STAMPEDE_MESH_DEBUG";
+
 /// Every node's mesh key.
 const MESH_KEYS: &str = "stampede/*/mesh/*";
 
@@ -205,7 +208,8 @@ impl MeshDriver {
             std::thread::Builder::new()
                 .name(format!("stampede-mesh-{name}"))
                 .spawn(move || {
-                    Driver { link, me: peer, publisher, counters, early: HashMap::new(), zenoh }.run(&rx, &stop)
+                    let debug = std::env::var_os(DEBUG_ENV).is_some();
+                    Driver { link, me: peer, publisher, counters, early: HashMap::new(), zenoh, debug }.run(&rx, &stop)
                 })
                 .map_err(|e| unreachable(format!("the mesh thread could not start: {e}")))?
         };
@@ -307,9 +311,17 @@ struct Driver {
     /// Messages of senders not reported yet, in arrival order.
     early: HashMap<Peer, Vec<Message>>,
     zenoh: zenoh::Session,
+    /// `STAMPEDE_MESH_DEBUG` is set: joins, deaths, refusals and events go to standard error.
+    debug: bool,
 }
 
 impl Driver {
+    fn log(&self, what: impl FnOnce() -> String) {
+        if self.debug {
+            eprintln!("stampede mesh {:?}: {}", self.me, what());
+        }
+    }
+
     fn run(mut self, rx: &Receiver<Input>, stop: &AtomicBool) {
         while !stop.load(Ordering::Acquire) {
             match rx.recv_timeout(TICK) {
@@ -326,6 +338,11 @@ impl Driver {
     }
 
     fn input(&mut self, input: Input) {
+        match &input {
+            Input::Joined(p) => self.log(|| format!("joined {p:?}")),
+            Input::Dead(p) => self.log(|| format!("dead {p:?}")),
+            Input::Message { .. } | Input::Wake => {}
+        }
         match input {
             Input::Message { from, bytes } => self.message(from, &bytes),
             Input::Joined(peer) => {
@@ -365,7 +382,8 @@ impl Driver {
                     }
                 }
             }
-            Err(_) => {
+            Err(refusal) => {
+                self.log(|| format!("refused a message from {from:?}: {refusal}"));
                 self.counters.refused.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -389,6 +407,10 @@ impl Driver {
             }
         }
         for event in events {
+            if self.debug {
+                let (ts_min, complete) = self.link.with(|m| (m.ts_min(), m.is_complete()));
+                self.log(|| format!("event {event:?} (ts_min {ts_min}, complete {complete})"));
+            }
             match event {
                 Event::AskLiveliness { peer } => self.ask_liveliness(peer),
                 // A faulted sender holds ts_min until the fabric declares it dead; a node found
