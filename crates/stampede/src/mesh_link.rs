@@ -64,4 +64,10 @@ impl MeshLink {
     pub fn with<R>(&self, f: impl FnOnce(&mut Mesh) -> R) -> R {
         self.space.with_mesh(f)
     }
+
+    /// Claim changes the mesh has not taken yet: held under backpressure (the driver is behind)
+    /// and handed over with the next change. None are kept once the mesh expelled this node.
+    pub fn stashed(&self) -> usize {
+        self.space.mesh_stashed()
+    }
 }

@@ -38,6 +38,7 @@ use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::wait::Signal;
 use crate::watch::{self, NameLog, Watch, WatchEvent};
 use stampede_core::name;
+use stampede_core::MeshRefusal;
 use stampede_core::{
     ChannelState, Codec, ConnectionStats, ContainerKey, Effects, Error, IdMap, Item, Limits, Location, OpenChange,
     OpenChanges, Progress, QueueState, Refusal, Result, Stats, TaskId, TaskState, Timestamp, Update, Updates, INFINITY,
@@ -320,11 +321,16 @@ impl Tracking {
         let linked = self.mesh.as_mut()?;
         linked.stash.extend(self.progress.take_outbox());
         if !linked.stash.is_empty() {
-            // Refused only under backpressure (the driver is behind): the updates stay stashed,
-            // in order, and go with the next change; meanwhile the mesh sees this node's claims
-            // as they were, which holds every view lower, never higher.
-            if linked.mesh.apply_local(&linked.stash).is_ok() {
-                linked.stash.clear();
+            match linked.mesh.apply_local(&linked.stash) {
+                Ok(()) => linked.stash.clear(),
+                // Expelled (declared dead by its peers): the participant takes nothing any more
+                // and its ts_min never moves again, so neither does the mirror; keeping the
+                // updates would only grow memory with every operation.
+                Err(MeshRefusal::Expelled) => linked.stash.clear(),
+                // Backpressure (the driver is behind): the updates stay stashed, in order, and
+                // go with the next change; meanwhile the mesh sees this node's claims as they
+                // were, which holds every view lower, never higher.
+                Err(_) => {}
             }
             (linked.wake)();
         }
@@ -593,6 +599,11 @@ impl Space {
         tracking.mesh = Some(Linked { mirror: ts_min, stash: held, ..linked });
         self.publish(&mut tracking);
         Ok(())
+    }
+
+    /// Claim changes the linked mesh has not taken yet (0 without a mesh).
+    pub(crate) fn mesh_stashed(&self) -> usize {
+        self.tracking.lock().mesh.as_ref().map_or(0, |linked| linked.stash.len())
     }
 
     /// Runs `f` on the linked mesh, then settles: mirrors its ts_min and sweeps what that made

@@ -150,3 +150,29 @@ fn a_dead_nodes_claims_go_once_every_live_node_fenced_it() {
     assert_eq!(a.rt.ts_min(), 5, "b's claim at 2 went with b");
     assert_eq!(live(&a.rt, "frames"), 0);
 }
+
+/// A node its peers declared dead while it runs is expelled: its mesh takes nothing any more, and
+/// the runtime keeps no claim change for it (it used to keep every one, growing with each
+/// operation); its ts_min stays where it was.
+#[test]
+fn an_expelled_node_keeps_nothing_for_its_mesh() {
+    let (a, b) = (node(1), node(2));
+    mesh(&[&a, &b]);
+    // The fabric tells b that b is dead (its own token gone: a partition, a missed lease).
+    a.link.with(|m| m.peer_dead(b.peer)).unwrap();
+    let _ = b.link.with(|m| m.peer_dead(b.peer));
+    let events: Vec<_> = b.link.with(|m| std::iter::from_fn(|| m.poll_event()).collect());
+    assert!(events.contains(&stampede_core::mesh::Event::Expelled), "{events:?}");
+    let ts_min = b.rt.ts_min();
+    let ch = b.rt.create_channel("frames", Limits::unbounded()).unwrap();
+    let producer = b.rt.task(INFINITY).unwrap();
+    let task = b.rt.task(INFINITY).unwrap();
+    let out = task.attach_output(&ch).unwrap();
+    for _ in 0..1000 {
+        let child = producer.spawn(INFINITY).unwrap();
+        child.close();
+    }
+    drop(out);
+    assert_eq!(b.link.stashed(), 0, "nothing kept for a mesh that takes nothing");
+    assert_eq!(b.rt.ts_min(), ts_min, "ts_min stays where the expelled mesh left it");
+}
