@@ -201,7 +201,7 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
         }),
         Request::Destroy { container: handle } => {
             let container = session.container(op, handle)?;
-            session.check(op, Right::Create, container_name(&container))?;
+            session.check(op, Right::Create, container.name())?;
             match container {
                 Container::Channel(c) => c.destroy()?,
                 Container::Queue(q) => q.destroy()?,
@@ -229,7 +229,7 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
         Request::AttachInput { task, container } => {
             let task = session.task(op, task)?;
             let container = session.container(op, container)?;
-            session.check(op, Right::Read, container_name(&container))?;
+            session.check(op, Right::Read, container.name())?;
             let connection = match container {
                 Container::Channel(c) => Connection::ChannelInput(Arc::new(task.attach_input(&c)?)),
                 Container::Queue(q) => Connection::QueueInput(Arc::new(task.attach_input(&q)?)),
@@ -239,7 +239,7 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
         Request::AttachOutput { task, container } => {
             let task = session.task(op, task)?;
             let container = session.container(op, container)?;
-            session.check(op, Right::Write, container_name(&container))?;
+            session.check(op, Right::Write, container.name())?;
             let connection = match container {
                 Container::Channel(c) => Connection::ChannelOutput(Arc::new(task.attach_output(&c)?)),
                 Container::Queue(q) => Connection::QueueOutput(Arc::new(task.attach_output(&q)?)),
@@ -385,13 +385,6 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
         }
     };
     Ok((reply, Vec::new()))
-}
-
-fn container_name(container: &Container) -> &str {
-    match container {
-        Container::Channel(c) => c.name(),
-        Container::Queue(q) => q.name(),
-    }
 }
 
 fn done() -> Served {

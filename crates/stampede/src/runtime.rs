@@ -86,6 +86,16 @@ pub enum Container {
     Queue(Queue),
 }
 
+impl Container {
+    /// The channel's or queue's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Container::Channel(c) => c.name(),
+            Container::Queue(q) => q.name(),
+        }
+    }
+}
+
 /// Node-wide counters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RuntimeStats {
