@@ -26,7 +26,7 @@ done
 
 echo "== Python package"
 . scripts/python-env.sh
-python_env pytest ruff mypy playwright
+python_env pytest ruff mypy playwright mcap
 
 echo "== Debian's Chromium for the dashboard's browser test (Playwright drives it; no browser download)"
 if ! command -v chromium >/dev/null; then

@@ -28,6 +28,10 @@ Temporal correlation (SPEC §4): ``ExactJoin`` (tuples of items sharing a timest
 "wait_all", "partial", "skip") and ``ApproxJoin`` (closest match within a tolerance) take over
 their input connections; ``Channel.settled_below`` / ``close_producers()``, ``ChannelOutput.demand()``
 and ``create_channel(..., retention="current_readers")`` complete the picture (docs/CORRELATION.md).
+
+Recordings (SPEC §10): ``Recorder(rt, "camera/", "run.mcap")`` writes every item of the channels
+it selects to an MCAP file until ``stop()``; ``replay(rt, "run.mcap", rate=1.0)`` puts them back
+at the recorded pace (docs/RECORDING.md).
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ from ._stampede import (
     QueueInput,
     QueueOutput,
     Reclaimed,
+    Recorder,
     Runtime,
     Selector,
     StampedeError,
@@ -79,6 +84,7 @@ from ._stampede import (
     Watch,
     __version__,
     connect,
+    replay,
 )
 
 __all__ = [
@@ -114,6 +120,7 @@ __all__ = [
     "QueueInput",
     "QueueOutput",
     "Reclaimed",
+    "Recorder",
     "Runtime",
     "Selector",
     "StampedeError",
@@ -124,4 +131,5 @@ __all__ = [
     "Watch",
     "__version__",
     "connect",
+    "replay",
 ]

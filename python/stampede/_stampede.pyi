@@ -38,6 +38,7 @@ __all__ = [
     "QueueInput",
     "QueueOutput",
     "Reclaimed",
+    "Recorder",
     "Runtime",
     "Selector",
     "StampedeError",
@@ -48,6 +49,7 @@ __all__ = [
     "PermissionDenied",
     "Watch",
     "connect",
+    "replay",
     "__version__",
 ]
 
@@ -291,6 +293,36 @@ class Dashboard:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool: ...
+
+@final
+class Recorder:
+    def __new__(
+        cls,
+        runtime: Runtime,
+        names: str | Sequence[str],
+        path: str | os.PathLike[str],
+        *,
+        compression: Literal["none", "lz4", "zstd"] = "lz4",
+        flush_interval: float = 1.0,
+    ) -> Recorder: ...
+    def stats(self) -> dict[str, Any]: ...
+    def stop(self) -> dict[str, Any]: ...
+    @property
+    def path(self) -> str: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool: ...
+
+def replay(
+    runtime: Runtime,
+    path: str | os.PathLike[str],
+    *,
+    rate: float | None = 1.0,
+    loop: bool = False,
+    remap: dict[str, str] | None = None,
+    offset: int = 0,
+) -> dict[str, Any]: ...
 
 @final
 class Runtime:

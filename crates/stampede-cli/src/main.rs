@@ -4,6 +4,9 @@
 //! - `stampede ls [prefix] --connect <endpoint>` — lists the names on a node (see [`ls`]).
 //! - `stampede tail <name> --connect <endpoint>` — follows a channel, one line per item (see
 //!   [`tail`]).
+//! - `stampede record <names>... -o run.mcap --connect <endpoint>` — records channels to an MCAP
+//!   file (see [`record`]); `stampede replay run.mcap --connect <endpoint>` puts them back (see
+//!   [`replay`]).
 //! - `stampede dashboard --connect <endpoint> [--port <port>]` — serves a live web dashboard of a
 //!   node's runtime (see [`dashboard`]); `stampede serve --dashboard <port>` serves one of its own.
 //!
@@ -13,6 +16,8 @@
 
 mod dashboard;
 mod ls;
+mod record;
+mod replay;
 mod serve;
 mod tail;
 mod tls;
@@ -124,9 +129,74 @@ enum Command {
         #[command(flatten)]
         tls: tls::ConnectTls,
     },
+    /// Records channels of a node to an MCAP file until Ctrl-C or --seconds; channels created
+    /// later under the names are followed too. Nothing is dropped: what the recorder has not
+    /// written stays in its channel.
+    Record {
+        /// Channel names or hierarchical prefixes ("camera/"; "" for every channel).
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// The file to write (replaced if it exists).
+        #[arg(short, long, value_name = "FILE")]
+        output: std::path::PathBuf,
+        /// The node's endpoint.
+        #[arg(long, value_name = "ENDPOINT")]
+        connect: String,
+        /// The node the channels are on, reached through the one at --connect.
+        #[arg(long)]
+        node: Option<String>,
+        /// Stop after this many seconds.
+        #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+        seconds: Option<f64>,
+        /// Chunk compression: none, lz4 or zstd.
+        #[arg(long, default_value = "lz4", value_parser = compression)]
+        compression: stampede_record::Compression,
+        /// A chunk is written out at least this often: what a crash of the recorder can lose.
+        #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = seconds)]
+        flush_interval: f64,
+        /// Seconds to keep trying to reach the node.
+        #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
+        timeout: f64,
+        #[command(flatten)]
+        tls: tls::ConnectTls,
+    },
+    /// Puts a recording's items back into channels of a node (created as recorded when missing),
+    /// paced at the recorded timing.
+    Replay {
+        /// The recording.
+        input: std::path::PathBuf,
+        /// The node's endpoint.
+        #[arg(long, value_name = "ENDPOINT")]
+        connect: String,
+        /// The node to replay into, reached through the one at --connect.
+        #[arg(long)]
+        node: Option<String>,
+        /// Speed: 1 is the recorded timing, 2 twice as fast, max as fast as the channels take.
+        #[arg(long, default_value = "1", value_parser = replay::rate)]
+        rate: replay::Rate,
+        /// Replay again and again (each pass's timestamps follow the previous pass's) until Ctrl-C.
+        #[arg(long = "loop")]
+        repeat: bool,
+        /// Replay channel FROM (and the names under it) into TO. Repeatable.
+        #[arg(long, value_name = "FROM=TO", value_parser = replay::remap)]
+        remap: Vec<(String, String)>,
+        /// Added to every timestamp: to replay above the node's ts_min.
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+        offset: i64,
+        /// Seconds to keep trying to reach the node.
+        #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
+        timeout: f64,
+        #[command(flatten)]
+        tls: tls::ConnectTls,
+    },
     /// Reads a password from standard input (one line) and prints its Argon2id hash, for the
     /// `password` of a user in an --access policy file.
     HashPassword,
+}
+
+/// `none`, `lz4` or `zstd`.
+fn compression(text: &str) -> Result<stampede_record::Compression, String> {
+    stampede_record::Compression::from_name(text).ok_or_else(|| format!("{text:?} is not none, lz4 or zstd"))
 }
 
 /// A positive, finite number of seconds.
@@ -178,6 +248,33 @@ fn main() -> ExitCode {
             count,
             connect: tls.options(Duration::from_secs_f64(timeout), node),
         }),
+        Command::Record { names, output, connect, node, seconds, compression, flush_interval, timeout, tls } => {
+            record::run(record::Options {
+                names,
+                output,
+                endpoint: connect,
+                seconds,
+                recorder: stampede_record::RecorderOptions {
+                    compression,
+                    flush_interval: Duration::from_secs_f64(flush_interval),
+                    ..stampede_record::RecorderOptions::default()
+                },
+                connect: tls.options(Duration::from_secs_f64(timeout), node),
+            })
+        }
+        Command::Replay { input, connect, node, rate, repeat, remap, offset, timeout, tls } => {
+            replay::run(replay::Options {
+                input,
+                endpoint: connect,
+                replay: stampede_record::ReplayOptions {
+                    rate: rate.0,
+                    passes: if repeat { None } else { Some(1) },
+                    remap,
+                    offset,
+                },
+                connect: tls.options(Duration::from_secs_f64(timeout), node),
+            })
+        }
         Command::HashPassword => hash_password(),
     };
     match done {

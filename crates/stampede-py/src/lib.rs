@@ -18,6 +18,7 @@
 //! - [`pacer`] — `Pacer`.
 //! - [`watch`] — `Watch`: the name service's events as an iterator.
 //! - [`dashboard`] — `Dashboard`: the live web dashboard of a runtime (`stampede-dashboard`).
+//! - [`record`] — `Recorder` and `replay`: MCAP recordings (`stampede-record`).
 //!
 //! The binding uses only the public API of the `stampede` crate (`stampede-node` to serve, `stampede-dashboard` for dashboards). The Python package
 //! (`python/stampede`) re-exports everything from here and adds type stubs.
@@ -34,6 +35,7 @@ mod join;
 mod pacer;
 mod payload;
 mod reclaim;
+mod record;
 mod runtime;
 mod task;
 mod wait;
@@ -62,6 +64,8 @@ fn _stampede(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<join::JoinStream>()?;
     m.add_class::<watch::Watch>()?;
     m.add_class::<dashboard::Dashboard>()?;
+    m.add_class::<record::Recorder>()?;
+    m.add_function(wrap_pyfunction!(record::replay, m)?)?;
     errors::register(m)?;
 
     let py = m.py();

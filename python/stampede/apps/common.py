@@ -239,6 +239,8 @@ class RunConfig:
     progress: bool = True
     #: Stop the sources after this many timestamps (tests); None: run until seconds / Ctrl-C.
     max_frames: int | None = None
+    #: Record the application's channels to this MCAP file (None: no recording).
+    record: str | None = None
 
 
 def display(task: stampede.Task, inp: stampede.ChannelInput, stage: Stage, done: threading.Event) -> None:
@@ -297,6 +299,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--headless", action="store_true", help="no dashboard")
     parser.add_argument("--port", type=int, default=0, help="dashboard port (0 = any free port)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--record", metavar="FILE", default=None, help="record every channel of the run to an MCAP file"
+    )
 
 
 def run_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -310,6 +315,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         "headless": args.headless,
         "port": args.port,
         "progress": not args.quiet,
+        "record": args.record,
     }
 
 
@@ -317,17 +323,32 @@ def run_embedded(
     app_class: Callable[[stampede.Runtime, Any], Any], config: Any, image: str, overlays: list[str]
 ) -> dict:
     """Runs ``app_class(rt, config)`` on a fresh embedded runtime — serving its dashboard (``image``
-    with ``overlays``, on ``config.port``; the URL is printed) unless ``config.headless`` — and
-    returns its result."""
+    with ``overlays``, on ``config.port``; the URL is printed) unless ``config.headless``, and
+    recording its channels (those under ``image``'s first name segment) to ``config.record`` when
+    set — and returns its result, with the recorder's account under ``"recording"``."""
     with stampede.Runtime() as rt:
         app = app_class(rt, config)
         dash = None
         if not config.headless:
             dash = stampede.Dashboard(rt, port=config.port, image=image, overlays=overlays)
             print(f"dashboard on {dash.url}", flush=True)
+        recorder = None
+        if config.record is not None:
+            recorder = stampede.Recorder(rt, image.split("/")[0], config.record)
+            print(f"recording to {config.record}", flush=True)
         try:
             result: dict = app.run()
         finally:
             if dash is not None:
                 dash.close()
+            if recorder is not None:
+                recording = recorder.stop()
+        if recorder is not None:
+            result["recording"] = recording
+            missed = sum(c["missed"] for c in recording["channels"].values())
+            print(
+                f"recorded {recording['items']} items ({recording['bytes'] / 1e6:.1f} MB) to {config.record}"
+                f"; missed {missed}",
+                flush=True,
+            )
     return result

@@ -1,0 +1,192 @@
+//! `Recorder` and `replay`: MCAP recordings of a Python runtime's channels (`stampede-record`).
+//!
+//! Both release the GIL while they work. `replay` looks at pending signals every [`SLICE`], so
+//! Ctrl-C stops it with `KeyboardInterrupt`; a `Recorder` works on its own thread until `stop()`
+//! (or the end of its `with` block) writes what is present and finishes the file.
+//! Errors: `OSError` for the file, `InvalidArgument` for a file that is not a readable recording
+//! (or a bound of the format), the runtime's own errors otherwise.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use pyo3::exceptions::PyOSError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+use stampede::Error;
+use stampede_record::{Compression, RecordError, RecorderOptions, RecorderStats, ReplayOptions, ReplayStats};
+
+use crate::errors::to_pyerr;
+use crate::runtime::Runtime;
+use crate::wait::SLICE;
+
+/// A `RecordError` as the Python exception that says the same.
+fn to_py(error: RecordError, interrupted: Option<PyErr>) -> PyErr {
+    match error {
+        RecordError::Stampede(e) => to_pyerr(e),
+        RecordError::Io { .. } => PyOSError::new_err(error.to_string()),
+        RecordError::Stopped => {
+            interrupted.unwrap_or_else(|| pyo3::exceptions::PyKeyboardInterrupt::new_err("stopped"))
+        }
+        e => to_pyerr(Error::InvalidArgument { op: "recording", name: String::new(), reason: e.to_string() }),
+    }
+}
+
+fn invalid(op: &'static str, name: &str, reason: String) -> PyErr {
+    to_pyerr(Error::InvalidArgument { op, name: name.to_owned(), reason })
+}
+
+/// Records channels of `runtime` into an MCAP file: `Recorder(rt, names, path, *,
+/// compression="lz4", flush_interval=1.0)`; `names` is a channel name or prefix, or a list of
+/// them. Every item put from now on (and every item present) is written; `stop()` finishes.
+#[pyclass(module = "stampede", frozen)]
+pub(crate) struct Recorder {
+    running: Mutex<Option<stampede_record::Recorder>>,
+    last: Mutex<RecorderStats>,
+    path: PathBuf,
+}
+
+#[pymethods]
+impl Recorder {
+    #[new]
+    #[pyo3(signature = (runtime, names, path, *, compression="lz4", flush_interval=1.0))]
+    fn new(
+        py: Python<'_>,
+        runtime: &Runtime,
+        names: &Bound<'_, PyAny>,
+        path: PathBuf,
+        compression: &str,
+        flush_interval: f64,
+    ) -> PyResult<Recorder> {
+        let names: Vec<String> =
+            if let Ok(one) = names.cast::<PyString>() { vec![one.to_str()?.to_owned()] } else { names.extract()? };
+        let compression = Compression::from_name(compression)
+            .ok_or_else(|| invalid("Recorder", "compression", format!("{compression:?} is not none, lz4 or zstd")))?;
+        if !(flush_interval > 0.0 && flush_interval <= 3600.0) {
+            return Err(invalid("Recorder", "flush_interval", format!("{flush_interval} is not in (0, 3600] seconds")));
+        }
+        let options = RecorderOptions {
+            compression,
+            flush_interval: Duration::from_secs_f64(flush_interval),
+            ..RecorderOptions::default()
+        };
+        let rt = runtime.rust().clone();
+        let started =
+            py.detach(|| stampede_record::Recorder::start(&rt, &names, &path, options)).map_err(|e| to_py(e, None))?;
+        let last = started.stats();
+        Ok(Recorder { running: Mutex::new(Some(started)), last: Mutex::new(last), path })
+    }
+
+    /// What was recorded so far: `items`, `bytes`, `flushes`, `skipped_queues` and `channels`
+    /// (per name: `items`, `bytes`, `first_ts`, `last_ts`, `ended`).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let stats = match self.running.lock().as_ref() {
+            Some(recorder) => recorder.stats(),
+            None => self.last.lock().clone(),
+        };
+        recorder_stats(py, &stats)
+    }
+
+    /// Writes what is present, finishes the file and returns the final `stats()`. Idempotent.
+    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let running = self.running.lock().take();
+        if let Some(recorder) = running {
+            let stats = py.detach(|| recorder.stop()).map_err(|e| to_py(e, None))?;
+            *self.last.lock() = stats;
+        }
+        recorder_stats(py, &self.last.lock())
+    }
+
+    /// The file being written.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.stop(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Recorder({:?})", self.path.display().to_string())
+    }
+}
+
+fn recorder_stats<'py>(py: Python<'py>, stats: &RecorderStats) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item("items", stats.items)?;
+    out.set_item("bytes", stats.bytes)?;
+    out.set_item("flushes", stats.flushes)?;
+    out.set_item("skipped_queues", stats.skipped_queues.clone())?;
+    let channels = PyDict::new(py);
+    for (name, channel) in &stats.channels {
+        let one = PyDict::new(py);
+        one.set_item("items", channel.items)?;
+        one.set_item("bytes", channel.bytes)?;
+        one.set_item("first_ts", channel.first_ts)?;
+        one.set_item("last_ts", channel.last_ts)?;
+        one.set_item("ended", channel.ended.clone())?;
+        one.set_item("missed", channel.missed)?;
+        channels.set_item(name, one)?;
+    }
+    out.set_item("channels", channels)?;
+    Ok(out)
+}
+
+/// Puts the items of the recording at `path` back into `runtime`'s channels (created as recorded
+/// when missing) and returns what it did: `replay(rt, path, *, rate=1.0, loop=False, remap=None,
+/// offset=0)`. `rate=None` replays as fast as the channels take items; `loop=True` repeats until
+/// interrupted, each pass above the last; `remap` is a dict `{from: to}` of names or prefixes.
+#[pyfunction]
+#[pyo3(
+    signature = (runtime, path, *, rate=Some(1.0), r#loop=false, remap=None, offset=0),
+    text_signature = "(runtime, path, *, rate=1.0, loop=False, remap=None, offset=0)"
+)]
+pub(crate) fn replay<'py>(
+    py: Python<'py>,
+    runtime: &Runtime,
+    path: PathBuf,
+    rate: Option<f64>,
+    r#loop: bool,
+    remap: Option<&Bound<'py, PyDict>>,
+    offset: i64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let remap = match remap {
+        None => Vec::new(),
+        Some(remap) => remap.iter().map(|(from, to)| Ok((from.extract()?, to.extract()?))).collect::<PyResult<_>>()?,
+    };
+    let options = ReplayOptions { rate, passes: if r#loop { None } else { Some(1) }, remap, offset };
+    let rt = runtime.rust().clone();
+    let mut interrupted = None;
+    let mut last_check = Instant::now();
+    let result = py.detach(|| {
+        stampede_record::replay(&rt, &path, &options, &mut |_| {
+            if last_check.elapsed() < SLICE {
+                return true;
+            }
+            last_check = Instant::now();
+            interrupted = Python::attach(|py| py.check_signals().err());
+            interrupted.is_none()
+        })
+    });
+    let stats = result.map_err(|e| to_py(e, interrupted))?;
+    replay_stats(py, &stats)
+}
+
+fn replay_stats<'py>(py: Python<'py>, stats: &ReplayStats) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item("items", stats.items)?;
+    out.set_item("bytes", stats.bytes)?;
+    out.set_item("items_per_pass", stats.items_per_pass)?;
+    out.set_item("passes", stats.passes)?;
+    out.set_item("late", stats.late)?;
+    out.set_item("channels", stats.channels.clone())?;
+    out.set_item("cut_off", stats.cut_off.clone())?;
+    Ok(out)
+}

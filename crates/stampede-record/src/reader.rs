@@ -1,0 +1,193 @@
+//! Reads a recording item by item, streaming: memory holds one chunk, whatever the file's size.
+//!
+//! Any bytes give items or a typed error, never a panic or an unbounded allocation: record and
+//! chunk lengths are bounded by [`RECORD_BYTES_MAX`], timestamps are checked to be item
+//! timestamps, messages must name a channel seen before. A file that ends early — a recorder
+//! killed before it finished — is read up to its last complete chunk and then reports
+//! [`Recording::cut_off`] instead of failing: that is what a crash leaves, and the items before
+//! it are good.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use mcap::records::Record;
+use mcap::sans_io::linear_reader::{LinearReadEvent, LinearReader, LinearReaderOptions};
+use mcap::McapError;
+use stampede::{Codec, Timestamp, TS_MAX};
+
+use crate::error::{RecordError, RecordResult};
+use crate::format::ChannelMeta;
+
+/// Largest record (or decompressed chunk) read: a corrupt length cannot make the reader allocate
+/// more. Recorded items are at most this large.
+pub const RECORD_BYTES_MAX: usize = 512 << 20;
+
+/// A channel of the recording.
+#[derive(Debug)]
+pub struct RecordedChannel {
+    /// Its MCAP channel id.
+    pub id: u16,
+    pub meta: ChannelMeta,
+}
+
+/// One recorded item.
+#[derive(Clone, Debug)]
+pub struct RecordedItem {
+    pub channel: Arc<RecordedChannel>,
+    /// The item's Stampede timestamp.
+    pub ts: Timestamp,
+    /// When it was recorded, in ns since the Unix epoch.
+    pub log_time: u64,
+    /// Its number in its channel.
+    pub sequence: u32,
+    pub data: Vec<u8>,
+}
+
+impl RecordedItem {
+    /// The item's codec.
+    pub fn codec(&self) -> &Codec {
+        &self.channel.meta.codec
+    }
+}
+
+/// An open recording, read front to back.
+pub struct Recording {
+    path: PathBuf,
+    file: File,
+    reader: LinearReader,
+    channels: HashMap<u16, Arc<RecordedChannel>>,
+    items: u64,
+    cut_off: Option<String>,
+    done: bool,
+}
+
+impl Recording {
+    /// Opens `path` for reading.
+    pub fn open(path: impl AsRef<Path>) -> RecordResult<Recording> {
+        let path = path.as_ref().to_owned();
+        let file = File::open(&path).map_err(|e| RecordError::io(&path, e))?;
+        let options = LinearReaderOptions::default().with_record_length_limit(RECORD_BYTES_MAX);
+        Ok(Recording {
+            path,
+            file,
+            reader: LinearReader::new_with_options(options),
+            channels: HashMap::new(),
+            items: 0,
+            cut_off: None,
+            done: false,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Items read so far.
+    pub fn items_read(&self) -> u64 {
+        self.items
+    }
+
+    /// Why the file ended before its proper end (`None`: not cut off, or not at the end yet).
+    pub fn cut_off(&self) -> Option<&str> {
+        self.cut_off.as_deref()
+    }
+
+    /// The next item; `None` at the end of the file (see [`cut_off`](Self::cut_off) for whether
+    /// it ended early).
+    pub fn next_item(&mut self) -> RecordResult<Option<RecordedItem>> {
+        while !self.done {
+            let event = match self.reader.next_event() {
+                None => {
+                    self.done = true;
+                    break;
+                }
+                Some(Err(McapError::UnexpectedEof)) => {
+                    self.done = true;
+                    self.cut_off = Some(format!("the file ends early, after {} items", self.items));
+                    break;
+                }
+                Some(Err(e)) => return Err(RecordError::corrupt(&self.path, e)),
+                Some(Ok(event)) => event,
+            };
+            match event {
+                LinearReadEvent::ReadRequest(need) => {
+                    let buffer = self.reader.insert(need);
+                    let read = self.file.read(buffer).map_err(|e| RecordError::io(&self.path, e))?;
+                    self.reader.notify_read(read);
+                }
+                LinearReadEvent::Record { opcode, data } => {
+                    let record = mcap::parse_record(opcode, data).map_err(|e| RecordError::corrupt(&self.path, e))?;
+                    if let Some(item) = accept(&self.path, &mut self.channels, record)? {
+                        self.items += 1;
+                        return Ok(Some(item));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Reads the rest of the file, calling `each` with every item: the recording's items in order.
+    pub fn for_each(&mut self, mut each: impl FnMut(RecordedItem) -> RecordResult<()>) -> RecordResult<()> {
+        while let Some(item) = self.next_item()? {
+            each(item)?;
+        }
+        Ok(())
+    }
+}
+
+/// Takes one record in: channels are registered, messages become items, the rest is skipped.
+fn accept(
+    path: &Path,
+    channels: &mut HashMap<u16, Arc<RecordedChannel>>,
+    record: Record<'_>,
+) -> RecordResult<Option<RecordedItem>> {
+    match record {
+        Record::Channel(channel) => {
+            let meta = ChannelMeta::parse(&channel.topic, &channel.message_encoding, &channel.metadata)
+                .map_err(|reason| RecordError::corrupt(path, reason))?
+                .ok_or_else(|| RecordError::UnknownCodec {
+                    path: path.to_owned(),
+                    topic: channel.topic.clone(),
+                    encoding: channel.message_encoding.clone(),
+                })?;
+            if let Some(known) = channels.get(&channel.id) {
+                if known.meta != meta {
+                    return Err(RecordError::corrupt(
+                        path,
+                        format!("channel id {} is defined twice, differently", channel.id),
+                    ));
+                }
+                return Ok(None);
+            }
+            channels.insert(channel.id, Arc::new(RecordedChannel { id: channel.id, meta }));
+            Ok(None)
+        }
+        Record::Message { header, data } => {
+            let channel = channels.get(&header.channel_id).ok_or_else(|| {
+                RecordError::corrupt(
+                    path,
+                    format!("a message names channel id {} before it is defined", header.channel_id),
+                )
+            })?;
+            let ts = Timestamp::try_from(header.publish_time).ok().filter(|ts| *ts <= TS_MAX).ok_or_else(|| {
+                RecordError::corrupt(
+                    path,
+                    format!("message timestamp {} is not an item timestamp", header.publish_time),
+                )
+            })?;
+            Ok(Some(RecordedItem {
+                channel: channel.clone(),
+                ts,
+                log_time: header.log_time,
+                sequence: header.sequence,
+                data: data.into_owned(),
+            }))
+        }
+        _ => Ok(None),
+    }
+}
