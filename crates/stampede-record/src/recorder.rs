@@ -26,17 +26,19 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::future::select_all;
+use futures_util::FutureExt;
 use mcap::records::MessageHeader;
 use mcap::{WriteOptions, Writer};
 use stampede::{
-    Channel, ChannelInput, Codec, Container, Error, Item, Runtime, Task, Timestamp, Watch, WatchEvent, INFINITY,
-    OLDEST_UNSEEN,
+    Changed, Channel, ChannelInput, Codec, Container, Error, Item, Runtime, Task, Timestamp, Watch, WatchEvent,
+    INFINITY, OLDEST_UNSEEN,
 };
 use tokio::sync::Notify;
 
@@ -255,6 +257,9 @@ struct Followed {
     _task: Task,
     /// The channel's next item, gotten (so open: still claimed) and not yet written.
     head: Option<Item>,
+    /// Without a head: completes when an item may have arrived since the last look (registered
+    /// before it), so an empty channel costs no get — no round trip through a node — until then.
+    changed: Option<Pin<Box<Changed>>>,
     ended: bool,
     /// Puts into the channel before the recording (those already gone when it attached).
     before: u64,
@@ -278,6 +283,7 @@ impl Followed {
             input,
             _task: task,
             head: None,
+            changed: None,
             ended: false,
             before: present.puts.saturating_sub(present.live_items as u64),
             written: 0,
@@ -290,8 +296,18 @@ impl Followed {
         if self.head.is_some() || self.ended {
             return Ok(None);
         }
+        if let Some(changed) = self.changed.as_mut() {
+            if changed.as_mut().now_or_never().is_none() {
+                return Ok(None); // nothing arrived since the last look
+            }
+        }
+        // Registered before the get: an item arriving after a "not yet" completes it.
+        self.changed = Some(Box::pin(self.input.changed(OLDEST_UNSEEN)));
         match self.input.get(OLDEST_UNSEEN, Some(Duration::ZERO)) {
-            Ok(item) => self.head = Some(item),
+            Ok(item) => {
+                self.head = Some(item);
+                self.changed = None;
+            }
             Err(Error::NotAvailable { .. }) => {}
             Err(e @ (Error::Closed { .. } | Error::Unreachable { .. })) => {
                 self.ended = true;
@@ -476,10 +492,6 @@ fn run(
     loop {
         let stopping = stop.requested.load(Ordering::SeqCst);
         watching.follow_new(&mut followed, stats)?;
-        // Registered before the drain: an item arriving after a channel's drain wakes the wait.
-        let changed: Vec<_> =
-            followed.iter().filter(|f| !f.ended).map(|f| Box::pin(f.input.changed(OLDEST_UNSEEN))).collect();
-        // (A head is written within the drain, so every channel is empty when this waits.)
         let wrote = drain(&mut writer, &mut followed, stats)?;
         written_since_flush |= wrote > 0;
         if written_since_flush && last_flush.elapsed() >= flush_interval {
@@ -497,6 +509,8 @@ fn run(
         }
         let until_flush =
             if written_since_flush { flush_interval.saturating_sub(last_flush.elapsed()) } else { flush_interval };
+        // Nothing was written, so no channel has a head: each live one waits on its `changed`.
+        let changed: Vec<_> = followed.iter_mut().filter_map(|f| f.changed.as_mut()).collect();
         let any_live = !changed.is_empty();
         waiter.block_on(async {
             tokio::select! {
@@ -514,8 +528,8 @@ fn run(
 
 /// Writes and consumes what is present on the followed channels, merged in timestamp order
 /// (each channel's next item is held open as its head; the lowest head is written first, after
-/// every channel without a head looked again — a zero-timeout get each, a round trip through a
-/// node), at most
+/// every channel without a head looked again — a zero-timeout get for each one whose `changed`
+/// fired), at most
 /// [`ITEMS_PER_DRAIN_MAX`] items; returns the number written. Items arrive in timestamp order
 /// within a channel (`OLDEST_UNSEEN`), so the file is in timestamp order across channels too,
 /// except for items put late, below what was already written — which keeps a replay's producer
