@@ -7,6 +7,7 @@ Every wait is bounded and every spawned process is stopped in a ``finally``.
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import signal
@@ -138,6 +139,28 @@ def test_replay_options_and_errors(tmp_path: Path) -> None:
             stampede.Recorder(rt, "jobs", tmp_path / "q.mcap", compression="gzip")
         with pytest.raises(TypeError):
             stampede.Recorder(rt, 42, tmp_path / "q.mcap")  # type: ignore[arg-type]
+
+
+def test_a_recorder_dropped_without_stop_finishes_its_file(tmp_path: Path) -> None:
+    """A Recorder collected without stop() stops with the GIL released: its thread may need the
+    GIL to finish (the channel's Python GC handler runs when the recorder's consumption reclaims
+    an item), so holding the GIL while waiting for it would hang (the watchdog would fail this)."""
+    path = tmp_path / "dropped.mcap"
+    reclaimed: list[int] = []
+    with stampede.Runtime() as rt:
+        ch = rt.create_channel("dropped")
+        ch.on_reclaim(reclaimed.append)
+        recorder = stampede.Recorder(rt, "dropped", path)
+        producer = rt.task(0)
+        out = producer.attach_output(ch)
+        for ts in range(2000):
+            out.put(ts, b"x")
+            producer.set_virtual_time(ts + 1)
+        del recorder
+        gc.collect()
+        producer.close()
+    assert len(messages(path)) > 0  # a finished file: the reader found its summary
+    assert reclaimed
 
 
 def run(args: list[str], **kwargs) -> subprocess.CompletedProcess[str]:

@@ -1,7 +1,8 @@
 //! `stampede record <names or prefixes>... -o run.mcap --connect <endpoint>`: records channels
 //! of a node to an MCAP file until Ctrl-C or `--seconds` (see
 //! [`stampede_record::recorder`]). Prints `recording <n> channels to <file>` once attached, a
-//! progress line per second, and a summary per channel at the end.
+//! progress line per second, and a summary per channel at the end; exits 1 when items put were
+//! not recorded (`missed`, e.g. a channel destroyed before its items were written).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -31,7 +32,8 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     let channels = recorder.stats().channels.len();
     writeln!(out, "recording {channels} channels to {}", options.output.display())?;
     out.flush()?;
-    let deadline = options.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
+    // A deadline too far for the clock is no deadline.
+    let deadline = options.seconds.and_then(|s| Instant::now().checked_add(Duration::from_secs_f64(s)));
     let signals = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let started = Instant::now();
     loop {
@@ -58,6 +60,10 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     let stats = recorder.stop()?;
     summary(&mut out, &stats, &options.output)?;
     rt.close();
+    let missed: u64 = stats.channels.values().map(|c| c.missed).sum();
+    if missed > 0 {
+        return Err(format!("the recording is incomplete: {missed} items put were not recorded (see above)").into());
+    }
     Ok(())
 }
 
@@ -69,10 +75,12 @@ fn summary(out: &mut impl Write, stats: &RecorderStats, path: &std::path::Path) 
             _ => "no items".to_owned(),
         };
         let ended = channel.ended.as_deref().map(|why| format!(" (ended: {why})")).unwrap_or_default();
-        writeln!(out, "  {name}: {} items, {} bytes, {span}{ended}", channel.items, channel.bytes)?;
+        let missed = if channel.missed > 0 { format!(", {} MISSED", channel.missed) } else { String::new() };
+        writeln!(out, "  {name}: {} items, {} bytes, {span}{missed}{ended}", channel.items, channel.bytes)?;
     }
     for queue in &stats.skipped_queues {
         writeln!(out, "  {queue}: a queue, not recorded")?;
     }
-    writeln!(out, "recorded {} items ({} bytes) to {}, nothing dropped", stats.items, stats.bytes, path.display())
+    let missed: u64 = stats.channels.values().map(|c| c.missed).sum();
+    writeln!(out, "recorded {} items ({} bytes) to {}, {missed} missed", stats.items, stats.bytes, path.display())
 }

@@ -1,8 +1,9 @@
 //! `Recorder` and `replay`: MCAP recordings of a Python runtime's channels (`stampede-record`).
 //!
-//! Both release the GIL while they work. `replay` looks at pending signals every [`SLICE`], so
-//! Ctrl-C stops it with `KeyboardInterrupt`; a `Recorder` works on its own thread until `stop()`
-//! (or the end of its `with` block) writes what is present and finishes the file.
+//! Both release the GIL while they work. `replay` looks at pending signals at least every
+//! [`SLICE`] (also while it waits for room in a full channel, or for an item's time), so Ctrl-C
+//! stops it with `KeyboardInterrupt`; a `Recorder` works on its own thread until `stop()` (or the
+//! end of its `with` block, or its collection) writes what is present and finishes the file.
 //! Errors: `OSError` for the file, `InvalidArgument` for a file that is not a readable recording
 //! (or a bound of the format), the runtime's own errors otherwise.
 
@@ -115,6 +116,16 @@ impl Recorder {
 
     fn __repr__(&self) -> String {
         format!("Recorder({:?})", self.path.display().to_string())
+    }
+}
+
+impl Drop for Recorder {
+    /// A recorder dropped without `stop()` stops here, with the GIL released: its thread may
+    /// need the GIL to finish (a Python GC handler runs when its consumption reclaims an item).
+    fn drop(&mut self) {
+        if let Some(recorder) = self.running.get_mut().take() {
+            Python::attach(|py| py.detach(|| drop(recorder.stop())));
+        }
     }
 }
 

@@ -12,6 +12,9 @@ pub enum RecordError {
     /// The file is not a readable MCAP file, or a Stampede record in it is malformed.
     #[error("{path}: not a readable MCAP recording ({reason}); is it a file `stampede record` wrote?")]
     Corrupt { path: PathBuf, reason: String },
+    /// Writing the recording failed for a reason other than I/O (what the format cannot hold).
+    #[error("{path}: writing the recording failed: {reason}")]
+    Write { path: PathBuf, reason: String },
     /// The recording holds a channel whose payloads Stampede cannot put back as they are.
     #[error("{path}: channel {topic:?} has message encoding {encoding:?} and no Stampede codec; only recordings of Stampede channels (or MCAP channels with encoding json) can be replayed")]
     UnknownCodec { path: PathBuf, topic: String, encoding: String },

@@ -13,10 +13,12 @@
 //! - [`reader`] reads recordings, whole or cut off by a crash, with typed errors for any bytes.
 
 pub mod error;
+pub mod follow;
 pub mod format;
 pub mod reader;
 pub mod recorder;
 pub mod replay;
+pub mod writer;
 
 pub use error::{RecordError, RecordResult};
 pub use reader::{RecordedChannel, RecordedItem, Recording};

@@ -1,8 +1,8 @@
 //! Reads a recording item by item, streaming: memory holds one chunk, whatever the file's size.
 //!
 //! Any bytes give items or a typed error, never a panic or an unbounded allocation: record and
-//! chunk lengths are bounded by [`RECORD_BYTES_MAX`], timestamps are checked to be item
-//! timestamps, messages must name a channel seen before. A file that ends early — a recorder
+//! chunk lengths are bounded by [`RECORD_BYTES_MAX`], chunks' CRCs are checked, timestamps are
+//! checked to be item timestamps, messages must name a channel seen before. A file that ends early — a recorder
 //! killed before it finished — is read up to its last complete chunk and then reports
 //! [`Recording::cut_off`] instead of failing: that is what a crash leaves, and the items before
 //! it are good.
@@ -22,7 +22,7 @@ use crate::error::{RecordError, RecordResult};
 use crate::format::ChannelMeta;
 
 /// Largest record (or decompressed chunk) read: a corrupt length cannot make the reader allocate
-/// more. Recorded items are at most this large.
+/// more. The recorder writes items up to a little less (`writer::ITEM_BYTES_MAX`).
 pub const RECORD_BYTES_MAX: usize = 512 << 20;
 
 /// A channel of the recording.
@@ -69,7 +69,8 @@ impl Recording {
     pub fn open(path: impl AsRef<Path>) -> RecordResult<Recording> {
         let path = path.as_ref().to_owned();
         let file = File::open(&path).map_err(|e| RecordError::io(&path, e))?;
-        let options = LinearReaderOptions::default().with_record_length_limit(RECORD_BYTES_MAX);
+        let options =
+            LinearReaderOptions::default().with_record_length_limit(RECORD_BYTES_MAX).with_validate_chunk_crcs(true);
         Ok(Recording {
             path,
             file,

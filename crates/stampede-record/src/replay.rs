@@ -31,6 +31,10 @@ pub const REPLAY_ITEMS_MAX: usize = 1 << 26;
 /// Fastest pacing rate; beyond it, replay as fast as possible (`rate: None`).
 pub const RATE_MAX: f64 = 1000.0;
 
+/// Longest a replay waits (for room in a channel, or for an item's time) before asking its
+/// `progress` callback whether to go on.
+pub const SLICE: Duration = Duration::from_millis(50);
+
 /// How late an item may be put before it counts in [`ReplayStats::late`].
 const LATE_TOLERANCE: Duration = Duration::from_millis(10);
 
@@ -75,8 +79,9 @@ pub struct ReplayStats {
     pub cut_off: Option<String>,
 }
 
-/// Replays the recording at `path` into `rt`. `progress` is called after every item and at the
-/// start; returning `false` stops the replay (`Err(Stopped)`).
+/// Replays the recording at `path` into `rt`. `progress` is called at the start, after every
+/// item, and at least every [`SLICE`] while the replay waits (for room in a full channel, or for
+/// an item's time); returning `false` stops the replay (`Err(Stopped)`).
 pub fn replay(
     rt: &Runtime,
     path: impl AsRef<Path>,
@@ -142,12 +147,13 @@ pub fn replay(
                 let first = *first_log_time.get_or_insert(item.log_time);
                 clock_us =
                     clock_us.max(Timestamp::try_from(item.log_time.saturating_sub(first) / 1000).unwrap_or(TS_MAX));
-                if let Pace::Late(_) = pacer.sync(clock_us) {
+                if let Pace::Late(_) = paced(pacer, clock_us, &stats, progress)? {
                     stats.late += 1;
                 }
             }
             let name = remapped(&item.channel.meta.name, &options.remap);
-            put(&outputs[&name], ts, &item)?;
+            let output = outputs.get(&name).ok_or_else(|| changed(path))?;
+            put(output, ts, &item, &stats, progress)?;
             stats.items += 1;
             stats.bytes += item.data.len() as u64;
             *stats.channels.entry(name).or_default() += 1;
@@ -186,6 +192,7 @@ impl Plan {
         let mut recording = Recording::open(path)?;
         let mut floors = Vec::new();
         let mut channels: Vec<ChannelMeta> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let (mut lowest, mut highest) = (TS_MAX, 0);
         recording.for_each(|item| {
             if floors.len() >= REPLAY_ITEMS_MAX {
@@ -194,7 +201,7 @@ impl Plan {
                     path.display()
                 )));
             }
-            if !channels.iter().any(|meta| *meta == item.channel.meta) {
+            if seen.insert(item.channel.id) {
                 channels.push(item.channel.meta.clone());
             }
             lowest = lowest.min(item.ts);
@@ -273,11 +280,44 @@ fn shifted(ts: Timestamp, shift: Timestamp) -> RecordResult<Timestamp> {
         .ok_or_else(|| RecordError::TooLarge(format!("ts {ts} shifted by {shift} is not in 0 ..= TS_MAX")))
 }
 
-fn put(output: &ChannelOutput, ts: Timestamp, item: &RecordedItem) -> RecordResult<()> {
+/// Puts `item` at `ts`, waiting for room in slices of [`SLICE`] and asking `progress` between
+/// them, so a stop is heard while a full channel holds the replay up.
+fn put(
+    output: &ChannelOutput,
+    ts: Timestamp,
+    item: &RecordedItem,
+    stats: &ReplayStats,
+    progress: &mut dyn FnMut(&ReplayStats) -> bool,
+) -> RecordResult<()> {
     let mut payload = Payload::from(item.data.clone());
     payload.codec = item.codec().clone();
-    output.put_with(ts, payload, PutOptions { refcount: None, timeout: None })?;
-    Ok(())
+    loop {
+        match output.put_with(ts, payload.clone(), PutOptions { refcount: None, timeout: Some(SLICE) }) {
+            Err(e) if e.is_transient() => {
+                if !progress(stats) {
+                    return Err(RecordError::Stopped);
+                }
+            }
+            done => return Ok(done?),
+        }
+    }
+}
+
+/// `pacer.sync(clock)`, sleeping in slices of [`SLICE`] and asking `progress` between them, so
+/// a stop is heard during a long gap in the recording.
+fn paced(
+    pacer: &mut Pacer,
+    clock: Timestamp,
+    stats: &ReplayStats,
+    progress: &mut dyn FnMut(&ReplayStats) -> bool,
+) -> RecordResult<Pace> {
+    while pacer.until(clock).is_some_and(|wait| wait > SLICE) {
+        std::thread::sleep(SLICE);
+        if !progress(stats) {
+            return Err(RecordError::Stopped);
+        }
+    }
+    Ok(pacer.sync(clock))
 }
 
 fn changed(path: &Path) -> RecordError {

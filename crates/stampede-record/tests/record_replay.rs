@@ -470,3 +470,161 @@ fn support_eventually(mut condition: impl FnMut() -> bool) -> bool {
     }
     false
 }
+
+/// Items put with a reference count that another reader uses up before the recorder gets them
+/// are reclaimed early; the recorder counts them as missed: items + missed is every put.
+#[test]
+fn refcounted_items_another_reader_used_up_are_counted_missed() {
+    with_watchdog("refcounted_items_another_reader_used_up_are_counted_missed", || {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("refcount.mcap");
+        let rt = Runtime::new();
+        let ch = rt.create_channel("jobs", Limits::unbounded()).unwrap();
+        let reader = rt.task(INFINITY).unwrap();
+        let input = reader.attach_input(&ch).unwrap();
+        let recorder = Recorder::start(&rt, &["jobs".into()], &path, RecorderOptions::default()).unwrap();
+        let producer = rt.task(0).unwrap();
+        let out = producer.attach_output(&ch).unwrap();
+        for ts in 0..200 {
+            out.put_with(ts, format!("{ts}").as_str(), stampede::PutOptions { refcount: Some(1), timeout: None })
+                .unwrap();
+            // The other reader takes it at once (or finds the recorder took it first).
+            if input.get(ts, Some(Duration::ZERO)).is_ok() {
+                let _ = input.consume(ts);
+            }
+        }
+        producer.close();
+        let stats = recorder.stop().unwrap();
+        let missed = stats.channels["jobs"].missed;
+        assert_eq!(stats.items + missed, 200, "{stats:?}");
+        assert_eq!(read_all(&path).len() as u64, stats.items);
+        reader.close();
+    });
+}
+
+/// `stop()` returns while a producer keeps putting: it writes what the channels held when it
+/// was called (at least), not everything that comes after.
+#[test]
+fn stop_returns_while_producers_go_on() {
+    with_watchdog("stop_returns_while_producers_go_on", || {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("busy.mcap");
+        let rt = Runtime::new();
+        let ch = rt.create_channel("busy", Limits::items(64)).unwrap();
+        let recorder = Recorder::start(&rt, &["busy".into()], &path, RecorderOptions::default()).unwrap();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let producer = thread::spawn({
+            let (rt, ch, done) = (rt.clone(), ch.clone(), done.clone());
+            move || {
+                let task = rt.task(0).unwrap();
+                let out = task.attach_output(&ch).unwrap();
+                let mut ts = 0;
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    match out.put_with(ts, vec![7u8; 4096], stampede::PutOptions { refcount: None, timeout: LONG }) {
+                        Ok(()) => {
+                            task.set_virtual_time(ts + 1).unwrap();
+                            ts += 1;
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                ts
+            }
+        });
+        assert!(support_eventually(|| recorder.stats().items > 100));
+        let at_stop = ch.timestamps().last().copied().unwrap_or(0);
+        let stats = recorder.stop().unwrap(); // with the producer still putting
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        let put = producer.join().unwrap();
+        assert!(stats.channels["busy"].last_ts.unwrap() >= at_stop, "{stats:?}");
+        assert!(stats.items < put as u64 || put as u64 == stats.items, "{stats:?} of {put}");
+        let ts: Vec<Timestamp> = read_all(&path).iter().map(|item| item.1).collect();
+        assert_eq!(ts, (0..ts.len() as Timestamp).collect::<Vec<_>>(), "a prefix, in order");
+    });
+}
+
+/// Channels created and destroyed under the recorded prefix as fast as possible: the recorder
+/// keeps running (a channel gone before it could attach is counted, not fatal), and every put is
+/// recorded or counted missed.
+#[test]
+fn channels_that_come_and_go_do_not_stop_the_recorder() {
+    with_watchdog("channels_that_come_and_go_do_not_stop_the_recorder", || {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("churn.mcap");
+        let rt = Runtime::new();
+        rt.create_channel("t/base", Limits::unbounded()).unwrap();
+        let recorder = Recorder::start(&rt, &["t".into()], &path, RecorderOptions::default()).unwrap();
+        let producer = rt.task(0).unwrap();
+        let mut puts = 0u64;
+        for round in 0..400 {
+            let ch = rt.create_channel(&format!("t/x{}", round % 7), Limits::unbounded()).unwrap();
+            let out = producer.attach_output(&ch).unwrap();
+            for _ in 0..round % 3 {
+                let ts = producer.virtual_time();
+                out.put(ts, "x").unwrap();
+                producer.set_virtual_time(ts + 1).unwrap();
+                puts += 1;
+            }
+            if round % 50 == 0 {
+                thread::sleep(Duration::from_millis(60)); // let the recorder attach to some
+            }
+            out.detach();
+            ch.destroy().unwrap();
+        }
+        assert!(!recorder.is_finished(), "the recorder died: {:?}", recorder.stats());
+        let stats = recorder.stop().unwrap();
+        let missed: u64 = stats.channels.values().map(|c| c.missed).sum();
+        // Channels that vanished between two looks are counted, not their puts.
+        assert!(stats.items + missed <= puts, "{stats:?}");
+        assert!(stats.items + missed == puts || stats.vanished > 0, "{stats:?}");
+        assert!(stats.items + missed > 0 && stats.channels.len() > 1, "it followed some: {stats:?}");
+    });
+}
+
+/// A replay held up by a full channel (here by its own order: a file whose later item is below
+/// the earlier ones keeps the producer's virtual time, so nothing is reclaimed) still hears a
+/// stop; a file that changes under a replay is an error, not a panic.
+#[test]
+fn a_blocked_replay_stops_and_a_changed_file_is_an_error() {
+    with_watchdog("a_blocked_replay_stops_and_a_changed_file_is_an_error", || {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("order.mcap");
+        let mut writer = mcap::Writer::new(std::io::BufWriter::new(std::fs::File::create(&path).unwrap())).unwrap();
+        let meta = BTreeMap::from([("stampede.codec".to_owned(), "raw".to_owned())]);
+        let a = writer.add_channel(0, "a", "raw", &meta).unwrap();
+        let b = writer.add_channel(0, "b", "raw", &meta).unwrap();
+        for (channel_id, ts) in [(a, 10), (a, 11), (a, 12), (b, 0)] {
+            let header = mcap::records::MessageHeader { channel_id, sequence: 0, log_time: 1, publish_time: ts };
+            writer.write_to_known_channel(&header, b"x").unwrap();
+        }
+        writer.finish().unwrap();
+        drop(writer);
+        let rt = Runtime::new();
+        rt.create_channel("a", Limits::items(2)).unwrap();
+        let started = std::time::Instant::now();
+        let e = replay(&rt, &path, &fast(), &mut |_| started.elapsed() < Duration::from_millis(300)).unwrap_err();
+        assert!(matches!(e, RecordError::Stopped), "{e}");
+
+        let other = dir.path().join("other.mcap");
+        let source = Runtime::new();
+        let ch = source.create_channel("renamed", Limits::unbounded()).unwrap();
+        let recorder = Recorder::start(&source, &["renamed".into()], &other, RecorderOptions::default()).unwrap();
+        let t = source.task(0).unwrap();
+        let out = t.attach_output(&ch).unwrap();
+        for ts in 0..4 {
+            out.put(ts, "y").unwrap();
+        }
+        t.close();
+        recorder.stop().unwrap();
+        let mut swapped = false;
+        let e = replay(&Runtime::new(), &path, &fast(), &mut |_| {
+            if !swapped {
+                std::fs::copy(&other, &path).unwrap();
+                swapped = true;
+            }
+            true
+        })
+        .unwrap_err();
+        assert!(matches!(&e, RecordError::Corrupt { reason, .. } if reason.contains("changed")), "{e}");
+    });
+}

@@ -46,6 +46,15 @@ impl Pacer {
         pace
     }
 
+    /// How long until `vt` is due (`None`: due already). Lets a caller sleep in slices of its own
+    /// (to stay responsive to a stop) before calling [`sync`](Self::sync).
+    pub fn until(&self, vt: Timestamp) -> Option<Duration> {
+        match self.rule.decide(vt, self.start.elapsed()) {
+            Pace::Early(wait) => Some(wait),
+            Pace::OnTime(_) | Pace::Late(_) => None,
+        }
+    }
+
     /// The virtual time due now: where a late source can skip ahead to.
     pub fn vt_now(&self) -> Timestamp {
         self.rule.vt_at(self.start.elapsed())

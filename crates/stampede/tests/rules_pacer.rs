@@ -49,3 +49,13 @@ fn thirty_fps_source() {
     assert!(matches!(pacer.sync(0), Pace::OnTime(_)));
     assert!(Pacer::new(Duration::ZERO, Duration::ZERO).is_err());
 }
+
+/// `until(vt)`: how long until vt is due, without sleeping — at most vt * tick for a future vt,
+/// `None` once it is due.
+#[test]
+fn until_says_how_long_without_sleeping() {
+    let pacer = Pacer::new(Duration::from_secs(10), Duration::from_millis(5)).unwrap();
+    let wait = pacer.until(3).expect("30 s away");
+    assert!(wait <= Duration::from_secs(30) && wait > Duration::from_secs(20), "{wait:?}");
+    assert_eq!(pacer.until(0), None);
+}

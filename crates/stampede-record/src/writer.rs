@@ -1,0 +1,117 @@
+//! The MCAP side of the recorder: one MCAP channel per (Stampede channel, codec), one message
+//! per item, as [`crate::format`] lays them out.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use mcap::records::MessageHeader;
+use mcap::{WriteOptions, Writer};
+use stampede::{Channel, Codec, Item};
+
+use crate::error::{RecordError, RecordResult};
+use crate::format::{ChannelMeta, JSON_SCHEMA, JSON_SCHEMA_ENCODING, JSON_SCHEMA_NAME, PROFILE};
+use crate::reader::RECORD_BYTES_MAX;
+use crate::recorder::RecorderOptions;
+
+/// Largest item written: bigger ones could not be read back (the reader's record bound, less
+/// room for a chunk's own headers). The recorder counts them as missed.
+pub const ITEM_BYTES_MAX: usize = RECORD_BYTES_MAX - (1 << 20);
+
+/// The MCAP writer and the channel ids given so far.
+pub(crate) struct McapWriter {
+    path: PathBuf,
+    writer: Writer<BufWriter<File>>,
+    /// The MCAP channel of each (Stampede channel, codec): a channel that declares no codec may
+    /// carry several.
+    channel_ids: HashMap<(String, Codec), u16>,
+    sequences: HashMap<u16, u32>,
+    json_schema: Option<u16>,
+}
+
+impl McapWriter {
+    pub(crate) fn create(path: &Path, options: &RecorderOptions) -> RecordResult<McapWriter> {
+        let file = File::create(path).map_err(|e| RecordError::io(path, e))?;
+        let writer = WriteOptions::new()
+            .profile(PROFILE)
+            .library(format!("stampede-record {}", env!("CARGO_PKG_VERSION")))
+            .compression(options.compression.mcap())
+            .chunk_size(Some(options.chunk_bytes))
+            .create(BufWriter::new(file));
+        let writer = writer.map_err(|e| failed(path, e))?;
+        Ok(McapWriter {
+            path: path.to_owned(),
+            writer,
+            channel_ids: HashMap::new(),
+            sequences: HashMap::new(),
+            json_schema: None,
+        })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes one item of `channel`.
+    pub(crate) fn write(&mut self, channel: &Channel, item: &Item) -> RecordResult<()> {
+        let key = (channel.name().to_owned(), item.codec().clone());
+        let id = match self.channel_ids.get(&key) {
+            Some(&id) => id,
+            None => {
+                let meta = ChannelMeta::new(&channel.info(), item.codec().clone());
+                let schema = if *item.codec() == Codec::Json { self.json_schema()? } else { 0 };
+                let id = self.writer.add_channel(schema, &meta.name, meta.encoding(), &meta.metadata());
+                let id = id.map_err(|e| failed(&self.path, e))?;
+                self.channel_ids.insert(key, id);
+                id
+            }
+        };
+        let sequence = self.sequences.entry(id).or_default();
+        let header = MessageHeader {
+            channel_id: id,
+            sequence: *sequence,
+            log_time: now_ns(),
+            publish_time: u64::try_from(item.ts).expect("items live at 0 ..= TS_MAX"),
+        };
+        *sequence = sequence.wrapping_add(1);
+        self.writer.write_to_known_channel(&header, item.data()).map_err(|e| failed(&self.path, e))
+    }
+
+    fn json_schema(&mut self) -> RecordResult<u16> {
+        if let Some(id) = self.json_schema {
+            return Ok(id);
+        }
+        let id = self.writer.add_schema(JSON_SCHEMA_NAME, JSON_SCHEMA_ENCODING, JSON_SCHEMA.as_bytes());
+        let id = id.map_err(|e| failed(&self.path, e))?;
+        self.json_schema = Some(id);
+        Ok(id)
+    }
+
+    /// Closes the current chunk and writes it out.
+    pub(crate) fn flush(&mut self) -> RecordResult<()> {
+        self.writer.flush().map_err(|e| failed(&self.path, e))
+    }
+
+    /// Writes the summary and indexes, and flushes the file.
+    pub(crate) fn finish(mut self) -> RecordResult<()> {
+        self.writer.finish().map_err(|e| failed(&self.path, e))?;
+        let mut file = self.writer.into_inner();
+        std::io::Write::flush(&mut file).map_err(|e| RecordError::io(&self.path, e))
+    }
+}
+
+/// An error of the MCAP writer: the file's I/O error, or what the format could not hold (e.g.
+/// more than 65 535 channels).
+fn failed(path: &Path, e: mcap::McapError) -> RecordError {
+    match e {
+        mcap::McapError::Io(e) => RecordError::io(path, e),
+        e => RecordError::Write { path: path.to_owned(), reason: e.to_string() },
+    }
+}
+
+/// Nanoseconds since the Unix epoch (0 on a clock before it).
+fn now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
