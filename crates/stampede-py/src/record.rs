@@ -122,10 +122,22 @@ impl Recorder {
 impl Drop for Recorder {
     /// A recorder dropped without `stop()` stops here, with the GIL released: its thread may
     /// need the GIL to finish (a Python GC handler runs when its consumption reclaims an item).
+    /// While the interpreter shuts down that thread may never get the GIL again, so then the stop
+    /// is only asked for, not waited on (the file keeps what its closed chunks hold).
     fn drop(&mut self) {
-        if let Some(recorder) = self.running.get_mut().take() {
-            Python::attach(|py| py.detach(|| drop(recorder.stop())));
-        }
+        let Some(recorder) = self.running.get_mut().take() else { return };
+        Python::attach(|py| {
+            let finalizing = py
+                .import("sys")
+                .and_then(|sys| sys.call_method0("is_finalizing"))
+                .and_then(|finalizing| finalizing.extract::<bool>())
+                .unwrap_or(true);
+            if finalizing {
+                recorder.stop_in_background();
+            } else {
+                py.detach(|| drop(recorder.stop()));
+            }
+        });
     }
 }
 

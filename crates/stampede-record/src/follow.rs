@@ -2,17 +2,18 @@
 //! that it holds every item it has not written), and how it reads them.
 //!
 //! Reads never lose an item: a get that fails `Unreachable` (a reply lost on the way from a node)
-//! is tried again next turn; a consume that fails so is tried again before the next get (the
-//! item stays open — claimed — meanwhile). A channel ends when it is destroyed, or when its node
-//! stays unreachable for [`UNREACHABLE_TURNS_MAX`] turns in a row.
+//! is tried again next turn; a consume that fails so is tried again at the next turn (the item
+//! stays open — claimed — meanwhile). A channel ends when it is destroyed, or when its node stays
+//! unreachable for [`UNREACHABLE_FOR`].
 
+use std::collections::VecDeque;
 use std::pin::Pin;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use stampede::{
-    Changed, Channel, ChannelInput, Container, Error, Item, Runtime, Task, Timestamp, Watch, WatchEvent, INFINITY,
-    OLDEST_UNSEEN, TS_MAX,
+    Changed, Channel, ChannelInput, Container, Error, Item, Runtime, Selector, Task, Timestamp, Watch, WatchEvent,
+    INFINITY, OLDEST_UNSEEN,
 };
 
 use crate::error::RecordResult;
@@ -20,11 +21,11 @@ use crate::error::RecordResult;
 /// Most tries to start a task at ts_min while ts_min keeps moving past it.
 const TS_MIN_TRIES_MAX: usize = 100;
 
-/// Turns in a row a channel's node may be unreachable before the channel counts as ended.
-pub const UNREACHABLE_TURNS_MAX: u32 = 250;
+/// How long a channel's node may stay unreachable before the channel counts as ended.
+pub const UNREACHABLE_FOR: Duration = Duration::from_secs(10);
 
-/// Tries at counting what is left in a channel while puts keep changing the count.
-const COUNT_TRIES_MAX: usize = 8;
+/// Tries at reading a channel's put count and its items together while puts keep coming.
+const COUNT_TRIES_MAX: usize = 3;
 
 /// The channels `names` select (each once), and the queues a prefix selected. A name that
 /// selects nothing is `NotFound` (a typo would otherwise record nothing), except `""`.
@@ -73,13 +74,12 @@ pub(crate) struct Followed {
     before: u64,
     /// Items of this channel written.
     pub(crate) written: u64,
-    /// Written items whose consume did not reach the node; consumed again before the next get.
-    unconsumed: Vec<Timestamp>,
-    /// Turns in a row the channel's node could not be reached.
-    unreachable: u32,
-    /// Once stopping: the newest timestamp the channel held when the stop was asked for. Items
-    /// above it are left (so a stop ends even while producers go on).
-    pub(crate) bound: Option<Timestamp>,
+    /// Written items whose consume did not reach the node; consumed again at the next turn.
+    unconsumed: VecDeque<Timestamp>,
+    /// Since when the channel's node could not be reached, if it cannot now.
+    unreachable_since: Option<Instant>,
+    /// Once the recorder stops: the channel's put count when it did (`None`: not known).
+    puts_at_stop: Option<u64>,
 }
 
 impl Followed {
@@ -102,9 +102,9 @@ impl Followed {
             ended: None,
             before: present.puts.saturating_sub(present.live_items as u64),
             written: 0,
-            unconsumed: Vec::new(),
-            unreachable: 0,
-            bound: None,
+            unconsumed: VecDeque::new(),
+            unreachable_since: None,
+            puts_at_stop: None,
         })
     }
 
@@ -119,17 +119,20 @@ impl Followed {
         self.changed.as_mut()
     }
 
-    /// Gets the channel's next item as its head, if it has none and one is present. Unless
-    /// `force`, only when `changed` fired since the last look. Returns why the channel ended,
-    /// when it just did.
-    pub(crate) fn fill_head(&mut self, force: bool) -> RecordResult<Option<String>> {
+    /// Gets the channel's next item as its head, if it has none and one is present, and only
+    /// when `changed` fired since the last look. Returns why the channel ended, when it just did
+    /// (reported once).
+    pub(crate) fn fill_head(&mut self) -> RecordResult<Option<String>> {
+        if self.ended.is_some() {
+            return Ok(None);
+        }
         if let Some(why) = self.consume_again()? {
             return Ok(Some(why));
         }
-        if self.head.is_some() || self.ended.is_some() {
+        if self.head.is_some() {
             return Ok(None);
         }
-        if let (false, Some(changed)) = (force, self.changed.as_mut()) {
+        if let Some(changed) = self.changed.as_mut() {
             if changed.as_mut().now_or_never().is_none() {
                 return Ok(None); // nothing arrived since the last look
             }
@@ -140,25 +143,26 @@ impl Followed {
             Ok(item) => {
                 self.head = Some(item);
                 self.changed = None;
-                self.unreachable = 0;
+                self.unreachable_since = None;
             }
-            Err(Error::NotAvailable { .. }) => self.unreachable = 0,
+            Err(Error::NotAvailable { .. }) => self.unreachable_since = None,
             Err(e) => return self.failed(e),
         }
         Ok(None)
     }
 
-    /// Consumes a written item (its claim goes). Returns why the channel ended, if it did.
+    /// Consumes a written item (its claim goes). Returns why the channel ended, if it just did.
     pub(crate) fn consume(&mut self, ts: Timestamp) -> RecordResult<Option<String>> {
-        self.unconsumed.push(ts);
+        self.unconsumed.push_back(ts);
         self.consume_again()
     }
 
+    /// Consumes the written items whose consume did not reach the node yet, oldest first.
     fn consume_again(&mut self) -> RecordResult<Option<String>> {
-        while let Some(&ts) = self.unconsumed.last() {
+        while let Some(&ts) = self.unconsumed.front() {
             match self.input.consume(ts) {
                 Ok(()) => {
-                    self.unconsumed.pop();
+                    self.unconsumed.pop_front();
                 }
                 Err(e) => return self.failed(e),
             }
@@ -173,8 +177,8 @@ impl Followed {
             Error::Closed { .. } => {}
             Error::Unreachable { .. } => {
                 self.changed = None; // look again next turn
-                self.unreachable += 1;
-                if self.unreachable < UNREACHABLE_TURNS_MAX {
+                let since = *self.unreachable_since.get_or_insert_with(Instant::now);
+                if since.elapsed() < UNREACHABLE_FOR {
                     return Ok(None);
                 }
             }
@@ -182,28 +186,59 @@ impl Followed {
         }
         let why = e.to_string();
         self.ended = Some(why.clone());
+        self.unconsumed.clear();
         Ok(Some(why))
     }
 
-    /// Items put into the channel while recorded that are not in the recording and will not be:
-    /// for a channel that ended, every put not written (what was left went with it); for one
-    /// still followed, those neither written nor still in it — items reclaimed early by a
-    /// reference count. An embedded channel always knows its puts; a remote one that is gone
-    /// reports none.
-    pub(crate) fn unrecorded(&self) -> u64 {
+    /// When the recorder stops: notes the channel's put count, and returns the timestamps it
+    /// holds — what the stop still writes (items put later are left). The two are read together
+    /// (again while puts keep changing the count) so that the count covers exactly those items.
+    pub(crate) fn at_stop(&mut self) -> Vec<Timestamp> {
+        if self.ended.is_some() {
+            return Vec::new();
+        }
+        let mut held = Vec::new();
         for _ in 0..COUNT_TRIES_MAX {
             let puts = self.channel.stats().puts;
-            let left = if self.ended.is_some() {
-                0
-            } else {
-                let present = self.input.get_range(0, TS_MAX).map_or(0, |items| items.len() as u64);
-                present.saturating_sub(self.unconsumed.len() as u64)
-            };
-            if self.ended.is_some() || self.channel.stats().puts == puts {
-                return puts.saturating_sub(self.before + self.written + left);
+            held = self.channel.timestamps();
+            let again = self.channel.stats().puts;
+            self.puts_at_stop = Some(again);
+            if again == puts {
+                break;
             }
         }
-        0
+        held
+    }
+
+    /// Writes-to-be at stop: the item at `ts` if this connection has not seen it yet (`None`:
+    /// consumed already, reclaimed, or gone). Returns why the channel ended, if it just did.
+    pub(crate) fn take_at(&mut self, ts: Timestamp) -> RecordResult<Result<Option<Item>, String>> {
+        if let Some(head) = self.head.take_if(|head| head.ts == ts) {
+            return Ok(Ok(Some(head)));
+        }
+        if self.ended.is_some() {
+            return Ok(Ok(None));
+        }
+        match self.input.get(Selector::At(ts), Some(Duration::ZERO)) {
+            Ok(item) => Ok(Ok(Some(item))),
+            Err(Error::AlreadyConsumed { .. } | Error::Reclaimed { .. } | Error::NotAvailable { .. }) => Ok(Ok(None)),
+            Err(e) => Ok(match self.failed(e)? {
+                Some(why) => Err(why),
+                None => Ok(None), // unreachable now: left (counted missed)
+            }),
+        }
+    }
+
+    /// Items put into the channel while recorded that are not in the recording: for a channel
+    /// that ended, every put not written (what was left went with it); after a stop, every put
+    /// up to the stop not written (items reclaimed early by a reference count, or too large).
+    /// An embedded channel always knows its puts; a remote one that is gone reports none.
+    pub(crate) fn unrecorded(&self) -> u64 {
+        let puts = match (self.ended.is_some(), self.puts_at_stop) {
+            (false, Some(puts)) => puts,
+            _ => self.channel.stats().puts,
+        };
+        puts.saturating_sub(self.before + self.written)
     }
 }
 
@@ -228,6 +263,8 @@ pub(crate) struct Watching {
     pub(crate) names: Vec<String>,
     /// Channels whose attach failed `Unreachable`: tried again at the next look.
     pub(crate) retry: Vec<String>,
+    /// Names whose watch lagged: listed again at the next look.
+    pub(crate) relist: Vec<String>,
 }
 
 /// What a look at the names found.
@@ -247,11 +284,19 @@ impl Watching {
     /// `followed(id)` says whether a channel is followed already.
     pub(crate) fn look(&mut self, followed: impl Fn(u64) -> bool) -> RecordResult<Vec<Found>> {
         let mut created = std::mem::take(&mut self.retry);
+        for selector in std::mem::take(&mut self.relist) {
+            match self.rt.names(&selector) {
+                Ok(names) => created.extend(names),
+                Err(Error::Unreachable { .. }) => self.relist.push(selector), // next look
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let relist = &mut self.relist;
         for (watch, selector) in self.watches.iter_mut().zip(&self.names) {
             loop {
                 match watch.next_event(Some(Duration::ZERO)) {
                     Ok(WatchEvent::Created { name, kind, .. }) if kind == "channel" => created.push(name),
-                    Ok(WatchEvent::Lagged { .. }) => created.extend(self.rt.names(selector)?),
+                    Ok(WatchEvent::Lagged { .. }) => relist.push(selector.clone()),
                     Ok(_) => {}
                     Err(Error::NotAvailable { .. } | Error::Closed { .. } | Error::Unreachable { .. }) => break,
                     Err(e) => return Err(e.into()),

@@ -169,7 +169,8 @@ impl Recorder {
         let thread = {
             let (stop, stats) = (stop.clone(), stats.clone());
             let flush_interval = options.flush_interval;
-            let watching = Watching { rt: rt.clone(), watches, names: names.to_vec(), retry: Vec::new() };
+            let watching =
+                Watching { rt: rt.clone(), watches, names: names.to_vec(), retry: Vec::new(), relist: Vec::new() };
             std::thread::Builder::new()
                 .name("stampede-recorder".into())
                 .spawn(move || run(writer, followed, watching, flush_interval, &stop, &stats))
@@ -201,9 +202,21 @@ impl Recorder {
         self.finish()
     }
 
-    fn finish(&mut self) -> RecordResult<RecorderStats> {
+    /// Asks the recorder to stop and does not wait: its thread finishes the file on its own (if
+    /// the process lives long enough; else the file is cut off at its last chunk). For a caller
+    /// that must not block, e.g. an interpreter shutting down.
+    pub fn stop_in_background(mut self) {
+        self.request_stop();
+        self.thread.take();
+    }
+
+    fn request_stop(&self) {
         self.stop.requested.store(true, Ordering::SeqCst);
         self.stop.notify.notify_one();
+    }
+
+    fn finish(&mut self) -> RecordResult<RecorderStats> {
+        self.request_stop();
         let Some(thread) = self.thread.take() else { return Ok(self.stats()) };
         thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     }
@@ -217,7 +230,8 @@ impl Drop for Recorder {
     }
 }
 
-/// The recorder's thread: looks for new channels, drains, writes, waits; until stopped.
+/// The recorder's thread: looks for new channels, drains, writes, waits; until stopped, then
+/// writes what the channels hold ([`stop_writing`]).
 fn run(
     mut writer: McapWriter,
     mut followed: Vec<Followed>,
@@ -232,20 +246,11 @@ fn run(
         .map_err(|e| RecordError::io(writer.path(), e))?;
     let mut last_flush = Instant::now();
     let mut written_since_flush = false;
-    let mut stopping = false;
-    loop {
-        if !stopping && stop.requested.load(Ordering::SeqCst) {
-            stopping = true;
-            for f in followed.iter_mut() {
-                f.bound = f.channel.timestamps().last().copied();
-            }
+    while !stop.requested.load(Ordering::SeqCst) {
+        for found in watching.look(|id| followed.iter().any(|f| f.channel.id() == id))? {
+            joined(&mut followed, found, stats);
         }
-        if !stopping {
-            for found in watching.look(|id| followed.iter().any(|f| f.channel.id() == id))? {
-                joined(&mut followed, found, stats);
-            }
-        }
-        let wrote = drain(&mut writer, &mut followed, stopping, stats)?;
+        let wrote = drain(&mut writer, &mut followed, stats)?;
         written_since_flush |= wrote > 0;
         if written_since_flush && last_flush.elapsed() >= flush_interval {
             writer.flush()?;
@@ -253,10 +258,7 @@ fn run(
             written_since_flush = false;
             stats.lock().unwrap_or_else(PoisonError::into_inner).flushes += 1;
         }
-        if stopping && wrote == 0 {
-            break;
-        }
-        if wrote > 0 || stopping {
+        if wrote > 0 {
             continue;
         }
         let until_flush =
@@ -272,6 +274,7 @@ fn run(
             }
         });
     }
+    stop_writing(&mut writer, &mut followed, stats)?;
     writer.finish()?;
     let mut stats = stats.lock().unwrap_or_else(PoisonError::into_inner);
     for f in &followed {
@@ -279,6 +282,56 @@ fn run(
     }
     stats.flushes += 1;
     Ok(stats.clone())
+}
+
+/// The stop: writes every item the channels hold now that this recorder has not (their heads
+/// and what a snapshot of each channel's timestamps names), merged in timestamp order, by exact
+/// gets — a bounded amount of work whatever producers do meanwhile; items put later are left,
+/// and not counted (each channel's put count is read with its snapshot).
+fn stop_writing(
+    writer: &mut McapWriter,
+    followed: &mut Vec<Followed>,
+    stats: &Mutex<RecorderStats>,
+) -> RecordResult<()> {
+    let mut due: Vec<(Timestamp, usize)> = Vec::new();
+    for (i, f) in followed.iter_mut().enumerate() {
+        let held = f.at_stop();
+        due.extend(f.head.as_ref().map(|head| (head.ts, i)));
+        due.extend(held.into_iter().map(|ts| (ts, i)));
+    }
+    due.sort_unstable();
+    due.dedup();
+    let mut ends = Vec::new();
+    for (ts, i) in due {
+        let f = &mut followed[i];
+        match f.take_at(ts)? {
+            Ok(Some(item)) => {
+                if let Some(why) = write(writer, f, &item, stats)? {
+                    ends.push((i, why));
+                }
+            }
+            Ok(None) => {}
+            Err(why) => ends.push((i, why)),
+        }
+    }
+    ended(followed, ends, stats);
+    Ok(())
+}
+
+/// Writes one item of `f` (unless too large to read back: then it counts as missed), then
+/// consumes it. Returns why the channel ended, if it just did.
+fn write(
+    writer: &mut McapWriter,
+    f: &mut Followed,
+    item: &Item,
+    stats: &Mutex<RecorderStats>,
+) -> RecordResult<Option<String>> {
+    if item.data().len() <= ITEM_BYTES_MAX {
+        writer.write(&f.channel, item)?;
+        f.written += 1;
+        note(stats, &f.name, item);
+    }
+    f.consume(item.ts)
 }
 
 /// Takes in what a look at the names found.
@@ -301,40 +354,25 @@ fn joined(followed: &mut Vec<Followed>, found: Found, stats: &Mutex<RecorderStat
 /// Writes and consumes what is present on the followed channels, merged in timestamp order
 /// (each channel's next item is held open as its head; the lowest head is written first, after
 /// every channel without a head looked again — a zero-timeout get for each one whose `changed`
-/// fired, or each one when `stopping`), at most [`ITEMS_PER_DRAIN_MAX`] items; returns the number
-/// written. Items arrive in timestamp order within a channel (`OLDEST_UNSEEN`), so the file is in
-/// timestamp order across channels too, except for items put late, below what was already
-/// written — which keeps a replay's producer close to the timestamps it puts. When `stopping`,
-/// only items at or below each channel's `bound` are written.
-fn drain(
-    writer: &mut McapWriter,
-    followed: &mut Vec<Followed>,
-    stopping: bool,
-    stats: &Mutex<RecorderStats>,
-) -> RecordResult<usize> {
+/// fired), at most [`ITEMS_PER_DRAIN_MAX`] items; returns the number written. Items arrive in
+/// timestamp order within a channel (`OLDEST_UNSEEN`), so the file is in timestamp order across
+/// channels too, except for items put late, below what was already written — which keeps a
+/// replay's producer close to the timestamps it puts.
+fn drain(writer: &mut McapWriter, followed: &mut Vec<Followed>, stats: &Mutex<RecorderStats>) -> RecordResult<usize> {
     let mut ends = Vec::new();
     let mut written = 0;
     while written < ITEMS_PER_DRAIN_MAX {
         for (i, f) in followed.iter_mut().enumerate() {
-            if let Some(why) = f.fill_head(stopping)? {
+            if let Some(why) = f.fill_head()? {
                 ends.push((i, why));
             }
         }
-        let eligible = |f: &Followed| {
-            let ts = f.head.as_ref()?.ts;
-            (!stopping || f.bound.is_some_and(|bound| ts <= bound)).then_some(ts)
-        };
-        let lowest = followed.iter().enumerate().filter_map(|(i, f)| Some((eligible(f)?, i))).min();
+        let lowest = followed.iter().enumerate().filter_map(|(i, f)| Some((f.head.as_ref()?.ts, i))).min();
         let Some((_, i)) = lowest else { break };
         let f = &mut followed[i];
         let item = f.head.take().expect("chosen for its head");
-        if item.data().len() <= ITEM_BYTES_MAX {
-            writer.write(&f.channel, &item)?;
-            f.written += 1;
-            note(stats, &f.name, &item);
-        } // else: too large to read back; counted as missed with what else is unrecorded
         written += 1;
-        if let Some(why) = f.consume(item.ts)? {
+        if let Some(why) = write(writer, f, &item, stats)? {
             ends.push((i, why));
         }
     }

@@ -628,3 +628,73 @@ fn a_blocked_replay_stops_and_a_changed_file_is_an_error() {
         assert!(matches!(&e, RecordError::Corrupt { reason, .. } if reason.contains("changed")), "{e}");
     });
 }
+
+/// `stop()` returns while a producer keeps putting below an item already held (the stop writes
+/// what the channel held when it was called, by exact gets, not "everything below the newest").
+/// The producer stops only after `stop()` returned: a stop that waited for it would hang (the
+/// watchdog fails the test).
+#[test]
+fn stop_returns_while_a_producer_puts_below_what_is_held() {
+    with_watchdog("stop_returns_while_a_producer_puts_below_what_is_held", || {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = Runtime::new();
+        let ch = rt.create_channel("c", Limits::unbounded()).unwrap();
+        let slow = rt.task(0).unwrap(); // first, so that ts_min stays at 0 for it
+        let ahead = rt.task(1_000_000).unwrap();
+        ahead.attach_output(&ch).unwrap().put(1_000_000, "far").unwrap();
+        let recorder =
+            Recorder::start(&rt, &["c".into()], dir.path().join("a.mcap"), RecorderOptions::default()).unwrap();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let producer = thread::spawn({
+            let (task, ch, done) = (slow, ch.clone(), done.clone());
+            move || {
+                let out = task.attach_output(&ch).unwrap();
+                let mut ts = 0;
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    out.put(ts, "x").unwrap();
+                    ts += 1;
+                    task.set_virtual_time(ts).unwrap();
+                }
+                ts
+            }
+        });
+        assert!(support_eventually(|| recorder.stats().items > 100));
+        let stats = recorder.stop().unwrap();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        let put = producer.join().unwrap();
+        assert!(stats.items <= put as u64 + 1 && stats.channels["c"].last_ts == Some(1_000_000), "{stats:?}");
+        assert_eq!(stats.channels["c"].missed, 0, "{stats:?}");
+    });
+}
+
+/// A channel destroyed while the recorder holds its next item: the end is counted once, and
+/// items + missed never exceeds what was put.
+#[test]
+fn a_channel_destroyed_mid_drain_is_counted_once() {
+    with_watchdog("a_channel_destroyed_mid_drain_is_counted_once", || {
+        for round in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let rt = Runtime::new();
+            let a = rt.create_channel("a", Limits::unbounded()).unwrap();
+            let b = rt.create_channel("b", Limits::unbounded()).unwrap();
+            let task = rt.task(0).unwrap();
+            let (out_a, out_b) = (task.attach_output(&a).unwrap(), task.attach_output(&b).unwrap());
+            for ts in 1000..1011 {
+                out_b.put(ts, "b").unwrap();
+            }
+            for ts in 0..3000 {
+                out_a.put(ts, vec![1u8; 256]).unwrap();
+            }
+            out_b.detach();
+            let names = ["a".to_owned(), "b".to_owned()];
+            let recorder = Recorder::start(&rt, &names, dir.path().join("d.mcap"), RecorderOptions::default()).unwrap();
+            thread::sleep(Duration::from_micros(300 * round));
+            b.destroy().unwrap();
+            task.close();
+            let stats = recorder.stop().unwrap();
+            let b = &stats.channels["b"];
+            assert_eq!(b.items + b.missed, 11, "round {round}: {b:?}");
+            assert_eq!(stats.channels["a"].items, 3000, "round {round}");
+        }
+    });
+}
