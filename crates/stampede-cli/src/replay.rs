@@ -31,7 +31,7 @@ pub fn rate(text: &str) -> Result<Rate, String> {
         return Ok(Rate(None));
     }
     match text.parse::<f64>() {
-        Ok(rate) if rate > 0.0 && rate <= stampede_record::replay::RATE_MAX => Ok(Rate(Some(rate))),
+        Ok(rate) if stampede_record::replay::is_rate(rate) => Ok(Rate(Some(rate))),
         _ => Err(format!("{text:?} is not a rate: a factor in (0, {}] or max", stampede_record::replay::RATE_MAX)),
     }
 }

@@ -34,7 +34,7 @@ pub(crate) struct At<'a> {
 }
 
 impl At<'_> {
-    fn invalid(&self, reason: String) -> PyErr {
+    pub(crate) fn invalid(&self, reason: String) -> PyErr {
         to_pyerr(Error::InvalidArgument { op: self.op, name: self.name.to_owned(), reason })
     }
 }

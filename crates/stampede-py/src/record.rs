@@ -17,6 +17,7 @@ use pyo3::types::{PyDict, PyString};
 use stampede::Error;
 use stampede_record::{Compression, RecordError, RecorderOptions, RecorderStats, ReplayOptions, ReplayStats};
 
+use crate::args::At;
 use crate::errors::to_pyerr;
 use crate::runtime::Runtime;
 use crate::wait::SLICE;
@@ -33,9 +34,8 @@ fn to_py(error: RecordError, interrupted: Option<PyErr>) -> PyErr {
     }
 }
 
-fn invalid(op: &'static str, name: &str, reason: String) -> PyErr {
-    to_pyerr(Error::InvalidArgument { op, name: name.to_owned(), reason })
-}
+/// Longest `flush_interval` a `Recorder` takes, in seconds.
+const FLUSH_INTERVAL_SECONDS_MAX: f64 = 3600.0;
 
 /// Records channels of `runtime` into an MCAP file: `Recorder(rt, names, path, *,
 /// compression="lz4", flush_interval=1.0)`; `names` is a channel name or prefix, or a list of
@@ -61,10 +61,12 @@ impl Recorder {
     ) -> PyResult<Recorder> {
         let names: Vec<String> =
             if let Ok(one) = names.cast::<PyString>() { vec![one.to_str()?.to_owned()] } else { names.extract()? };
+        let at = |name| At { op: "Recorder", name };
         let compression = Compression::from_name(compression)
-            .ok_or_else(|| invalid("Recorder", "compression", format!("{compression:?} is not none, lz4 or zstd")))?;
-        if !(flush_interval > 0.0 && flush_interval <= 3600.0) {
-            return Err(invalid("Recorder", "flush_interval", format!("{flush_interval} is not in (0, 3600] seconds")));
+            .ok_or_else(|| at("compression").invalid(format!("{compression:?} is not none, lz4 or zstd")))?;
+        if !(flush_interval > 0.0 && flush_interval <= FLUSH_INTERVAL_SECONDS_MAX) {
+            let reason = format!("{flush_interval} is not in (0, {FLUSH_INTERVAL_SECONDS_MAX}] seconds");
+            return Err(at("flush_interval").invalid(reason));
         }
         let options = RecorderOptions {
             compression,

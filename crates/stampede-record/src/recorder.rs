@@ -195,9 +195,9 @@ impl Recorder {
         self.thread.as_ref().is_none_or(JoinHandle::is_finished)
     }
 
-    /// Writes every item the followed channels hold now (and any put late below those), finishes
-    /// the file (summary and index) and returns what was recorded. Items put after the call may
-    /// be left out; producers that go on do not keep it from returning.
+    /// Writes every item the followed channels hold now that it has not written, finishes the
+    /// file (summary and index) and returns what was recorded. Items put after the call are left
+    /// out; producers that go on do not keep it from returning.
     pub fn stop(mut self) -> RecordResult<RecorderStats> {
         self.finish()
     }
@@ -224,9 +224,7 @@ impl Recorder {
 
 impl Drop for Recorder {
     fn drop(&mut self) {
-        if self.thread.is_some() {
-            let _ = self.finish();
-        }
+        let _ = self.finish();
     }
 }
 

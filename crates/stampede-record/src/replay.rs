@@ -217,9 +217,14 @@ impl Plan {
     }
 }
 
+/// Whether `rate` is a pacing rate replay takes: in `(0, RATE_MAX]`.
+pub fn is_rate(rate: f64) -> bool {
+    rate > 0.0 && rate <= RATE_MAX
+}
+
 /// The real time of one µs of the recording at `rate`.
 fn tick(rate: f64) -> RecordResult<Duration> {
-    if !(rate > 0.0 && rate <= RATE_MAX) {
+    if !is_rate(rate) {
         return Err(Error::InvalidArgument {
             op: "replay",
             name: "rate".into(),

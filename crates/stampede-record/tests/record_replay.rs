@@ -14,23 +14,31 @@ use stampede::{
     ChannelOptions, Codec, Error, Limits, Parts, QueueOptions, Runtime, Timestamp, INFINITY, OLDEST_UNSEEN,
 };
 use stampede_record::{replay, RecordError, Recorder, RecorderOptions, Recording, ReplayOptions};
-use support::with_watchdog;
+use support::{eventually, with_watchdog};
 
 const LONG: Option<Duration> = Some(Duration::from_secs(20));
+/// Longest wait for the recorder to catch up with what a test did.
+const EVENTUALLY: Duration = Duration::from_secs(20);
 
 /// (channel, ts, codec, bytes) of every item, in the order read.
 type Items = Vec<(String, Timestamp, String, Vec<u8>)>;
 
-fn read_all(path: &Path) -> Items {
+/// The items read from `path` until the end or an error, how the read ended, and whether the
+/// file said it was cut off.
+fn read_prefix(path: &Path) -> (Items, Result<(), RecordError>, Option<String>) {
     let mut recording = Recording::open(path).unwrap();
     let mut items = Vec::new();
-    recording
-        .for_each(|item| {
-            items.push((item.channel.meta.name.clone(), item.ts, item.codec().name().to_owned(), item.data));
-            Ok(())
-        })
-        .unwrap();
-    assert_eq!(recording.cut_off(), None);
+    let read = recording.for_each(|item| {
+        items.push((item.channel.meta.name.clone(), item.ts, item.codec().name().to_owned(), item.data));
+        Ok(())
+    });
+    (items, read, recording.cut_off().map(str::to_owned))
+}
+
+fn read_all(path: &Path) -> Items {
+    let (items, read, cut_off) = read_prefix(path);
+    read.unwrap();
+    assert_eq!(cut_off, None);
     items
 }
 
@@ -286,14 +294,9 @@ fn a_cut_off_recording_reads_up_to_its_last_chunk() {
         let mut longest = 0;
         for len in (0..bytes.len()).step_by(bytes.len() / 97 + 1) {
             std::fs::write(&cut, &bytes[..len]).unwrap();
-            let mut recording = Recording::open(&cut).unwrap();
-            let mut prefix = Items::new();
-            let read = recording.for_each(|item| {
-                prefix.push((item.channel.meta.name.clone(), item.ts, item.codec().name().to_owned(), item.data));
-                Ok(())
-            });
+            let (prefix, read, cut_off) = read_prefix(&cut);
             match read {
-                Ok(()) => assert!(recording.cut_off().is_some(), "a file cut at {len} of {} says so", bytes.len()),
+                Ok(()) => assert!(cut_off.is_some(), "a file cut at {len} of {} says so", bytes.len()),
                 Err(e) => assert!(len < 8 && matches!(e, RecordError::Corrupt { .. }), "cut at {len}: {e}"),
             }
             assert_eq!(prefix[..], full[..prefix.len()], "cut at {len}");
@@ -426,7 +429,7 @@ fn channels_created_later_are_followed_and_gaps_counted() {
             out.put(ts, "early").unwrap();
             producer.set_virtual_time(ts + 1).unwrap();
             puts += 1;
-            assert!(support_eventually(|| recorder.stats().channels.contains_key(&name)), "{name} followed");
+            assert!(eventually(EVENTUALLY, || recorder.stats().channels.contains_key(&name)), "{name} followed");
             for k in 0..5 {
                 let ts = producer.virtual_time();
                 out.put(ts, format!("{round}.{k}").as_str()).unwrap();
@@ -439,7 +442,7 @@ fn channels_created_later_are_followed_and_gaps_counted() {
                 let again = rt.create_channel(&name, Limits::unbounded()).unwrap();
                 let out = producer.attach_output(&again).unwrap();
                 assert!(
-                    support_eventually(|| {
+                    eventually(EVENTUALLY, || {
                         let ts = producer.virtual_time();
                         out.put(ts, "again").unwrap();
                         producer.set_virtual_time(ts + 1).unwrap();
@@ -458,17 +461,6 @@ fn channels_created_later_are_followed_and_gaps_counted() {
         assert!(stats.items >= 15, "{stats:?}");
         assert_eq!(read_all(&path).len() as u64, stats.items);
     });
-}
-
-fn support_eventually(mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while std::time::Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-    false
 }
 
 /// Items put with a reference count that another reader uses up before the recorder gets them
@@ -531,7 +523,7 @@ fn stop_returns_while_producers_go_on() {
                 ts
             }
         });
-        assert!(support_eventually(|| recorder.stats().items > 100));
+        assert!(eventually(EVENTUALLY, || recorder.stats().items > 100));
         let at_stop = ch.timestamps().last().copied().unwrap_or(0);
         let stats = recorder.stop().unwrap(); // with the producer still putting
         done.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -658,7 +650,7 @@ fn stop_returns_while_a_producer_puts_below_what_is_held() {
                 ts
             }
         });
-        assert!(support_eventually(|| recorder.stats().items > 100));
+        assert!(eventually(EVENTUALLY, || recorder.stats().items > 100));
         let stats = recorder.stop().unwrap();
         done.store(true, std::sync::atomic::Ordering::SeqCst);
         let put = producer.join().unwrap();

@@ -2,16 +2,18 @@
 //! serving a fresh runtime on a Unix socket of its own (so parallel tests never collide).
 #![allow(dead_code)]
 
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use stampede::Runtime;
 use stampede::{connect, Runtime as RemoteRuntime};
 use stampede_node::{Node, NodeOptions};
 
-/// The watchdog every Stampede test crate shares.
+/// The watchdog and the bounded wait every Stampede test crate shares.
 #[path = "../../../stampede/tests/support/mod.rs"]
 mod shared;
+
+#[allow(unused_imports)] // not every test file waits
+pub use shared::eventually;
 
 /// Longest any one test may run before the watchdog declares it hung.
 pub const WATCHDOG: Duration = Duration::from_secs(120);
@@ -53,16 +55,4 @@ impl TestNode {
     pub fn client(&self) -> RemoteRuntime {
         connect(&self.endpoint, Some(CONNECT_TIMEOUT)).expect("the client connects")
     }
-}
-
-/// Waits (bounded by `limit`) until `condition` holds; `false` if it never did.
-pub fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    condition()
 }

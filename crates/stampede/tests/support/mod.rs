@@ -1,11 +1,12 @@
-//! What several test files share: the watchdog that turns a hang into a named failure, and a
-//! seeded pseudo-random stream. (Each test file compiles its own copy and uses part of it.)
+//! What several test files share: the watchdog that turns a hang into a named failure, a bounded
+//! wait for a condition, and a seeded pseudo-random stream. (Each test file compiles its own copy
+//! and uses part of it.)
 #![allow(dead_code)]
 
 use std::io::Write as _;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Longest any one test may run before the watchdog declares it hung.
 pub const WATCHDOG: Duration = Duration::from_secs(60);
@@ -15,6 +16,18 @@ pub const WATCHDOG: Duration = Duration::from_secs(60);
 /// test blocked forever, so it aborts instead.
 pub fn with_watchdog<T>(test: &'static str, body: impl FnOnce() -> T) -> T {
     with_watchdog_for(test, WATCHDOG, || {}, body)
+}
+
+/// Waits (bounded by `limit`) until `condition` holds; `false` if it never did.
+pub fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    condition()
 }
 
 /// [`with_watchdog`] with another limit (tests that start processes or a fabric need longer on a
