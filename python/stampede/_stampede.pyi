@@ -47,6 +47,7 @@ __all__ = [
     "Task",
     "Unreachable",
     "PermissionDenied",
+    "Storage",
     "Watch",
     "connect",
     "replay",
@@ -103,6 +104,8 @@ class Unreachable(StampedeError): ...
 
 class PermissionDenied(StampedeError):
     right: str
+
+class Storage(StampedeError): ...
 
 @final
 class ItemBuffer:

@@ -8,6 +8,12 @@
 //!
 //! Invariants (asserted after GC): no unseen or open timestamp lies below ts_min, so reclaiming
 //! everything below ts_min can never take an item a connection may still get.
+//!
+//! Disk tier (SPEC §10): a channel made [`with_disk_tier`](ChannelState::with_disk_tier) also
+//! keeps the set of timestamps whose payload is still in memory. The driver writes the oldest of
+//! them to disk ([`spill_candidates`](ChannelState::spill_candidates)) and swaps their bytes for
+//! equal ones backed by the disk ([`moved_to_disk`](ChannelState::moved_to_disk)): where an
+//! item's bytes live changes nothing else — item states, claims and GC are the same for both.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -161,6 +167,9 @@ pub struct ChannelState {
     inputs: HashMap<ConnId, Input>,
     outputs: HashMap<ConnId, (TaskId, ConnectionStats)>,
     live_bytes: usize,
+    /// With a disk tier: the timestamps of the items whose payload is still in memory (the rest
+    /// are on disk). `None`: no tier, everything is in memory.
+    in_memory: Option<BTreeSet<Timestamp>>,
     puts: u64,
     gets: u64,
     reclaimed: u64,
@@ -180,11 +189,66 @@ impl ChannelState {
             inputs: HashMap::new(),
             outputs: HashMap::new(),
             live_bytes: 0,
+            in_memory: None,
             puts: 0,
             gets: 0,
             reclaimed: 0,
             closed: None,
         }
+    }
+
+    /// Keeps track of which items are in memory, for a disk tier: every item put from now on is
+    /// in memory until [`moved_to_disk`](Self::moved_to_disk).
+    pub fn with_disk_tier(mut self) -> ChannelState {
+        self.in_memory = Some(self.items.keys().copied().collect());
+        self
+    }
+
+    /// With a disk tier, the oldest items whose payload is in memory beyond the newest `keep`
+    /// of them, in timestamp order: what the driver writes to disk next. Empty without a tier.
+    pub fn spill_candidates(&self, keep: usize) -> Vec<Item> {
+        let Some(in_memory) = &self.in_memory else { return Vec::new() };
+        let excess = in_memory.len().saturating_sub(keep);
+        in_memory.iter().take(excess).map(|&ts| Item { ts, payload: self.items[&ts].payload.clone() }).collect()
+    }
+
+    /// Swaps the in-memory bytes of the item at `ts` for `on_disk`, the same bytes read from the
+    /// disk tier. `false` (and nothing changes) if the item was reclaimed meanwhile or is not in
+    /// memory: the driver then frees the copy it wrote.
+    pub fn moved_to_disk(&mut self, ts: Timestamp, on_disk: bytes::Bytes) -> bool {
+        let Some(in_memory) = self.in_memory.as_mut() else { return false };
+        let Some(stored) = self.items.get_mut(&ts) else { return false };
+        if !in_memory.remove(&ts) {
+            return false;
+        }
+        assert_eq!(stored.payload.data.len(), on_disk.len(), "\"{}\" ts={ts}: the disk copy differs", self.name);
+        debug_assert!(stored.payload.data == on_disk, "\"{}\" ts={ts}: the disk copy differs", self.name);
+        stored.payload.data = on_disk;
+        true
+    }
+
+    /// Puts back an item recovered from the disk tier when the channel is created (before any
+    /// connection attaches), without counting a put: the watermark does not rise, so recovered
+    /// history stays readable until new puts move ts_min past it. A timestamp already present
+    /// is `DuplicateTimestamp`.
+    pub fn restore(&mut self, ts: Timestamp, payload: Payload) -> Result<()> {
+        self.check_open()?;
+        if !is_item_ts(ts) {
+            return Err(Error::InvalidTimestamp { op: "restore", name: self.name.to_string(), ts });
+        }
+        if !(self.inputs.is_empty() && self.outputs.is_empty()) {
+            return Err(Error::InvalidArgument {
+                op: "restore",
+                name: self.name.to_string(),
+                reason: "items are restored before any connection attaches".into(),
+            });
+        }
+        if self.items.contains_key(&ts) {
+            return Err(Error::DuplicateTimestamp { name: self.name.to_string(), ts });
+        }
+        self.live_bytes += payload.len();
+        self.items.insert(ts, Stored { payload, refs_left: None, holders: 0 });
+        Ok(())
     }
 
     /// The channel's name.
@@ -260,6 +324,9 @@ impl ChannelState {
             holders += 1;
         }
         self.live_bytes += payload.len();
+        if let Some(in_memory) = self.in_memory.as_mut() {
+            in_memory.insert(ts);
+        }
         let refs_left = refcount.map(|r| r.saturating_sub(born_consumed));
         self.items.insert(ts, Stored { payload, refs_left, holders });
         self.puts += 1;
@@ -526,6 +593,9 @@ impl ChannelState {
             self.reclaimed += 1;
             reclaimed.push(Item { ts, payload: stored.payload });
         }
+        if let Some(in_memory) = self.in_memory.as_mut() {
+            *in_memory = in_memory.split_off(&ts_min);
+        }
         self.tombstones.remove_below(ts_min);
         debug_assert!(self.oldest().is_none_or(|oldest| oldest >= ts_min), "an item survived a sweep below ts_min");
     }
@@ -607,6 +677,9 @@ impl ChannelState {
             return;
         }
         let stored = self.items.remove(&ts).expect("item present");
+        if let Some(in_memory) = self.in_memory.as_mut() {
+            in_memory.remove(&ts);
+        }
         self.live_bytes -= stored.payload.len();
         self.reclaimed += 1;
         self.tombstones.insert(ts);

@@ -97,6 +97,13 @@ pub enum Error {
     /// was done and nothing is returned.
     #[error("{op} on \"{name}\": permission denied: {reason}")]
     PermissionDenied { op: &'static str, name: String, right: &'static str, reason: String },
+
+    /// A channel's disk tier could not write, sync, allocate or open its extents (a full disk, a
+    /// missing or unwritable directory, another runtime using them). `reason` names the directory
+    /// and the OS error. Nothing was lost: every item the channel held is still held (in memory);
+    /// a put that needed the disk was refused.
+    #[error("{op} on \"{name}\": disk tier failed ({reason})")]
+    Storage { op: &'static str, name: String, reason: String },
 }
 
 /// The reason of the `Closed` error of an operation on a detached connection.

@@ -167,7 +167,8 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
             session.check(op, Right::Create, &name)?;
             let limits = wire::limits(capacity, bytes_max).ok_or_else(|| too_large(op, &name))?;
             let codec = codec.as_deref().map(Codec::from_name);
-            let options = ChannelOptions { limits, retention: retention.into(), codec, description, node: None };
+            let options =
+                ChannelOptions { limits, retention: retention.into(), codec, description, node: None, disk: None };
             container(session, op, Container::Channel(runtime.create_channel(&name, options)?))?
         }
         Request::CreateQueue { name, capacity, bytes_max, description } => {

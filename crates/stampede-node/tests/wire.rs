@@ -170,6 +170,7 @@ fn wire_error() -> impl Strategy<Value = WireError> {
             right,
             reason
         }),
+        (text(), text(), text()).prop_map(|(op, name, reason)| WireError::Storage { op, name, reason }),
     ]
 }
 

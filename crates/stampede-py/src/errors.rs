@@ -38,6 +38,13 @@ create_exception!(
     "The node's access policy does not give this user the right on this name."
 );
 
+create_exception!(
+    stampede,
+    Storage,
+    StampedeError,
+    "A channel's disk tier could not write, sync or allocate (full disk, missing directory)."
+);
+
 /// Converts a Stampede error into the Python exception of the same name.
 pub(crate) fn to_pyerr(error: Error) -> PyErr {
     let message = error.to_string();
@@ -55,6 +62,7 @@ pub(crate) fn to_pyerr(error: Error) -> PyErr {
         Error::InvalidArgument { .. } => InvalidArgument::new_err(message),
         Error::Unreachable { .. } => Unreachable::new_err(message),
         Error::PermissionDenied { .. } => PermissionDenied::new_err(message),
+        Error::Storage { .. } => Storage::new_err(message),
     };
     Python::attach(|py| {
         // Setting attributes on a fresh exception instance cannot fail short of memory
@@ -89,9 +97,9 @@ fn set_attributes(value: &Bound<'_, PyAny>, error: &Error) -> PyResult<()> {
         }
         Error::Closed { name, reason } => (name, none, Some((*reason).to_owned())),
         Error::NotFound { name } | Error::AlreadyExists { name } => (name, none, None),
-        Error::InvalidArgument { name, reason, .. } | Error::Unreachable { name, reason, .. } => {
-            (name, none, Some(reason.clone()))
-        }
+        Error::InvalidArgument { name, reason, .. }
+        | Error::Unreachable { name, reason, .. }
+        | Error::Storage { name, reason, .. } => (name, none, Some(reason.clone())),
         Error::PermissionDenied { name, right, reason, .. } => {
             value.setattr("right", *right)?;
             (name, none, Some(reason.clone()))
@@ -131,5 +139,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidArgument", py.get_type::<InvalidArgument>())?;
     m.add("Unreachable", py.get_type::<Unreachable>())?;
     m.add("PermissionDenied", py.get_type::<PermissionDenied>())?;
+    m.add("Storage", py.get_type::<Storage>())?;
     Ok(())
 }

@@ -8,7 +8,9 @@ use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3::{PyTraverseError, PyVisit};
-use stampede::{ChannelOptions, Codec, Error, Info, Limits, QueueOptions, Retention, Stats, Timestamp};
+use stampede::{
+    ChannelOptions, Codec, DiskStats, DiskTier, Error, Info, Limits, QueueOptions, Retention, Stats, Timestamp,
+};
 
 use crate::args::{self, At};
 use crate::errors::{to_pyerr, IntoPyResult};
@@ -163,8 +165,10 @@ impl Runtime {
     /// passes them) or "current_readers" (an item is reclaimed as soon as every input connection
     /// attached now has consumed it). `codec`: the codec every payload must have ("raw", "utf8",
     /// "json", "npy" or an application's name; None = any). `description`: for people
-    /// (`info()`). `node`: the node to place it on (None or this runtime's node).
-    #[pyo3(signature = (name, capacity=None, max_bytes=None, retention="history", *, node=None, codec=None, description=None))]
+    /// (`info()`). `node`: the node to place it on (None or this runtime's node). `disk`: keep
+    /// history beyond memory in a disk tier, `{"dirs": [...], "extent_bytes": n, "memory_items":
+    /// n}` (the last two optional; embedded runtimes only, see docs/RECORDING.md).
+    #[pyo3(signature = (name, capacity=None, max_bytes=None, retention="history", *, node=None, codec=None, description=None, disk=None))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments (SPEC §15)
     fn create_channel(
         &self,
@@ -176,6 +180,7 @@ impl Runtime {
         node: Option<String>,
         codec: Option<&str>,
         description: Option<String>,
+        disk: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Channel> {
         let at = At { op: "create_channel", name };
         let options = ChannelOptions {
@@ -184,6 +189,7 @@ impl Runtime {
             codec: codec.map(Codec::from_name),
             description: description.unwrap_or_default(),
             node,
+            disk: disk.map(|disk| disk_tier(disk, at)).transpose()?,
         };
         let inner = wait::released(py, || self.inner.create_channel(name, options))?;
         Ok(self.channel(py, inner))
@@ -370,6 +376,12 @@ impl Channel {
     /// tombstone_runs, claim, ts_min, handler_errors.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         stats_dict(py, &self.inner.stats(), self.handlers.get().errors.of(self.inner.name()))
+    }
+
+    /// What the disk tier holds now — `items`, `bytes` and `extents` on disk, items `written`
+    /// and `recovered` — or None without a tier.
+    fn disk_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.inner.disk_stats().map(|stats| disk_stats_dict(py, stats)).transpose()
     }
 
     /// Timestamps of the items stored now, in order.
@@ -592,6 +604,46 @@ fn parse_retention(retention: &str, at: At<'_>) -> PyResult<Retention> {
             reason: format!("retention must be \"history\" or \"current_readers\", not {other:?}"),
         })),
     }
+}
+
+/// A disk tier from `{"dirs": [...], "extent_bytes": n, "memory_items": n}`; other keys, a
+/// missing `dirs` or values of the wrong type are `InvalidArgument`.
+fn disk_tier(disk: &Bound<'_, PyDict>, at: At<'_>) -> PyResult<DiskTier> {
+    let mut tier = DiskTier::new(Vec::<std::path::PathBuf>::new());
+    let mut dirs = None;
+    for (key, value) in disk.iter() {
+        match key.extract::<String>().as_deref() {
+            Ok("dirs") => {
+                let list = value.extract::<Vec<std::path::PathBuf>>();
+                dirs = Some(list.map_err(|_| at.invalid("disk[\"dirs\"] must be a list of directory paths".into()))?);
+            }
+            Ok("extent_bytes") => {
+                tier.extent_bytes =
+                    args::count(Some(&value), "disk[\"extent_bytes\"]", at)?.unwrap_or(tier.extent_bytes);
+            }
+            Ok("memory_items") => {
+                tier.memory_items =
+                    args::count(Some(&value), "disk[\"memory_items\"]", at)?.unwrap_or(tier.memory_items);
+            }
+            _ => {
+                return Err(at.invalid(format!(
+                    "disk has an unknown key {key}; the keys are \"dirs\", \"extent_bytes\", \"memory_items\""
+                )))
+            }
+        }
+    }
+    tier.dirs = dirs.ok_or_else(|| at.invalid("disk needs \"dirs\": the directories to stripe extents over".into()))?;
+    Ok(tier)
+}
+
+fn disk_stats_dict<'py>(py: Python<'py>, stats: DiskStats) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("items", stats.items)?;
+    dict.set_item("bytes", stats.bytes)?;
+    dict.set_item("extents", stats.extents)?;
+    dict.set_item("written", stats.written)?;
+    dict.set_item("recovered", stats.recovered)?;
+    Ok(dict)
 }
 
 fn info_dict(py: Python<'_>, info: Info) -> PyResult<Bound<'_, PyDict>> {

@@ -77,6 +77,15 @@ impl Channel {
         }
     }
 
+    /// What the channel's disk tier holds now (items, bytes and extents on disk, items written
+    /// and recovered), if it has one; `None` without a tier or through a client.
+    pub fn disk_stats(&self) -> Option<crate::DiskStats> {
+        match &self.0 {
+            Backend::Local(ch) => ch.disk_stats(),
+            Backend::Remote(_) => None,
+        }
+    }
+
     /// The channel's retention policy.
     pub fn retention(&self) -> Retention {
         forward!(&self.0, ch => ch.retention())

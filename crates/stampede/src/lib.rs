@@ -56,6 +56,7 @@
 
 mod backend;
 pub mod channel;
+pub mod disk;
 pub mod graph;
 pub mod join;
 mod local;
@@ -74,6 +75,7 @@ mod wait;
 pub mod watch;
 
 pub use channel::{Channel, ChannelInput, ChannelOutput, PutOptions};
+pub use disk::{DiskStats, DiskTier};
 pub use graph::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
 pub use join::{ApproxJoin, ExactJoin, Incomplete, JoinPolicy, JoinStats, Joined, Matched};
 pub use pacer::Pacer;

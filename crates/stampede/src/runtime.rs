@@ -31,6 +31,9 @@ pub struct ChannelOptions {
     pub description: String,
     /// The node to place it on (`None`: the runtime's own; see [`Runtime::create_channel`]).
     pub node: Option<String>,
+    /// Keep history beyond memory in a disk tier (`None`: memory only). Embedded runtimes only;
+    /// see [`DiskTier`](crate::DiskTier) and `docs/RECORDING.md`.
+    pub disk: Option<crate::DiskTier>,
 }
 
 impl From<Limits> for ChannelOptions {

@@ -32,6 +32,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use crate::disk::Store;
 use crate::mesh_link::Linked;
 use crate::payload::Buffers;
 use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Mutex, RwLock};
@@ -75,6 +76,9 @@ pub(crate) struct Shared<S> {
     pub(crate) buffers: Arc<Buffers>,
     /// Puts that ended `Full` (the item was not stored): the producers' drops, for tools.
     dropped: AtomicU64,
+    /// A channel's disk tier, if it has one (never a queue). Locked before the container's lock
+    /// when both are held (a spill), and alone when reclaimed items free their place.
+    pub(crate) disk: Option<Mutex<Store>>,
 }
 
 /// A container's declared codec and description.
@@ -134,7 +138,14 @@ impl ContainerState for QueueState {
 }
 
 impl<S: ContainerState> Shared<S> {
-    pub(crate) fn new(key: ContainerKey, name: Arc<str>, limits: Limits, meta: Meta, state: S) -> Arc<Shared<S>> {
+    pub(crate) fn new(
+        key: ContainerKey,
+        name: Arc<str>,
+        limits: Limits,
+        meta: Meta,
+        state: S,
+        disk: Option<Store>,
+    ) -> Arc<Shared<S>> {
         Arc::new(Shared {
             key,
             name,
@@ -148,6 +159,7 @@ impl<S: ContainerState> Shared<S> {
             listed_at: AtomicI64::new(INFINITY),
             buffers: Arc::default(),
             dropped: AtomicU64::new(0),
+            disk: disk.map(Mutex::new),
         })
     }
 
@@ -570,6 +582,9 @@ impl Space {
         self.progressed();
         self.apply_others(opens);
         self.reclaimed(shared, &reclaimed);
+        if let Some(disk) = &shared.disk {
+            disk.lock().release();
+        }
         shared.wake_all();
         if let Some(ts_min) = advanced {
             self.sweep(ts_min);
@@ -1039,6 +1054,20 @@ impl Space {
         total
     }
 
+    /// Puts back the items recovered from a new channel's disk tier, before it is registered (no
+    /// connection exists yet): listed for GC like put items, kept until ts_min passes them.
+    pub(crate) fn restore(&self, ch: &ChannelShared, items: Vec<Item>) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let mut state = ch.state.lock();
+        for item in items {
+            state.restore(item.ts, item.payload)?;
+        }
+        self.tracking.lock().list(ch.listing(&state));
+        Ok(())
+    }
+
     /// Registers a get blocked on `ch` until the returned guard drops: `ch.changed` is notified
     /// whenever, after a progress change, the channel's horizon ([`Space::horizon`]) is above
     /// `threshold`. An exact get of `t` waits for `t` (ts_min past it: `Reclaimed`; settled: a
@@ -1055,6 +1084,10 @@ impl Space {
     pub(crate) fn reclaimed<S>(&self, shared: &Shared<S>, items: &[Item]) {
         if items.is_empty() {
             return;
+        }
+        if let Some(disk) = &shared.disk {
+            let mut store = disk.lock();
+            items.iter().for_each(|item| store.forget(item.ts));
         }
         shared.freed.notify();
         let local: Vec<ReclaimHandler> = shared.handlers.read().clone();

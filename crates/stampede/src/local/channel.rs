@@ -19,6 +19,7 @@ use std::time::Duration;
 use stampede_core::{ConnId, Effects, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp, TS_MAX};
 
 use crate::channel::PutOptions;
+use crate::disk::DiskStats;
 use crate::payload::IntoPayload;
 use crate::runtime::Info;
 use crate::space::{ChannelShared, Held, HorizonWait, Space, TaskShared};
@@ -50,6 +51,11 @@ impl Channel {
     /// Counters now: live items and bytes, reclaimed, puts, gets, connections, ts_min.
     pub fn stats(&self) -> Stats {
         self.shared.stats(&self.space)
+    }
+
+    /// What the disk tier holds now, if the channel has one.
+    pub fn disk_stats(&self) -> Option<DiskStats> {
+        self.shared.disk.as_ref().map(|disk| disk.lock().stats())
     }
 
     /// Timestamps of the items stored now, in order.
@@ -172,6 +178,7 @@ impl ChannelOutput {
     pub fn put_with(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
         let shared = &self.channel.shared;
         shared.count_drop(self.admit(ts, payload).and_then(|payload| {
+            self.spill()?;
             wait::blocking(&shared.freed, options.timeout, || self.try_put(ts, &payload, options.refcount))
         }))
     }
@@ -179,7 +186,7 @@ impl ChannelOutput {
     /// The async form of [`put_with`](Self::put_with): waits for room without blocking a thread.
     pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
         let shared = &self.channel.shared;
-        let outcome = match self.admit(ts, payload) {
+        let outcome = match self.admit(ts, payload).and_then(|payload| self.spill().map(|()| payload)) {
             Ok(payload) => {
                 let attempt = || self.try_put(ts, &payload, options.refcount);
                 wait::asynchronous(&shared.freed, options.timeout, attempt).await
@@ -228,6 +235,28 @@ impl ChannelOutput {
     /// returns `Closed`; every later call fails `Closed`.
     pub fn detach(&self) {
         self.channel.space.detach(&self.task, Held::ChannelOutput(Arc::downgrade(&self.channel.shared), self.conn));
+    }
+
+    /// With a disk tier, moves the oldest in-memory items beyond the memory horizon to disk
+    /// before the put adds one more (SPEC §10): written and synced first, then swapped for their
+    /// disk copies. If the disk fails the put is refused with `Storage` and every item stays in
+    /// memory. Blocks on disk I/O, in the async form too.
+    fn spill(&self) -> Result<()> {
+        let shared = &self.channel.shared;
+        let Some(disk) = &shared.disk else { return Ok(()) };
+        let mut store = disk.lock();
+        let candidates = shared.state.lock().spill_candidates(store.keep());
+        if candidates.is_empty() {
+            return Ok(());
+        }
+        let on_disk = store.write(&candidates)?;
+        let gone: Vec<Timestamp> = {
+            let mut state = shared.state.lock();
+            on_disk.into_iter().filter_map(|(ts, data)| (!state.moved_to_disk(ts, data)).then_some(ts)).collect()
+        };
+        // Reclaimed while being written: their GC already ran, so their places are freed here.
+        gone.into_iter().for_each(|ts| store.forget(ts));
+        Ok(())
     }
 
     fn try_put(&self, ts: Timestamp, payload: &Payload, refcount: Option<u32>) -> Result<()> {

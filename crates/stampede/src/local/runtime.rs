@@ -10,6 +10,7 @@ use stampede_core::{ChannelState, Codec, Error, Item, QueueState, Result, Timest
 use super::channel::Channel;
 use super::queue::Queue;
 use super::task::Task;
+use crate::disk::Store;
 use crate::runtime::{ChannelOptions, QueueOptions, RuntimeStats, DESCRIPTION_BYTES_MAX};
 use crate::space::{Entry, Meta, ReclaimHandler, Shared, Space};
 use crate::wait::Changed;
@@ -61,14 +62,28 @@ impl Runtime {
     /// `/`-separated segments (`camera/left`, see [`stampede_core::name`]); a bad name or a zero
     /// bound is `InvalidArgument`, a name in use `AlreadyExists`, a closed runtime `Closed`.
     pub fn create_channel(&self, name: &str, options: ChannelOptions) -> Result<Channel> {
-        let ChannelOptions { limits, retention, codec, description, node: _ } = options;
+        let ChannelOptions { limits, retention, codec, description, node: _, disk } = options;
         check_name("create_channel", name)?;
         limits.check("create_channel", name)?;
         let meta = meta("create_channel", name, codec, description)?;
         let name: Arc<str> = name.into();
         let key = self.space.next_id();
-        let state = ChannelState::new(name.clone(), limits, retention);
-        let shared = Shared::new(key, name.clone(), limits, meta, state);
+        let mut state = ChannelState::new(name.clone(), limits, retention);
+        let (store, recovered) = match disk {
+            Some(tier) => {
+                tier.check("create_channel", &name)?;
+                self.space.check_open(&name)?;
+                if self.space.lookup(&name).is_ok() {
+                    return Err(Error::AlreadyExists { name: name.to_string() });
+                }
+                let (store, recovered) = Store::open(&name, &tier)?;
+                state = state.with_disk_tier();
+                (Some(store), recovered)
+            }
+            None => (None, Vec::new()),
+        };
+        let shared = Shared::new(key, name.clone(), limits, meta, state, store);
+        self.space.restore(&shared, recovered)?;
         self.space.register(&name, Entry::Channel(shared.clone()))?;
         Ok(Channel { shared, space: self.space.clone() })
     }
@@ -81,7 +96,7 @@ impl Runtime {
         let meta = meta("create_queue", name, None, description)?;
         let name: Arc<str> = name.into();
         let key = self.space.next_id();
-        let shared = Shared::new(key, name.clone(), limits, meta, QueueState::new(key, name.clone(), limits));
+        let shared = Shared::new(key, name.clone(), limits, meta, QueueState::new(key, name.clone(), limits), None);
         self.space.register(&name, Entry::Queue(shared.clone()))?;
         Ok(Queue { shared, space: self.space.clone() })
     }

@@ -55,7 +55,16 @@ impl RemoteRuntime {
 
     /// Creates a channel on the node (as [`crate::Runtime::create_channel`]).
     pub fn create_channel(&self, name: &str, options: ChannelOptions) -> Result<RemoteChannel> {
-        let ChannelOptions { limits, retention, codec, description, node: _ } = options;
+        let ChannelOptions { limits, retention, codec, description, node: _, disk } = options;
+        if disk.is_some() {
+            return Err(Error::InvalidArgument {
+                op: "create_channel",
+                name: name.to_owned(),
+                reason: "a disk tier is for channels of an embedded runtime; a client cannot give one to a node's \
+                         channel yet"
+                    .into(),
+            });
+        }
         let (capacity, bytes_max) = bounds(limits);
         let retention = WireRetention::from(retention);
         let codec = codec.map(|codec| codec.name().to_owned());

@@ -570,6 +570,11 @@ pub enum WireError {
         right: String,
         reason: String,
     },
+    Storage {
+        op: String,
+        name: String,
+        reason: String,
+    },
 }
 
 impl From<&Error> for WireError {
@@ -617,6 +622,9 @@ impl From<&Error> for WireError {
                 right: text(right),
                 reason: reason.clone(),
             },
+            Error::Storage { op, name, reason } => {
+                WireError::Storage { op: text(op), name: name.clone(), reason: reason.clone() }
+            }
         }
     }
 }
@@ -643,6 +651,7 @@ impl From<WireError> for Error {
             WireError::PermissionDenied { op, name, right, reason } => {
                 Error::PermissionDenied { op: keep(&op), name, right: keep(&right), reason }
             }
+            WireError::Storage { op, name, reason } => Error::Storage { op: keep(&op), name, reason },
         }
     }
 }
