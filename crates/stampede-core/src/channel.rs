@@ -213,18 +213,16 @@ impl ChannelState {
     }
 
     /// Swaps the in-memory bytes of the item at `ts` for `on_disk`, the same bytes read from the
-    /// disk tier. `false` (and nothing changes) if the item was reclaimed meanwhile or is not in
-    /// memory: the driver then frees the copy it wrote.
-    pub fn moved_to_disk(&mut self, ts: Timestamp, on_disk: bytes::Bytes) -> bool {
-        let Some(in_memory) = self.in_memory.as_mut() else { return false };
-        let Some(stored) = self.items.get_mut(&ts) else { return false };
+    /// disk tier. Nothing changes if the item was reclaimed meanwhile or is not in memory.
+    pub fn moved_to_disk(&mut self, ts: Timestamp, on_disk: bytes::Bytes) {
+        let Some(in_memory) = self.in_memory.as_mut() else { return };
+        let Some(stored) = self.items.get_mut(&ts) else { return };
         if !in_memory.remove(&ts) {
-            return false;
+            return;
         }
         assert_eq!(stored.payload.data.len(), on_disk.len(), "\"{}\" ts={ts}: the disk copy differs", self.name);
         debug_assert!(stored.payload.data == on_disk, "\"{}\" ts={ts}: the disk copy differs", self.name);
         stored.payload.data = on_disk;
-        true
     }
 
     /// Puts back an item recovered from the disk tier when the channel is created (before any

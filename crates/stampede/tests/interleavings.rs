@@ -31,7 +31,8 @@ use std::time::Duration;
 use shuttle::scheduler::RandomScheduler;
 use shuttle::{Config, Runner};
 use stampede::{
-    Channel, ChannelInput, Error, Limits, PutOptions, Runtime, Selector, Task, Timestamp, INFINITY, OLDEST_UNSEEN,
+    Channel, ChannelInput, ChannelOptions, DiskTier, Error, Item, Limits, PutOptions, Runtime, Selector, Task,
+    Timestamp, INFINITY, OLDEST_UNSEEN,
 };
 use support::Rng;
 
@@ -69,12 +70,12 @@ fn reader(rt: &Runtime, task: Task, input: ChannelInput, mut rng: Rng, last_ts_m
             (0 | 1, Some(inp)) => {
                 let selector = if rng.below(2) == 0 { Selector::OldestUnseen } else { Selector::NewestUnseen };
                 match inp.get(selector, NOW) {
-                    Ok(item) => held.push(item.ts),
+                    Ok(item) => held.push(intact(item)),
                     Err(e) => expected(Err(e)),
                 }
             }
             (2, Some(inp)) => {
-                expected(inp.get(rng.below(PUTS as u64) as Timestamp, NOW).map(|item| held.push(item.ts)))
+                expected(inp.get(rng.below(PUTS as u64) as Timestamp, NOW).map(|item| held.push(intact(item))))
             }
             (3 | 4, Some(inp)) if !held.is_empty() => {
                 let ts = held.swap_remove(rng.below(held.len() as u64) as usize);
@@ -105,12 +106,32 @@ fn reader(rt: &Runtime, task: Task, input: ChannelInput, mut rng: Rng, last_ts_m
     task.close();
 }
 
+/// The timestamp of an item whose bytes are what the producer put (`ts` repeated), wherever
+/// they live.
+fn intact(item: Item) -> Timestamp {
+    assert!(item.data().iter().all(|&b| b == item.ts as u8), "ts={}: bytes changed: {:?}", item.ts, item.data());
+    item.ts
+}
+
 /// The scenario of one seed: a producer puts items (some with reference counts, so a reader's
 /// consume reclaims an item another reader holds open) while two or three readers work.
 fn scenario(seed: u64) {
+    scenario_on(seed, None);
+}
+
+/// The same with a disk tier keeping one item in memory: every put first moves the previous
+/// item to disk, racing the readers' reclamation of it.
+fn disk_scenario(seed: u64) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let tier =
+        DiskTier { dirs: vec![dir.path().to_path_buf()], extent_bytes: DiskTier::EXTENT_BYTES_MIN, memory_items: 1 };
+    scenario_on(seed, Some(tier));
+}
+
+fn scenario_on(seed: u64, disk: Option<DiskTier>) {
     let mut rng = Rng(seed);
     let rt = Runtime::new();
-    let channel = rt.create_channel("frames", Limits::unbounded()).expect("create");
+    let channel = rt.create_channel("frames", ChannelOptions { disk, ..ChannelOptions::default() }).expect("create");
     let producer = rt.task(0).expect("producer");
     let out = producer.attach_output(&channel).expect("attach output");
     // Readers attach before anything is put (a reader at INFINITY attached later would find
@@ -155,6 +176,10 @@ fn scenario(seed: u64) {
     }
     rt.check_invariants();
     assert_eq!(channel.stats().live_items, 0, "every task closed, yet items remain: {:?}", channel.timestamps());
+    if let Some(disk) = channel.disk_stats() {
+        assert_eq!((disk.items, disk.bytes), (0, 0), "everything was reclaimed, yet the disk holds some: {disk:?}");
+        assert!(disk.extents <= 1, "only the extent being written may stay: {disk:?}");
+    }
 }
 
 /// Runs `scenario` under one PCT schedule per seed; a failing seed is named for replay.
@@ -297,6 +322,13 @@ fn queue_line_scenario(seed: u64) {
 #[test]
 fn readers_and_early_reclamation() {
     explore("readers_and_early_reclamation", scenario);
+}
+
+/// The same with a disk tier: moving items to disk races their reclamation, yet every item read
+/// has its bytes, and at the end the disk holds nothing.
+#[test]
+fn readers_and_early_reclamation_on_disk() {
+    explore("readers_and_early_reclamation_on_disk", disk_scenario);
 }
 
 /// Settledness under every explored interleaving of a camera, a relaying tracker and a watcher:

@@ -250,12 +250,12 @@ impl ChannelOutput {
             return Ok(());
         }
         let on_disk = store.write(&candidates)?;
-        let gone: Vec<Timestamp> = {
-            let mut state = shared.state.lock();
-            on_disk.into_iter().filter_map(|(ts, data)| (!state.moved_to_disk(ts, data)).then_some(ts)).collect()
-        };
-        // Reclaimed while being written: their GC already ran, so their places are freed here.
-        gone.into_iter().for_each(|ts| store.forget(ts));
+        let mut state = shared.state.lock();
+        for (ts, data) in on_disk {
+            // An item reclaimed since it was chosen is not swapped; its place is freed by the
+            // reclaiming call, whose GC waits for this store lock (`Space::reclaimed`).
+            state.moved_to_disk(ts, data);
+        }
         Ok(())
     }
 
