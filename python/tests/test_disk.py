@@ -3,6 +3,8 @@ its statistics, and clear errors for bad settings and missing directories."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -68,3 +70,18 @@ def test_a_missing_directory_is_a_storage_error(tmp_path: Path):
         rt.create_channel("frames", disk={"dirs": [str(tmp_path), str(missing)]})
     assert "gone" in str(e.value) and e.value.name == "frames"
     assert rt.names() == []
+
+
+def test_the_example_runs_and_checks_itself(tmp_path: Path):
+    """`python/examples/history_on_disk.py` (README) reads old frames back from disk undamaged."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "history_on_disk.py"
+    dirs = [str(tmp_path / "d1"), str(tmp_path / "d2")]
+    done = subprocess.run(
+        [sys.executable, str(example), "--frames", "60", "--memory-items", "5", "--dirs", *dirs],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "on disk: 55 frames" in done.stdout and "0 damaged" in done.stdout, done.stdout

@@ -9,7 +9,7 @@
 //!   is reclaimed.
 //! - **Acknowledged means durable.** A batch of items is written and `fdatasync`ed before any of
 //!   them is swapped for its disk copy; a crash afterwards loses none of them: creating the
-//!   channel again with the same directories restores them ([`Store::open`]). The newest
+//!   channel again with the same directories restores them. The newest
 //!   `memory_items` items are in memory only.
 //! - **Errors lose nothing.** A full disk, a missing or unwritable directory or another runtime
 //!   holding the directories is [`Error::Storage`] naming the directory and the OS error; what the

@@ -3,7 +3,8 @@
 //! Locks, always taken in this order and never held across a wait, a sleep or a user callback:
 //! a channel's or queue's lock → a task's lock → the registry of gets waiting for a horizon →
 //! the progress lock. No path holds two task locks or two
-//! container locks.
+//! container locks. A channel's disk store lock ([`crate::disk`]) comes before all of them: a put
+//! moving items to disk holds it around its container lock, GC takes it alone.
 //!
 //! Wake-ups: every change of claims or of the graph ends in [`Space::progressed`], which wakes
 //! joins and the gets registered for a horizon that has now passed what they wait for; every
