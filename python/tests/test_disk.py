@@ -38,6 +38,7 @@ def test_history_beyond_memory_reads_back_as_arrays(tmp_path: Path):
         array = reader.get(ts).array()
         assert not array.flags.writeable
         np.testing.assert_array_equal(array, frames[ts])
+        assert np.shares_memory(array, reader.get(ts).array()), "gets hand out one buffer, not copies"
     assert [item.ts for item in reader.get_range(5, 9)] == [5, 6, 7, 8, 9]
 
 
@@ -54,6 +55,7 @@ def test_without_a_tier_disk_stats_is_none():
         ({"dirs": ["."], "memory_items": 0}, "memory_items=0"),
         ({"dirs": ["."], "extent_bytes": -1}, "out of range"),
         ({"dirs": ["."], "stripes": 2}, "unknown key"),
+        ({"dirs": [".", "."]}, "twice"),
     ],
 )
 def test_bad_settings_are_invalid_argument(disk, words):

@@ -226,9 +226,8 @@ impl ChannelState {
     }
 
     /// Puts back an item recovered from the disk tier when the channel is created (before any
-    /// connection attaches), without counting a put: the watermark does not rise, so recovered
-    /// history stays readable until new puts move ts_min past it. A timestamp already present
-    /// is `DuplicateTimestamp`.
+    /// connection attaches, so no connection holds it yet); the driver raises the watermark as
+    /// for a put. A timestamp already present is `DuplicateTimestamp`.
     pub fn restore(&mut self, ts: Timestamp, payload: Payload) -> Result<()> {
         self.check_open()?;
         if !is_item_ts(ts) {

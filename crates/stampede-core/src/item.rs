@@ -9,6 +9,9 @@ use std::sync::Arc;
 
 use crate::time::Timestamp;
 
+/// Longest codec name, in bytes (a put or a declared codec with a longer one is refused).
+pub const CODEC_NAME_BYTES_MAX: usize = 256;
+
 /// How an item's bytes are to be read (SPEC §8). The standard codecs are understood by every
 /// client; any other name is carried through untouched.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -381,7 +381,9 @@ impl Channel {
     /// What the disk tier holds now — `items`, `bytes` and `extents` on disk, items `written`
     /// and `recovered` — or None without a tier.
     fn disk_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        self.inner.disk_stats().map(|stats| disk_stats_dict(py, stats)).transpose()
+        // Released: the stats wait for the tier's lock, which a put holds while it syncs.
+        let stats = py.detach(|| self.inner.disk_stats());
+        stats.map(|stats| disk_stats_dict(py, stats)).transpose()
     }
 
     /// Timestamps of the items stored now, in order.
@@ -611,7 +613,9 @@ fn parse_retention(retention: &str, at: At<'_>) -> PyResult<Retention> {
 fn disk_tier(disk: &Bound<'_, PyDict>, at: At<'_>) -> PyResult<DiskTier> {
     let mut tier = DiskTier::new(Vec::<std::path::PathBuf>::new());
     let mut dirs = None;
-    for (key, value) in disk.iter() {
+    // A copy: converting a value may run Python code (`__index__`, `__fspath__`) that changes
+    // the caller's dict, which iterating it directly would not survive.
+    for (key, value) in disk.copy()?.iter() {
         match key.extract::<String>().as_deref() {
             Ok("dirs") => {
                 let list = value.extract::<Vec<std::path::PathBuf>>();

@@ -12,7 +12,7 @@ use std::sync::{Arc, Weak};
 
 use crate::sync::Mutex;
 use bytes::Bytes;
-use stampede_core::{Codec, Error, Payload, Result, Timestamp};
+use stampede_core::{Codec, Error, Payload, Result, Timestamp, CODEC_NAME_BYTES_MAX};
 
 /// Most free buffers a pool keeps.
 pub const POOL_BUFFERS_MAX: usize = 8;
@@ -177,6 +177,14 @@ pub(crate) fn admit(
 ) -> Result<Payload> {
     check_fits(payload.payload_bytes())?;
     let payload = payload.into_payload(buffers);
+    check_payload(name, ts, &payload, declared)?;
+    Ok(payload)
+}
+
+/// Checks what every stored payload obeys: a bounded codec name, the channel's declared codec,
+/// and a valid header for `npy` (SPEC §8).
+pub(crate) fn check_payload(name: &str, ts: Timestamp, payload: &Payload, declared: Option<&Codec>) -> Result<()> {
+    check_codec_name("put", name, &payload.codec)?;
     if let Some(declared) = declared.filter(|declared| **declared != payload.codec) {
         let reason = format!(
             "the channel declares codec {:?}; this payload's codec is {:?} (put a {:?} payload, or create the \
@@ -190,7 +198,18 @@ pub(crate) fn admit(
     if payload.codec == Codec::Npy {
         crate::npy::check(name, ts, &payload.data)?;
     }
-    Ok(payload)
+    Ok(())
+}
+
+/// Refuses a codec name longer than [`CODEC_NAME_BYTES_MAX`] (`InvalidArgument` from `op`).
+pub(crate) fn check_codec_name(op: &'static str, name: &str, codec: &Codec) -> Result<()> {
+    let len = codec.name().len();
+    if len <= CODEC_NAME_BYTES_MAX {
+        return Ok(());
+    }
+    let reason =
+        format!("a codec name is at most CODEC_NAME_BYTES_MAX={CODEC_NAME_BYTES_MAX} bytes, this one has {len}");
+    Err(Error::InvalidArgument { op, name: name.to_owned(), reason })
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! a channel's or queue's lock → a task's lock → the registry of gets waiting for a horizon →
 //! the progress lock. No path holds two task locks or two
 //! container locks. A channel's disk store lock ([`crate::disk`]) comes before all of them: a put
-//! moving items to disk holds it around its container lock, GC takes it alone.
+//! moving items to disk holds it around its container lock; GC only queues reclaimed items for
+//! it, under a lock of its own held for nothing else.
 //!
 //! Wake-ups: every change of claims or of the graph ends in [`Space::progressed`], which wakes
 //! joins and the gets registered for a horizon that has now passed what they wait for; every
@@ -33,7 +34,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::disk::Store;
+use crate::disk::{Store, Tier};
 use crate::mesh_link::Linked;
 use crate::payload::Buffers;
 use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Mutex, RwLock};
@@ -77,9 +78,8 @@ pub(crate) struct Shared<S> {
     pub(crate) buffers: Arc<Buffers>,
     /// Puts that ended `Full` (the item was not stored): the producers' drops, for tools.
     dropped: AtomicU64,
-    /// A channel's disk tier, if it has one (never a queue). Locked before the container's lock
-    /// when both are held (a spill), and alone when reclaimed items free their place.
-    pub(crate) disk: Option<Mutex<Store>>,
+    /// A channel's disk tier, if it has one (never a queue).
+    pub(crate) disk: Option<Tier>,
 }
 
 /// A container's declared codec and description.
@@ -160,7 +160,7 @@ impl<S: ContainerState> Shared<S> {
             listed_at: AtomicI64::new(INFINITY),
             buffers: Arc::default(),
             dropped: AtomicU64::new(0),
-            disk: disk.map(Mutex::new),
+            disk: disk.map(Tier::new),
         })
     }
 
@@ -1055,18 +1055,27 @@ impl Space {
         total
     }
 
-    /// Puts back the items recovered from a new channel's disk tier, before it is registered (no
-    /// connection exists yet): listed for GC like put items, kept until ts_min passes them.
-    pub(crate) fn restore(&self, ch: &ChannelShared, items: Vec<Item>) -> Result<()> {
-        if items.is_empty() {
-            return Ok(());
-        }
-        let mut state = ch.state.lock();
-        for item in items {
-            state.restore(item.ts, item.payload)?;
-        }
-        self.tracking.lock().list(ch.listing(&state));
-        Ok(())
+    /// Accounts for the items restored from a channel's disk tier once it is registered: they
+    /// count as put (the watermark rises to `newest`, so ts_min can pass them and a bounded
+    /// channel they fill can drain) and are listed for GC; what ts_min is already past is swept.
+    /// Restored items are put in before the channel is registered (nothing can attach yet) and
+    /// listed after (a sweep before would not find the channel and drop its listing).
+    pub(crate) fn list_restored(&self, ch: &ChannelShared, newest: Timestamp) {
+        let due = {
+            let state = ch.state.lock();
+            let Some(oldest) = state.oldest() else { return };
+            let mut tracking = self.tracking.lock();
+            tracking.list(Some(Listing { key: ch.key, listed_at: &ch.listed_at, oldest }));
+            // ts_min may have passed `newest` since the items were admitted: then nothing rises.
+            if newest >= tracking.progress.ts_min() {
+                tracking.progress.note_put(newest);
+            }
+            self.publish(&mut tracking);
+            let ts_min = tracking.progress.ts_min();
+            tracking.take_due(ts_min)
+        };
+        self.progressed();
+        self.sweep_due(Some(due));
     }
 
     /// Registers a get blocked on `ch` until the returned guard drops: `ch.changed` is notified
@@ -1087,8 +1096,7 @@ impl Space {
             return;
         }
         if let Some(disk) = &shared.disk {
-            let mut store = disk.lock();
-            items.iter().for_each(|item| store.forget(item.ts));
+            disk.reclaimed(items);
         }
         shared.freed.notify();
         let local: Vec<ReclaimHandler> = shared.handlers.read().clone();

@@ -7,12 +7,14 @@
 //! through chosen interleavings and replay any failure from its seed.
 
 #[cfg(not(feature = "shuttle"))]
-pub(crate) use parking_lot::{Mutex, RwLock};
+pub(crate) use parking_lot::{Mutex, MutexGuard, RwLock};
 #[cfg(not(feature = "shuttle"))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize};
 
 #[cfg(feature = "shuttle")]
 pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize};
+#[cfg(feature = "shuttle")]
+pub(crate) use shuttle::sync::MutexGuard;
 #[cfg(feature = "shuttle")]
 pub(crate) use shuttled::{Mutex, RwLock};
 
@@ -29,6 +31,13 @@ mod shuttled {
         }
         pub(crate) fn lock(&self) -> shuttle::sync::MutexGuard<'_, T> {
             self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        }
+        pub(crate) fn try_lock(&self) -> Option<shuttle::sync::MutexGuard<'_, T>> {
+            match self.0.try_lock() {
+                Ok(guard) => Some(guard),
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            }
         }
     }
 

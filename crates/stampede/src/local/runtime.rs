@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use stampede_core::name::check_name;
-use stampede_core::{ChannelState, Codec, Error, Item, QueueState, Result, Timestamp};
+use stampede_core::{ChannelState, Codec, Error, Item, Limits, QueueState, Result, Timestamp};
 
 use super::channel::Channel;
 use super::queue::Queue;
@@ -22,11 +22,42 @@ fn meta(op: &'static str, name: &str, codec: Option<Codec>, description: String)
         let reason = "a declared codec needs a name (\"raw\", \"utf8\", \"json\", \"npy\" or yours)".to_owned();
         return Err(Error::InvalidArgument { op, name: name.to_owned(), reason });
     }
+    if let Some(codec) = &codec {
+        crate::payload::check_codec_name(op, name, codec)?;
+    }
     if description.len() > DESCRIPTION_BYTES_MAX {
         let reason = format!("a description of {} bytes (at most {DESCRIPTION_BYTES_MAX})", description.len());
         return Err(Error::InvalidArgument { op, name: name.to_owned(), reason });
     }
     Ok(Meta { codec, description: description.into() })
+}
+
+/// Splits the items recovered from a channel's disk tier into those it takes back, admitted as a
+/// put would be (codec checks, at or above ts_min), the newest first within its bounds, and the
+/// timestamps of the rest.
+fn admit_recovered(
+    name: &str,
+    limits: Limits,
+    meta: &Meta,
+    ts_min: Timestamp,
+    recovered: Vec<Item>,
+) -> (Vec<Item>, Vec<Timestamp>) {
+    let (mut items, mut bytes) = (0usize, 0usize);
+    let (mut kept, mut refused) = (Vec::new(), Vec::new());
+    for item in recovered.into_iter().rev() {
+        let len = item.payload.len();
+        let admitted = item.ts >= ts_min
+            && crate::payload::check_payload(name, item.ts, &item.payload, meta.codec.as_ref()).is_ok()
+            && limits.check_room(name, item.ts, items, bytes, len).is_ok();
+        if admitted {
+            (items, bytes) = (items + 1, bytes + len);
+            kept.push(item);
+        } else {
+            refused.push(item.ts);
+        }
+    }
+    kept.reverse();
+    (kept, refused)
 }
 
 /// What a name refers to in this runtime.
@@ -69,22 +100,31 @@ impl Runtime {
         let name: Arc<str> = name.into();
         let key = self.space.next_id();
         let mut state = ChannelState::new(name.clone(), limits, retention);
-        let (store, recovered) = match disk {
+        let mut newest = None;
+        let store = match disk {
             Some(tier) => {
                 tier.check("create_channel", &name)?;
                 self.space.check_open(&name)?;
                 if self.space.lookup(&name).is_ok() {
                     return Err(Error::AlreadyExists { name: name.to_string() });
                 }
-                let (store, recovered) = Store::open(&name, &tier)?;
+                let (mut store, recovered) = Store::open(&name, &tier)?;
                 state = state.with_disk_tier();
-                (Some(store), recovered)
+                let (kept, refused) = admit_recovered(&name, limits, &meta, self.space.ts_min(), recovered);
+                store.forget(&refused);
+                newest = kept.last().map(|item| item.ts);
+                for item in kept {
+                    state.restore(item.ts, item.payload)?;
+                }
+                Some(store)
             }
-            None => (None, Vec::new()),
+            None => None,
         };
         let shared = Shared::new(key, name.clone(), limits, meta, state, store);
-        self.space.restore(&shared, recovered)?;
         self.space.register(&name, Entry::Channel(shared.clone()))?;
+        if let Some(newest) = newest {
+            self.space.list_restored(&shared, newest);
+        }
         Ok(Channel { shared, space: self.space.clone() })
     }
 

@@ -1,0 +1,383 @@
+//! A channel's extents: files, striping, allocation, syncing, deletion and recovery.
+//!
+//! Extents are files `<dir>/<channel>/<seq>.extent` (`seq` in 16 digits; a `/` in the channel
+//! name becomes `%`, which names cannot hold), the `seq`-th on `dirs[seq % dirs.len()]`,
+//! preallocated to `extent_bytes` (an item larger than that gets an extent of its own size) and
+//! mapped once; items on disk are slices of the mapping. Each channel directory holds a `LOCK`
+//! file, `flock`ed while a runtime uses it.
+//!
+//! Invariants: every item on disk has a place (`located`) in an extent whose `live` count
+//! includes it; an extent other than the one being written is deleted when its count reaches
+//! zero; a record is `LIVE` on disk only while its item is live or was written by a batch whose
+//! sync has not returned (a failed batch marks its records dead).
+
+use std::collections::{BTreeSet, HashMap};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use stampede_core::{Error, Item, Payload, Result, Timestamp};
+
+use super::record::{self, decode_records, DEAD, STATE_AT};
+use super::{DiskStats, DiskTier};
+
+/// Characters of an extent's sequence number in its file name.
+const SEQ_DIGITS: usize = 16;
+
+/// An extent file in use.
+struct Extent {
+    /// Items on disk in it.
+    live: usize,
+    path: PathBuf,
+    /// Open for writing records and marking them dead.
+    file: File,
+}
+
+/// The extent being appended to.
+struct Current {
+    seq: u64,
+    /// The whole file, mapped read-only; items are slices of it.
+    mapped: Bytes,
+    /// Bytes written so far (the next record's offset).
+    written: usize,
+}
+
+/// Where an item on disk is.
+#[derive(Clone, Copy)]
+struct Place {
+    seq: u64,
+    /// Where its record starts.
+    at: usize,
+    /// Its payload's length.
+    len: usize,
+}
+
+/// A channel's extents: where each item on disk is, and what may be deleted.
+pub(crate) struct Store {
+    /// The channel's name, for errors.
+    name: String,
+    tier: DiskTier,
+    /// `<dir>/<channel>` for each directory, in stripe order.
+    dirs: Vec<PathBuf>,
+    /// The `LOCK` files, `flock`ed while this store lives.
+    locks: Vec<File>,
+    current: Option<Current>,
+    next_seq: u64,
+    extents: HashMap<u64, Extent>,
+    located: HashMap<Timestamp, Place>,
+    /// Extents with records marked dead since their last sync.
+    unsynced: BTreeSet<u64>,
+    /// Payload bytes on disk.
+    bytes: usize,
+    /// Items written so far.
+    written: u64,
+    /// Items recovered when the channel was created.
+    recovered: usize,
+}
+
+impl Store {
+    /// Opens the tier of channel `name`: creates `<dir>/<channel>` in each directory, locks it,
+    /// and reads back the live records of the extents found there, returned in timestamp order
+    /// for the channel to restore (or to [`forget`](Self::forget) if it cannot take them).
+    pub(crate) fn open(name: &str, tier: &DiskTier) -> Result<(Store, Vec<Item>)> {
+        let storage = |dir: &Path, what: &str, e: io::Error| storage_error("create_channel", name, dir, what, e);
+        if let Some(dir) = tier.dirs.iter().find(|dir| !dir.is_dir()) {
+            let e = io::Error::new(io::ErrorKind::NotFound, "not a directory; create it or give another");
+            return Err(storage(dir, "open the disk tier directory", e));
+        }
+        let escaped = name.replace('/', "%");
+        let mut dirs = Vec::with_capacity(tier.dirs.len());
+        let mut locks = Vec::with_capacity(tier.dirs.len());
+        for dir in &tier.dirs {
+            let channel_dir = dir.join(&escaped);
+            std::fs::create_dir_all(&channel_dir).map_err(|e| storage(&channel_dir, "create", e))?;
+            // The channel directory's entry must be durable, or a crash could lose its extents.
+            sync_dir(dir).map_err(|e| storage(dir, "sync", e))?;
+            locks.push(lock(&channel_dir).map_err(|e| storage(&channel_dir, "lock", e))?);
+            dirs.push(channel_dir);
+        }
+        let mut store = Store {
+            name: name.to_owned(),
+            tier: tier.clone(),
+            dirs,
+            locks,
+            current: None,
+            next_seq: 0,
+            extents: HashMap::new(),
+            located: HashMap::new(),
+            unsynced: BTreeSet::new(),
+            bytes: 0,
+            written: 0,
+            recovered: 0,
+        };
+        let items = store.recover()?;
+        Ok((store, items))
+    }
+
+    /// How many in-memory items a put may leave besides its own: the memory horizon.
+    pub(crate) fn keep(&self) -> usize {
+        self.tier.memory_items - 1
+    }
+
+    /// Appends `items` to the extents and syncs them; returns each one's bytes on disk, to swap
+    /// for the in-memory ones. On error nothing is returned, the items stay where they are, the
+    /// records written are marked dead and the extent being written is abandoned (after a failed
+    /// write or sync its pages may be gone, so nothing more is appended to it).
+    pub(crate) fn write(&mut self, items: &[Item]) -> Result<Vec<(Timestamp, Bytes)>> {
+        let mut placed = Vec::with_capacity(items.len());
+        if let Err(e) = self.append(items, &mut placed).and_then(|()| self.sync()) {
+            self.current = None;
+            let places: Vec<Place> = placed.iter().map(|&(_, place, _)| place).collect();
+            places.into_iter().for_each(|place| self.free(place));
+            return Err(e);
+        }
+        let mut on_disk = Vec::with_capacity(placed.len());
+        for (ts, place, data) in placed {
+            self.located.insert(ts, place);
+            self.bytes += place.len;
+            self.written += 1;
+            on_disk.push((ts, data));
+        }
+        Ok(on_disk)
+    }
+
+    /// The items at `reclaimed` are gone: their records are marked dead (synced with the next
+    /// batch written) and their places freed, deleting each extent with nothing live left. A
+    /// no-op for items not on disk.
+    pub(crate) fn forget(&mut self, reclaimed: &[Timestamp]) {
+        for ts in reclaimed {
+            if let Some(place) = self.located.remove(ts) {
+                self.bytes -= place.len;
+                self.free(place);
+            }
+        }
+    }
+
+    /// Lets go of the directories: the channel was destroyed and everything it held reclaimed
+    /// (and forgotten) first, so its extents, `LOCK` files and directories are removed.
+    pub(crate) fn release(&mut self) {
+        debug_assert!(self.located.is_empty(), "\"{}\": released with items on disk", self.name);
+        self.current = None;
+        for (_, extent) in self.extents.drain() {
+            let _ = std::fs::remove_file(extent.path);
+        }
+        for dir in &self.dirs {
+            let _ = std::fs::remove_file(dir.join("LOCK"));
+            let _ = std::fs::remove_dir(dir);
+        }
+        self.locks.clear();
+    }
+
+    /// What the tier holds now.
+    pub(crate) fn stats(&self) -> DiskStats {
+        DiskStats {
+            items: self.located.len(),
+            bytes: self.bytes,
+            extents: self.extents.len(),
+            written: self.written,
+            recovered: self.recovered,
+        }
+    }
+
+    /// Reads back every extent in the directories, in `seq` order; files not named like an
+    /// extent, and anything that is not a regular file, are left alone.
+    fn recover(&mut self) -> Result<Vec<Item>> {
+        let mut found = Vec::new();
+        for dir in &self.dirs {
+            let entries = std::fs::read_dir(dir).map_err(|e| self.error("create_channel", dir, "list", e))?;
+            for entry in entries.flatten() {
+                let seq = entry.file_name().to_str().and_then(extent_seq);
+                if let Some(seq) = seq.filter(|_| entry.file_type().is_ok_and(|t| t.is_file())) {
+                    found.push((seq, entry.path()));
+                }
+            }
+        }
+        found.sort();
+        let mut items: Vec<Item> = Vec::new();
+        for (seq, path) in found {
+            self.next_seq = self.next_seq.max(seq + 1);
+            let opened = OpenOptions::new().read(true).write(true).custom_flags(libc::O_NONBLOCK).open(&path);
+            let file = opened.map_err(|e| self.error("create_channel", &path, "open", e))?;
+            let mapped = map(&file).map_err(|e| self.error("create_channel", &path, "map", e))?;
+            let mut live = 0;
+            for record in decode_records(&mapped) {
+                if self.located.contains_key(&record.ts) {
+                    continue;
+                }
+                let data = mapped.slice(record.payload);
+                self.located.insert(record.ts, Place { seq, at: record.at, len: data.len() });
+                self.bytes += data.len();
+                items.push(Item { ts: record.ts, payload: Payload { data, codec: record.codec } });
+                live += 1;
+            }
+            if live == 0 {
+                let _ = std::fs::remove_file(&path);
+            } else {
+                self.extents.insert(seq, Extent { live, path, file });
+            }
+        }
+        items.sort_by_key(|item| item.ts);
+        self.recovered = items.len();
+        Ok(items)
+    }
+
+    /// Writes a record per item, rotating extents as they fill; each placed record counts as
+    /// live in its extent at once, so a rotation in the same batch does not delete it.
+    fn append(&mut self, items: &[Item], placed: &mut Vec<(Timestamp, Place, Bytes)>) -> Result<()> {
+        for item in items {
+            let (record, payload_at) =
+                record::encode(item.ts, item.payload.codec.name().as_bytes(), &item.payload.data);
+            if self.current.as_ref().is_none_or(|c| c.written + record.len() > c.mapped.len()) {
+                self.rotate(record.len())?;
+            }
+            let current = self.current.as_mut().expect("rotate opened an extent");
+            let (seq, at) = (current.seq, current.written);
+            let extent = self.extents.get_mut(&seq).expect("the current extent is in use");
+            if let Err(e) = extent.file.write_all_at(&record, at as u64) {
+                let path = extent.path.clone();
+                return Err(self.error("put", &path, "write", e));
+            }
+            current.written += record.len();
+            extent.live += 1;
+            let data = current.mapped.slice(at + payload_at..at + payload_at + item.payload.len());
+            placed.push((item.ts, Place { seq, at, len: data.len() }, data));
+        }
+        Ok(())
+    }
+
+    /// Syncs the extent being written (its records: an error fails the batch) and the extents
+    /// with records marked dead since their last sync (best effort).
+    fn sync(&mut self) -> Result<()> {
+        for seq in std::mem::take(&mut self.unsynced) {
+            if let Some(extent) = self.extents.get(&seq) {
+                let _ = extent.file.sync_data();
+            }
+        }
+        let Some(current) = &self.current else { return Ok(()) };
+        let extent = &self.extents[&current.seq];
+        extent.file.sync_data().map_err(|e| self.error("put", &extent.path, "sync", e))
+    }
+
+    /// Syncs and seals the current extent (deleting it if nothing in it is live) and opens the
+    /// next one, on the next directory, with room for at least `record_bytes`.
+    fn rotate(&mut self, record_bytes: usize) -> Result<()> {
+        self.sync()?;
+        if let Some(sealed) = self.current.take() {
+            if self.extents.get(&sealed.seq).is_some_and(|extent| extent.live == 0) {
+                self.delete(sealed.seq);
+            }
+        }
+        let seq = self.next_seq;
+        let dir = &self.dirs[(seq % self.dirs.len() as u64) as usize];
+        let path = dir.join(format!("{seq:0SEQ_DIGITS$}.extent"));
+        let size = self.tier.extent_bytes.max(record_bytes as u64);
+        let fail = |what: &str, e: io::Error| storage_error("put", &self.name, &path, what, e);
+        let file =
+            OpenOptions::new().read(true).write(true).create_new(true).open(&path).map_err(|e| fail("create", e))?;
+        let opened = allocate(&file, size).map_err(|e| fail("allocate", e)).and_then(|()| {
+            // The new file's directory entry must be durable too, or a crash could lose the
+            // extent whose records were synced.
+            sync_dir(dir).map_err(|e| fail("sync the directory of", e))?;
+            map(&file).map_err(|e| fail("map", e))
+        });
+        let mapped = match opened {
+            Ok(mapped) => mapped,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                return Err(e);
+            }
+        };
+        self.next_seq += 1;
+        self.extents.insert(seq, Extent { live: 0, path, file });
+        self.current = Some(Current { seq, mapped, written: 0 });
+        Ok(())
+    }
+
+    /// One item fewer in `place`'s extent: its record is marked dead, and the extent deleted if
+    /// nothing in it is live and it is not being written.
+    fn free(&mut self, place: Place) {
+        let Some(extent) = self.extents.get_mut(&place.seq) else {
+            debug_assert!(false, "\"{}\": an item's extent {} is not in use", self.name, place.seq);
+            return;
+        };
+        extent.live -= 1;
+        // Best effort: a mark that does not reach the disk only lets recovery bring the item back.
+        let _ = extent.file.write_all_at(&[DEAD], (place.at + STATE_AT) as u64);
+        let writing = self.current.as_ref().is_some_and(|c| c.seq == place.seq);
+        if extent.live == 0 && !writing {
+            self.delete(place.seq);
+        } else {
+            self.unsynced.insert(place.seq);
+        }
+    }
+
+    fn delete(&mut self, seq: u64) {
+        if let Some(extent) = self.extents.remove(&seq) {
+            // Deleting only returns disk space: a failure leaves a file of dead records.
+            let _ = std::fs::remove_file(extent.path);
+        }
+        self.unsynced.remove(&seq);
+    }
+
+    fn error(&self, op: &'static str, path: &Path, what: &str, e: io::Error) -> Error {
+        storage_error(op, &self.name, path, what, e)
+    }
+}
+
+/// The sequence number of an extent file's name: exactly [`SEQ_DIGITS`] digits and `.extent`.
+fn extent_seq(file_name: &str) -> Option<u64> {
+    let digits = file_name.strip_suffix(".extent")?;
+    (digits.len() == SEQ_DIGITS && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok())?
+}
+
+/// `Error::Storage` for `op` on channel `name`, saying what failed on `path` and what to do.
+fn storage_error(op: &'static str, name: &str, path: &Path, what: &str, e: io::Error) -> Error {
+    let hint = match e.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => "; free space or add a directory on another disk",
+        Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EROFS) => "; make it writable or give another",
+        Some(libc::EWOULDBLOCK) => "; another runtime uses this channel's extents",
+        Some(libc::ENOMEM) if what == "map" => "; too many mappings (vm.max_map_count): use larger extents",
+        _ => "",
+    };
+    Error::Storage { op, name: name.to_owned(), reason: format!("could not {what} {}: {e}{hint}", path.display()) }
+}
+
+/// Maps `file` read-only and shared: writes through the file are visible in the mapping.
+fn map(file: &File) -> io::Result<Bytes> {
+    // SAFETY: the mapping is of an extent file this store created or recovered under the
+    // channel directory's lock; records are only appended past what is mapped into items, and
+    // this process never truncates an extent (deleting unlinks it; the mapping stays valid). The
+    // lock is advisory: another process truncating an extent would make reads fault (SIGBUS),
+    // so the directories must belong to the runtime (docs/RECORDING.md).
+    let mapping = unsafe { memmap2::Mmap::map(file)? };
+    Ok(Bytes::from_owner(mapping))
+}
+
+/// Reserves `size` bytes for `file` on its disk, so a full disk fails here, before any item
+/// depends on the extent.
+fn allocate(file: &File, size: u64) -> io::Result<()> {
+    let size = libc::off_t::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    // SAFETY: a valid open file descriptor; posix_fallocate touches no memory of ours.
+    match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size) } {
+        0 => Ok(()),
+        errno => Err(io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// Makes `dir`'s entries durable.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Opens and exclusively `flock`s `<dir>/LOCK`, without waiting.
+fn lock(dir: &Path) -> io::Result<File> {
+    let file = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("LOCK"))?;
+    // SAFETY: a valid open file descriptor; flock touches no memory of ours.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(file)
+}
