@@ -75,3 +75,39 @@ pub fn timer_overhead_ns() -> f64 {
 pub fn mb_per_s(bytes: u64, ns: u64) -> f64 {
     bytes as f64 / 1e6 / (ns as f64 / 1e9)
 }
+
+/// Standard deviation (population) of `samples_ns` around their `mean_ns`: the jitter of a delay.
+pub fn std_dev_ns(samples_ns: &[u64], mean_ns: f64) -> f64 {
+    assert!(!samples_ns.is_empty(), "std_dev_ns: no samples");
+    let sum_sq: f64 = samples_ns.iter().map(|&s| (s as f64 - mean_ns).powi(2)).sum();
+    (sum_sq / samples_ns.len() as f64).sqrt()
+}
+
+/// A least-squares line `y = intercept + slope * x`, and how much of `y`'s variance it explains.
+#[derive(Clone, Copy, Debug)]
+pub struct LinearFit {
+    pub intercept: f64,
+    pub slope: f64,
+    /// Coefficient of determination (1: every point on the line).
+    pub r2: f64,
+}
+
+impl LinearFit {
+    /// Fits `points` (x, y) by ordinary least squares; `None` with fewer than two distinct x.
+    pub fn of(points: &[(f64, f64)]) -> Option<LinearFit> {
+        let n = points.len() as f64;
+        let (mean_x, mean_y) =
+            (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
+        let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+        let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+        let syy: f64 = points.iter().map(|p| (p.1 - mean_y).powi(2)).sum();
+        if points.len() < 2 || sxx <= 0.0 {
+            return None;
+        }
+        let slope = sxy / sxx;
+        let intercept = mean_y - slope * mean_x;
+        let sse: f64 = points.iter().map(|p| (p.1 - intercept - slope * p.0).powi(2)).sum();
+        let r2 = if syy > 0.0 { 1.0 - sse / syy } else { 1.0 };
+        Some(LinearFit { intercept, slope, r2 })
+    }
+}

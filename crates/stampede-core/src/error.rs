@@ -62,7 +62,10 @@ pub enum Error {
     },
 
     /// Exact get of an item this connection has already consumed.
-    #[error("get ts={ts} on \"{name}\": already consumed on this connection")]
+    #[error(
+        "get ts={ts} on \"{name}\": already consumed on this connection (consumed by this connection, or present \
+         below the task's visibility when it attached: attach from a task at or below ts={ts} to read it)"
+    )]
     AlreadyConsumed { name: String, ts: Timestamp },
 
     /// Exact get below ts_min, or of an item reclaimed early by its reference count.
