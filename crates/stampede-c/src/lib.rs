@@ -1,0 +1,1 @@
+//! Stampede's C ABI (SPEC §8): `stampede.h`, every function prefixed `stp_`. Being written.

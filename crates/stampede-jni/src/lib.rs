@@ -1,0 +1,1 @@
+//! The native half of Stampede's Java client (JNI). Being written.
