@@ -21,7 +21,8 @@ echo "   and against a client of node b whose session is on node a, in a mesh a 
 cargo build -q -p stampede-cli
 for configuration in serve mesh; do
     STAMPEDE_CONFIGURATION=$configuration cargo test -p stampede \
-        --test rules_channel --test rules_gc --test rules_queue --test correlation --test progress --test graph
+        --test rules_channel --test rules_gc --test rules_queue --test correlation --test progress --test graph \
+        --test vectors
 done
 
 echo "== Python package"
@@ -43,5 +44,6 @@ echo "== Conformance: the Python semantic suites in the serve and mesh configura
 for configuration in serve mesh; do
     STAMPEDE_CONFIGURATION=$configuration .venv/bin/python -m pytest -q -rs python/tests/test_channel.py \
         python/tests/test_gc.py python/tests/test_queue.py python/tests/test_correlation.py \
-        python/tests/test_concurrency.py python/tests/test_payload.py python/tests/test_graph.py
+        python/tests/test_concurrency.py python/tests/test_payload.py python/tests/test_graph.py \
+        python/tests/test_vectors.py
 done
