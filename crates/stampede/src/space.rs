@@ -4,8 +4,8 @@
 //! a channel's or queue's lock → a task's lock → the registry of gets waiting for a horizon →
 //! the progress lock. No path holds two task locks or two
 //! container locks. A channel's disk store lock ([`crate::disk`]) comes before all of them: a put
-//! moving items to disk holds it around its container lock; GC only queues reclaimed items for
-//! it, under a lock of its own held for nothing else.
+//! moving items to disk holds it around its container lock; GC never waits for it (it frees
+//! reclaimed items' places when the store is free, else leaves them to its holder).
 //!
 //! Wake-ups: every change of claims or of the graph ends in [`Space::progressed`], which wakes
 //! joins and the gets registered for a horizon that has now passed what they wait for; every

@@ -175,17 +175,154 @@ fn crash_child() {
     std::process::abort();
 }
 
+/// Environment variable of [`crash_child_sizes`]: `<first ts>:<size>,<size>,...`.
+const CRASH_SIZES: &str = "STAMPEDE_DISK_CRASH_SIZES";
+
+/// Another child: puts one item per size of [`CRASH_SIZES`] at consecutive timestamps on a tier
+/// keeping one item in memory, then aborts.
+#[test]
+#[ignore = "run only as the child process of the crash tests"]
+fn crash_child_sizes() {
+    let (Ok(dir), Ok(plan)) = (std::env::var(CRASH_CHILD), std::env::var(CRASH_SIZES)) else { return };
+    let (first, sizes) = plan.split_once(':').unwrap();
+    let rt = Runtime::new();
+    let ch = tiered(&rt, "crashy/frames", tier(&[Path::new(&dir)], 1)).unwrap();
+    let out = rt.task(0).unwrap().attach_output(&ch).unwrap();
+    for (i, size) in sizes.split(',').enumerate() {
+        let ts = first.parse::<i64>().unwrap() + i as i64;
+        out.put(ts, frame(ts, size.parse().unwrap())).unwrap();
+    }
+    std::process::abort();
+}
+
 /// Runs [`crash_child`] on `dir` in a child process, under the watchdog.
 fn crash_a_child(test: &'static str, dir: &Path, consumed: i64) {
+    run_child(test, "crash_child", &[(CRASH_CHILD, dir.as_os_str()), (CRASH_CONSUMED, consumed.to_string().as_ref())]);
+}
+
+/// Runs the child test `child` with `env`, under the watchdog; it must abort.
+fn run_child(test: &'static str, child: &str, env: &[(&str, &std::ffi::OsStr)]) {
     let status = support::with_watchdog(test, || {
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "crash_child", "--ignored", "--nocapture"])
-            .env(CRASH_CHILD, dir)
-            .env(CRASH_CONSUMED, consumed.to_string())
-            .status()
-            .unwrap()
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command.args(["--exact", child, "--ignored", "--nocapture"]);
+        env.iter().for_each(|(key, value)| {
+            command.env(key, value);
+        });
+        command.status().unwrap()
     });
     assert!(!status.success(), "the child aborts");
+}
+
+/// Runs [`crash_child_sizes`] on `dir`.
+fn crash_sizes(test: &'static str, dir: &Path, plan: &str) {
+    run_child(test, "crash_child_sizes", &[(CRASH_CHILD, dir.as_os_str()), (CRASH_SIZES, plan.as_ref())]);
+}
+
+/// Recovered history has no holes: a byte bound keeps the newest items that fit, and drops every
+/// older one from the first that does not fit (a smaller, older item would have fitted).
+#[test]
+fn a_byte_bound_keeps_the_newest_without_holes() {
+    let dir = tempfile::tempdir().unwrap();
+    crash_sizes("a_byte_bound_keeps_the_newest_without_holes", dir.path(), "0:40,50,60,1");
+    let rt = Runtime::new();
+    let _reader = rt.task(0).unwrap();
+    let options = ChannelOptions {
+        limits: Limits::unbounded().with_bytes(100),
+        disk: Some(tier(&[dir.path()], 1)),
+        ..ChannelOptions::default()
+    };
+    let ch = rt.create_channel("crashy/frames", options).unwrap();
+    assert_eq!(ch.timestamps(), vec![2], "60 bytes fit, 50 more do not, and nothing older is kept");
+}
+
+/// Extents of the same number in two directories (a disk used alone, then combined with
+/// another) are both recovered and each freed on its own.
+#[test]
+fn extents_of_one_number_in_two_directories_stay_apart() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    crash_sizes("extents_of_one_number_in_two_directories_stay_apart", a.path(), "0:100,100,100,1");
+    crash_sizes("extents_of_one_number_in_two_directories_stay_apart", b.path(), "100:100,100,100,1");
+    let rt = Runtime::new();
+    let reader = rt.task(0).unwrap();
+    let ch = tiered(&rt, "crashy/frames", tier(&[a.path(), b.path()], 1)).unwrap();
+    assert_eq!(ch.timestamps(), vec![0, 1, 2, 100, 101, 102]);
+    assert_eq!(ch.disk_stats().unwrap().extents, 2);
+    let input = reader.attach_input(&ch).unwrap();
+    input.consume_until(2).unwrap();
+    let producer = rt.task(0).unwrap();
+    reader.set_virtual_time(stampede::INFINITY).unwrap();
+    producer.set_virtual_time(50).unwrap();
+    assert_eq!(ch.timestamps(), vec![100, 101, 102], "a's items reclaimed");
+    assert_eq!(ch.disk_stats().unwrap().extents, 1);
+    assert!(extents(a.path()).is_empty() && extents(b.path()).len() == 1, "a's extent went, b's stays");
+    for ts in 100..103 {
+        assert_eq!(input.get(ts, NOW).unwrap().data().as_ref(), frame(ts, 100));
+    }
+    ch.destroy().unwrap();
+}
+
+/// A recovered item the channel would refuse (a codec other than the declared one) fails the
+/// creation and destroys nothing: created as it was, the channel gets its history back. Under
+/// current-readers retention nothing comes back (no reader holds it).
+#[test]
+fn recovery_refuses_to_destroy_history_on_a_mistake() {
+    let dir = tempfile::tempdir().unwrap();
+    crash_a_child("recovery_refuses_to_destroy_history_on_a_mistake", dir.path(), 0);
+    let rt = Runtime::new();
+    let _reader = rt.task(0).unwrap();
+    let typo = ChannelOptions {
+        codec: Some(Codec::from_name("app/frmae")),
+        disk: Some(tier(&[dir.path()], 4)),
+        ..ChannelOptions::default()
+    };
+    let refused = rt.create_channel("crashy/frames", typo);
+    assert!(matches!(&refused, Err(Error::InvalidArgument { .. })), "{refused:?}");
+    assert!(rt.names("").unwrap().is_empty());
+    let right = ChannelOptions { codec: Some(Codec::from_name("app/frame")), ..ChannelOptions::default() };
+    let options = ChannelOptions { disk: Some(tier(&[dir.path()], 4)), ..right };
+    let ch = rt.create_channel("crashy/frames", options).unwrap();
+    assert_eq!(ch.timestamps().len(), 47);
+    let current = Runtime::new();
+    drop(ch);
+    rt.close();
+    let other = tempfile::tempdir().unwrap();
+    crash_a_child("recovery_refuses_to_destroy_history_on_a_mistake", other.path(), 0);
+    let _holder = current.task(0).unwrap();
+    let options = ChannelOptions {
+        retention: stampede::Retention::CurrentReaders,
+        disk: Some(tier(&[other.path()], 4)),
+        ..ChannelOptions::default()
+    };
+    assert!(current.create_channel("crashy/frames", options).unwrap().timestamps().is_empty());
+}
+
+/// Destroying a channel while other threads reclaim items on disk (reference counts) never trips
+/// the tier, and the name can be created again on the same directories at once.
+#[test]
+fn destroy_races_reclamation() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..200 {
+        let rt = Runtime::new();
+        let ch = tiered(&rt, "race", tier(&[dir.path()], 1)).unwrap();
+        let task = rt.task(0).unwrap();
+        let input = task.attach_input(&ch).unwrap();
+        let out = task.attach_output(&ch).unwrap();
+        for ts in 0..8 {
+            out.put_with(ts, frame(ts, 200), PutOptions { refcount: Some(1), timeout: None }).unwrap();
+        }
+        let consumer = std::thread::spawn(move || {
+            for ts in 0..8 {
+                let _ = input.consume(ts);
+            }
+        });
+        if round % 2 == 0 {
+            std::thread::yield_now();
+        }
+        ch.destroy().unwrap();
+        consumer.join().unwrap();
+        tiered(&rt, "race", tier(&[dir.path()], 1)).unwrap().destroy().unwrap();
+    }
+    assert!(extents(dir.path()).is_empty());
 }
 
 /// A crash loses nothing acknowledged to the disk: after a process aborts, creating the channel

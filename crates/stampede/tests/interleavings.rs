@@ -20,7 +20,10 @@
 //! must find it unsettled, and no horizon may go back. Scenario three: getters of one queue
 //! take places in its line of waiting getters and give them up (timeouts of a microsecond: a
 //! real sleep would stall the scheduler) while a producer puts: no item is lost, doubled or
-//! stranded behind a place nobody holds.
+//! stranded behind a place nobody holds. Scenario one runs again on a channel with a disk tier
+//! (every put moves the previous item to disk, racing its reclamation; every read checks the
+//! bytes; nothing is left on disk at the end), and scenario four races a put moving an item to
+//! disk with the consume that reclaims it: its record must be dead once both return.
 #![cfg(feature = "shuttle")]
 
 mod support;
@@ -131,6 +134,7 @@ fn disk_scenario(seed: u64) {
 fn scenario_on(seed: u64, disk: Option<DiskTier>) {
     let mut rng = Rng(seed);
     let rt = Runtime::new();
+    let extents_dir = disk.as_ref().map(|tier| tier.dirs[0].join("frames"));
     let channel = rt.create_channel("frames", ChannelOptions { disk, ..ChannelOptions::default() }).expect("create");
     let producer = rt.task(0).expect("producer");
     let out = producer.attach_output(&channel).expect("attach output");
@@ -176,6 +180,13 @@ fn scenario_on(seed: u64, disk: Option<DiskTier>) {
     }
     rt.check_invariants();
     assert_eq!(channel.stats().live_items, 0, "every task closed, yet items remain: {:?}", channel.timestamps());
+    if let Some(dir) = extents_dir {
+        // Read before anything locks the tier again: every reclaimed item was freed by whoever
+        // held the tier last, and its extent deleted.
+        let files = std::fs::read_dir(&dir).expect("the channel's directory").flatten();
+        let extents = files.filter(|f| f.path().extension().is_some_and(|e| e == "extent")).count();
+        assert!(extents <= 1, "{extents} extents are left, yet everything was reclaimed");
+    }
     if let Some(disk) = channel.disk_stats() {
         assert_eq!((disk.items, disk.bytes), (0, 0), "everything was reclaimed, yet the disk holds some: {disk:?}");
         assert!(disk.extents <= 1, "only the extent being written may stay: {disk:?}");
@@ -329,6 +340,39 @@ fn readers_and_early_reclamation() {
 #[test]
 fn readers_and_early_reclamation_on_disk() {
     explore("readers_and_early_reclamation_on_disk", disk_scenario);
+}
+
+/// A put moving an item to disk races a reader whose consume reclaims that item (reference
+/// count 1): once both return, the item's record on disk is dead — whoever held the tier last
+/// freed it, with no later call needed.
+#[test]
+fn reclaiming_during_a_spill_frees_the_place() {
+    explore("reclaiming_during_a_spill_frees_the_place", spill_race_scenario);
+}
+
+fn spill_race_scenario(_seed: u64) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let tier =
+        DiskTier { dirs: vec![dir.path().to_path_buf()], extent_bytes: DiskTier::EXTENT_BYTES_MIN, memory_items: 1 };
+    let rt = Runtime::new();
+    let channel = rt.create_channel("frames", ChannelOptions { disk: Some(tier), ..ChannelOptions::default() });
+    let channel = channel.expect("create");
+    let task = rt.task(0).expect("task");
+    let input = task.attach_input(&channel).expect("attach input");
+    let out = task.attach_output(&channel).expect("attach output");
+    let once = PutOptions { refcount: Some(1), timeout: NOW };
+    out.put_with(0, vec![0u8; 64], once).expect("put 0");
+    let reader = shuttle::thread::spawn(move || {
+        intact(input.get(0, NOW).expect("get 0"));
+        input.consume(0).expect("consume 0");
+    });
+    out.put_with(1, vec![1u8; 64], once).expect("put 1");
+    reader.join().expect("reader thread");
+    let extents = std::fs::read_dir(dir.path().join("frames")).expect("the channel's directory").flatten();
+    for extent in extents.filter(|f| f.path().extension().is_some_and(|e| e == "extent")) {
+        let live = stampede::disk::decode_records(&std::fs::read(extent.path()).expect("read the extent"));
+        assert!(live.iter().all(|record| record.ts != 0), "ts=0 was reclaimed, yet its record is live");
+    }
 }
 
 /// Settledness under every explored interleaving of a camera, a relaying tracker and a watcher:

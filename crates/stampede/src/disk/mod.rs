@@ -14,13 +14,13 @@
 //! - **Errors lose nothing.** A full disk, a missing or unwritable directory or another runtime
 //!   holding the directories is [`Error::Storage`] naming the directory and the OS error; what the
 //!   channel held stays held, in memory.
-//!
 //! - **Reclaimed stays reclaimed.** A reclaimed item's record is marked dead (best effort,
 //!   synced with the next batch written), so recovery skips it.
 //!
 //! Layout: `store.rs` (extent files, striping, recovery) and `record.rs` (the bytes of one item).
-//! GC never waits for disk I/O: reclaimed timestamps are queued (`Tier::reclaimed`) and the
-//! store frees their places the next time it is locked.
+//! GC never waits for a put's disk I/O: a reclaimed item's place is freed by the reclaiming
+//! call when the store is free (a one-byte write, perhaps an unlink), else queued for the put
+//! holding it, which frees it before it lets go (`Held`).
 
 mod record;
 mod store;
@@ -110,12 +110,12 @@ pub struct DiskStats {
     pub recovered: usize,
 }
 
-/// A channel's disk tier as the driver holds it: the store, and the timestamps reclaimed since
-/// it was last locked.
+/// A channel's disk tier as the driver holds it: the store, and the timestamps reclaimed and not
+/// yet freed.
 pub(crate) struct Tier {
     store: Mutex<Store>,
     /// Reclaimed timestamps whose places are not freed yet: GC queues them here, under a lock
-    /// never held across I/O, so reclaiming never waits for a disk.
+    /// never held across I/O, so reclaiming never waits for a put's disk I/O.
     reclaimed: Mutex<Vec<Timestamp>>,
 }
 
@@ -124,21 +124,64 @@ impl Tier {
         Tier { store: Mutex::new(store), reclaimed: Mutex::new(Vec::new()) }
     }
 
-    /// The store, with the places of every item reclaimed so far freed.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Store> {
-        let mut store = self.store.lock();
-        let reclaimed = std::mem::take(&mut *self.reclaimed.lock());
-        store.forget(&reclaimed);
-        store
+    /// The store, with the places of every item reclaimed so far freed; those queued while it
+    /// is held are freed when it is let go.
+    pub(crate) fn lock(&self) -> Held<'_> {
+        Held::new(self, self.store.lock())
     }
 
-    /// Queues the places of reclaimed items to be freed, and frees them now if no put is moving
-    /// items to disk (never waiting for one: GC does not wait for a disk).
+    /// Queues the places of reclaimed items to be freed, and frees them now unless the store
+    /// is held (a put moving items to disk): its holder frees them when it lets go.
     pub(crate) fn reclaimed(&self, items: &[Item]) {
         self.reclaimed.lock().extend(items.iter().map(|item| item.ts));
-        if let Some(mut store) = self.store.try_lock() {
-            let reclaimed = std::mem::take(&mut *self.reclaimed.lock());
-            store.forget(&reclaimed);
+        if let Some(store) = self.store.try_lock() {
+            drop(Held::new(self, store));
+        }
+    }
+
+    fn take_reclaimed(&self) -> Vec<Timestamp> {
+        std::mem::take(&mut *self.reclaimed.lock())
+    }
+}
+
+/// The store, held. Letting go frees what was queued meanwhile, and looks again after unlocking:
+/// a reclaim queued while the store was held (whose own attempt to free it failed) is freed by
+/// whoever holds the store last, so no queued item waits for a later caller.
+pub(crate) struct Held<'a> {
+    tier: &'a Tier,
+    store: Option<MutexGuard<'a, Store>>,
+}
+
+impl<'a> Held<'a> {
+    fn new(tier: &'a Tier, mut store: MutexGuard<'a, Store>) -> Held<'a> {
+        store.forget(&tier.take_reclaimed());
+        Held { tier, store: Some(store) }
+    }
+}
+
+impl std::ops::Deref for Held<'_> {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        self.store.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut Store {
+        self.store.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        while let Some(mut store) = self.store.take() {
+            store.forget(&self.tier.take_reclaimed());
+            drop(store);
+            // A reclaim queued after the line above failed to take the store, so it is ours to
+            // free: take the store again unless someone else holds it (they will free it).
+            if !self.tier.reclaimed.lock().is_empty() {
+                self.store = self.tier.store.try_lock();
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! One item on disk: a record of an extent, and the decoding recovery trusts.
 //!
 //! A record is a [`HEADER_BYTES`] header — magic `STX1` (4), CRC32 (4), timestamp (8), payload
-//! length (8), codec name length (2), state (1: [`LIVE`] or [`DEAD`]), reserved (5) — then the
+//! length (8), codec name length (2), state (1: [`LIVE`] or [`DEAD`]), reserved (5, zero) — then the
 //! codec name, then the payload at an [`ALIGN`]-byte boundary (so arrays read in place stay
 //! aligned), padded to the next boundary. The CRC covers the timestamp, lengths, codec name and
 //! payload; not the state byte, which is rewritten in place when the item is reclaimed.
@@ -88,7 +88,8 @@ pub fn decode_records(extent: &[u8]) -> Vec<Record> {
         let (crc, ts, len, codec_len) = (word(4..8) as u32, word(8..16) as i64, word(16..24), word(24..26) as usize);
         let state = header[STATE_AT];
         let Some(len) = usize::try_from(len).ok().filter(|&len| len <= extent.len()) else { break };
-        if codec_len > CODEC_NAME_BYTES_MAX || !matches!(state, LIVE | DEAD) {
+        let reserved_zero = header[STATE_AT + 1..].iter().all(|&b| b == 0);
+        if codec_len > CODEC_NAME_BYTES_MAX || !matches!(state, LIVE | DEAD) || !reserved_zero {
             break;
         }
         let Some((payload_at, record_bytes)) = layout(codec_len, len) else { break };

@@ -8,8 +8,10 @@
 //!
 //! Invariants: every item on disk has a place (`located`) in an extent whose `live` count
 //! includes it; an extent other than the one being written is deleted when its count reaches
-//! zero; a record is `LIVE` on disk only while its item is live or was written by a batch whose
-//! sync has not returned (a failed batch marks its records dead).
+//! zero. A record whose item is gone is marked dead when the store is next let go (see
+//! `Held` in `disk/mod.rs`); a failed batch marks its records dead; a duplicate found at
+//! recovery is marked dead. Extents are known by an id of this store (files in different
+//! directories may carry the same number, after disks were combined).
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
@@ -38,7 +40,8 @@ struct Extent {
 
 /// The extent being appended to.
 struct Current {
-    seq: u64,
+    /// Its id in `Store::extents`.
+    id: u64,
     /// The whole file, mapped read-only; items are slices of it.
     mapped: Bytes,
     /// Bytes written so far (the next record's offset).
@@ -48,7 +51,8 @@ struct Current {
 /// Where an item on disk is.
 #[derive(Clone, Copy)]
 struct Place {
-    seq: u64,
+    /// Its extent's id.
+    extent: u64,
     /// Where its record starts.
     at: usize,
     /// Its payload's length.
@@ -65,11 +69,16 @@ pub(crate) struct Store {
     /// The `LOCK` files, `flock`ed while this store lives.
     locks: Vec<File>,
     current: Option<Current>,
+    /// The number in the next new extent's file name.
     next_seq: u64,
+    /// The id of the next extent opened or recovered.
+    next_id: u64,
     extents: HashMap<u64, Extent>,
     located: HashMap<Timestamp, Place>,
     /// Extents with records marked dead since their last sync.
     unsynced: BTreeSet<u64>,
+    /// Directories with extents deleted since their last sync.
+    unsynced_dirs: BTreeSet<PathBuf>,
     /// Payload bytes on disk.
     bytes: usize,
     /// Items written so far.
@@ -88,15 +97,33 @@ impl Store {
             let e = io::Error::new(io::ErrorKind::NotFound, "not a directory; create it or give another");
             return Err(storage(dir, "open the disk tier directory", e));
         }
+        let canonical: Vec<PathBuf> = tier.dirs.iter().map(|dir| dir.canonicalize().unwrap_or(dir.clone())).collect();
+        if let Some(i) = (1..canonical.len()).find(|&i| canonical[..i].contains(&canonical[i])) {
+            return Err(Error::InvalidArgument {
+                op: "create_channel",
+                name: name.to_owned(),
+                reason: format!("{} names a directory given before; give each directory once", tier.dirs[i].display()),
+            });
+        }
         let escaped = name.replace('/', "%");
         let mut dirs = Vec::with_capacity(tier.dirs.len());
         let mut locks = Vec::with_capacity(tier.dirs.len());
         for dir in &tier.dirs {
             let channel_dir = dir.join(&escaped);
-            std::fs::create_dir_all(&channel_dir).map_err(|e| storage(&channel_dir, "create", e))?;
-            // The channel directory's entry must be durable, or a crash could lose its extents.
-            sync_dir(dir).map_err(|e| storage(dir, "sync", e))?;
-            locks.push(lock(&channel_dir).map_err(|e| storage(&channel_dir, "lock", e))?);
+            let opened = std::fs::create_dir_all(&channel_dir)
+                .map_err(|e| storage(&channel_dir, "create", e))
+                // The channel directory's entry must be durable, or a crash could lose its extents.
+                .and_then(|()| sync_dir(dir).map_err(|e| storage(dir, "sync", e)))
+                .and_then(|()| lock(&channel_dir).map_err(|e| storage(&channel_dir, "lock", e)));
+            match opened {
+                Ok(lock) => locks.push(lock),
+                Err(e) => {
+                    // Leave no trace in the directories done so far (they hold nothing yet).
+                    drop(locks);
+                    dirs.iter().for_each(remove_channel_dir);
+                    return Err(e);
+                }
+            }
             dirs.push(channel_dir);
         }
         let mut store = Store {
@@ -106,9 +133,11 @@ impl Store {
             locks,
             current: None,
             next_seq: 0,
+            next_id: 0,
             extents: HashMap::new(),
             located: HashMap::new(),
             unsynced: BTreeSet::new(),
+            unsynced_dirs: BTreeSet::new(),
             bytes: 0,
             written: 0,
             recovered: 0,
@@ -129,9 +158,12 @@ impl Store {
     pub(crate) fn write(&mut self, items: &[Item]) -> Result<Vec<(Timestamp, Bytes)>> {
         let mut placed = Vec::with_capacity(items.len());
         if let Err(e) = self.append(items, &mut placed).and_then(|()| self.sync()) {
-            self.current = None;
+            let abandoned = self.current.take();
             let places: Vec<Place> = placed.iter().map(|&(_, place, _)| place).collect();
             places.into_iter().for_each(|place| self.free(place));
+            if let Some(abandoned) = abandoned.filter(|c| self.extents.get(&c.id).is_some_and(|e| e.live == 0)) {
+                self.delete(abandoned.id);
+            }
             return Err(e);
         }
         let mut on_disk = Vec::with_capacity(placed.len());
@@ -156,17 +188,20 @@ impl Store {
         }
     }
 
-    /// Lets go of the directories: the channel was destroyed and everything it held reclaimed
-    /// (and forgotten) first, so its extents, `LOCK` files and directories are removed.
+    /// Lets go of the directories: the channel was destroyed, so everything it held is
+    /// reclaimed (some reclaims may still be on their way to the queue: they find nothing), and
+    /// its extents, `LOCK` files and directories are removed.
     pub(crate) fn release(&mut self) {
-        debug_assert!(self.located.is_empty(), "\"{}\": released with items on disk", self.name);
         self.current = None;
+        self.located.clear();
+        self.bytes = 0;
+        self.unsynced.clear();
         for (_, extent) in self.extents.drain() {
             let _ = std::fs::remove_file(extent.path);
         }
-        for dir in &self.dirs {
-            let _ = std::fs::remove_file(dir.join("LOCK"));
-            let _ = std::fs::remove_dir(dir);
+        self.dirs.iter().for_each(remove_channel_dir);
+        for dir in &self.tier.dirs {
+            let _ = sync_dir(dir);
         }
         self.locks.clear();
     }
@@ -199,16 +234,20 @@ impl Store {
         let mut items: Vec<Item> = Vec::new();
         for (seq, path) in found {
             self.next_seq = self.next_seq.max(seq + 1);
+            let id = self.next_id;
+            self.next_id += 1;
             let opened = OpenOptions::new().read(true).write(true).custom_flags(libc::O_NONBLOCK).open(&path);
             let file = opened.map_err(|e| self.error("create_channel", &path, "open", e))?;
             let mapped = map(&file).map_err(|e| self.error("create_channel", &path, "map", e))?;
             let mut live = 0;
             for record in decode_records(&mapped) {
                 if self.located.contains_key(&record.ts) {
+                    // Best effort, as every dead mark: a later recovery skips it either way.
+                    let _ = file.write_all_at(&[DEAD], (record.at + STATE_AT) as u64);
                     continue;
                 }
                 let data = mapped.slice(record.payload);
-                self.located.insert(record.ts, Place { seq, at: record.at, len: data.len() });
+                self.located.insert(record.ts, Place { extent: id, at: record.at, len: data.len() });
                 self.bytes += data.len();
                 items.push(Item { ts: record.ts, payload: Payload { data, codec: record.codec } });
                 live += 1;
@@ -216,7 +255,7 @@ impl Store {
             if live == 0 {
                 let _ = std::fs::remove_file(&path);
             } else {
-                self.extents.insert(seq, Extent { live, path, file });
+                self.extents.insert(id, Extent { live, path, file });
             }
         }
         items.sort_by_key(|item| item.ts);
@@ -234,8 +273,8 @@ impl Store {
                 self.rotate(record.len())?;
             }
             let current = self.current.as_mut().expect("rotate opened an extent");
-            let (seq, at) = (current.seq, current.written);
-            let extent = self.extents.get_mut(&seq).expect("the current extent is in use");
+            let (id, at) = (current.id, current.written);
+            let extent = self.extents.get_mut(&id).expect("the current extent is in use");
             if let Err(e) = extent.file.write_all_at(&record, at as u64) {
                 let path = extent.path.clone();
                 return Err(self.error("put", &path, "write", e));
@@ -243,21 +282,25 @@ impl Store {
             current.written += record.len();
             extent.live += 1;
             let data = current.mapped.slice(at + payload_at..at + payload_at + item.payload.len());
-            placed.push((item.ts, Place { seq, at, len: data.len() }, data));
+            placed.push((item.ts, Place { extent: id, at, len: data.len() }, data));
         }
         Ok(())
     }
 
-    /// Syncs the extent being written (its records: an error fails the batch) and the extents
-    /// with records marked dead since their last sync (best effort).
+    /// Syncs the extent being written (its records: an error fails the batch), and, best
+    /// effort, the extents with records marked dead and the directories with extents deleted
+    /// since their last sync.
     fn sync(&mut self) -> Result<()> {
-        for seq in std::mem::take(&mut self.unsynced) {
-            if let Some(extent) = self.extents.get(&seq) {
+        for id in std::mem::take(&mut self.unsynced) {
+            if let Some(extent) = self.extents.get(&id) {
                 let _ = extent.file.sync_data();
             }
         }
+        for dir in std::mem::take(&mut self.unsynced_dirs) {
+            let _ = sync_dir(&dir);
+        }
         let Some(current) = &self.current else { return Ok(()) };
-        let extent = &self.extents[&current.seq];
+        let extent = &self.extents[&current.id];
         extent.file.sync_data().map_err(|e| self.error("put", &extent.path, "sync", e))
     }
 
@@ -266,8 +309,8 @@ impl Store {
     fn rotate(&mut self, record_bytes: usize) -> Result<()> {
         self.sync()?;
         if let Some(sealed) = self.current.take() {
-            if self.extents.get(&sealed.seq).is_some_and(|extent| extent.live == 0) {
-                self.delete(sealed.seq);
+            if self.extents.get(&sealed.id).is_some_and(|extent| extent.live == 0) {
+                self.delete(sealed.id);
             }
         }
         let seq = self.next_seq;
@@ -290,36 +333,42 @@ impl Store {
                 return Err(e);
             }
         };
-        self.next_seq += 1;
-        self.extents.insert(seq, Extent { live: 0, path, file });
-        self.current = Some(Current { seq, mapped, written: 0 });
+        let id = self.next_id;
+        (self.next_seq, self.next_id) = (seq + 1, id + 1);
+        self.extents.insert(id, Extent { live: 0, path, file });
+        self.current = Some(Current { id, mapped, written: 0 });
         Ok(())
     }
 
     /// One item fewer in `place`'s extent: its record is marked dead, and the extent deleted if
     /// nothing in it is live and it is not being written.
     fn free(&mut self, place: Place) {
-        let Some(extent) = self.extents.get_mut(&place.seq) else {
-            debug_assert!(false, "\"{}\": an item's extent {} is not in use", self.name, place.seq);
+        let Some(extent) = self.extents.get_mut(&place.extent) else {
+            debug_assert!(false, "\"{}\": an item's extent {} is not in use", self.name, place.extent);
             return;
         };
         extent.live -= 1;
         // Best effort: a mark that does not reach the disk only lets recovery bring the item back.
         let _ = extent.file.write_all_at(&[DEAD], (place.at + STATE_AT) as u64);
-        let writing = self.current.as_ref().is_some_and(|c| c.seq == place.seq);
+        let writing = self.current.as_ref().is_some_and(|c| c.id == place.extent);
         if extent.live == 0 && !writing {
-            self.delete(place.seq);
+            self.delete(place.extent);
         } else {
-            self.unsynced.insert(place.seq);
+            self.unsynced.insert(place.extent);
         }
     }
 
-    fn delete(&mut self, seq: u64) {
-        if let Some(extent) = self.extents.remove(&seq) {
+    /// Deletes an extent with nothing live; its directory is synced with the next batch, so a
+    /// crash before then may bring back its file, whose dead marks were written.
+    fn delete(&mut self, id: u64) {
+        if let Some(extent) = self.extents.remove(&id) {
             // Deleting only returns disk space: a failure leaves a file of dead records.
-            let _ = std::fs::remove_file(extent.path);
+            let _ = std::fs::remove_file(&extent.path);
+            if let Some(dir) = extent.path.parent() {
+                self.unsynced_dirs.insert(dir.to_owned());
+            }
         }
-        self.unsynced.remove(&seq);
+        self.unsynced.remove(&id);
     }
 
     fn error(&self, op: &'static str, path: &Path, what: &str, e: io::Error) -> Error {
@@ -365,6 +414,12 @@ fn allocate(file: &File, size: u64) -> io::Result<()> {
         0 => Ok(()),
         errno => Err(io::Error::from_raw_os_error(errno)),
     }
+}
+
+/// Removes a channel directory's `LOCK` file and the directory if nothing else is in it.
+fn remove_channel_dir(dir: &PathBuf) {
+    let _ = std::fs::remove_file(dir.join("LOCK"));
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// Makes `dir`'s entries durable.

@@ -252,8 +252,8 @@ impl ChannelOutput {
         let on_disk = store.write(&candidates)?;
         let mut state = shared.state.lock();
         for (ts, data) in on_disk {
-            // An item reclaimed since it was chosen is not swapped; its place is freed by the
-            // reclaiming call, whose GC waits for this store lock (`Space::reclaimed`).
+            // An item reclaimed since it was chosen is not swapped; the reclaiming call queued it,
+            // and its place is freed when this store is let go (`disk::Held`).
             state.moved_to_disk(ts, data);
         }
         Ok(())

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use stampede_core::name::check_name;
-use stampede_core::{ChannelState, Codec, Error, Item, Limits, QueueState, Result, Timestamp};
+use stampede_core::{ChannelState, Codec, Error, Item, Limits, QueueState, Result, Retention, Timestamp};
 
 use super::channel::Channel;
 use super::queue::Queue;
@@ -32,32 +32,43 @@ fn meta(op: &'static str, name: &str, codec: Option<Codec>, description: String)
     Ok(Meta { codec, description: description.into() })
 }
 
-/// Splits the items recovered from a channel's disk tier into those it takes back, admitted as a
-/// put would be (codec checks, at or above ts_min), the newest first within its bounds, and the
-/// timestamps of the rest.
+/// Splits the items recovered from a channel's disk tier into those it takes back, as puts
+/// would be taken — at or above ts_min, and within its bounds the newest ones (from the first
+/// that does not fit on, every older one is dropped: no holes) — and the timestamps of the rest.
+/// Under [`Retention::CurrentReaders`] nothing is taken back: no reader holds them. An item a put
+/// would refuse outright (another codec than the declared one, a bad `npy` header) fails the
+/// creation instead, so a mistyped codec destroys no history.
 fn admit_recovered(
     name: &str,
     limits: Limits,
+    retention: Retention,
     meta: &Meta,
     ts_min: Timestamp,
     recovered: Vec<Item>,
-) -> (Vec<Item>, Vec<Timestamp>) {
-    let (mut items, mut bytes) = (0usize, 0usize);
+) -> Result<(Vec<Item>, Vec<Timestamp>)> {
+    for item in &recovered {
+        crate::payload::check_payload(name, item.ts, &item.payload, meta.codec.as_ref()).map_err(|e| {
+            Error::InvalidArgument {
+                op: "create_channel",
+                name: name.to_owned(),
+                reason: format!("its disk tier holds an item it would refuse ({e}); create it as it was"),
+            }
+        })?;
+    }
+    let (mut items, mut bytes, mut full) = (0usize, 0usize, retention == Retention::CurrentReaders);
     let (mut kept, mut refused) = (Vec::new(), Vec::new());
     for item in recovered.into_iter().rev() {
         let len = item.payload.len();
-        let admitted = item.ts >= ts_min
-            && crate::payload::check_payload(name, item.ts, &item.payload, meta.codec.as_ref()).is_ok()
-            && limits.check_room(name, item.ts, items, bytes, len).is_ok();
-        if admitted {
+        full = full || limits.check_room(name, item.ts, items, bytes, len).is_err();
+        if full || item.ts < ts_min {
+            refused.push(item.ts);
+        } else {
             (items, bytes) = (items + 1, bytes + len);
             kept.push(item);
-        } else {
-            refused.push(item.ts);
         }
     }
     kept.reverse();
-    (kept, refused)
+    Ok((kept, refused))
 }
 
 /// What a name refers to in this runtime.
@@ -100,7 +111,7 @@ impl Runtime {
         let name: Arc<str> = name.into();
         let key = self.space.next_id();
         let mut state = ChannelState::new(name.clone(), limits, retention);
-        let mut newest = None;
+        let (mut newest, mut refused) = (None, Vec::new());
         let store = match disk {
             Some(tier) => {
                 tier.check("create_channel", &name)?;
@@ -108,10 +119,10 @@ impl Runtime {
                 if self.space.lookup(&name).is_ok() {
                     return Err(Error::AlreadyExists { name: name.to_string() });
                 }
-                let (mut store, recovered) = Store::open(&name, &tier)?;
+                let (store, recovered) = Store::open(&name, &tier)?;
                 state = state.with_disk_tier();
-                let (kept, refused) = admit_recovered(&name, limits, &meta, self.space.ts_min(), recovered);
-                store.forget(&refused);
+                let (kept, dropped) = admit_recovered(&name, limits, retention, &meta, self.space.ts_min(), recovered)?;
+                refused = dropped;
                 newest = kept.last().map(|item| item.ts);
                 for item in kept {
                     state.restore(item.ts, item.payload)?;
@@ -122,6 +133,10 @@ impl Runtime {
         };
         let shared = Shared::new(key, name.clone(), limits, meta, state, store);
         self.space.register(&name, Entry::Channel(shared.clone()))?;
+        if let Some(disk) = &shared.disk {
+            // Only once the channel exists: a creation that fails destroys no history.
+            disk.lock().forget(&refused);
+        }
         if let Some(newest) = newest {
             self.space.list_restored(&shared, newest);
         }
