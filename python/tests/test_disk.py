@@ -55,7 +55,7 @@ def test_without_a_tier_disk_stats_is_none():
         ({"dirs": ["."], "memory_items": 0}, "memory_items=0"),
         ({"dirs": ["."], "extent_bytes": -1}, "out of range"),
         ({"dirs": ["."], "stripes": 2}, "unknown key"),
-        ({"dirs": [".", "."]}, "twice"),
+        ({"dirs": [".", "./"]}, "given before"),
     ],
 )
 def test_bad_settings_are_invalid_argument(disk, words):

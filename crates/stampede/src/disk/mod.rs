@@ -85,9 +85,6 @@ impl DiskTier {
                 DiskTier::EXTENT_BYTES_MAX
             ));
         }
-        if let Some(dir) = self.dirs.iter().enumerate().find_map(|(i, d)| self.dirs[..i].contains(d).then_some(d)) {
-            return invalid(format!("{} is given twice; give each directory once", dir.display()));
-        }
         if self.memory_items == 0 {
             return invalid("memory_items=0: at least the newest item stays in memory; give 1 or more".into());
         }
