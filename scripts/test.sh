@@ -25,6 +25,10 @@ for configuration in serve mesh; do
         --test vectors
 done
 
+echo "== C client (docs/C.md): API tests and the shared vectors, linked shared and static, under valgrind,"
+echo "   and the vectors against a stampede serve node; every exported symbol is stp_*"
+make -s -C c PROFILE=debug test valgrind test-serve symbols
+
 echo "== Python package"
 . scripts/python-env.sh
 python_env pytest ruff mypy playwright mcap
