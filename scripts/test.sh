@@ -29,6 +29,10 @@ echo "== C client (docs/C.md): API tests and the shared vectors, linked shared a
 echo "   and the vectors against a stampede serve node; every exported symbol is stp_*"
 make -s -C c PROFILE=debug test valgrind test-serve symbols
 
+echo "== Java client (docs/JAVA.md): the shared vectors and API tests, embedded and on stampede serve nodes"
+cargo build -q -p stampede-jni
+mvn -q -B -f java/pom.xml test -Dstampede.serve="$PWD/target/debug/stampede"
+
 echo "== Python package"
 . scripts/python-env.sh
 python_env pytest ruff mypy playwright mcap
