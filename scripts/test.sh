@@ -27,7 +27,7 @@ done
 
 echo "== C client (docs/C.md): API tests and the shared vectors, linked shared and static, under valgrind,"
 echo "   and the vectors against a stampede serve node; every exported symbol is stp_*"
-make -s -C c PROFILE=debug test valgrind test-serve symbols
+make -s -C c PROFILE=debug test valgrind test-serve test-handlers symbols
 
 echo "== Java client (docs/JAVA.md): the shared vectors and API tests, embedded and on stampede serve nodes"
 cargo build -q -p stampede-jni

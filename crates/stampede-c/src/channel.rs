@@ -7,10 +7,12 @@
 //! `STP_CLOSED`. Freeing a connection detaches it; it must not be freed while another thread is
 //! inside a call on it (detach first, then free once that call has returned).
 
+use std::sync::Arc;
 use std::ffi::{c_char, c_int, CString};
 
 use stampede::{Channel, ChannelInput, ChannelOutput, Codec, Parts, PutOptions, Stats};
 
+use crate::reclaim::Gate;
 use crate::args::{bytes, handle, handle_out, invalid, required, selector, text, timeout};
 use crate::error::{c_text, guard, guard_value};
 use crate::item::{stp_item, stp_items};
@@ -20,12 +22,14 @@ pub struct stp_channel {
     pub(crate) channel: Channel,
     /// The channel's name as a C string.
     name: CString,
+    /// Its runtime's handler gate (GC handlers registered here run only while it is open).
+    pub(crate) gate: Arc<Gate>,
 }
 
 impl stp_channel {
-    pub(crate) fn boxed(channel: Channel) -> *mut stp_channel {
+    pub(crate) fn boxed(channel: Channel, gate: &Arc<Gate>) -> *mut stp_channel {
         let name = c_text(channel.name());
-        Box::into_raw(Box::new(stp_channel { channel, name }))
+        Box::into_raw(Box::new(stp_channel { channel, name, gate: gate.clone() }))
     }
 }
 

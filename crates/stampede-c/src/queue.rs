@@ -2,10 +2,12 @@
 //! reclaimed when that getter consumes it. Connections detach and free as a channel's
 //! (channel.rs).
 
+use std::sync::Arc;
 use std::ffi::{c_char, c_int, CString};
 
 use stampede::{Parts, Queue, QueueInput, QueueOutput};
 
+use crate::reclaim::Gate;
 use crate::args::{bytes, handle, handle_out, invalid, required, timeout};
 use crate::channel::{codec_of, stp_stats};
 use crate::error::{c_text, guard, guard_value};
@@ -16,12 +18,14 @@ pub struct stp_queue {
     pub(crate) queue: Queue,
     /// The queue's name as a C string.
     name: CString,
+    /// Its runtime's handler gate (GC handlers registered here run only while it is open).
+    pub(crate) gate: Arc<Gate>,
 }
 
 impl stp_queue {
-    pub(crate) fn boxed(queue: Queue) -> *mut stp_queue {
+    pub(crate) fn boxed(queue: Queue, gate: &Arc<Gate>) -> *mut stp_queue {
         let name = c_text(queue.name());
-        Box::into_raw(Box::new(stp_queue { queue, name }))
+        Box::into_raw(Box::new(stp_queue { queue, name, gate: gate.clone() }))
     }
 }
 

@@ -6,11 +6,17 @@
 //! thread of the client), after the runtime's locks are released and before that operation
 //! returns — so it may call `stp_` functions, but a handler that blocks delays that operation.
 //! Registration is for the container's (or runtime's) lifetime: there is no removal, and `user`
-//! must stay valid until the runtime is closed (closing destroys the channels, which reclaims
-//! their items: handlers run during `stp_runtime_close` too). A handler must not unwind (no C++
-//! exception or `longjmp` out of it).
+//! must stay valid until `stp_runtime_close` (or `stp_runtime_free`) of the runtime the handle
+//! came from has returned: closing destroys the channels, which reclaims their items, so handlers
+//! run during it; then it shuts the runtime's handler [`Gate`], waiting for handlers running on
+//! other threads (a client delivers reclaims on a thread of its own), and no handler runs after.
+//! A handler must not unwind (no C++ exception or `longjmp` out of it) and must not close its own
+//! runtime.
 
 use std::ffi::{c_char, c_int, c_void};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use stampede::Item;
 
@@ -46,12 +52,38 @@ impl User {
     }
 }
 
-/// The Rust handler that calls `f(user, ts)`.
-fn trampoline(f: unsafe extern "C" fn(*mut c_void, i64), user: *mut c_void) -> impl Fn(&Item) + Send + Sync + 'static {
+/// A runtime's handler gate: open until the runtime is closed. A handler runs holding it open
+/// (shared, recursively: a handler's own calls may reclaim and run handlers); closing waits for
+/// the handlers running and keeps every later one from running, so a caller may free `user` once
+/// the close returns.
+#[derive(Default)]
+pub(crate) struct Gate(RwLock<bool>);
+
+impl Gate {
+    /// Runs `handler` unless the gate is closed.
+    fn pass(&self, handler: impl FnOnce()) {
+        let closed = self.0.read_recursive();
+        if !*closed {
+            handler();
+        }
+    }
+
+    /// Closes the gate, once the handlers running now have returned.
+    pub(crate) fn close(&self) {
+        *self.0.write() = true;
+    }
+}
+
+/// The Rust handler that calls `f(user, ts)` while `gate` is open.
+fn trampoline(
+    f: unsafe extern "C" fn(*mut c_void, i64),
+    user: *mut c_void,
+    gate: Arc<Gate>,
+) -> impl Fn(&Item) + Send + Sync + 'static {
     let user = User(user);
     // SAFETY (of the call): `f` is the caller's handler, called with the caller's own pointer,
-    // as registered.
-    move |item: &Item| unsafe { f(user.get(), item.ts) }
+    // as registered, before its runtime's close returned.
+    move |item: &Item| gate.pass(|| unsafe { f(user.get(), item.ts) })
 }
 
 /// Registers `f` as a GC handler of the channel: `f(user, ts)` runs for each item it reclaims
@@ -60,7 +92,7 @@ fn trampoline(f: unsafe extern "C" fn(*mut c_void, i64), user: *mut c_void) -> i
 ///
 /// # Safety
 /// `ch` is NULL or live. `user` is passed back untouched, from any thread; it must stay valid
-/// until the runtime is closed. `f` must not unwind.
+/// until the runtime's close has returned. `f` must not unwind.
 #[no_mangle]
 pub unsafe extern "C" fn stp_channel_on_reclaim(ch: *const stp_channel, f: stp_reclaim_fn, user: *mut c_void) -> c_int {
     const OP: &str = "stp_channel_on_reclaim";
@@ -68,7 +100,7 @@ pub unsafe extern "C" fn stp_channel_on_reclaim(ch: *const stp_channel, f: stp_r
         // SAFETY: NULL or live per the contract.
         let ch = unsafe { handle(ch, OP, "ch") }?;
         let f = f.ok_or_else(|| invalid(OP, "f", "a NULL handler"))?;
-        ch.channel.on_reclaim(trampoline(f, user))
+        ch.channel.on_reclaim(trampoline(f, user, ch.gate.clone()))
     })
 }
 
@@ -77,7 +109,7 @@ pub unsafe extern "C" fn stp_channel_on_reclaim(ch: *const stp_channel, f: stp_r
 ///
 /// # Safety
 /// `q` is NULL or live. `user` is passed back untouched, from any thread; it must stay valid
-/// until the runtime is closed. `f` must not unwind.
+/// until the runtime's close has returned. `f` must not unwind.
 #[no_mangle]
 pub unsafe extern "C" fn stp_queue_on_reclaim(q: *const stp_queue, f: stp_reclaim_fn, user: *mut c_void) -> c_int {
     const OP: &str = "stp_queue_on_reclaim";
@@ -85,7 +117,7 @@ pub unsafe extern "C" fn stp_queue_on_reclaim(q: *const stp_queue, f: stp_reclai
         // SAFETY: NULL or live per the contract.
         let q = unsafe { handle(q, OP, "q") }?;
         let f = f.ok_or_else(|| invalid(OP, "f", "a NULL handler"))?;
-        q.queue.on_reclaim(trampoline(f, user))
+        q.queue.on_reclaim(trampoline(f, user, q.gate.clone()))
     })
 }
 
@@ -94,7 +126,7 @@ pub unsafe extern "C" fn stp_queue_on_reclaim(q: *const stp_queue, f: stp_reclai
 ///
 /// # Safety
 /// `rt` is NULL or live. `user` is passed back untouched, from any thread; it must stay valid
-/// until the runtime is closed. `f` must not unwind.
+/// until the runtime's close has returned. `f` must not unwind.
 #[no_mangle]
 pub unsafe extern "C" fn stp_runtime_on_reclaim(
     rt: *const stp_runtime,
@@ -106,12 +138,14 @@ pub unsafe extern "C" fn stp_runtime_on_reclaim(
         // SAFETY: NULL or live per the contract.
         let rt = unsafe { handle(rt, OP, "rt") }?;
         let f = f.ok_or_else(|| invalid(OP, "f", "a NULL handler"))?;
-        let user = User(user);
+        let (user, gate) = (User(user), rt.gate.clone());
         rt.runtime.on_reclaim(move |name: &str, item: &Item| {
-            let name = c_text(name);
-            // SAFETY: the caller's handler with its own pointer, as registered; `name` lives
-            // through the call.
-            unsafe { f(user.get(), name.as_ptr(), item.ts) }
+            gate.pass(|| {
+                let name = c_text(name);
+                // SAFETY: the caller's handler with its own pointer, as registered, before its
+                // runtime's close returned; `name` lives through the call.
+                unsafe { f(user.get(), name.as_ptr(), item.ts) }
+            })
         })
     })
 }

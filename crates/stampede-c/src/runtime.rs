@@ -7,10 +7,12 @@
 //! once it is closed their operations fail `STP_CLOSED`, and items already gotten stay readable
 //! until released.
 
+use std::sync::Arc;
 use std::ffi::{c_char, c_int, CString};
 
 use stampede::{ChannelOptions, Container, Limits, QueueOptions, Runtime};
 
+use crate::reclaim::Gate;
 use crate::args::{bound, handle, handle_out, invalid, text, timeout, write_opt};
 use crate::channel::stp_channel;
 use crate::error::{c_text, guard, guard_value};
@@ -20,6 +22,8 @@ use crate::task::stp_task;
 /// A runtime: embedded in this process, or a client's session on a node.
 pub struct stp_runtime {
     pub(crate) runtime: Runtime,
+    /// Open until the runtime is closed: GC handlers registered through it run only while it is.
+    pub(crate) gate: Arc<Gate>,
     /// The node's name as a C string (`None` when embedded).
     node: Option<CString>,
 }
@@ -27,7 +31,7 @@ pub struct stp_runtime {
 impl stp_runtime {
     fn boxed(runtime: Runtime) -> *mut stp_runtime {
         let node = runtime.node().map(c_text);
-        Box::into_raw(Box::new(stp_runtime { runtime, node }))
+        Box::into_raw(Box::new(stp_runtime { runtime, gate: Arc::default(), node }))
     }
 }
 
@@ -86,7 +90,9 @@ pub unsafe extern "C" fn stp_connect(endpoint: *const c_char, timeout_ms: i64, o
 pub unsafe extern "C" fn stp_runtime_close(rt: *const stp_runtime) -> c_int {
     guard("stp_runtime_close", || {
         // SAFETY: NULL or live per the contract.
-        unsafe { handle(rt, "stp_runtime_close", "rt") }?.runtime.close();
+        let rt = unsafe { handle(rt, "stp_runtime_close", "rt") }?;
+        rt.runtime.close();
+        rt.gate.close();
         Ok(())
     })
 }
@@ -104,6 +110,7 @@ pub unsafe extern "C" fn stp_runtime_free(rt: *mut stp_runtime) {
         // SAFETY: a live handle made by `Box::into_raw`, freed once per the contract.
         let rt = unsafe { Box::from_raw(rt) };
         rt.runtime.close();
+        rt.gate.close();
         Ok(())
     });
 }
@@ -147,7 +154,7 @@ pub unsafe extern "C" fn stp_runtime_create_channel(
             Limits { capacity: bound(capacity, OP, "capacity")?, bytes_max: bound(max_bytes, OP, "max_bytes")? };
         let channel = rt.runtime.create_channel(name, ChannelOptions::from(limits))?;
         // SAFETY: checked non-NULL; valid per the contract.
-        unsafe { out.write(stp_channel::boxed(channel)) };
+        unsafe { out.write(stp_channel::boxed(channel, &rt.gate)) };
         Ok(())
     })
 }
@@ -175,7 +182,7 @@ pub unsafe extern "C" fn stp_runtime_create_queue(
             Limits { capacity: bound(capacity, OP, "capacity")?, bytes_max: bound(max_bytes, OP, "max_bytes")? };
         let queue = rt.runtime.create_queue(name, QueueOptions::from(limits))?;
         // SAFETY: checked non-NULL; valid per the contract.
-        unsafe { out.write(stp_queue::boxed(queue)) };
+        unsafe { out.write(stp_queue::boxed(queue, &rt.gate)) };
         Ok(())
     })
 }
@@ -225,7 +232,7 @@ pub unsafe extern "C" fn stp_runtime_channel(
         let (rt, name) = unsafe { (handle(rt, OP, "rt")?, text(name, OP, "name")?) };
         let channel = rt.runtime.channel(name)?;
         // SAFETY: checked non-NULL; valid per the contract.
-        unsafe { out.write(stp_channel::boxed(channel)) };
+        unsafe { out.write(stp_channel::boxed(channel, &rt.gate)) };
         Ok(())
     })
 }
@@ -249,7 +256,7 @@ pub unsafe extern "C" fn stp_runtime_queue(
         let (rt, name) = unsafe { (handle(rt, OP, "rt")?, text(name, OP, "name")?) };
         let queue = rt.runtime.queue(name)?;
         // SAFETY: checked non-NULL; valid per the contract.
-        unsafe { out.write(stp_queue::boxed(queue)) };
+        unsafe { out.write(stp_queue::boxed(queue, &rt.gate)) };
         Ok(())
     })
 }
