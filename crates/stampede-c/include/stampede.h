@@ -666,7 +666,7 @@ void stp_items_release(struct stp_items *items);
 //
 // # Safety
 // `ch` is NULL or live. `user` is passed back untouched, from any thread; it must stay valid
-// until the runtime is closed. `f` must not unwind.
+// until the runtime's close has returned. `f` must not unwind.
 int stp_channel_on_reclaim(const struct stp_channel *ch, stp_reclaim_fn f, void *user);
 
 // Registers `f` as a GC handler of the queue: `f(user, ts)` runs for each item it reclaims
@@ -674,7 +674,7 @@ int stp_channel_on_reclaim(const struct stp_channel *ch, stp_reclaim_fn f, void 
 //
 // # Safety
 // `q` is NULL or live. `user` is passed back untouched, from any thread; it must stay valid
-// until the runtime is closed. `f` must not unwind.
+// until the runtime's close has returned. `f` must not unwind.
 int stp_queue_on_reclaim(const struct stp_queue *q, stp_reclaim_fn f, void *user);
 
 // Registers `f` as a GC handler of every channel and queue of the runtime: `f(user, name, ts)`.
@@ -682,7 +682,7 @@ int stp_queue_on_reclaim(const struct stp_queue *q, stp_reclaim_fn f, void *user
 //
 // # Safety
 // `rt` is NULL or live. `user` is passed back untouched, from any thread; it must stay valid
-// until the runtime is closed. `f` must not unwind.
+// until the runtime's close has returned. `f` must not unwind.
 int stp_runtime_on_reclaim(const struct stp_runtime *rt, stp_runtime_reclaim_fn f, void *user);
 
 // Decodes the header of the `.npy` payload of `len` bytes at `data` (e.g. an `"npy"` item's
