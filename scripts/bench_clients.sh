@@ -99,7 +99,7 @@ run() {
 
 run rust handoff target/release/handoff "${quick[@]}"
 run c "latency --connect" c/build/release/latency --connect "$endpoint" "${quick[@]}"
-run java "Latency.java --connect" java -cp java/target/classes -Dstampede.library.path=target/release \
+run java "Latency.java --connect" java -cp java/target/classes -Dstampede.library.path=target/release -Dstampede.unsafeBuffers=true \
     java/examples/Latency.java --connect "$endpoint" "${quick[@]}"
 run rust remote target/release/remote "${quick[@]}"
 

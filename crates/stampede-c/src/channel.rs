@@ -7,15 +7,15 @@
 //! `STP_CLOSED`. Freeing a connection detaches it; it must not be freed while another thread is
 //! inside a call on it (detach first, then free once that call has returned).
 
-use std::sync::Arc;
 use std::ffi::{c_char, c_int, CString};
+use std::sync::Arc;
 
 use stampede::{Channel, ChannelInput, ChannelOutput, Codec, Parts, PutOptions, Stats};
 
-use crate::reclaim::Gate;
 use crate::args::{bytes, handle, handle_out, invalid, required, selector, text, timeout};
 use crate::error::{c_text, guard, guard_value};
 use crate::item::{stp_item, stp_items};
+use crate::reclaim::Gate;
 
 /// A handle to a named channel (in this process or on a node).
 pub struct stp_channel {

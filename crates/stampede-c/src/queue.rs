@@ -2,16 +2,16 @@
 //! reclaimed when that getter consumes it. Connections detach and free as a channel's
 //! (channel.rs).
 
-use std::sync::Arc;
 use std::ffi::{c_char, c_int, CString};
+use std::sync::Arc;
 
 use stampede::{Parts, Queue, QueueInput, QueueOutput};
 
-use crate::reclaim::Gate;
 use crate::args::{bytes, handle, handle_out, invalid, required, timeout};
 use crate::channel::{codec_of, stp_stats};
 use crate::error::{c_text, guard, guard_value};
 use crate::item::stp_item;
+use crate::reclaim::Gate;
 
 /// A handle to a named queue (in this process or on a node).
 pub struct stp_queue {

@@ -7,16 +7,16 @@
 //! once it is closed their operations fail `STP_CLOSED`, and items already gotten stay readable
 //! until released.
 
-use std::sync::Arc;
 use std::ffi::{c_char, c_int, CString};
+use std::sync::Arc;
 
 use stampede::{ChannelOptions, Container, Limits, QueueOptions, Runtime};
 
-use crate::reclaim::Gate;
 use crate::args::{bound, handle, handle_out, invalid, text, timeout, write_opt};
 use crate::channel::stp_channel;
 use crate::error::{c_text, guard, guard_value};
 use crate::queue::stp_queue;
+use crate::reclaim::Gate;
 use crate::task::stp_task;
 
 /// A runtime: embedded in this process, or a client's session on a node.

@@ -63,8 +63,14 @@ impl Output {
         match self {
             Output::Channel(out) => {
                 let refcount = match refcount {
-                    r if r < 0 => None,
-                    r => Some(u32::try_from(r).map_err(|_| invalid("put", self.name(), "refcount is over 2^32-1"))?),
+                    -1 => None,
+                    r => Some(u32::try_from(r).map_err(|_| {
+                        invalid(
+                            "put",
+                            self.name(),
+                            format!("refcount={r} is out of range (1 ..= 2^32-1, or -1 for none)"),
+                        )
+                    })?),
                 };
                 Ok(out.put_with(ts, payload, PutOptions { refcount, timeout })?)
             }

@@ -92,7 +92,12 @@ pub extern "system" fn Java_org_stampede_Native_itemCopy(
 ) -> jobject {
     run(&mut env, |env| {
         let entry = handles::item(item)?;
-        Ok(env.byte_array_from_slice(&entry.payload.data)?.into_raw())
+        let data = &entry.payload.data;
+        if data.len() > i32::MAX as usize {
+            let reason = format!("a byte[] holds at most 2^31-1 bytes; this item has {}", data.len());
+            return Err(invalid("bytes", "item", reason));
+        }
+        Ok(env.byte_array_from_slice(data)?.into_raw())
     })
 }
 

@@ -320,8 +320,13 @@ pub fn codec_kind(codec: &Codec) -> (jint, Option<&str>) {
 }
 
 /// An optional count from Java's encoding (negative: none).
-pub fn optional_count(value: jlong) -> Option<usize> {
-    usize::try_from(value).ok()
+pub fn optional_count(value: jlong, op: &'static str, name: &str, what: &str) -> Result<Option<usize>> {
+    match value {
+        -1 => Ok(None),
+        n => usize::try_from(n)
+            .map(Some)
+            .map_err(|_| invalid(op, name, format!("{what}={n} is out of range (a count >= 0, or -1 for none)"))),
+    }
 }
 
 /// A timestamp or count back to Java's encoding (`-1`: none).

@@ -102,8 +102,11 @@ pub extern "system" fn Java_org_stampede_Native_runtimeNode(
     })
 }
 
-fn limits(capacity: jlong, max_bytes: jlong) -> Limits {
-    Limits { capacity: jvm::optional_count(capacity), bytes_max: jvm::optional_count(max_bytes) }
+fn limits(capacity: jlong, max_bytes: jlong, op: &'static str, name: &str) -> Result<Limits> {
+    Ok(Limits {
+        capacity: jvm::optional_count(capacity, op, name, "capacity")?,
+        bytes_max: jvm::optional_count(max_bytes, op, name, "max_bytes")?,
+    })
 }
 
 fn container(rt: &RuntimeEntry, container: Container) -> jlong {
@@ -149,16 +152,16 @@ pub extern "system" fn Java_org_stampede_Native_runtimeCreateChannel<'l>(
                 tier.dirs.push(jvm::string(env, &dir, "a disk directory")?.into());
                 env.delete_local_ref(dir)?;
             }
-            if extent_bytes >= 0 {
-                tier.extent_bytes = extent_bytes as u64;
+            if let Some(bytes) = jvm::optional_count(extent_bytes, "create_channel", &name, "extent_bytes")? {
+                tier.extent_bytes = bytes as u64;
             }
-            if let Some(items) = jvm::optional_count(memory_items) {
+            if let Some(items) = jvm::optional_count(memory_items, "create_channel", &name, "memory_items")? {
                 tier.memory_items = items;
             }
             Some(tier)
         };
         let options = ChannelOptions {
-            limits: limits(capacity, max_bytes),
+            limits: limits(capacity, max_bytes, "create_channel", &name)?,
             retention,
             codec,
             description: jvm::optional_string(env, &description)?.unwrap_or_default(),
@@ -170,7 +173,7 @@ pub extern "system" fn Java_org_stampede_Native_runtimeCreateChannel<'l>(
     })
 }
 
-/// Creates a queue (`capacity`, `max_bytes` negative for none).
+/// Creates a queue (`capacity`, `max_bytes` -1 for none).
 #[no_mangle]
 pub extern "system" fn Java_org_stampede_Native_runtimeCreateQueue<'l>(
     mut env: JNIEnv<'l>,
@@ -186,7 +189,7 @@ pub extern "system" fn Java_org_stampede_Native_runtimeCreateQueue<'l>(
         let rt = handles::runtime(rt)?;
         let name = jvm::string(env, &name, "name")?;
         let options = QueueOptions {
-            limits: limits(capacity, max_bytes),
+            limits: limits(capacity, max_bytes, "create_queue", &name)?,
             description: jvm::optional_string(env, &description)?.unwrap_or_default(),
             node: jvm::optional_string(env, &node)?,
         };

@@ -127,10 +127,16 @@ public final class Item implements AutoCloseable {
      * or be unmapped (which crashes the JVM). Use it only where the buffer provably does not outlive the
      * item — read inside a try-with-resources block, never stored.
      *
+     * <p>Because of that price it is opt-in: unless the system property {@code stampede.unsafeBuffers}
+     * is {@code true} (read at each call), this returns {@link #data()}, which is always safe.
+     *
      * @throws ClosedException the item was closed
      * @throws InvalidArgumentException the item is larger than a ByteBuffer can be (2^31-1 bytes)
      */
     public ByteBuffer dataUntilClose() throws StampedeException {
+        if (!Boolean.getBoolean(UNSAFE_BUFFERS)) {
+            return data();
+        }
         synchronized (this) {
             checkOpen();
             if (size == 0) {
@@ -140,6 +146,9 @@ public final class Item implements AutoCloseable {
             return Native.itemBuffer(handle).asReadOnlyBuffer();
         }
     }
+
+    /** The system property that lets {@link #dataUntilClose()} hand out buffers that die at close. */
+    public static final String UNSAFE_BUFFERS = "stampede.unsafeBuffers";
 
     /** A copy of the item's bytes. */
     public byte[] bytes() throws StampedeException {

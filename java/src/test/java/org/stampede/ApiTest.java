@@ -265,6 +265,56 @@ class ApiTest {
      */
     @Test
     void dataUntilCloseIsReleasedAtClose() throws Exception {
+        System.setProperty(Item.UNSAFE_BUFFERS, "true");
+        try {
+            unsafeBuffersAreReleasedAtClose();
+        } finally {
+            System.clearProperty(Item.UNSAFE_BUFFERS);
+        }
+    }
+
+    /** Out-of-range numbers are refused, not read as "none" (only -1 means none). */
+    @Test
+    void negativeBoundsAndRefcountsAreRefused() throws Exception {
+        assertThrows(InvalidArgumentException.class, () -> rt.createChannel("a", ChannelOptions.DEFAULT.withCapacity(-5)));
+        assertThrows(InvalidArgumentException.class, () -> rt.createChannel("b", ChannelOptions.DEFAULT.withMaxBytes(-100)));
+        Channel c = rt.createChannel("c");
+        try (Task p = rt.task(0); ChannelOutput out = p.attachOutput(c)) {
+            assertThrows(InvalidArgumentException.class, () -> out.put(1, new byte[] {1}, PutOptions.DEFAULT.withRefcount(-2)));
+            out.put(1, new byte[] {1}, PutOptions.DEFAULT.withRefcount(1));
+        }
+    }
+
+    /**
+     * Without the opt-in, dataUntilClose() is data(): its buffer stays valid after close, whatever is
+     * put and reclaimed since.
+     */
+    @Test
+    void dataUntilCloseIsSafeWithoutTheOptIn() throws Exception {
+        Channel c = rt.createChannel("c");
+        try (Task p = rt.task(0); Task t = rt.task(Stampede.INFINITY); ChannelOutput out = p.attachOutput(c);
+                ChannelInput in = t.attachInput(c)) {
+            byte[] ones = new byte[65536];
+            java.util.Arrays.fill(ones, (byte) 1);
+            out.put(1, ones);
+            Item item = in.get(1, null);
+            ByteBuffer view = item.dataUntilClose();
+            item.close();
+            in.consume(1);
+            p.setVirtualTime(2);
+            byte[] other = new byte[65536];
+            java.util.Arrays.fill(other, (byte) 42);
+            for (long ts = 2; ts < 22; ts++) {
+                out.put(ts, other);
+                in.consume(ts);
+                p.setVirtualTime(ts + 1);
+            }
+            assertEquals(1, view.get(0));
+            assertEquals(1, view.get(65535));
+        }
+    }
+
+    private void unsafeBuffersAreReleasedAtClose() throws Exception {
         Channel c = rt.createChannel("c");
         try (Task p = rt.task(0); Task t = rt.task(Stampede.INFINITY); ChannelOutput out = p.attachOutput(c);
                 ChannelInput in = t.attachInput(c)) {
