@@ -16,8 +16,9 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
 
-use stampede::{Error, Timestamp};
+use stampede::{Error, ErrorKind, Timestamp};
 
 use crate::args::write_opt;
 
@@ -55,47 +56,22 @@ pub const STP_STORAGE: c_int = -14;
 /// A bug in Stampede: a panic was caught at the C boundary (the message has its text).
 pub const STP_INTERNAL: c_int = -15;
 
-/// The status code of an error: one per variant, same name.
+/// The status code of an error: `-(number + 1)` of its [`ErrorKind`], so one per variant, in the
+/// order of the `STP_*` constants above (checked by a test).
 pub(crate) fn code(error: &Error) -> c_int {
-    match error {
-        Error::BelowVisibility { .. } => STP_BELOW_VISIBILITY,
-        Error::DuplicateTimestamp { .. } => STP_DUPLICATE_TIMESTAMP,
-        Error::InvalidTimestamp { .. } => STP_INVALID_TIMESTAMP,
-        Error::Full { .. } => STP_FULL,
-        Error::NotAvailable { .. } => STP_NOT_AVAILABLE,
-        Error::AlreadyConsumed { .. } => STP_ALREADY_CONSUMED,
-        Error::Reclaimed { .. } => STP_RECLAIMED,
-        Error::Closed { .. } => STP_CLOSED,
-        Error::NotFound { .. } => STP_NOT_FOUND,
-        Error::AlreadyExists { .. } => STP_ALREADY_EXISTS,
-        Error::InvalidArgument { .. } => STP_INVALID_ARGUMENT,
-        Error::Unreachable { .. } => STP_UNREACHABLE,
-        Error::PermissionDenied { .. } => STP_PERMISSION_DENIED,
-        Error::Storage { .. } => STP_STORAGE,
-    }
+    -(error.kind() as c_int) - 1
 }
 
-/// The name of a status code, as every language names the error (`"NotAvailable"`); `"Ok"` for
-/// `STP_OK`, `"Internal"` for `STP_INTERNAL`, `"Unknown"` for anything else.
+/// The name of a status code, as every language names the error (`"NotAvailable"`, from
+/// [`ErrorKind::name`]); `"Ok"` for `STP_OK`, `"Internal"` for `STP_INTERNAL`, `"Unknown"` for
+/// anything else.
 fn name(code: c_int) -> &'static CStr {
+    static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| ErrorKind::ALL.iter().map(|kind| c_text(kind.name())).collect());
     match code {
         STP_OK => c"Ok",
-        STP_BELOW_VISIBILITY => c"BelowVisibility",
-        STP_DUPLICATE_TIMESTAMP => c"DuplicateTimestamp",
-        STP_INVALID_TIMESTAMP => c"InvalidTimestamp",
-        STP_FULL => c"Full",
-        STP_NOT_AVAILABLE => c"NotAvailable",
-        STP_ALREADY_CONSUMED => c"AlreadyConsumed",
-        STP_RECLAIMED => c"Reclaimed",
-        STP_CLOSED => c"Closed",
-        STP_NOT_FOUND => c"NotFound",
-        STP_ALREADY_EXISTS => c"AlreadyExists",
-        STP_INVALID_ARGUMENT => c"InvalidArgument",
-        STP_UNREACHABLE => c"Unreachable",
-        STP_PERMISSION_DENIED => c"PermissionDenied",
-        STP_STORAGE => c"Storage",
         STP_INTERNAL => c"Internal",
-        _ => c"Unknown",
+        _ => usize::try_from(-i64::from(code) - 1).ok().and_then(|i| names.get(i)).map_or(c"Unknown", |n| n.as_c_str()),
     }
 }
 

@@ -109,6 +109,89 @@ pub enum Error {
     Storage { op: &'static str, name: String, reason: String },
 }
 
+/// Which error an [`Error`] is, without its fields: a stable number (the variant's position, what
+/// the C and Java clients carry) and the name every client gives it (`"NotAvailable"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ErrorKind {
+    BelowVisibility = 0,
+    DuplicateTimestamp = 1,
+    InvalidTimestamp = 2,
+    Full = 3,
+    NotAvailable = 4,
+    AlreadyConsumed = 5,
+    Reclaimed = 6,
+    Closed = 7,
+    NotFound = 8,
+    AlreadyExists = 9,
+    InvalidArgument = 10,
+    Unreachable = 11,
+    PermissionDenied = 12,
+    Storage = 13,
+}
+
+impl ErrorKind {
+    /// Every kind, in number order.
+    pub const ALL: [ErrorKind; 14] = [
+        ErrorKind::BelowVisibility,
+        ErrorKind::DuplicateTimestamp,
+        ErrorKind::InvalidTimestamp,
+        ErrorKind::Full,
+        ErrorKind::NotAvailable,
+        ErrorKind::AlreadyConsumed,
+        ErrorKind::Reclaimed,
+        ErrorKind::Closed,
+        ErrorKind::NotFound,
+        ErrorKind::AlreadyExists,
+        ErrorKind::InvalidArgument,
+        ErrorKind::Unreachable,
+        ErrorKind::PermissionDenied,
+        ErrorKind::Storage,
+    ];
+
+    /// The name every client gives this error (Python's exception, Java's without `Exception`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::BelowVisibility => "BelowVisibility",
+            ErrorKind::DuplicateTimestamp => "DuplicateTimestamp",
+            ErrorKind::InvalidTimestamp => "InvalidTimestamp",
+            ErrorKind::Full => "Full",
+            ErrorKind::NotAvailable => "NotAvailable",
+            ErrorKind::AlreadyConsumed => "AlreadyConsumed",
+            ErrorKind::Reclaimed => "Reclaimed",
+            ErrorKind::Closed => "Closed",
+            ErrorKind::NotFound => "NotFound",
+            ErrorKind::AlreadyExists => "AlreadyExists",
+            ErrorKind::InvalidArgument => "InvalidArgument",
+            ErrorKind::Unreachable => "Unreachable",
+            ErrorKind::PermissionDenied => "PermissionDenied",
+            ErrorKind::Storage => "Storage",
+        }
+    }
+}
+
+impl Error {
+    /// Which error this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::BelowVisibility { .. } => ErrorKind::BelowVisibility,
+            Error::DuplicateTimestamp { .. } => ErrorKind::DuplicateTimestamp,
+            Error::InvalidTimestamp { .. } => ErrorKind::InvalidTimestamp,
+            Error::Full { .. } => ErrorKind::Full,
+            Error::NotAvailable { .. } => ErrorKind::NotAvailable,
+            Error::AlreadyConsumed { .. } => ErrorKind::AlreadyConsumed,
+            Error::Reclaimed { .. } => ErrorKind::Reclaimed,
+            Error::Closed { .. } => ErrorKind::Closed,
+            Error::NotFound { .. } => ErrorKind::NotFound,
+            Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
+            Error::InvalidArgument { .. } => ErrorKind::InvalidArgument,
+            Error::Unreachable { .. } => ErrorKind::Unreachable,
+            Error::PermissionDenied { .. } => ErrorKind::PermissionDenied,
+            Error::Storage { .. } => ErrorKind::Storage,
+        }
+    }
+}
+
 /// The reason of the `Closed` error of an operation on a detached connection.
 pub const DETACHED: &str = "the connection was detached";
 

@@ -42,7 +42,7 @@ pub mod tombstones;
 pub use channel::{ChannelState, ConnId, Limits, Retention};
 pub use claims::Claims;
 pub use effects::{Effects, OpenChange, OpenChanges};
-pub use error::{Error, Result, DETACHED};
+pub use error::{Error, ErrorKind, Result, DETACHED};
 pub use item::{Codec, Item, Payload, CODEC_NAME_BYTES_MAX};
 pub use mesh::{Mesh, MeshLimits, MeshRefusal, Peer};
 pub use name::NAME_BYTES_MAX;

@@ -74,13 +74,15 @@ struct Fields<'a> {
 }
 
 fn fields(error: &Error) -> Fields<'_> {
-    let plain = |kind, name, ts, reason| Fields { kind, name, reason, detail: None, ts, a: None, b: None, flags: 0 };
+    // The kind's number is what `StampedeException.fromNative` switches on.
+    let kind = error.kind() as i32;
+    let plain = |name, ts, reason| Fields { kind, name, reason, detail: None, ts, a: None, b: None, flags: 0 };
     match error {
-        Error::BelowVisibility { name, ts, limit, .. } => Fields { a: Some(*limit), ..plain(0, name, Some(*ts), None) },
-        Error::DuplicateTimestamp { name, ts } => plain(1, name, Some(*ts), None),
-        Error::InvalidTimestamp { name, ts, .. } => plain(2, name, Some(*ts), None),
+        Error::BelowVisibility { name, ts, limit, .. } => Fields { a: Some(*limit), ..plain(name, Some(*ts), None) },
+        Error::DuplicateTimestamp { name, ts } => plain(name, Some(*ts), None),
+        Error::InvalidTimestamp { name, ts, .. } => plain(name, Some(*ts), None),
         Error::Full { name, ts, reason, can_never_fit } => {
-            Fields { flags: if *can_never_fit { CAN_NEVER_FIT } else { 0 }, ..plain(3, name, Some(*ts), Some(reason)) }
+            Fields { flags: if *can_never_fit { CAN_NEVER_FIT } else { 0 }, ..plain(name, Some(*ts), Some(reason)) }
         }
         Error::NotAvailable { name, selector, previous, next, settled, .. } => {
             let ts = match selector {
@@ -92,20 +94,20 @@ fn fields(error: &Error) -> Fields<'_> {
                 a: *previous,
                 b: *next,
                 flags: if *settled { SETTLED } else { 0 },
-                ..plain(4, name, ts, None)
+                ..plain(name, ts, None)
             }
         }
-        Error::AlreadyConsumed { name, ts } => plain(5, name, Some(*ts), None),
-        Error::Reclaimed { name, ts, reason } => plain(6, name, Some(*ts), Some(reason)),
-        Error::Closed { name, reason } => plain(7, name, None, Some(reason)),
-        Error::NotFound { name } => plain(8, name, None, None),
-        Error::AlreadyExists { name } => plain(9, name, None, None),
-        Error::InvalidArgument { name, reason, .. } => plain(10, name, None, Some(reason)),
-        Error::Unreachable { name, reason, .. } => plain(11, name, None, Some(reason)),
+        Error::AlreadyConsumed { name, ts } => plain(name, Some(*ts), None),
+        Error::Reclaimed { name, ts, reason } => plain(name, Some(*ts), Some(reason)),
+        Error::Closed { name, reason } => plain(name, None, Some(reason)),
+        Error::NotFound { name } => plain(name, None, None),
+        Error::AlreadyExists { name } => plain(name, None, None),
+        Error::InvalidArgument { name, reason, .. } => plain(name, None, Some(reason)),
+        Error::Unreachable { name, reason, .. } => plain(name, None, Some(reason)),
         Error::PermissionDenied { name, right, reason, .. } => {
-            Fields { detail: Some((*right).to_owned()), ..plain(12, name, None, Some(reason)) }
+            Fields { detail: Some((*right).to_owned()), ..plain(name, None, Some(reason)) }
         }
-        Error::Storage { name, reason, .. } => plain(13, name, None, Some(reason)),
+        Error::Storage { name, reason, .. } => plain(name, None, Some(reason)),
     }
 }
 

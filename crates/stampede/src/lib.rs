@@ -87,7 +87,7 @@ pub use runtime::{
 };
 pub use split::{split, Gather};
 pub use stampede_core::{
-    Codec, Error, Item, Limits, Pace, Payload, QueueItem, Result, Retention, Selector, Stats, Timestamp,
+    Codec, Error, ErrorKind, Item, Limits, Pace, Payload, QueueItem, Result, Retention, Selector, Stats, Timestamp,
     CODEC_NAME_BYTES_MAX, DETACHED, INFINITY, NAME_BYTES_MAX, TS_MAX,
 };
 pub use task::{Attach, Task};

@@ -56,24 +56,9 @@ fn outcome<T>(result: stampede::Result<T>, show: impl FnOnce(T) -> String) -> St
     }
 }
 
-/// An error's type, as Python names it.
+/// An error's type, as every client names it.
 fn error_name(e: &Error) -> &'static str {
-    match e {
-        Error::BelowVisibility { .. } => "BelowVisibility",
-        Error::DuplicateTimestamp { .. } => "DuplicateTimestamp",
-        Error::InvalidTimestamp { .. } => "InvalidTimestamp",
-        Error::Full { .. } => "Full",
-        Error::NotAvailable { .. } => "NotAvailable",
-        Error::AlreadyConsumed { .. } => "AlreadyConsumed",
-        Error::Reclaimed { .. } => "Reclaimed",
-        Error::Closed { .. } => "Closed",
-        Error::NotFound { .. } => "NotFound",
-        Error::AlreadyExists { .. } => "AlreadyExists",
-        Error::InvalidArgument { .. } => "InvalidArgument",
-        Error::Unreachable { .. } => "Unreachable",
-        Error::PermissionDenied { .. } => "PermissionDenied",
-        Error::Storage { .. } => "Storage",
-    }
+    e.kind().name()
 }
 
 fn ok(_: impl Sized) -> String {
