@@ -606,8 +606,11 @@ impl Client {
             }
         }
         self.token.lock().take();
-        // The reclaim subscriber goes with the zenoh session; the dispatcher thread then ends.
-        self.reclaims.lock().take();
+        // No handler runs after close returns; the reclaim subscriber goes with the zenoh
+        // session, and the dispatcher thread then ends.
+        if let Some(dispatch) = self.reclaims.lock().take() {
+            dispatch.close();
+        }
         let _ = self.zenoh.close().wait();
     }
 

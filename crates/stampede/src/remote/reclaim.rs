@@ -8,9 +8,11 @@
 //! a call (blocking or async) therefore waits, before it returns, until the dispatcher has run every
 //! event that arrived before its reply — as embedded, where handlers run before the operation that
 //! made the item garbage returns. Items reclaimed by others arrive soon after, asynchronously.
+//! No handler runs once the client's close has returned ([`Dispatch::close`]): a caller may free
+//! what its handlers use.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::ThreadId;
@@ -52,12 +54,17 @@ struct Handlers {
     containers: HashMap<Handle, Vec<ContainerHandler>>,
 }
 
-/// Events received and events whose handlers ran.
+/// Events received and events whose handlers ran; whether handlers may still run.
 #[derive(Default)]
 struct Progress {
     received: AtomicU64,
     ran: AtomicU64,
     ran_more: Arc<Signal>,
+    /// Set by [`Dispatch::close`]: events left are dropped, their handlers never run.
+    closed: AtomicBool,
+    /// Held by the dispatcher while it runs one event's handlers, so that closing can wait for
+    /// the handlers running.
+    running: Mutex<()>,
 }
 
 impl Dispatch {
@@ -116,6 +123,15 @@ impl Dispatch {
         }
     }
 
+    /// Stops the handlers: once this returns none runs again (it waits for those running, unless
+    /// called from a handler). Idempotent.
+    pub(crate) fn close(&self) {
+        self.progress.closed.store(true, Ordering::SeqCst);
+        if std::thread::current().id() != self.dispatcher {
+            drop(self.progress.running.lock());
+        }
+    }
+
     /// [`barrier`](Self::barrier) without blocking a thread (for the `_async` forms).
     pub(crate) async fn barrier_async(&self) {
         let target = self.progress.received.load(Ordering::SeqCst);
@@ -134,21 +150,30 @@ impl Dispatch {
 
 fn dispatch(rx: &mpsc::Receiver<(ReclaimEvent, Bytes)>, handlers: &Mutex<Handlers>, progress: &Progress) {
     for (event, payload) in rx {
-        let reclaimed = item(event.item, payload);
-        let (global, container) = {
-            let handlers = handlers.lock();
-            match event.container {
-                None => (handlers.global.clone(), Vec::new()),
-                Some(id) => (Vec::new(), handlers.containers.get(&id).cloned().unwrap_or_default()),
-            }
-        };
-        for handler in global {
-            handler(&event.name, &reclaimed);
+        let running = progress.running.lock();
+        if !progress.closed.load(Ordering::SeqCst) {
+            run(event, payload, handlers);
         }
-        for handler in container {
-            handler(&reclaimed);
-        }
+        drop(running);
         progress.ran.fetch_add(1, Ordering::SeqCst);
         progress.ran_more.notify();
+    }
+}
+
+/// Runs the handlers of one event.
+fn run(event: ReclaimEvent, payload: Bytes, handlers: &Mutex<Handlers>) {
+    let reclaimed = item(event.item, payload);
+    let (global, container) = {
+        let handlers = handlers.lock();
+        match event.container {
+            None => (handlers.global.clone(), Vec::new()),
+            Some(id) => (Vec::new(), handlers.containers.get(&id).cloned().unwrap_or_default()),
+        }
+    };
+    for handler in global {
+        handler(&event.name, &reclaimed);
+    }
+    for handler in container {
+        handler(&reclaimed);
     }
 }
