@@ -376,8 +376,12 @@ pub extern "system" fn Java_org_stampede_Native_runtimeWatch<'l>(
     })
 }
 
+/// Longest a `watchNext` waits before it looks whether its watch was closed.
+const WATCH_SLICE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The next event as `[event, name, kind, node, missed]` (absent fields null), or null when
-/// nothing happened within the timeout or the runtime closed.
+/// nothing happened within the timeout, or the watch or the runtime closed (a closed watch ends
+/// a waiting call within [`WATCH_SLICE`]).
 #[no_mangle]
 pub extern "system" fn Java_org_stampede_Native_watchNext(
     mut env: JNIEnv<'_>,
@@ -386,13 +390,24 @@ pub extern "system" fn Java_org_stampede_Native_watchNext(
     timeout_nanos: jlong,
 ) -> jobject {
     run(&mut env, |env| {
-        let watch = handles::watch(watch)?;
-        let event = match watch.lock().next_event(jvm::timeout(timeout_nanos)) {
-            Ok(event) => event,
-            Err(stampede::Error::NotAvailable { .. } | stampede::Error::Closed { .. }) => {
-                return Ok(std::ptr::null_mut())
+        let id = watch;
+        let watch = handles::watch(id)?;
+        let deadline = jvm::timeout(timeout_nanos).and_then(|t| std::time::Instant::now().checked_add(t));
+        let event = loop {
+            let slice = deadline
+                .map_or(WATCH_SLICE, |d| d.saturating_duration_since(std::time::Instant::now()).min(WATCH_SLICE));
+            // Another call waiting on this watch holds it: this one waits its turn, a slice at a time.
+            match watch.try_lock_for(slice).map(|mut watch| watch.next_event(Some(slice))) {
+                Some(Ok(event)) => break event,
+                None | Some(Err(stampede::Error::NotAvailable { .. })) => {
+                    let closed = handles::watch(id).is_err();
+                    if closed || deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                        return Ok(std::ptr::null_mut());
+                    }
+                }
+                Some(Err(stampede::Error::Closed { .. })) => return Ok(std::ptr::null_mut()),
+                Some(Err(e)) => return Err(e.into()),
             }
-            Err(e) => return Err(e.into()),
         };
         let fields: [Option<String>; 5] = match event {
             WatchEvent::Created { name, kind, node } => [Some("created".into()), Some(name), Some(kind), node, None],

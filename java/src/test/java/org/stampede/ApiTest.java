@@ -673,6 +673,23 @@ class ApiTest {
         }
     }
 
+    /** Closing a watch ends a next() blocked on it (no timeout) at once, with nothing. */
+    @Test
+    void closingAWatchEndsABlockedNext() throws Exception {
+        Watch watch = rt.watch("nothing/", null);
+        java.util.concurrent.CompletableFuture<Boolean> ended = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+            try {
+                return watch.next().isEmpty();
+            } catch (StampedeException e) {
+                return e instanceof ClosedException;
+            }
+        });
+        Thread.sleep(200);
+        assertFalse(ended.isDone(), "next() waits while nothing happens");
+        watch.close();
+        assertTrue(ended.get(5, java.util.concurrent.TimeUnit.SECONDS), "next() ended with nothing");
+    }
+
     /** Tasks: virtual time, visibility, children, names. */
     @Test
     void tasksHoldVirtualTime() throws Exception {
