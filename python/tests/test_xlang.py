@@ -37,14 +37,13 @@ def run(args: list[str]) -> str:
 
 
 def prerequisites() -> None:
-    """The C program and the Java classes are built (scripts/test.sh builds them), else build them."""
-    if not PRODUCER.exists():
-        run(["make", "-s", "-C", "c", "PROFILE=debug", "build/debug/xlang_producer"])
-    if not CLASSES.exists():
-        if shutil.which("mvn") is None:
-            pytest.skip("no Maven here: the Java consumer cannot be built (scripts/test.sh builds it)")
-        run(["cargo", "build", "-q", "-p", "stampede-jni"])
-        run(["mvn", "-q", "-B", "-f", "java/pom.xml", "compile"])
+    """Builds the C program and the Java classes, or brings them up to date (make, cargo and
+    Maven rebuild only what changed)."""
+    run(["make", "-s", "-C", "c", "PROFILE=debug", "build/debug/xlang_producer"])
+    if shutil.which("mvn") is None:
+        pytest.skip("no Maven here: the Java consumer cannot be built (scripts/test.sh needs it)")
+    run(["cargo", "build", "-q", "-p", "stampede-jni"])
+    run(["mvn", "-q", "-B", "-f", "java/pom.xml", "compile"])
 
 
 def test_c_producer_java_and_python_consumers_agree():

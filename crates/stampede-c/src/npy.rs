@@ -66,7 +66,7 @@ pub unsafe extern "C" fn stp_npy_header(
         let not_npy = |e: npy::NpyError| invalid(OP, "data", format!("not a valid .npy payload: {e}"));
         npy::check_payload(payload).map_err(not_npy)?;
         let header = npy::header(payload).map_err(not_npy)?;
-        let descr = plain(&header.descr);
+        let descr = header.plain_descr();
         let layout = stp_npy_layout {
             ndim: header.shape.len(),
             itemsize: header.itemsize,
@@ -103,32 +103,4 @@ pub unsafe extern "C" fn stp_npy_header(
         }
         Ok(())
     })
-}
-
-/// A descr literal as C shows it: a simple quoted type string without its quotes (`'<f4'` →
-/// `<f4`), anything else (a structure, a subarray) as written.
-fn plain(descr: &str) -> &str {
-    for quote in ['\'', '"'] {
-        if let Some(inner) = descr.strip_prefix(quote).and_then(|rest| rest.strip_suffix(quote)) {
-            if !inner.contains(['\'', '"', '\\']) {
-                return inner;
-            }
-        }
-    }
-    descr
-}
-
-#[cfg(test)]
-mod tests {
-    use super::plain;
-
-    /// Simple type strings lose their quotes; structures and odd literals stay as written.
-    #[test]
-    fn descr_literals() {
-        assert_eq!(plain("'<f4'"), "<f4");
-        assert_eq!(plain("\"|u1\""), "|u1");
-        assert_eq!(plain("[('x', '<f4')]"), "[('x', '<f4')]");
-        assert_eq!(plain("'a\\'b'"), "'a\\'b'");
-        assert_eq!(plain("'"), "'");
-    }
 }

@@ -247,11 +247,7 @@ pub fn direct_slice<'b>(
 
 /// A Java `NpyHeader`.
 fn npy_header(env: &mut JNIEnv<'_>, header: &NpyHeader) -> Result<jobject> {
-    let descr = match header.descr.strip_prefix('\'').and_then(|d| d.strip_suffix('\'')) {
-        Some(plain) if !plain.contains('\'') => plain,
-        _ => header.descr.as_str(),
-    };
-    let descr = JObject::from(env.new_string(descr)?);
+    let descr = JObject::from(env.new_string(header.plain_descr())?);
     let dims: Vec<i64> = header.shape.iter().map(|&d| d as i64).collect();
     let shape = env.new_long_array(dims.len() as i32)?;
     env.set_long_array_region(&shape, 0, &dims)?;

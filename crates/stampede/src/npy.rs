@@ -72,6 +72,22 @@ pub struct NpyHeader {
     pub data_bytes: usize,
 }
 
+impl NpyHeader {
+    /// The dtype as the C and Java clients (and the shared test vectors) show it: a simple quoted
+    /// type string without its quotes (`'<f4'` → `<f4`), anything else (a structure, a subarray,
+    /// an odd literal) as written.
+    pub fn plain_descr(&self) -> &str {
+        for quote in ['\'', '"'] {
+            if let Some(inner) = self.descr.strip_prefix(quote).and_then(|rest| rest.strip_suffix(quote)) {
+                if !inner.contains(['\'', '"', '\\']) {
+                    return inner;
+                }
+            }
+        }
+        &self.descr
+    }
+}
+
 /// Why a payload is not an acceptable `.npy` file; the text names the rule broken.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NpyError {

@@ -228,3 +228,17 @@ proptest! {
         let _ = check_payload(&payload);
     }
 }
+
+/// The dtype as the C and Java clients show it: simple type strings without their quotes,
+/// structures as written.
+#[test]
+fn plain_descr_drops_the_quotes_of_simple_types_only() {
+    let descr_of = |descr: &str| {
+        let mut payload = encode_header(descr, &[1]).unwrap();
+        payload.resize(payload.len() + header(&payload).unwrap().itemsize, 0);
+        header(&payload).unwrap().plain_descr().to_owned()
+    };
+    assert_eq!(descr_of("'<f4'"), "<f4");
+    assert_eq!(descr_of("'|u1'"), "|u1");
+    assert_eq!(descr_of("[('x', '<f4')]"), "[('x', '<f4')]");
+}

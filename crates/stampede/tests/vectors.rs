@@ -255,7 +255,7 @@ fn run(case: &Case) -> Result<(), String> {
                 stats.live_items.to_string()
             }),
             ["npy", bytes] => match stampede::npy::header(&payload(bytes)) {
-                Ok(header) => format!("npy {} {}", header.descr.trim_matches('\''), show_shape(&header.shape)),
+                Ok(header) => format!("npy {} {}", header.plain_descr(), show_shape(&header.shape)),
                 Err(_) => "InvalidArgument".to_owned(),
             },
             _ => return Err(format!("line {number}: unknown operation {op:?}")),
