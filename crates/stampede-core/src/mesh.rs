@@ -369,6 +369,12 @@ impl Mesh {
         Ok(id)
     }
 
+    /// Whether this participant's own move `id` is still unresolved: its receiver has neither
+    /// taken it over nor declined it, and is not known dead.
+    pub fn is_move_open(&self, id: MoveId) -> bool {
+        self.carries.contains_key(&id)
+    }
+
     /// Whether move `id` of `from` may be taken over here: `from` is live here (a fenced sender's
     /// data is refused — its claims may already be gone elsewhere) and the move is not resolved.
     pub fn may_accept(&self, from: Peer, id: MoveId) -> Result<(), MeshRefusal> {

@@ -65,6 +65,27 @@ fn sponsor_key(name: &str, incarnation: u64) -> String {
     format!("{}/sponsor", mesh_key(name, incarnation))
 }
 
+fn decline_key(name: &str, incarnation: u64) -> String {
+    format!("{}/decline", mesh_key(name, incarnation))
+}
+
+/// How long a node waits for another to confirm it declined a move.
+const DECLINE_WAIT: Duration = Duration::from_secs(5);
+
+/// Asks node `to_node` (participant `to`) to decline this node's move `id` if it did not take it
+/// over: the move of a task whose client went away between `MoveTask` and `TakeOverTask`.
+/// Nothing to do once the move is resolved; a node that does not answer is left to the mesh
+/// (its death resolves the move).
+pub(crate) fn decline_there(zenoh: &zenoh::Session, link: &MeshLink, to_node: &str, to: Peer, id: MoveId) {
+    if !link.is_move_open(id) {
+        return;
+    }
+    let payload = postcard::to_allocvec(&(link.peer(), id)).unwrap_or_default();
+    if let Ok(replies) = zenoh.get(decline_key(to_node, to.incarnation)).payload(payload).timeout(DECLINE_WAIT).wait() {
+        let _ = replies.recv();
+    }
+}
+
 /// Set in a node's environment, its driver says on standard error what it learns and refuses.
 pub const DEBUG_ENV: &str = "STAMPEDE_MESH_DEBUG";
 
@@ -109,6 +130,7 @@ pub struct MeshCounters {
 /// A node's running driver. Dropping it stops the thread and undeclares everything.
 pub struct MeshDriver {
     pub(crate) counters: Arc<MeshCounters>,
+    link: MeshLink,
     stop: Arc<AtomicBool>,
     inbox: SyncSender<Input>,
     thread: Option<JoinHandle<()>>,
@@ -119,6 +141,7 @@ struct Declared {
     _messages: Subscriber<()>,
     _liveliness: Subscriber<()>,
     _sponsor: Queryable<()>,
+    _decline: Queryable<()>,
     _token: LivelinessToken,
 }
 
@@ -200,6 +223,25 @@ impl MeshDriver {
                 .wait()
                 .map_err(zerr)?
         };
+        let decline = {
+            let link = link.clone();
+            zenoh
+                .declare_queryable(decline_key(name, incarnation))
+                .callback(move |query| {
+                    let asked =
+                        query.payload().and_then(|p| postcard::from_bytes::<(Peer, MoveId)>(&p.to_bytes()).ok());
+                    let _ = match asked {
+                        // Refused when resolved already (taken over, or declined before): fine.
+                        Some((from, id)) => {
+                            let declined = link.decline(from, id);
+                            query.reply(query.key_expr().clone(), [u8::from(declined)]).wait()
+                        }
+                        None => query.reply_err("the query names no move").wait(),
+                    };
+                })
+                .wait()
+                .map_err(zerr)?
+        };
         open_door(zenoh, &link, peer, timeout).map_err(unreachable)?;
         let token = zenoh.liveliness().declare_token(key).wait().map_err(zerr)?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -213,8 +255,19 @@ impl MeshDriver {
                 })
                 .map_err(|e| unreachable(format!("the mesh thread could not start: {e}")))?
         };
-        let _declared = Declared { _messages: messages, _liveliness: liveliness, _sponsor: sponsor, _token: token };
-        Ok(MeshDriver { counters, stop, inbox, thread: Some(thread), _declared })
+        let _declared = Declared {
+            _messages: messages,
+            _liveliness: liveliness,
+            _sponsor: sponsor,
+            _decline: decline,
+            _token: token,
+        };
+        Ok(MeshDriver { counters, link, stop, inbox, thread: Some(thread), _declared })
+    }
+
+    /// The node's participant, linked to its runtime.
+    pub fn link(&self) -> &MeshLink {
+        &self.link
     }
 }
 

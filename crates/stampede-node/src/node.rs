@@ -6,9 +6,10 @@
 //! [`REMOTE_WAIT_SLICE`](stampede::remote::REMOTE_WAIT_SLICE). A liveliness subscriber on
 //! `stampede/<node>/session/*` closes a client's session when its token disappears.
 
+use stampede::mesh_link::MeshLink;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -158,6 +159,8 @@ pub(crate) struct NodeShared {
     pub(crate) zenoh: zenoh::Session,
     pub(crate) sessions: Mutex<HashMap<String, Arc<Session>>>,
     pub(crate) reclaims: Reclaims,
+    /// The node's participant in the distributed ts_min, with `mesh_ts_min`.
+    pub(crate) mesh: OnceLock<MeshLink>,
 }
 
 impl NodeShared {
@@ -166,8 +169,13 @@ impl NodeShared {
         // Closed while still listed, so that the items its closing reclaims reach its outbox.
         let session = self.sessions.lock().get(id).cloned();
         if let Some(session) = session {
-            session.close();
+            let moves = session.close();
             self.sessions.lock().remove(id);
+            if let Some(link) = self.mesh.get() {
+                for (to_node, to, move_id) in moves {
+                    crate::mesh::decline_there(&self.zenoh, link, &to_node, to, move_id);
+                }
+            }
         }
     }
 }
@@ -207,10 +215,14 @@ impl Node {
             zenoh,
             sessions: Mutex::default(),
             reclaims: Reclaims::default(),
+            mesh: OnceLock::new(),
         });
         let mesh = if options.mesh_ts_min {
             match MeshDriver::start(&shared.zenoh, &shared.runtime, &options.name, options.liveliness_timeout) {
-                Ok(mesh) => Some(mesh),
+                Ok(mesh) => {
+                    let _ = shared.mesh.set(mesh.link().clone());
+                    Some(mesh)
+                }
                 Err(e) => {
                     let _ = shared.zenoh.close().wait();
                     return Err(e);

@@ -15,6 +15,7 @@ use stampede::{
 };
 use zenoh::bytes::ZBytes;
 
+use stampede::mesh_link::MeshLink;
 use stampede::remote::fabric;
 use stampede::remote::wire::{
     self, decode_request, encode, ContainerInfo, Handle, Hello, ItemHeader, Reply, Request, WireError, WireRetention,
@@ -91,6 +92,7 @@ fn hello(node: &NodeShared) -> Hello {
         liveliness_timeout_ms: millis(options.liveliness_timeout),
         payload_bytes_max: options.payload_bytes_max as u64,
         wait_slice_ms: millis(REMOTE_WAIT_SLICE),
+        mesh: node.mesh.get().map(MeshLink::peer),
     }
 }
 
@@ -222,6 +224,23 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
         Request::Times { task } => {
             let task = session.task(op, task)?;
             Reply::Times { virtual_time: task.virtual_time(), visibility: task.visibility() }
+        }
+        Request::MoveTask { task, to_node, to } => {
+            let link = shares_ts_min(node, op)?;
+            if to_node == node.options.name || crate::mesh::peer_id(&to_node) != to.id {
+                let reason = format!("{to_node:?} is not another node's name, or {to:?} is not its participant");
+                return Err(Error::InvalidArgument { op, name: node.options.name.clone(), reason });
+            }
+            let (id, visibility) = link.move_task(&session.task(op, task)?, to)?;
+            if let Err(e) = session.add_move(op, &to_node, to, id, |id| !link.is_move_open(id)) {
+                crate::mesh::decline_there(&node.zenoh, link, &to_node, to, id);
+                return Err(e);
+            }
+            Reply::Moved { from: link.peer(), id, visibility }
+        }
+        Request::TakeOverTask { from, id, virtual_time } => {
+            let task = shares_ts_min(node, op)?.take_over_task(from, id, virtual_time)?;
+            Reply::Handle(session.add_task(op, task)?)
         }
         Request::CloseTask { task } => {
             session.close_task(op, task)?;
@@ -386,6 +405,17 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
         }
     };
     Ok((reply, Vec::new()))
+}
+
+/// The node's mesh participant, or `InvalidArgument` saying how to give it one.
+fn shares_ts_min<'a>(node: &'a NodeShared, op: &'static str) -> Result<&'a MeshLink> {
+    node.mesh.get().ok_or_else(|| Error::InvalidArgument {
+        op,
+        name: node.options.name.clone(),
+        reason: "this node shares no ts_min with other nodes, so a task cannot span it and another; start every \
+                 node of the mesh with --mesh-ts-min"
+            .into(),
+    })
 }
 
 fn done() -> Served {

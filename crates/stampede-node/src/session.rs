@@ -16,6 +16,8 @@ use parking_lot::Mutex;
 use stampede::{ChannelInput, ChannelOutput, Container, Error, QueueInput, QueueOutput, Result, Task};
 
 use stampede::remote::wire::{Handle, Secret};
+use stampede_core::mesh::MoveId;
+use stampede_core::Peer;
 
 use crate::access::{Right, Rights};
 use crate::reclaim::{Outbox, Sending};
@@ -72,11 +74,15 @@ struct Owned {
     /// Channels and queues the client created or looked up, under their runtime ids.
     containers: HashMap<Handle, Container>,
     next_connection: Handle,
+    /// Moves of this session's tasks to other nodes (`MoveTask`), with the node's name: those
+    /// still open when the session ends are declined there (the client went away before asking
+    /// for the takeover).
+    moves: Vec<(String, Peer, MoveId)>,
 }
 
 impl Owned {
     fn count(&self) -> usize {
-        self.tasks.len() + self.connections.len() + self.containers.len()
+        self.tasks.len() + self.connections.len() + self.containers.len() + self.moves.len()
     }
 }
 
@@ -140,6 +146,24 @@ impl Session {
         Ok(handle)
     }
 
+    /// Records a move of one of this session's tasks to node `to_node` (`to`), forgetting those
+    /// `resolved` says are taken over or declined already. `InvalidArgument` past the session's
+    /// bound (the move is then left to the caller to decline).
+    pub(crate) fn add_move(
+        &self,
+        op: &'static str,
+        to_node: &str,
+        to: Peer,
+        id: MoveId,
+        resolved: impl Fn(MoveId) -> bool,
+    ) -> Result<()> {
+        let mut owned = self.open()?;
+        owned.moves.retain(|&(_, _, id)| !resolved(id));
+        self.admit(op, &owned)?;
+        owned.moves.push((to_node.to_owned(), to, id));
+        Ok(())
+    }
+
     /// Takes `container` into the session under its runtime id (once, however often it is looked up).
     pub(crate) fn add_container(&self, op: &'static str, handle: Handle, container: Container) -> Result<()> {
         let mut owned = self.owned.lock();
@@ -188,7 +212,7 @@ impl Session {
 
     /// Ends the session: every task is closed (claims released, open items back) and every
     /// connection detached; requests in flight on them fail `Closed`. Idempotent.
-    pub(crate) fn close(&self) {
+    pub(crate) fn close(&self) -> Vec<(String, Peer, MoveId)> {
         let owned = {
             let mut owned = self.owned.lock();
             let taken = std::mem::take(&mut *owned);
@@ -203,6 +227,7 @@ impl Session {
         for task in owned.tasks.values() {
             task.close();
         }
+        owned.moves
     }
 
     /// The session's table, or `Closed` once the session ended.

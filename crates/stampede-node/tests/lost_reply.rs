@@ -42,6 +42,7 @@ fn lost_get_reply_ends_the_session() {
                         liveliness_timeout_ms: 10_000,
                         payload_bytes_max: 1 << 20,
                         wait_slice_ms: 1_000,
+                        mesh: None,
                     }),
                     Request::CreateChannel { name, .. } => Reply::Container(ContainerInfo {
                         id: 1,

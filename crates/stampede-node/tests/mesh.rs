@@ -7,7 +7,7 @@ mod support;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use stampede::{Container, Limits, Runtime, INFINITY};
+use stampede::{ChannelOptions, Container, Limits, Runtime, INFINITY};
 use stampede_node::{Node, NodeOptions};
 use support::{eventually, with_watchdog, TestNode, CONNECT_TIMEOUT};
 
@@ -152,5 +152,151 @@ fn hostile_mesh_messages_are_counted_and_change_nothing() {
         assert!(eventually(SETTLE, || b_rt.ts_min() == held), "{} vs {held}", b_rt.ts_min());
         drop(holder);
         client.close();
+    })
+}
+
+fn on_node(node: &str) -> ChannelOptions {
+    ChannelOptions { node: Some(node.into()), ..ChannelOptions::default() }
+}
+
+/// A client of node a places a channel on node b; its tasks (on a) put and get there through
+/// their shadows on b, which hold b's ts_min exactly where the tasks are and follow them.
+#[test]
+fn a_task_spans_two_nodes_through_its_shadows() {
+    with_watchdog("a_task_spans_two_nodes_through_its_shadows", || {
+        let (a, b, b_rt, _b_dir) = two_nodes();
+        let client = stampede::connect(&a.endpoint, Some(CONNECT_TIMEOUT)).unwrap();
+        let ch = client.create_channel("frames", on_node("b")).unwrap();
+        assert_eq!(ch.info().node.as_deref(), Some("b"));
+        assert!(b_rt.lookup("frames").is_ok(), "the channel lives on b");
+        assert!(a.runtime.lookup("frames").is_err(), "and not on a");
+
+        let producer = client.task(5).unwrap();
+        let consumer = client.task(5).unwrap();
+        let out = producer.attach_output(&ch).unwrap();
+        let inp = consumer.attach_input(&ch).unwrap();
+        for ts in 5..10 {
+            out.put(ts, vec![ts as u8]).unwrap();
+        }
+        producer.set_virtual_time(INFINITY).unwrap();
+        let item = inp.get(7, Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(&item.payload.data[..], &[7u8]);
+        assert_eq!(consumer.visibility(), 5, "nothing consumed yet: the task is at 5");
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(b_rt.ts_min(), 5, "the consumer's shadow holds b at the task's virtual time");
+        assert_eq!(live(&b_rt, "frames"), 5);
+
+        inp.consume_until(6).unwrap();
+        consumer.set_virtual_time(8).unwrap();
+        assert_eq!(consumer.visibility(), 7, "item 7 is open on the input on b");
+        inp.consume(7).unwrap();
+        assert_eq!(consumer.visibility(), 8);
+        assert!(eventually(SETTLE, || b_rt.ts_min() == 8), "b follows the task to 8: {}", b_rt.ts_min());
+        assert_eq!(live(&b_rt, "frames"), 2);
+
+        // A looked-up channel of another node is found there, and reached the same way.
+        let other = stampede::connect(&a.endpoint, Some(CONNECT_TIMEOUT)).unwrap();
+        let seen = other.channel("frames").unwrap();
+        let late = other.task(8).unwrap();
+        let late_in = late.attach_input(&seen).unwrap();
+        assert_eq!(late_in.get(9, Some(Duration::from_secs(5))).unwrap().ts, 9);
+        other.close();
+
+        client.close();
+        assert!(eventually(SETTLE, || b_rt.ts_min() == 10), "the client's sessions ended: {}", b_rt.ts_min());
+        assert_eq!(live(&b_rt, "frames"), 0);
+        for node in [&a.node, &b] {
+            let counters = node.mesh_counters().unwrap();
+            assert_eq!(counters.malformed.load(Ordering::Relaxed) + counters.refused.load(Ordering::Relaxed), 0);
+        }
+    })
+}
+
+/// Nodes that share no ts_min (no `--mesh-ts-min`): a client still places containers on any
+/// node, but a task of one node using another's channel is refused with a typed error saying
+/// what to do, and nothing is left held on either node.
+#[test]
+fn a_task_cannot_span_nodes_that_share_no_ts_min() {
+    with_watchdog("a_task_cannot_span_nodes_that_share_no_ts_min", || {
+        let x = TestNode::with(|o| o.name = "x".into());
+        let y = TestNode::with(|o| {
+            o.name = "y".into();
+            o.connect = vec![x.endpoint.clone()];
+        });
+        let client = stampede::connect(&x.endpoint, Some(CONNECT_TIMEOUT)).unwrap();
+        let ch = client.create_channel("frames", on_node("y")).unwrap();
+        assert_eq!(ch.info().node.as_deref(), Some("y"));
+        assert!(y.runtime.lookup("frames").is_ok());
+        let task = client.task(0).unwrap();
+        let claims = (x.runtime.stats().claims, y.runtime.stats().claims);
+        match task.attach_output(&ch) {
+            Err(stampede::Error::InvalidArgument { reason, .. }) => {
+                assert!(reason.contains("--mesh-ts-min"), "{reason}")
+            }
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("a task of x attached to y's channel"),
+        }
+        assert_eq!((x.runtime.stats().claims, y.runtime.stats().claims), claims, "nothing held");
+        // The same task still uses its own node's channels.
+        let own = client.create_channel("own", Limits::unbounded()).unwrap();
+        task.attach_output(&own).unwrap().put(1, vec![1]).unwrap();
+        client.close();
+    })
+}
+
+/// A task's move to another node that the client never asked to take over (it died in
+/// between) is declined there when its session on the home node ends: the carry that covered it
+/// would otherwise hold every node's ts_min for ever.
+#[test]
+fn a_move_never_taken_over_is_declined_when_its_session_ends() {
+    with_watchdog("a_move_never_taken_over_is_declined_when_its_session_ends", || {
+        use stampede::remote::fabric;
+        use stampede::remote::wire::{decode_reply, encode, Reply, Request, RequestHeader};
+        use zenoh::Wait;
+
+        let (a, _b, b_rt, _b_dir) = two_nodes();
+        let producer = b_rt.task(b_rt.ts_min()).unwrap();
+        let out = producer.attach_output(&b_rt.create_channel("frames", Limits::unbounded()).unwrap()).unwrap();
+        out.put(20, vec![1]).unwrap();
+        producer.close();
+        assert!(eventually(SETTLE, || b_rt.ts_min() == 21), "{}", b_rt.ts_min());
+
+        // A client speaking the wire itself: a task on a at 21, moved to b, then closed.
+        let config = fabric::client_config(&a.endpoint, Duration::from_secs(10), None).unwrap();
+        let raw = zenoh::open(config).wait().unwrap();
+        let session = raw.zid().to_string();
+        let token = raw.liveliness().declare_token(fabric::session_key("a", &session)).wait().unwrap();
+        let mut secret = [0; 16];
+        let mut call = |node: &str, session: &str, request: Request| {
+            let header = RequestHeader { session: session.to_owned(), secret, request };
+            let replies = raw.get(fabric::rpc_key(node)).payload(encode(&header)).wait().unwrap();
+            let bytes = replies.recv().unwrap().result().unwrap().payload().to_bytes().into_owned();
+            let reply = decode_reply(&bytes).unwrap().0;
+            if let Reply::Opened(s) = reply {
+                secret = s;
+            }
+            reply
+        };
+        let Reply::Hello(hello) = call("b", "", Request::Hello) else { panic!("b says hello") };
+        let to = hello.mesh.expect("b shares ts_min");
+        assert!(matches!(call("a", &session, Request::Open { user: None, password: None }), Reply::Opened(_)));
+        let Reply::Handle(task) = call("a", &session, Request::Task { virtual_time: 21 }) else { panic!("a task") };
+        let moved = call("a", &session, Request::MoveTask { task, to_node: "b".into(), to });
+        assert!(matches!(moved, Reply::Moved { visibility: 21, .. }), "{moved:?}");
+        assert!(matches!(call("a", &session, Request::CloseTask { task }), Reply::Done));
+
+        // The task is gone; its move still covers 21 on a: nobody's ts_min passes it.
+        let holder = b_rt.task(21).unwrap();
+        let out = holder.attach_output(&b_rt.channel("frames").unwrap()).unwrap();
+        out.put(25, vec![2]).unwrap();
+        holder.close();
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(b_rt.ts_min(), 21, "the open move holds b's ts_min");
+
+        // The client vanishes: a ends its session and has b decline the move.
+        drop(token);
+        let _ = raw.close().wait();
+        assert!(eventually(SETTLE, || b_rt.ts_min() == 26), "the move was declined: {}", b_rt.ts_min());
+        assert!(eventually(SETTLE, || a.runtime.ts_min() == 26), "{}", a.runtime.ts_min());
     })
 }

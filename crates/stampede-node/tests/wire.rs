@@ -88,7 +88,17 @@ fn request() -> impl Strategy<Value = Request> {
         any::<u64>().prop_map(|wait_us| Request::WaitProgress { wait_us }),
         (any::<u64>(), text()).prop_map(|(task, name)| Request::SetTaskName { task, name }),
         Just(Request::Graph),
+        (any::<u64>(), text(), peer()).prop_map(|(task, to_node, to)| Request::MoveTask { task, to_node, to }),
+        (peer(), any::<u64>(), any::<i64>()).prop_map(|(from, id, virtual_time)| Request::TakeOverTask {
+            from,
+            id,
+            virtual_time
+        }),
     ]
+}
+
+fn peer() -> impl Strategy<Value = stampede_core::Peer> {
+    (any::<u64>(), any::<u64>()).prop_map(|(id, incarnation)| stampede_core::Peer { id, incarnation })
 }
 
 fn graph() -> impl Strategy<Value = Graph> {
@@ -193,15 +203,17 @@ fn stats() -> impl Strategy<Value = WireStats> {
 /// A reply and a payload consistent with it.
 fn reply() -> impl Strategy<Value = (Reply, Vec<u8>)> {
     let plain = prop_oneof![
-        (text(), text(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
-            |(node, zid, liveliness_timeout_ms, payload_bytes_max, wait_slice_ms)| Reply::Hello(Hello {
+        (text(), text(), any::<u64>(), any::<u64>(), any::<u64>(), proptest::option::of(peer())).prop_map(
+            |(node, zid, liveliness_timeout_ms, payload_bytes_max, wait_slice_ms, mesh)| Reply::Hello(Hello {
                 node,
                 zid,
                 liveliness_timeout_ms,
                 payload_bytes_max,
-                wait_slice_ms
+                wait_slice_ms,
+                mesh,
             })
         ),
+        (peer(), any::<u64>(), any::<i64>()).prop_map(|(from, id, visibility)| Reply::Moved { from, id, visibility }),
         Just(Reply::Done),
         any::<[u8; 16]>().prop_map(Reply::Opened),
         (any::<u64>(), any::<bool>(), text(), proptest::option::of(any::<u64>())).prop_map(

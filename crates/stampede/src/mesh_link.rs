@@ -13,9 +13,12 @@
 
 use std::sync::Arc;
 
-use stampede_core::{Error, Mesh, Result, Timestamp, Update};
+use stampede_core::mesh::MoveId;
+use stampede_core::{Error, Mesh, MeshRefusal, Peer, Result, Timestamp, Update};
 
-use crate::space::Space;
+use crate::backend::Backend;
+use crate::space::{Origin, Space};
+use crate::Task;
 
 /// Called whenever the mesh may have something to transmit: the driver's wake-up. It runs under
 /// the runtime's progress lock, so it must only signal (a `Notify`, a flag), never block.
@@ -43,6 +46,27 @@ pub(crate) struct Linked {
     pub(crate) wake: MeshWake,
 }
 
+impl Linked {
+    /// Hands the stashed claim changes to the mesh; `true` when none wait any more.
+    pub(crate) fn flush_stash(&mut self) -> bool {
+        if self.stash.is_empty() {
+            return true;
+        }
+        match self.mesh.apply_local(&self.stash) {
+            Ok(()) => self.stash.clear(),
+            // Expelled (declared dead by its peers): the participant takes nothing any more and
+            // its ts_min never moves again, so neither does the mirror; keeping the updates would
+            // only grow memory with every operation.
+            Err(MeshRefusal::Expelled) => self.stash.clear(),
+            // Backpressure (the driver is behind): the updates stay stashed, in order, and go
+            // with the next change; meanwhile the mesh sees this node's claims as they were,
+            // which holds every view lower, never higher.
+            Err(_) => {}
+        }
+        self.stash.is_empty()
+    }
+}
+
 impl MeshLink {
     /// Links `mesh` to the embedded runtime `rt`: from now on its claims go to the mesh, and the
     /// mesh's ts_min holds its own. `InvalidArgument` for a remote runtime or one already linked.
@@ -63,6 +87,59 @@ impl MeshLink {
     /// move), then mirrors its ts_min into the runtime and reclaims what that made garbage.
     pub fn with<R>(&self, f: impl FnOnce(&mut Mesh) -> R) -> R {
         self.space.with_mesh(f)
+    }
+
+    /// Moves task `task`'s visibility to node `to` (docs/PROTOCOL.md "A task spans nodes through
+    /// shadows"): a carry at the task's visibility, covered by the task's own claims, until `to`
+    /// takes it over as a shadow task ([`take_over_task`](Self::take_over_task)), declines it,
+    /// or is dead. Returns the move's id and the visibility it carries.
+    pub fn move_task(&self, task: &Task, to: Peer) -> Result<(MoveId, Timestamp)> {
+        let Backend::Local(task) = &task.0 else {
+            return Err(Error::InvalidArgument {
+                op: "shadow",
+                name: "task".into(),
+                reason: "only a task of this node's own runtime moves to another node".into(),
+            });
+        };
+        // The task's visibility is its lowest claim; reading it under the task's lock keeps it
+        // there until the carry covers it.
+        let state = task.shared.state.lock();
+        let visibility = state.visibility();
+        // A new claim: nothing to mirror or reclaim, so no settling (which could sweep and lock
+        // tasks) under the task's lock.
+        let id = self.space.with_mesh_unsettled(|mesh| mesh.send_move(to, visibility)).map_err(|refusal| {
+            Error::Unreachable {
+                op: "shadow",
+                name: format!("task {}", state.id()),
+                reason: format!("this node's mesh cannot move the task to {to:?}: {refusal}"),
+            }
+        })?;
+        Ok((id, visibility))
+    }
+
+    /// A shadow task at `virtual_time` on this node, taking over `from`'s move `id` (what
+    /// [`move_task`](Self::move_task) returned there). `BelowVisibility` when `virtual_time` is
+    /// below this node's ts_min; `Unreachable` when the mesh refuses the move (its sender fenced,
+    /// the move resolved already). Every refusal declines the move.
+    pub fn take_over_task(&self, from: Peer, id: MoveId, virtual_time: Timestamp) -> Result<Task> {
+        let shared = self.space.new_task(virtual_time, Origin::Moved { from, id })?;
+        Ok(Task(Backend::Local(crate::local::task::Task { shared })))
+    }
+
+    /// Declines `from`'s move `id` if it is still unresolved here (the client that carried it
+    /// went away before asking for the takeover); `false` if it was resolved already.
+    pub fn decline(&self, from: Peer, id: MoveId) -> bool {
+        self.with(|mesh| mesh.decline_move(from, id).is_ok())
+    }
+
+    /// Whether this node's move `id` is still unresolved.
+    pub fn is_move_open(&self, id: MoveId) -> bool {
+        self.with(|mesh| mesh.is_move_open(id))
+    }
+
+    /// This node's participant.
+    pub fn peer(&self) -> Peer {
+        self.with(|mesh| mesh.me())
     }
 
     /// Claim changes the mesh has not taken yet: held under backpressure (the driver is behind)

@@ -232,19 +232,13 @@ impl Runtime {
         })
     }
 
-    /// `Ok` when `node` is `None` or this runtime's node.
+    /// `Ok` when `node` is `None`, or this runtime is a client (which reaches any node of its
+    /// mesh); an embedded runtime places containers in this process only.
     fn check_placement(&self, op: &'static str, name: &str, node: Option<&str>) -> Result<()> {
-        let Some(node) = node else { return Ok(()) };
-        if self.node() == Some(node) {
-            return Ok(());
-        }
-        let here = match self.node() {
-            Some(own) => format!("this client's session is on node {own}"),
-            None => "this runtime is embedded in this process".to_owned(),
-        };
+        let (Some(node), Backend::Local(_)) = (node, &self.0) else { return Ok(()) };
         let reason = format!(
-            "cannot place it on node {node}: {here}, and a task cannot span nodes yet; connect to node {node} \
-             (stampede::connect_to / stampede.connect(endpoint, node=...)) and create it there"
+            "cannot place it on node {node}: this runtime is embedded in this process; connect to the mesh \
+             (stampede::connect / stampede.connect(endpoint)) and create it with node={node:?}"
         );
         Err(Error::InvalidArgument { op, name: name.to_owned(), reason })
     }

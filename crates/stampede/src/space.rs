@@ -40,12 +40,13 @@ use crate::payload::Buffers;
 use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::wait::Signal;
 use crate::watch::{self, NameLog, Watch, WatchEvent};
+use stampede_core::mesh::MoveId;
 use stampede_core::name;
-use stampede_core::MeshRefusal;
 use stampede_core::{
     ChannelState, Codec, ConnectionStats, ContainerKey, Effects, Error, IdMap, Item, Limits, Location, OpenChange,
     OpenChanges, Progress, QueueState, Refusal, Result, Stats, TaskId, TaskState, Timestamp, Update, Updates, INFINITY,
 };
+use stampede_core::{MeshRefusal, Peer};
 
 /// A GC handler: called with the container's name and each item it reclaims.
 pub type ReclaimHandler = Arc<dyn Fn(&str, &Item) + Send + Sync>;
@@ -334,17 +335,7 @@ impl Tracking {
         let linked = self.mesh.as_mut()?;
         linked.stash.extend(self.progress.take_outbox());
         if !linked.stash.is_empty() {
-            match linked.mesh.apply_local(&linked.stash) {
-                Ok(()) => linked.stash.clear(),
-                // Expelled (declared dead by its peers): the participant takes nothing any more
-                // and its ts_min never moves again, so neither does the mirror; keeping the
-                // updates would only grow memory with every operation.
-                Err(MeshRefusal::Expelled) => linked.stash.clear(),
-                // Backpressure (the driver is behind): the updates stay stashed, in order, and
-                // go with the next change; meanwhile the mesh sees this node's claims as they
-                // were, which holds every view lower, never higher.
-                Err(_) => {}
-            }
+            linked.flush_stash();
             (linked.wake)();
         }
         let (ts_min, heard) = (linked.mesh.ts_min(), linked.mesh.watermark());
@@ -377,6 +368,64 @@ impl Tracking {
         }
     }
 
+    /// Refuses a root task below [`root_floor`](Self::root_floor).
+    fn check_root(&self, virtual_time: Timestamp) -> Result<()> {
+        let floor = self.root_floor();
+        if virtual_time >= floor {
+            return Ok(());
+        }
+        let what = if floor > self.progress.ts_min() { "the node's door (docs/PROTOCOL.md)" } else { "ts_min" };
+        Err(Error::BelowVisibility { op: "task", name: "runtime".into(), ts: virtual_time, what, limit: floor })
+    }
+
+    /// Whether a shadow task at `virtual_time` may take over `from`'s move `id`: the mesh takes
+    /// it (the mover is live here, the move unresolved, no backlog) and it is at or above ts_min.
+    /// A move that cannot be taken over is declined, so the mover's carry is released.
+    fn check_takeover(&mut self, from: Peer, id: MoveId, virtual_time: Timestamp) -> Result<()> {
+        let ts_min = self.progress.ts_min();
+        let linked = self.mesh.as_mut().ok_or_else(|| Error::InvalidArgument {
+            op: "shadow",
+            name: "runtime".into(),
+            reason: "this node shares no ts_min with other nodes (start it with --mesh-ts-min)".into(),
+        })?;
+        // What waits must reach the mesh before the takeover's claims, in order.
+        let refused = if !linked.flush_stash() {
+            Err(Error::Full {
+                name: "runtime".into(),
+                ts: virtual_time,
+                reason: "the node's mesh is behind (backpressure); try again".into(),
+                can_never_fit: false,
+            })
+        } else if let Err(refusal) = linked.mesh.may_accept(from, id) {
+            Err(takeover_refused(&refusal))
+        } else if virtual_time < ts_min {
+            Err(Error::BelowVisibility {
+                op: "shadow",
+                name: "runtime".into(),
+                ts: virtual_time,
+                what: "ts_min",
+                limit: ts_min,
+            })
+        } else {
+            return Ok(());
+        };
+        let _ = linked.mesh.decline_move(from, id);
+        refused
+    }
+
+    /// Hands the claims task `task`'s creation just recorded to the mesh as the takeover of
+    /// `from`'s move `id`; if the mesh refuses them, the task is removed again (its claims never
+    /// left this node) and the move declined.
+    fn take_over(&mut self, from: Peer, id: MoveId, task: TaskId) -> Result<()> {
+        let updates = self.progress.take_outbox();
+        let linked = self.mesh.as_mut().expect("check_takeover found a mesh");
+        let Err(refusal) = linked.mesh.accept_move(from, id, &updates) else { return Ok(()) };
+        let _ = linked.mesh.decline_move(from, id);
+        self.progress.remove_task(task);
+        self.progress.take_outbox();
+        Err(takeover_refused(&refusal))
+    }
+
     /// Applies a batch the driver built; a refusal is a driver bug (it would let GC reclaim a
     /// reachable item), so it panics with the offending claim.
     fn apply(&mut self, batch: &[Update]) -> Option<Timestamp> {
@@ -384,6 +433,28 @@ impl Tracking {
             Ok(advanced) => advanced,
             Err(refusal) => panic!("progress batch refused: {refusal:?}"),
         }
+    }
+}
+
+/// Where a new task's claim is covered from (SPEC §3: whoever creates a claim holds one below
+/// it, or starts at or above ts_min).
+#[derive(Clone, Copy)]
+pub(crate) enum Origin<'a> {
+    /// A root task: at or above ts_min and the node's door.
+    Root,
+    /// A child: at or above its parent's visibility.
+    Child(&'a TaskShared),
+    /// A shadow of a task of another node (docs/PROTOCOL.md): the takeover of that node's move
+    /// `id` of the task's visibility.
+    Moved { from: Peer, id: MoveId },
+}
+
+/// The error for a move the mesh will not let this node take over.
+fn takeover_refused(refusal: &MeshRefusal) -> Error {
+    Error::Unreachable {
+        op: "shadow",
+        name: "runtime".into(),
+        reason: format!("the mesh refused the task's move to this node ({refusal}); attach again"),
     }
 }
 
@@ -635,42 +706,54 @@ impl Space {
         value
     }
 
+    /// Runs `f` on the linked mesh without settling: for inputs that only add this node's own
+    /// claims (nothing to mirror or reclaim), so it may run under a task's lock. Wakes the driver.
+    pub(crate) fn with_mesh_unsettled<R>(&self, f: impl FnOnce(&mut stampede_core::Mesh) -> R) -> R {
+        let tracking = &mut *self.tracking.lock();
+        let linked = tracking.mesh.as_mut().expect("a linked mesh");
+        // What waits goes first, in order (if the mesh takes it now).
+        linked.flush_stash();
+        let value = f(&mut linked.mesh);
+        (linked.wake)();
+        value
+    }
+
     // ---- tasks -------------------------------------------------------------------------------
 
-    /// Creates a task: a root task must start at or above ts_min, a child at or above its
-    /// parent's visibility (checked while the parent's claims still cover the child's).
-    pub(crate) fn new_task(
-        self: &Arc<Self>,
-        virtual_time: Timestamp,
-        parent: Option<&TaskShared>,
-    ) -> Result<Arc<TaskShared>> {
+    /// Creates a task: a root task must start at or above ts_min (and the node's door), a child
+    /// at or above its parent's visibility (checked while the parent's claims still cover the
+    /// child's), a shadow at or above ts_min, its claim the takeover of the move that covers it.
+    pub(crate) fn new_task(self: &Arc<Self>, virtual_time: Timestamp, origin: Origin<'_>) -> Result<Arc<TaskShared>> {
         self.check_open("runtime")?;
+        let op = match origin {
+            Origin::Root => "task",
+            Origin::Child(_) => "spawn",
+            Origin::Moved { .. } => "shadow",
+        };
         if virtual_time < 0 {
-            let op = if parent.is_some() { "spawn" } else { "task" };
             return Err(Error::InvalidTimestamp { op, name: "runtime".into(), ts: virtual_time });
         }
         let id = self.next_id();
         let (state, updates) = TaskState::new(id, virtual_time);
-        let parent_state = parent.map(|parent| parent.state.lock());
+        let parent_state = match origin {
+            Origin::Child(parent) => Some(parent.state.lock()),
+            Origin::Root | Origin::Moved { .. } => None,
+        };
         if let Some(parent_state) = &parent_state {
             parent_state.check_spawn(virtual_time)?;
         }
         let advanced = {
             let mut tracking = self.tracking.lock();
-            let floor = tracking.root_floor();
-            if parent.is_none() && virtual_time < floor {
-                let what =
-                    if floor > tracking.progress.ts_min() { "the node's door (docs/PROTOCOL.md)" } else { "ts_min" };
-                return Err(Error::BelowVisibility {
-                    op: "task",
-                    name: "runtime".into(),
-                    ts: virtual_time,
-                    what,
-                    limit: floor,
-                });
+            match origin {
+                Origin::Root => tracking.check_root(virtual_time)?,
+                Origin::Moved { from, id } => tracking.check_takeover(from, id, virtual_time)?,
+                Origin::Child(_) => {}
             }
             tracking.progress.add_task(id);
             let advanced = tracking.apply(&updates);
+            if let Origin::Moved { from, id: move_id } = origin {
+                tracking.take_over(from, move_id, id)?;
+            }
             self.publish(&mut tracking).or(advanced)
         };
         drop(parent_state);

@@ -12,7 +12,7 @@ use super::queue::Queue;
 use super::task::Task;
 use crate::disk::Store;
 use crate::runtime::{ChannelOptions, QueueOptions, RuntimeStats, DESCRIPTION_BYTES_MAX};
-use crate::space::{Entry, Meta, ReclaimHandler, Shared, Space};
+use crate::space::{Entry, Meta, Origin, ReclaimHandler, Shared, Space};
 use crate::wait::Changed;
 
 /// A container's metadata: a declared codec has a name, the description is at most
@@ -176,7 +176,7 @@ impl Runtime {
     /// A root task at `virtual_time` (`INFINITY` allowed). It must be `>= ts_min`: nothing below
     /// ts_min may ever be put again.
     pub fn task(&self, virtual_time: Timestamp) -> Result<Task> {
-        Ok(Task { shared: self.space.new_task(virtual_time, None)? })
+        Ok(Task { shared: self.space.new_task(virtual_time, Origin::Root)? })
     }
 
     /// Current ts_min: no existing or future task can get an item below it.

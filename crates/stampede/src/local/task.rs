@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use stampede_core::{Result, Timestamp};
 
-use crate::space::TaskShared;
+use crate::space::{Origin, TaskShared};
 
 /// The unit that holds a virtual time. Any thread or async task may drive it.
 #[derive(Clone)]
@@ -41,7 +41,7 @@ impl Task {
 
     /// Creates a child task whose virtual time must be `>= self.visibility()`.
     pub fn spawn(&self, virtual_time: Timestamp) -> Result<Task> {
-        let shared = self.shared.space.new_task(virtual_time, Some(&self.shared))?;
+        let shared = self.shared.space.new_task(virtual_time, Origin::Child(&self.shared))?;
         Ok(Task { shared })
     }
 

@@ -112,7 +112,7 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         }
         _ => return Err(unexpected("connect", client.node())),
     }
-    Ok(RemoteRuntime::new(client))
+    Ok(RemoteRuntime::new(client, options))
 }
 
 /// Opens a zenoh session to `endpoint` and greets the node there (or `node`, through it),
@@ -559,7 +559,7 @@ impl Client {
         self.zenoh.get(&self.rpc_key).payload(message.finish()).consolidation(ConsolidationMode::None).timeout(timeout)
     }
 
-    fn check_open(&self, op: &'static str) -> Result<()> {
+    pub(crate) fn check_open(&self, op: &'static str) -> Result<()> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(Error::Closed { name: self.node().to_owned(), reason: CLIENT_CLOSED });
         }

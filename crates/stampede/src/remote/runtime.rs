@@ -4,30 +4,50 @@
 //! be reached, from what this client last learned: ts_min never decreases, so the last one seen
 //! is a safe lower bound; `collect` reclaimed nothing the client knows of (0).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::runtime::ConnectOptions;
 use crate::{ChannelOptions, Codec, Error, Limits, QueueOptions, Result, RuntimeStats, Timestamp};
 
 use crate::remote::channel::RemoteChannel;
-use crate::remote::client::{blocking, Client};
+use crate::remote::client::{blocking, Client, Registration};
 use crate::remote::connection::ContainerRef;
 use crate::remote::queue::RemoteQueue;
+use crate::remote::reclaim::GlobalHandler;
 use crate::remote::task::RemoteTask;
 use crate::remote::watch::Subscription;
 use crate::remote::wire::{self, ContainerInfo, Reply, Request, WireRetention};
+use crate::remote::LIVELINESS_TIMEOUT_DEFAULT;
 use crate::watch::{self, Watch};
 
 /// A client session on a node: channels, queues and tasks there, through the fabric. Cheap to
 /// clone; every clone is the same session. The session ends with [`close`](Self::close), or when
 /// the last handle (runtime, task, channel, connection) is dropped.
+///
+/// Channels and queues placed on other nodes (`node=`), or found there by
+/// [`lookup`](Self::lookup), are reached through sessions of this runtime on those nodes, opened
+/// on first use the way this one was (through the same endpoint) and closed with it (SPEC §7:
+/// each remote client has a session on the nodes it uses).
 #[derive(Clone)]
 pub(crate) struct RemoteRuntime {
     pub(crate) client: Arc<Client>,
     /// The node's counters when last asked, for when it cannot be reached.
     known: Arc<Mutex<RuntimeStats>>,
+    /// How this session was opened: sessions on other nodes are opened the same way.
+    options: Arc<ConnectOptions>,
+    /// This runtime's sessions on other nodes, and its runtime-wide GC handlers (they run for
+    /// every node it uses).
+    others: Arc<Mutex<Others>>,
+}
+
+#[derive(Default)]
+struct Others {
+    sessions: BTreeMap<String, RemoteRuntime>,
+    handlers: Vec<GlobalHandler>,
 }
 
 /// What a name refers to on the node.
@@ -38,9 +58,38 @@ pub(crate) enum RemoteContainer {
 }
 
 impl RemoteRuntime {
-    pub(crate) fn new(client: Client) -> RemoteRuntime {
+    pub(crate) fn new(client: Client, options: &ConnectOptions) -> RemoteRuntime {
         let known = RuntimeStats { ts_min: 0, containers: 0, claims: 0 };
-        RemoteRuntime { client: Arc::new(client), known: Arc::new(Mutex::new(known)) }
+        RemoteRuntime {
+            client: Arc::new(client),
+            known: Arc::new(Mutex::new(known)),
+            options: Arc::new(options.clone()),
+            others: Arc::default(),
+        }
+    }
+
+    /// This runtime's session on `node`: this one for `None` or its own node, else one opened
+    /// through the same endpoint on first use (within the connect timeout, or
+    /// [`LIVELINESS_TIMEOUT_DEFAULT`] without one: a node that does not exist must not hang the
+    /// call).
+    pub(crate) fn on_node(&self, op: &'static str, node: Option<&str>) -> Result<RemoteRuntime> {
+        let Some(node) = node.filter(|node| *node != self.node()) else { return Ok(self.clone()) };
+        self.client.check_open(op)?;
+        let mut others = self.others.lock();
+        if let Some(session) = others.sessions.get(node).filter(|session| !session.is_closed()) {
+            return Ok(session.clone());
+        }
+        let options = ConnectOptions {
+            node: Some(node.to_owned()),
+            timeout: Some(self.options.timeout.unwrap_or(LIVELINESS_TIMEOUT_DEFAULT)),
+            ..(*self.options).clone()
+        };
+        let session = crate::remote::client::connect(self.endpoint(), &options)?;
+        for handler in &others.handlers {
+            session.client.on_reclaim(Registration::Global(handler.clone()))?;
+        }
+        others.sessions.insert(node.to_owned(), session.clone());
+        Ok(session)
     }
 
     /// The name of the node this client is connected to.
@@ -55,6 +104,10 @@ impl RemoteRuntime {
 
     /// Creates a channel on the node (as [`crate::Runtime::create_channel`]).
     pub fn create_channel(&self, name: &str, options: ChannelOptions) -> Result<RemoteChannel> {
+        if options.node.as_deref().is_some_and(|node| node != self.node()) {
+            let there = self.on_node("create_channel", options.node.as_deref())?;
+            return there.create_channel(name, ChannelOptions { node: None, ..options });
+        }
         let ChannelOptions { limits, retention, codec, description, node: _, disk } = options;
         if disk.is_some() {
             return Err(Error::InvalidArgument {
@@ -78,6 +131,10 @@ impl RemoteRuntime {
 
     /// Creates a queue on the node (as [`crate::Runtime::create_queue`]).
     pub fn create_queue(&self, name: &str, options: QueueOptions) -> Result<RemoteQueue> {
+        if options.node.as_deref().is_some_and(|node| node != self.node()) {
+            let there = self.on_node("create_queue", options.node.as_deref())?;
+            return there.create_queue(name, QueueOptions { node: None, ..options });
+        }
         let QueueOptions { limits, description, node: _ } = options;
         let (capacity, bytes_max) = bounds(limits);
         match self.container(Request::CreateQueue { name: name.to_owned(), capacity, bytes_max, description })? {
@@ -110,9 +167,28 @@ impl RemoteRuntime {
         self.client.nodes()
     }
 
-    /// The channel or queue called `name` on the node (`NotFound` otherwise).
+    /// The channel or queue called `name`: on this session's node, else on the first other node
+    /// that has it (sessions this runtime has first, then every node reachable, in name order);
+    /// `NotFound` when none has it.
     pub fn lookup(&self, name: &str) -> Result<RemoteContainer> {
-        self.container(Request::Lookup { name: name.to_owned() })
+        let here = self.container(Request::Lookup { name: name.to_owned() });
+        if !matches!(here, Err(Error::NotFound { .. })) {
+            return here;
+        }
+        let mut nodes: Vec<String> = self.others.lock().sessions.keys().cloned().collect();
+        for node in self.nodes().unwrap_or_default() {
+            if node != self.node() && !nodes.contains(&node) {
+                nodes.push(node);
+            }
+        }
+        for node in nodes {
+            // A node gone meanwhile, or one this user may not use, is not where the name is.
+            let Ok(there) = self.on_node("lookup", Some(&node)) else { continue };
+            if let Ok(container) = there.container(Request::Lookup { name: name.to_owned() }) {
+                return Ok(container);
+            }
+        }
+        here
     }
 
     /// Names of the node's channels and queues `prefix` selects, sorted (hierarchical, as
@@ -187,7 +263,14 @@ impl RemoteRuntime {
     /// Runs `handler(name, item)` on this client for each item any channel or queue of the node
     /// reclaims.
     pub fn on_reclaim(&self, handler: impl Fn(&str, &crate::Item) + Send + Sync + 'static) -> Result<()> {
-        self.client.on_reclaim(crate::remote::client::Registration::Global(Arc::new(handler)))
+        let handler: GlobalHandler = Arc::new(handler);
+        let mut others = self.others.lock();
+        self.client.on_reclaim(Registration::Global(handler.clone()))?;
+        for session in others.sessions.values() {
+            session.client.on_reclaim(Registration::Global(handler.clone()))?;
+        }
+        others.handlers.push(handler);
+        Ok(())
     }
 
     /// Completes at the next put or claim change on the node, or after a wait slice.
@@ -199,6 +282,10 @@ impl RemoteRuntime {
     /// the time this returns, and the client leaves the fabric. Later calls fail `Closed`.
     /// Idempotent.
     pub fn close(&self) {
+        let others = std::mem::take(&mut self.others.lock().sessions);
+        for session in others.values() {
+            session.close();
+        }
         self.client.close();
     }
 

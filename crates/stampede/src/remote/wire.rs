@@ -26,10 +26,11 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::{Error, Limits, Retention, Selector, Stats, Timestamp};
 use serde::{Deserialize, Serialize};
+use stampede_core::Peer;
 
 /// The wire format's version, the first byte of every message. Bump it on any change to the
 /// types below.
-pub const VERSION: u8 = 5;
+pub const VERSION: u8 = 6;
 
 /// Largest request header a node decodes (names are at most `NAME_BYTES_MAX` bytes; codec names
 /// and session ids are short): a request whose header does not fit is refused.
@@ -213,6 +214,22 @@ pub enum Request {
     },
     /// Runs the node runtime's invariant check (a test aid); a violation is answered as an error.
     CheckInvariants,
+    /// Moves task `task`'s visibility to node `to_node` (participant `to`), so that a shadow of
+    /// the task may start there (docs/PROTOCOL.md "A task spans nodes through shadows"). Replied
+    /// [`Reply::Moved`]; the move is declined on `to_node` when this session ends, if nothing
+    /// took it over by then.
+    MoveTask {
+        task: Handle,
+        to_node: String,
+        to: Peer,
+    },
+    /// Starts a shadow task at `virtual_time`, owned by this session, taking over `from`'s move
+    /// `id` (a [`Reply::Moved`] of the task's home node). Replied [`Reply::Handle`].
+    TakeOverTask {
+        from: Peer,
+        id: u64,
+        virtual_time: Timestamp,
+    },
     /// Subscribes the session to the items reclaimed from `container` (`None`: from every
     /// channel and queue), delivered as [`ReclaimEvent`]s on its reclaim key.
     OnReclaim {
@@ -238,6 +255,7 @@ impl Request {
                 | Request::QueueGet { .. }
                 | Request::Task { .. }
                 | Request::Spawn { .. }
+                | Request::TakeOverTask { .. }
                 | Request::AttachInput { .. }
                 | Request::AttachOutput { .. }
                 | Request::CloseTask { .. }
@@ -281,6 +299,7 @@ impl Request {
             Request::Graph => "graph",
             Request::Listing { .. } => "watch",
             Request::OnReclaim { .. } => "on_reclaim",
+            Request::MoveTask { .. } | Request::TakeOverTask { .. } => "shadow",
             Request::TsMin => "ts_min",
             Request::Stats => "stats",
             Request::Collect => "collect",
@@ -327,6 +346,12 @@ pub enum Reply {
     },
     Count(u64),
     Graph(crate::graph::Graph),
+    /// A task's visibility moved by node participant `from` as its move `id`.
+    Moved {
+        from: Peer,
+        id: u64,
+        visibility: Timestamp,
+    },
     Error(WireError),
 }
 
@@ -343,6 +368,9 @@ pub struct Hello {
     pub payload_bytes_max: u64,
     /// Longest wait the node performs for one request.
     pub wait_slice_ms: u64,
+    /// The node's participant in the distributed ts_min, when it shares one with its mesh
+    /// (`--mesh-ts-min`): only then may a task of another node shadow on it.
+    pub mesh: Option<Peer>,
 }
 
 /// An item reclaimed on the node, sent to a session that subscribed to it
