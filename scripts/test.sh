@@ -17,9 +17,10 @@ echo "== Mesh simulation (2000 seeds ran in the Rust tests above; replay one wit
 cargo test -p stampede-core --features mutations --test mesh_simulation mutations
 
 echo "== Conformance (SPEC §7): the Rust semantic suites against a client of a stampede serve process,"
-echo "   and against a client of node b whose session is on node a, in a mesh a <- b <- c"
+echo "   against a client of node b whose session is on node a, in a mesh a <- b <- c, and (split) against"
+echo "   a client whose tasks are on node b and whose channels are on node a, the nodes sharing ts_min"
 cargo build -q -p stampede-cli
-for configuration in serve mesh; do
+for configuration in serve mesh split; do
     STAMPEDE_CONFIGURATION=$configuration cargo test -p stampede \
         --test rules_channel --test rules_gc --test rules_queue --test correlation --test progress --test graph \
         --test vectors
@@ -48,8 +49,8 @@ fi
 echo "== Python tests"
 .venv/bin/python -m pytest -q python/tests
 
-echo "== Conformance: the Python semantic suites in the serve and mesh configurations"
-for configuration in serve mesh; do
+echo "== Conformance: the Python semantic suites in the serve, mesh and split configurations"
+for configuration in serve mesh split; do
     STAMPEDE_CONFIGURATION=$configuration .venv/bin/python -m pytest -q -rs python/tests/test_channel.py \
         python/tests/test_gc.py python/tests/test_queue.py python/tests/test_correlation.py \
         python/tests/test_concurrency.py python/tests/test_payload.py python/tests/test_graph.py \

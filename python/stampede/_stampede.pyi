@@ -477,4 +477,5 @@ def connect(
     tls_private_key: str | os.PathLike[str] | None = None,
     user: str | None = None,
     password: str | None = None,
+    placement: str | None = None,
 ) -> Runtime: ...

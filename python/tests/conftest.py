@@ -6,7 +6,11 @@ The `rt` fixture is the conformance switch (SPEC §7 location transparency). Eve
 - ``embedded`` (the default): a runtime in this process;
 - ``serve``: a client of a fresh ``stampede serve`` process;
 - ``mesh``: a client attached to node B whose session, channels and queues are on node A, in a
-  mesh of three ``stampede serve`` processes A ← B ← C (B connects to A, C to B).
+  mesh of three ``stampede serve`` processes A ← B ← C (B connects to A, C to B);
+- ``split``: the same mesh sharing one ts_min (``--mesh-ts-min``), a client whose session and
+  tasks are on node B and whose channels and queues are on node A (``placement="a"``): every
+  connection is a task's shadow on A (docs/NODES.md "One task, several nodes"). Its nodes follow
+  each other's claims a message round later, so what reclamation shows is read with `settled`.
 
 Nodes are fresh per test: ts_min is global and monotone on a node.
 """
@@ -64,10 +68,32 @@ def listening(proc: subprocess.Popen[str]) -> bool:
     return ready.wait(NODE_START_S)
 
 
+#: How long the split configuration's nodes may take to reclaim once the last blocker moved: a
+#: few message rounds on loopback (SPEC §3 "live": within a bounded time).
+MESH_SETTLE_S = 10.0
+
+
+def settled(expected: object, value: Callable[[], object]) -> object:
+    """`value()` once it equals `expected`, else its last value: read at once where reclamation
+    happens inside the operation that makes an item garbage (embedded, serve, mesh), polled for
+    at most MESH_SETTLE_S in the split configuration, whose nodes share ts_min over the fabric."""
+    if CONFIGURATION == "split":
+        deadline = time.monotonic() + MESH_SETTLE_S
+        while value() != expected and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return value()
+
+
+def placement(rt: stampede.Runtime) -> str | None:
+    """The node a runtime of this configuration places channels and queues on (None: embedded)."""
+    return "a" if CONFIGURATION == "split" else rt.node
+
+
 @contextlib.contextmanager
-def served_nodes(*names: str) -> Iterator[list[str]]:
+def served_nodes(*names: str, mesh_ts_min: bool = False) -> Iterator[list[str]]:
     """`stampede serve` processes on Unix sockets of their own, each connected to the one before
-    it; yields their endpoints. Every one is stopped in a `finally`, whatever happens."""
+    it (sharing ts_min with `mesh_ts_min`); yields their endpoints. Every one is stopped in a
+    `finally`, whatever happens."""
     with tempfile.TemporaryDirectory(prefix="stampede-node-") as tmp:
         procs: list[subprocess.Popen[str]] = []
         endpoints: list[str] = []
@@ -75,6 +101,8 @@ def served_nodes(*names: str) -> Iterator[list[str]]:
             for name in names:
                 endpoint = f"unixsock-stream/{tmp}/{name}.sock"
                 args = [stampede_bin(), "serve", "--listen", endpoint, "--name", name]
+                if mesh_ts_min:
+                    args.append("--mesh-ts-min")
                 if endpoints:
                     args += ["--connect", endpoints[-1]]
                 proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
@@ -108,8 +136,14 @@ def rt() -> Iterator[stampede.Runtime]:
             stampede.connect(b, timeout=NODE_START_S, node="a") as runtime,
         ):
             yield runtime
+    elif CONFIGURATION == "split":
+        with (
+            served_nodes("a", "b", "c", mesh_ts_min=True) as [_, b, _],
+            stampede.connect(b, timeout=NODE_START_S, placement="a") as runtime,
+        ):
+            yield runtime
     else:
-        raise ValueError(f"STAMPEDE_CONFIGURATION={CONFIGURATION!r}: use embedded, serve or mesh")
+        raise ValueError(f"STAMPEDE_CONFIGURATION={CONFIGURATION!r}: use embedded, serve, mesh or split")
 
 
 def pytest_configure(config: pytest.Config) -> None:

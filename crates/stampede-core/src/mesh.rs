@@ -369,6 +369,13 @@ impl Mesh {
         Ok(id)
     }
 
+    /// The timestamp `from`'s move `id` to this participant carries, once `from`'s batch with
+    /// the carry is applied here (`None` before, and once the move is resolved). A takeover must
+    /// claim at or above it: the carry is what covers the data until then.
+    pub fn carried(&self, from: Peer, id: MoveId) -> Option<Timestamp> {
+        self.view.carried(from, self.me, id)
+    }
+
     /// Whether this participant's own move `id` is still unresolved: its receiver has neither
     /// taken it over nor declined it, and is not known dead.
     pub fn is_move_open(&self, id: MoveId) -> bool {

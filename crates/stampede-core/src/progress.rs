@@ -183,9 +183,16 @@ impl Progress {
         self.watermark
     }
 
-    /// Number of claims held (tasks, connections, queues), the watermark not counted.
+    /// Number of claims held (tasks, connections, queues): neither the watermark nor the mirror
+    /// of other nodes' claims ([`Location::Peer`]) counted.
     pub fn claim_count(&self) -> usize {
-        self.claims.len()
+        let mirrored: i64 = self
+            .locations
+            .iter()
+            .filter(|(location, _)| matches!(location, Location::Peer(_)))
+            .flat_map(|(_, counts)| counts.iter().map(|&(_, n)| n))
+            .sum();
+        self.claims.len() - mirrored as usize
     }
 
     /// The lowest claim of `location`, if it holds any.
@@ -487,6 +494,7 @@ mod tests {
         let mut p = Progress::new();
         p.apply(&[up(Location::Peer(1), 3, 2), up(Location::Task(1), 3, 1), up(Location::Peer(1), 6, 1)]).unwrap();
         p.note_put(100);
+        assert_eq!(p.claim_count(), 1, "the mirror of other nodes' claims is not counted");
         assert_eq!(p.drop_location(Location::Peer(1)), None, "the task still holds 3");
         assert_eq!(p.claim_count(), 1);
         assert_eq!(p.drop_location(Location::Task(1)), Some(101));

@@ -83,8 +83,13 @@ pub extern "system" fn Java_org_stampede_Native_connect<'l>(
             }),
             _ => unreachable!("three TLS paths"),
         };
-        let options =
-            ConnectOptions { timeout: jvm::timeout(timeout_nanos), node: jvm::optional_string(env, &node)?, tls, user };
+        let options = ConnectOptions {
+            timeout: jvm::timeout(timeout_nanos),
+            node: jvm::optional_string(env, &node)?,
+            tls,
+            user,
+            placement: None,
+        };
         Ok(insert_runtime(stampede::connect_with(&endpoint, &options)?))
     })
 }

@@ -29,6 +29,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use stampede::mesh_link::MeshLink;
+
+use crate::session::Move;
 use stampede::{Error, Result, Runtime};
 use stampede_core::mesh::{Event, Message, MoveId};
 use stampede_core::{Mesh, MeshLimits, MeshRefusal, Peer, Timestamp};
@@ -76,12 +78,13 @@ const DECLINE_WAIT: Duration = Duration::from_secs(5);
 /// over: the move of a task whose client went away between `MoveTask` and `TakeOverTask`.
 /// Nothing to do once the move is resolved; a node that does not answer is left to the mesh
 /// (its death resolves the move).
-pub(crate) fn decline_there(zenoh: &zenoh::Session, link: &MeshLink, to_node: &str, to: Peer, id: MoveId) {
-    if !link.is_move_open(id) {
+pub(crate) fn decline_there(zenoh: &zenoh::Session, link: &MeshLink, taken: &Move) {
+    if !link.is_move_open(taken.id) {
         return;
     }
-    let payload = postcard::to_allocvec(&(link.peer(), id)).unwrap_or_default();
-    if let Ok(replies) = zenoh.get(decline_key(to_node, to.incarnation)).payload(payload).timeout(DECLINE_WAIT).wait() {
+    let payload = postcard::to_allocvec(&(link.peer(), taken.id)).unwrap_or_default();
+    let key = decline_key(&taken.to_node, taken.to.incarnation);
+    if let Ok(replies) = zenoh.get(key).payload(payload).timeout(DECLINE_WAIT).wait() {
         let _ = replies.recv();
     }
 }

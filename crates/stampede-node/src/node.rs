@@ -172,8 +172,8 @@ impl NodeShared {
             let moves = session.close();
             self.sessions.lock().remove(id);
             if let Some(link) = self.mesh.get() {
-                for (to_node, to, move_id) in moves {
-                    crate::mesh::decline_there(&self.zenoh, link, &to_node, to, move_id);
+                for taken in moves {
+                    crate::mesh::decline_there(&self.zenoh, link, &taken);
                 }
             }
         }

@@ -6,6 +6,7 @@
 //! [`REMOTE_WAIT_SLICE`](stampede::remote::REMOTE_WAIT_SLICE), whatever the request asks; the client
 //! re-issues "not yet" slices until its own deadline (see `docs/NODES.md`).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ use stampede::remote::REMOTE_WAIT_SLICE;
 use crate::access::{self, Right};
 use crate::node::NodeShared;
 use crate::reclaim;
-use crate::session::{self, Connection, Session};
+use crate::session::{self, Connection, Move, Session};
 
 /// A reply header and the payloads that follow it.
 type Served = (Reply, Vec<Bytes>);
@@ -231,19 +232,36 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
                 let reason = format!("{to_node:?} is not another node's name, or {to:?} is not its participant");
                 return Err(Error::InvalidArgument { op, name: node.options.name.clone(), reason });
             }
+            // The moves taken over or declined since are forgotten; the mesh is asked once, outside
+            // the session's lock.
+            let recorded = session.move_ids();
+            let resolved: HashSet<_> = if recorded.is_empty() {
+                HashSet::new()
+            } else {
+                link.with(|mesh| recorded.into_iter().filter(|&id| !mesh.is_move_open(id)).collect())
+            };
             let (id, visibility) = link.move_task(&session.task(op, task)?, to)?;
-            if let Err(e) = session.add_move(op, &to_node, to, id, |id| !link.is_move_open(id)) {
-                crate::mesh::decline_there(&node.zenoh, link, &to_node, to, id);
+            let taken = Move { task, to_node, to, id };
+            if let Err(e) = session.add_move(op, taken.clone(), &resolved) {
+                decline(node, vec![taken]).await;
                 return Err(e);
             }
             Reply::Moved { from: link.peer(), id, visibility }
         }
         Request::TakeOverTask { from, id, virtual_time } => {
-            let task = shares_ts_min(node, op)?.take_over_task(from, id, virtual_time)?;
+            let link = shares_ts_min(node, op)?;
+            // The move's carry reaches this node's view with its mover's next batch: the shadow
+            // starts at or above it, whatever the client says.
+            let deadline = tokio::time::Instant::now() + TAKEOVER_WAIT;
+            while link.carried(from, id).is_none() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(TAKEOVER_POLL).await;
+            }
+            let task = link.take_over_task(from, id, virtual_time)?;
             Reply::Handle(session.add_task(op, task)?)
         }
         Request::CloseTask { task } => {
-            session.close_task(op, task)?;
+            let moves = session.close_task(op, task)?;
+            decline(node, moves).await;
             Reply::Done
         }
         Request::AttachInput { task, container } => {
@@ -405,6 +423,24 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
         }
     };
     Ok((reply, Vec::new()))
+}
+
+/// Longest wait for a move's carry to reach this node's view before its takeover is refused.
+const TAKEOVER_WAIT: Duration = Duration::from_secs(5);
+/// Between two looks for it.
+const TAKEOVER_POLL: Duration = Duration::from_millis(1);
+
+/// Declines on their nodes the `moves` still open (their takeover never came). Asks the other
+/// nodes and waits for them: not on a worker that answers other clients.
+async fn decline(node: &Arc<NodeShared>, moves: Vec<Move>) {
+    let Some(link) = node.mesh.get().filter(|_| !moves.is_empty()).cloned() else { return };
+    let declining = node.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        for taken in &moves {
+            crate::mesh::decline_there(&declining.zenoh, &link, taken);
+        }
+    })
+    .await;
 }
 
 /// The node's mesh participant, or `InvalidArgument` saying how to give it one.

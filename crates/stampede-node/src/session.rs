@@ -6,10 +6,11 @@
 //! closed it, or its liveliness token disappeared) closes every task it owns: their claims on
 //! ts_min are released and the items they held open go back (SPEC §3).
 //!
-//! A session holds at most `handles_max` tasks, connections and containers together; past that a
+//! A session holds at most `handles_max` tasks, connections and containers together, and at most
+//! `handles_max` moves of its tasks to other nodes not known to be resolved; past that a
 //! creation fails `InvalidArgument` and the node carries on.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -76,13 +77,24 @@ struct Owned {
     next_connection: Handle,
     /// Moves of this session's tasks to other nodes (`MoveTask`), with the node's name: those
     /// still open when the session ends are declined there (the client went away before asking
-    /// for the takeover).
-    moves: Vec<(String, Peer, MoveId)>,
+    /// for the takeover). Bounded apart from the handles: a move taken over is no handle, and
+    /// is forgotten at the next move.
+    moves: Vec<Move>,
+}
+
+/// A move of a session's task to another node (`MoveTask`), declined there if it is still open
+/// when the task or the session ends (the takeover was never asked for, or never arrived).
+#[derive(Clone)]
+pub(crate) struct Move {
+    pub(crate) task: Handle,
+    pub(crate) to_node: String,
+    pub(crate) to: Peer,
+    pub(crate) id: MoveId,
 }
 
 impl Owned {
     fn count(&self) -> usize {
-        self.tasks.len() + self.connections.len() + self.containers.len() + self.moves.len()
+        self.tasks.len() + self.connections.len() + self.containers.len()
     }
 }
 
@@ -146,21 +158,31 @@ impl Session {
         Ok(handle)
     }
 
-    /// Records a move of one of this session's tasks to node `to_node` (`to`), forgetting those
-    /// `resolved` says are taken over or declined already. `InvalidArgument` past the session's
-    /// bound (the move is then left to the caller to decline).
-    pub(crate) fn add_move(
-        &self,
-        op: &'static str,
-        to_node: &str,
-        to: Peer,
-        id: MoveId,
-        resolved: impl Fn(MoveId) -> bool,
-    ) -> Result<()> {
+    /// The ids of the moves recorded, for the caller to find those resolved (outside the
+    /// session's lock: asking the mesh settles it, which may run GC handlers).
+    pub(crate) fn move_ids(&self) -> Vec<MoveId> {
+        self.owned.lock().moves.iter().map(|m| m.id).collect()
+    }
+
+    /// Records `new`, a move of one of this session's tasks, forgetting those `resolved` are
+    /// taken over or declined already. `InvalidArgument` past the session's bound on moves not
+    /// known to be resolved (the move is then left to the caller to decline).
+    pub(crate) fn add_move(&self, op: &'static str, new: Move, resolved: &HashSet<MoveId>) -> Result<()> {
         let mut owned = self.open()?;
-        owned.moves.retain(|&(_, _, id)| !resolved(id));
-        self.admit(op, &owned)?;
-        owned.moves.push((to_node.to_owned(), to, id));
+        owned.moves.retain(|m| !resolved.contains(&m.id));
+        if owned.moves.len() >= self.handles_max {
+            return Err(Error::InvalidArgument {
+                op,
+                name: self.name(),
+                reason: format!(
+                    "the session's tasks have {} moves to other nodes not taken over yet, the node's \
+                     session_handles_max; attach a task to another node's channels and queues once it took the \
+                     earlier ones over",
+                    owned.moves.len()
+                ),
+            });
+        }
+        owned.moves.push(new);
         Ok(())
     }
 
@@ -196,10 +218,17 @@ impl Session {
 
     /// Closes the task `handle` and forgets it (its connections stay, detached, as in the
     /// embedded API: their later use fails `Closed`).
-    pub(crate) fn close_task(&self, op: &'static str, handle: Handle) -> Result<()> {
-        let task = self.open()?.tasks.remove(&handle).ok_or_else(|| self.unknown(op, "task", handle))?;
+    /// Returns the task's moves to other nodes, for the caller to decline those still open.
+    pub(crate) fn close_task(&self, op: &'static str, handle: Handle) -> Result<Vec<Move>> {
+        let (task, moves) = {
+            let mut owned = self.open()?;
+            let task = owned.tasks.remove(&handle).ok_or_else(|| self.unknown(op, "task", handle))?;
+            let (moves, kept) = std::mem::take(&mut owned.moves).into_iter().partition(|m| m.task == handle);
+            owned.moves = kept;
+            (task, moves)
+        };
         task.close();
-        Ok(())
+        Ok(moves)
     }
 
     /// Detaches the connection `handle` and forgets it.
@@ -212,7 +241,7 @@ impl Session {
 
     /// Ends the session: every task is closed (claims released, open items back) and every
     /// connection detached; requests in flight on them fail `Closed`. Idempotent.
-    pub(crate) fn close(&self) -> Vec<(String, Peer, MoveId)> {
+    pub(crate) fn close(&self) -> Vec<Move> {
         let owned = {
             let mut owned = self.owned.lock();
             let taken = std::mem::take(&mut *owned);

@@ -98,7 +98,7 @@ fn tls_node(pki: &Pki, mutual: bool) -> (Node, u16) {
 }
 
 fn options(timeout: Duration, tls: Option<ClientTls>) -> ConnectOptions {
-    ConnectOptions { timeout: Some(timeout), node: None, tls, user: None }
+    ConnectOptions { timeout: Some(timeout), tls, ..ConnectOptions::default() }
 }
 
 /// Connects as `options` say and expects `Unreachable` naming TLS, within the timeout (plus

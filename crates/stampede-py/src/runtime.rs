@@ -549,10 +549,13 @@ fn set_handler(
 /// `tls_private_key`: this client's certificate and key, for a node that requires mutual TLS.
 /// Unusable TLS files raise InvalidArgument (docs/SECURITY.md). `user` and `password`: who to
 /// open the session as, on a node with an access policy (PermissionDenied if refused).
+/// `placement`: the node `create_channel` and `create_queue` place containers on when they name
+/// none (default: the session's node); its tasks still live on the session's node and reach
+/// them through shadows (docs/NODES.md "One task, several nodes").
 #[pyfunction]
 #[pyo3(signature = (
     endpoint, timeout=None, *, node=None, tls_root_ca=None, tls_certificate=None, tls_private_key=None,
-    user=None, password=None,
+    user=None, password=None, placement=None,
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn connect(
@@ -565,6 +568,7 @@ pub(crate) fn connect(
     tls_private_key: Option<std::path::PathBuf>,
     user: Option<String>,
     password: Option<String>,
+    placement: Option<String>,
 ) -> PyResult<Runtime> {
     let timeout = args::timeout(timeout, At { op: "connect", name: endpoint })?;
     let user = match (user, password) {
@@ -581,7 +585,7 @@ pub(crate) fn connect(
         certificate: tls_certificate,
         private_key: tls_private_key,
     });
-    let options = stampede::ConnectOptions { timeout, node, tls, user };
+    let options = stampede::ConnectOptions { timeout, node, tls, user, placement };
     let inner = wait::released(py, || stampede::connect_with(endpoint, &options))?;
     Ok(Runtime { inner, handlers: Handlers::new(py)?, node: Mutex::new(None) })
 }

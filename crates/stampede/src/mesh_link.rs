@@ -28,6 +28,8 @@ pub type MeshWake = Arc<dyn Fn() + Send + Sync>;
 #[derive(Clone)]
 pub struct MeshLink {
     space: Arc<Space>,
+    /// The node's participant (fixed for the link's life: a restart is a new link).
+    peer: Peer,
 }
 
 impl std::fmt::Debug for MeshLink {
@@ -79,8 +81,9 @@ impl MeshLink {
             });
         };
         let space = local.space().clone();
+        let peer = mesh.me();
         space.link_mesh(Linked { mesh, mirror: 0, stash: Vec::new(), wake })?;
-        Ok(MeshLink { space })
+        Ok(MeshLink { space, peer })
     }
 
     /// Runs `f` on the mesh under the runtime's progress lock (a message from a peer, a death, a
@@ -104,6 +107,8 @@ impl MeshLink {
         // The task's visibility is its lowest claim; reading it under the task's lock keeps it
         // there until the carry covers it.
         let state = task.shared.state.lock();
+        // A closed task holds no claim: nothing would cover the carry.
+        state.check_open()?;
         let visibility = state.visibility();
         // A new claim: nothing to mirror or reclaim, so no settling (which could sweep and lock
         // tasks) under the task's lock.
@@ -122,8 +127,16 @@ impl MeshLink {
     /// below this node's ts_min; `Unreachable` when the mesh refuses the move (its sender fenced,
     /// the move resolved already). Every refusal declines the move.
     pub fn take_over_task(&self, from: Peer, id: MoveId, virtual_time: Timestamp) -> Result<Task> {
-        let shared = self.space.new_task(virtual_time, Origin::Moved { from, id })?;
-        Ok(Task(Backend::Local(crate::local::task::Task { shared })))
+        match self.space.new_task(virtual_time, Origin::Moved { from, id }) {
+            Ok(shared) => Ok(Task(Backend::Local(crate::local::task::Task { shared }))),
+            Err(e) => {
+                // The mesh's refusals and those below ts_min declined it already; an invalid
+                // virtual time or a closed runtime did not, and the mover's carry would hold
+                // every node's ts_min until the client's home session ends.
+                self.decline(from, id);
+                Err(e)
+            }
+        }
     }
 
     /// Declines `from`'s move `id` if it is still unresolved here (the client that carried it
@@ -139,7 +152,13 @@ impl MeshLink {
 
     /// This node's participant.
     pub fn peer(&self) -> Peer {
-        self.with(|mesh| mesh.me())
+        self.peer
+    }
+
+    /// The timestamp `from`'s move `id` to this node carries, once its batch reached this node
+    /// (see [`Mesh::carried`]).
+    pub fn carried(&self, from: Peer, id: MoveId) -> Option<Timestamp> {
+        self.space.with_mesh_unsettled(|mesh| mesh.carried(from, id))
     }
 
     /// Claim changes the mesh has not taken yet: held under backpressure (the driver is behind)

@@ -136,6 +136,10 @@ pub struct ConnectOptions {
     /// `None` on a node without one. A wrong password, or none where one is required, fails
     /// `PermissionDenied`.
     pub user: Option<Credentials>,
+    /// The node channels and queues are created on when `create_channel` / `create_queue` name
+    /// none (`None`: the node of the session; docs/NODES.md "One task, several nodes"), and the
+    /// first one [`Runtime::lookup`] asks.
+    pub placement: Option<String>,
 }
 
 /// A user name and password, for a node with an access policy.
@@ -188,7 +192,7 @@ pub fn connect(endpoint: &str, timeout: Option<Duration>) -> Result<Runtime> {
 /// of nodes connected to it (`stampede serve --connect …`): the session, its channels, queues
 /// and tasks are on `node`. `Unreachable` when `node` does not answer there within `timeout`.
 pub fn connect_to(endpoint: &str, node: &str, timeout: Option<Duration>) -> Result<Runtime> {
-    connect_with(endpoint, &ConnectOptions { timeout, node: Some(node.to_owned()), tls: None, user: None })
+    connect_with(endpoint, &ConnectOptions { timeout, node: Some(node.to_owned()), ..ConnectOptions::default() })
 }
 
 impl Runtime {

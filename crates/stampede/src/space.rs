@@ -379,8 +379,10 @@ impl Tracking {
     }
 
     /// Whether a shadow task at `virtual_time` may take over `from`'s move `id`: the mesh takes
-    /// it (the mover is live here, the move unresolved, no backlog) and it is at or above ts_min.
-    /// A move that cannot be taken over is declined, so the mover's carry is released.
+    /// it (the mover is live here, the move unresolved, no backlog), its carry is in this node's
+    /// view at or below `virtual_time` (what the client says is not trusted: a claim below the
+    /// carry could be below another node's view), and it is at or above ts_min. A move that
+    /// cannot be taken over is declined, so the mover's carry is released.
     fn check_takeover(&mut self, from: Peer, id: MoveId, virtual_time: Timestamp) -> Result<()> {
         let ts_min = self.progress.ts_min();
         let linked = self.mesh.as_mut().ok_or_else(|| Error::InvalidArgument {
@@ -398,6 +400,20 @@ impl Tracking {
             })
         } else if let Err(refusal) = linked.mesh.may_accept(from, id) {
             Err(takeover_refused(&refusal))
+        } else if let Some(carried) = linked.mesh.carried(from, id).filter(|&carried| virtual_time < carried) {
+            Err(Error::BelowVisibility {
+                op: "shadow",
+                name: "runtime".into(),
+                ts: virtual_time,
+                what: "the task's move",
+                limit: carried,
+            })
+        } else if linked.mesh.carried(from, id).is_none() {
+            Err(Error::Unreachable {
+                op: "shadow",
+                name: "runtime".into(),
+                reason: format!("the task's move ({from:?}, {id}) has not reached this node; attach again"),
+            })
         } else if virtual_time < ts_min {
             Err(Error::BelowVisibility {
                 op: "shadow",

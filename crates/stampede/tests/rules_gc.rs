@@ -76,7 +76,7 @@ fn spawn_and_root_rules() {
     drop(child);
     parent.attach_output(&ch).unwrap().put(19, &b"."[..]).unwrap();
     parent.set_virtual_time(20).unwrap();
-    assert_eq!(rt.ts_min(), 20);
+    assert_eq!(configuration::settled(20, || rt.ts_min()), 20);
     let err = rt.task(19).unwrap_err();
     assert!(matches!(err, Error::BelowVisibility { ts: 19, limit: 20, .. }), "{err:?}");
     // The message names the bound and what to do, and no task the user never created.
@@ -98,13 +98,17 @@ fn ts_min_definition() {
     let inp = r.attach_input(&ch).unwrap();
     assert_eq!(rt.ts_min(), 0, "nothing put yet");
     out.put(5, &b"."[..]).unwrap();
-    assert_eq!(rt.ts_min(), 3);
+    assert_eq!(configuration::settled(3, || rt.ts_min()), 3);
     p.set_virtual_time(INFINITY).unwrap();
-    assert_eq!(rt.ts_min(), 5, "the unseen item at 5 holds ts_min");
+    assert_eq!(configuration::settled(5, || rt.ts_min()), 5, "the unseen item at 5 holds ts_min");
     inp.get(5, NOW).unwrap();
     assert_eq!(rt.ts_min(), 5, "open holds it too");
     inp.consume(5).unwrap();
-    assert_eq!(rt.ts_min(), 6, "ts_min never runs ahead of 1 + the highest timestamp put");
+    assert_eq!(
+        configuration::settled(6, || rt.ts_min()),
+        6,
+        "ts_min never runs ahead of 1 + the highest timestamp put"
+    );
 }
 
 /// TGC: items below ts_min are reclaimed within the operation that advances ts_min — stats and
@@ -124,9 +128,10 @@ fn reclaimed_within_the_operation() {
     assert_eq!(ch.stats().live_items, 5);
     assert_eq!(ch.stats().live_bytes, 500);
     p.set_virtual_time(3).unwrap();
+    configuration::settled(3, || ch.stats().reclaimed);
     let stats = ch.stats();
     assert_eq!((stats.live_items, stats.live_bytes, stats.reclaimed, stats.ts_min), (2, 200, 3, 3));
-    assert_eq!(*seen.lock().unwrap(), vec![0, 1, 2]);
+    assert_eq!(configuration::settled(vec![0, 1, 2], || seen.lock().unwrap().clone()), vec![0, 1, 2]);
     assert_eq!(rt.collect(), 0);
 }
 
@@ -161,8 +166,8 @@ fn reference_counts() {
     p.set_virtual_time(INFINITY).unwrap();
     drop((a, b, c));
     reader.close();
-    assert_eq!(rt.ts_min(), 6);
-    assert_eq!(ch.stats().tombstones, 0);
+    assert_eq!(configuration::settled(6, || rt.ts_min()), 6);
+    assert_eq!(configuration::settled(0, || ch.stats().tombstones), 0);
 }
 
 /// A global GC handler sees every channel's reclaimed items with the channel's name.
@@ -178,9 +183,13 @@ fn global_handler() {
     t.attach_output(&a).unwrap().put(0, &b"."[..]).unwrap();
     t.attach_output(&b).unwrap().put(1, &b"."[..]).unwrap();
     t.set_virtual_time(2).unwrap();
-    let mut seen = seen.lock().unwrap().clone();
-    seen.sort();
-    assert_eq!(seen, vec![("a".to_owned(), 0), ("b".to_owned(), 1)]);
+    let sorted = || {
+        let mut seen = seen.lock().unwrap().clone();
+        seen.sort();
+        seen
+    };
+    let expected = vec![("a".to_owned(), 0), ("b".to_owned(), 1)];
+    assert_eq!(configuration::settled(expected.clone(), sorted), expected);
 }
 
 /// A closed or dropped task releases its claims, so it never pins ts_min.
@@ -202,7 +211,7 @@ fn closing_a_task_releases_claims() {
     assert_eq!(rt.stats().claims, 0);
     // With no claim left, ts_min is 1 + the highest timestamp put: item 0 goes, and a new root
     // task may start at 1, above everything that exists.
-    assert_eq!((rt.ts_min(), ch.stats().live_items), (1, 0));
+    assert_eq!(configuration::settled((1, 0), || (rt.ts_min(), ch.stats().live_items)), (1, 0));
     let late = rt.task(rt.ts_min()).unwrap();
     assert_eq!(rt.stats().claims, 1);
     let again = late.attach_input(&ch).unwrap();
@@ -213,7 +222,7 @@ fn closing_a_task_releases_claims() {
     late.set_virtual_time(INFINITY).unwrap();
     drop((late, again, out));
     assert_eq!(rt.stats().claims, 0);
-    assert_eq!((rt.ts_min(), ch.stats().live_items), (2, 0));
+    assert_eq!(configuration::settled((2, 0), || (rt.ts_min(), ch.stats().live_items)), (2, 0));
 }
 
 /// ts_min never moves backwards, and never runs ahead of 1 + the highest timestamp ever put:
@@ -227,9 +236,9 @@ fn ts_min_monotone_and_capped_by_puts() {
     assert_eq!(rt.ts_min(), 0);
     let out = t.attach_output(&ch).unwrap();
     out.put(8, &b"."[..]).unwrap();
-    assert_eq!(rt.ts_min(), 7);
+    assert_eq!(configuration::settled(7, || rt.ts_min()), 7);
     drop((t, out));
-    assert_eq!(rt.ts_min(), 9);
+    assert_eq!(configuration::settled(9, || rt.ts_min()), 9);
     assert!(matches!(rt.task(8), Err(Error::BelowVisibility { limit: 9, .. })));
     let _producer = rt.task(9).unwrap();
     assert_eq!(rt.ts_min(), 9);

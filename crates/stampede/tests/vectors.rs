@@ -246,13 +246,16 @@ fn run(case: &Case) -> Result<(), String> {
                 ok,
             ),
             ["lookup", container] => outcome(rt.lookup(container), ok),
-            ["ts_min"] => show_ts(rt.ts_min()),
-            ["live", container] => outcome(rt.lookup(container), |c| {
-                let stats = match c {
-                    Container::Channel(ch) => ch.stats(),
-                    Container::Queue(q) => q.stats(),
-                };
-                stats.live_items.to_string()
+            // What reclamation shows, read once it settled (across nodes, within a bounded time).
+            ["ts_min"] => configuration::settled(normalise(expected), || show_ts(rt.ts_min())),
+            ["live", container] => configuration::settled(normalise(expected), || {
+                outcome(rt.lookup(container), |c| {
+                    let stats = match c {
+                        Container::Channel(ch) => ch.stats(),
+                        Container::Queue(q) => q.stats(),
+                    };
+                    stats.live_items.to_string()
+                })
             }),
             ["npy", bytes] => match stampede::npy::header(&payload(bytes)) {
                 Ok(header) => format!("npy {} {}", header.plain_descr(), show_shape(&header.shape)),

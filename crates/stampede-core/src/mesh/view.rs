@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use crate::claims::Claims;
-use crate::mesh::wire::{Change, Peer, Site};
+use crate::mesh::wire::{Change, MoveId, Peer, Site};
 use crate::mesh::MeshRefusal;
 use crate::progress::IdMap;
 use crate::time::{Timestamp, INFINITY};
@@ -46,6 +46,12 @@ impl View {
     /// The frontier, held down by every door: this view's global ts_min.
     pub(crate) fn ts_min(&self) -> Timestamp {
         self.frontier().min(self.doors.min().unwrap_or(INFINITY))
+    }
+
+    /// The timestamp of `owner`'s carry of move `id` to `to`, if this view holds it.
+    pub(crate) fn carried(&self, owner: Peer, to: Peer, id: MoveId) -> Option<Timestamp> {
+        let contribution = self.owners.get(&owner)?;
+        contribution.keys().find(|(site, _)| *site == Site::Carry { to, id }).map(|&(_, ts)| ts)
     }
 
     pub(crate) fn watermark(&self) -> Timestamp {

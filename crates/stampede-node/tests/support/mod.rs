@@ -56,3 +56,35 @@ impl TestNode {
         connect(&self.endpoint, Some(CONNECT_TIMEOUT)).expect("the client connects")
     }
 }
+
+/// Node a, and node b connected to it; both share ts_min (`--mesh-ts-min`). `adjust` changes both
+/// nodes' options. Returns a, node b with its runtime, and b's directory (its socket).
+pub fn two_nodes_with(adjust: impl Fn(&mut NodeOptions)) -> (TestNode, Node, Runtime, tempfile::TempDir) {
+    let a = TestNode::with(|o| {
+        o.name = "a".into();
+        o.mesh_ts_min = true;
+        adjust(o);
+    });
+    let b_dir = tempfile::tempdir().unwrap();
+    let mut options = NodeOptions::listen(&format!("unixsock-stream/{}", b_dir.path().join("b.sock").display()));
+    options.name = "b".into();
+    options.mesh_ts_min = true;
+    options.connect = vec![a.endpoint.clone()];
+    adjust(&mut options);
+    let b_rt = Runtime::new();
+    let b = Node::serve(b_rt.clone(), options).expect("node b joins node a's mesh");
+    (a, b, b_rt, b_dir)
+}
+
+/// [`two_nodes_with`] the default options.
+pub fn two_nodes() -> (TestNode, Node, Runtime, tempfile::TempDir) {
+    two_nodes_with(|_| {})
+}
+
+/// Items stored now in channel `name` of `rt`.
+pub fn live(rt: &Runtime, name: &str) -> usize {
+    match rt.lookup(name).unwrap() {
+        stampede::Container::Channel(ch) => ch.stats().live_items,
+        stampede::Container::Queue(_) => unreachable!("{name} is a channel"),
+    }
+}

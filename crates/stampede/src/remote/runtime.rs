@@ -68,10 +68,19 @@ impl RemoteRuntime {
         }
     }
 
+    /// The session a container goes to when `node` (else the runtime's placement) is another
+    /// node than this session's; `None` when it goes here.
+    fn placed(&self, op: &'static str, node: Option<&str>) -> Result<Option<RemoteRuntime>> {
+        match node.or(self.options.placement.as_deref()) {
+            Some(node) if node != self.node() => self.on_node(op, Some(node)).map(Some),
+            _ => Ok(None),
+        }
+    }
+
     /// This runtime's session on `node`: this one for `None` or its own node, else one opened
     /// through the same endpoint on first use (within the connect timeout, or
-    /// [`LIVELINESS_TIMEOUT_DEFAULT`] without one: a node that does not exist must not hang the
-    /// call).
+    /// [`LIVELINESS_TIMEOUT_DEFAULT`] without one). `Unreachable` at once for a node that does not
+    /// answer on the fabric.
     pub(crate) fn on_node(&self, op: &'static str, node: Option<&str>) -> Result<RemoteRuntime> {
         let Some(node) = node.filter(|node| *node != self.node()) else { return Ok(self.clone()) };
         self.client.check_open(op)?;
@@ -79,8 +88,18 @@ impl RemoteRuntime {
         if let Some(session) = others.sessions.get(node).filter(|session| !session.is_closed()) {
             return Ok(session.clone());
         }
+        // A name no node answers to fails now rather than after the timeout.
+        let reachable = self.nodes()?;
+        if !reachable.iter().any(|there| there == node) {
+            let reason = format!(
+                "node {node} does not answer on the fabric (nodes reachable: {}); start it, or check the name",
+                reachable.join(", ")
+            );
+            return Err(Error::Unreachable { op, name: node.to_owned(), reason });
+        }
         let options = ConnectOptions {
             node: Some(node.to_owned()),
+            placement: None,
             timeout: Some(self.options.timeout.unwrap_or(LIVELINESS_TIMEOUT_DEFAULT)),
             ..(*self.options).clone()
         };
@@ -104,8 +123,7 @@ impl RemoteRuntime {
 
     /// Creates a channel on the node (as [`crate::Runtime::create_channel`]).
     pub fn create_channel(&self, name: &str, options: ChannelOptions) -> Result<RemoteChannel> {
-        if options.node.as_deref().is_some_and(|node| node != self.node()) {
-            let there = self.on_node("create_channel", options.node.as_deref())?;
+        if let Some(there) = self.placed("create_channel", options.node.as_deref())? {
             return there.create_channel(name, ChannelOptions { node: None, ..options });
         }
         let ChannelOptions { limits, retention, codec, description, node: _, disk } = options;
@@ -131,8 +149,7 @@ impl RemoteRuntime {
 
     /// Creates a queue on the node (as [`crate::Runtime::create_queue`]).
     pub fn create_queue(&self, name: &str, options: QueueOptions) -> Result<RemoteQueue> {
-        if options.node.as_deref().is_some_and(|node| node != self.node()) {
-            let there = self.on_node("create_queue", options.node.as_deref())?;
+        if let Some(there) = self.placed("create_queue", options.node.as_deref())? {
             return there.create_queue(name, QueueOptions { node: None, ..options });
         }
         let QueueOptions { limits, description, node: _ } = options;
@@ -143,8 +160,8 @@ impl RemoteRuntime {
         }
     }
 
-    /// A watch of the names under `prefix` on this session's node, and of every node's changes
-    /// and liveliness (see [`crate::watch`]).
+    /// A watch of the names under `prefix` on the nodes this runtime uses, and of every node's
+    /// changes and liveliness (see [`crate::watch`]).
     pub fn watch(&self, prefix: &str, timeout: Option<Duration>) -> Result<Watch> {
         let mut subscription =
             blocking(|| Subscription::start(&self.client, prefix)).map_err(|e| Error::Unreachable {
@@ -152,12 +169,19 @@ impl RemoteRuntime {
                 name: self.node().to_owned(),
                 reason: format!("zenoh refused the watch's subscribers: {e}"),
             })?;
-        let listing = match self.client.call(Request::Listing { prefix: prefix.to_owned() }, None, Duration::ZERO)?.0 {
-            Reply::Listing(listing) => listing,
-            _ => return Err(unexpected("watch", self.node())),
-        };
-        let names = listing.into_iter().map(|(name, queue)| (name, if queue { "queue" } else { "channel" }));
-        let snapshot = watch::snapshot(names, Some(self.node()));
+        // The names now on every node this runtime uses (its placement first opens a session
+        // there); the subscription, started before, streams every node's changes.
+        self.placed("watch", None)?;
+        let mut snapshot = Vec::new();
+        for session in std::iter::once(self.clone()).chain(self.other_sessions()) {
+            let request = Request::Listing { prefix: prefix.to_owned() };
+            let listing = match session.client.call(request, None, Duration::ZERO)?.0 {
+                Reply::Listing(listing) => listing,
+                _ => return Err(unexpected("watch", session.node())),
+            };
+            let names = listing.into_iter().map(|(name, queue)| (name, if queue { "queue" } else { "channel" }));
+            snapshot.extend(watch::snapshot(names, Some(session.node())));
+        }
         subscription.admit(&snapshot);
         Ok(Watch::remote(prefix, timeout, snapshot, subscription))
     }
@@ -167,10 +191,15 @@ impl RemoteRuntime {
         self.client.nodes()
     }
 
-    /// The channel or queue called `name`: on this session's node, else on the first other node
-    /// that has it (sessions this runtime has first, then every node reachable, in name order);
-    /// `NotFound` when none has it.
+    /// The channel or queue called `name`: on the placement node if there is one, else on this
+    /// session's node, else on the first other node that has it (sessions this runtime has
+    /// first, then every node reachable, in name order); `NotFound` when none has it.
     pub fn lookup(&self, name: &str) -> Result<RemoteContainer> {
+        if let Some(there) = self.placed("lookup", None)? {
+            if let Ok(container) = there.container(Request::Lookup { name: name.to_owned() }) {
+                return Ok(container);
+            }
+        }
         let here = self.container(Request::Lookup { name: name.to_owned() });
         if !matches!(here, Err(Error::NotFound { .. })) {
             return here;
@@ -182,13 +211,32 @@ impl RemoteRuntime {
             }
         }
         for node in nodes {
+            let opened = self.others.lock().sessions.get(&node).is_none_or(RemoteRuntime::is_closed);
             // A node gone meanwhile, or one this user may not use, is not where the name is.
             let Ok(there) = self.on_node("lookup", Some(&node)) else { continue };
             if let Ok(container) = there.container(Request::Lookup { name: name.to_owned() }) {
                 return Ok(container);
             }
+            if opened {
+                self.close_if_unused(&node, there);
+            }
         }
         here
+    }
+
+    /// Closes `session`, this runtime's session on `node`, if nothing but the runtime holds it
+    /// (no container, connection or task of it, no call under way): a lookup that did not find
+    /// its name there leaves no session behind.
+    fn close_if_unused(&self, node: &str, session: RemoteRuntime) {
+        let mut others = self.others.lock();
+        // Held by the table and by `session`: nobody else can take it while the table is locked.
+        let unused = others.sessions.get(node).is_some_and(|listed| Arc::ptr_eq(&listed.client, &session.client))
+            && Arc::strong_count(&session.client) == 2;
+        if unused {
+            others.sessions.remove(node);
+            drop(others);
+            session.close();
+        }
     }
 
     /// Names of the node's channels and queues `prefix` selects, sorted (hierarchical, as
@@ -207,27 +255,32 @@ impl RemoteRuntime {
     }
 
     /// The node's ts_min (the last one seen when the node cannot be reached).
+    /// The lowest ts_min of the nodes this runtime uses (the last one seen of a node that cannot
+    /// be reached): nothing below it is left on any of them.
     pub fn ts_min(&self) -> Timestamp {
-        match self.client.call(Request::TsMin, None, Duration::ZERO) {
+        let here = match self.client.call(Request::TsMin, None, Duration::ZERO) {
             Ok((Reply::Timestamp(ts), _)) => {
                 let mut known = self.known.lock();
                 known.ts_min = known.ts_min.max(ts);
                 known.ts_min
             }
             _ => self.known.lock().ts_min,
-        }
+        };
+        self.other_sessions().iter().map(RemoteRuntime::ts_min).fold(here, Timestamp::min)
     }
 
-    /// Runs a GC pass on the node; returns the number of items reclaimed (0 when the node cannot
-    /// be reached).
+    /// Runs a GC pass on every node this runtime uses; returns the number of items reclaimed (0
+    /// on a node that cannot be reached).
     pub fn collect(&self) -> usize {
-        match self.client.call(Request::Collect, None, Duration::ZERO) {
+        let here = match self.client.call(Request::Collect, None, Duration::ZERO) {
             Ok((Reply::Count(n), _)) => wire::size(n),
             _ => 0,
-        }
+        };
+        here + self.other_sessions().iter().map(RemoteRuntime::collect).sum::<usize>()
     }
 
-    /// The node's counters (the last ones seen when the node cannot be reached).
+    /// The counters of the nodes this runtime uses (the last ones seen of a node that cannot be
+    /// reached): the lowest ts_min, containers and claims summed.
     pub fn stats(&self) -> RuntimeStats {
         if let Ok((Reply::RuntimeStats { ts_min, containers, claims }, _)) =
             self.client.call(Request::Stats, None, Duration::ZERO)
@@ -239,7 +292,17 @@ impl RemoteRuntime {
                 claims: wire::size(claims),
             };
         }
-        self.known.lock().clone()
+        let here = self.known.lock().clone();
+        self.other_sessions().iter().map(RemoteRuntime::stats).fold(here, |all, there| RuntimeStats {
+            ts_min: all.ts_min.min(there.ts_min),
+            containers: all.containers + there.containers,
+            claims: all.claims + there.claims,
+        })
+    }
+
+    /// This runtime's sessions on other nodes, now.
+    fn other_sessions(&self) -> Vec<RemoteRuntime> {
+        self.others.lock().sessions.values().cloned().collect()
     }
 
     /// The node's graph: its tasks, connections and containers.

@@ -36,11 +36,17 @@ pub(crate) struct TaskRef {
     name: Mutex<Option<String>>,
     /// Its shadows on other nodes, by node name (docs/PROTOCOL.md "A task spans nodes through
     /// shadows"): created at the first attachment to a container there, closed with the task.
+    /// Held only to read or change the map, never across a call: a GC handler run before a call
+    /// returns may read the task (`visibility`), as embedded.
     shadows: Mutex<BTreeMap<String, Shadow>>,
+    /// Serializes what changes the task on several nodes (`set_virtual_time`, a shadow's start,
+    /// `close`), so that home and shadows see the changes in one order.
+    changing: Mutex<()>,
 }
 
 /// A task's shadow: a task on another node, in this client's session there, whose claims
 /// follow the home task's.
+#[derive(Clone)]
 struct Shadow {
     client: Arc<Client>,
     id: Handle,
@@ -61,8 +67,9 @@ impl RemoteTask {
     pub(crate) fn new(client: Arc<Client>, id: Handle, virtual_time: Timestamp) -> RemoteTask {
         let known = Mutex::new((virtual_time, virtual_time));
         let name = Mutex::new(None);
-        let shadows = Mutex::default();
-        RemoteTask { inner: Arc::new(TaskRef { client, id, closed: AtomicBool::new(false), known, name, shadows }) }
+        let (shadows, changing) = (Mutex::default(), Mutex::default());
+        let closed = AtomicBool::new(false);
+        RemoteTask { inner: Arc::new(TaskRef { client, id, closed, known, name, shadows, changing }) }
     }
 
     /// The task's id, unique within the node's runtime.
@@ -78,21 +85,29 @@ impl RemoteTask {
     /// The task's visibility: `min(virtual_time, timestamps of items open on its inputs)`, over
     /// its inputs on every node.
     pub fn visibility(&self) -> Timestamp {
-        let shadows = self.inner.shadows.lock();
-        shadows
-            .values()
-            .map(|shadow| shadow_times(shadow).map_or(INFINITY, |(_, v)| v))
-            .fold(self.times().1, Timestamp::min)
+        let home = self.times().1;
+        self.shadows().iter().map(|shadow| shadow_times(shadow).map_or(INFINITY, |(_, v)| v)).fold(home, Timestamp::min)
     }
 
     /// Sets the virtual time (`>= visibility`, else `BelowVisibility`); ts_min on the node may
     /// advance and reclaim before this returns. The home task moves first, then its shadows
     /// (so no node's claim for the task is ever above the task's own).
+    ///
+    /// A shadow whose session on its node ended went with that session (the node closed it): it
+    /// is forgotten, and the task attaches there again through a new one.
     pub fn set_virtual_time(&self, v: Timestamp) -> Result<()> {
-        let shadows = self.inner.shadows.lock();
+        // A task without shadows changes on one node only: no order to keep, so no lock (a GC
+        // handler may move it while a call of it waits for the handler, as embedded). A shadow
+        // starting meanwhile reads the home's virtual time after its takeover: at worst it keeps
+        // the value the home had just before, until the next move.
+        let _changing = (!self.inner.shadows.lock().is_empty()).then(|| self.inner.changing.lock());
         self.inner.client.done(Request::SetVirtualTime { task: self.inner.id, virtual_time: v })?;
-        for shadow in shadows.values() {
-            shadow.client.done(Request::SetVirtualTime { task: shadow.id, virtual_time: v })?;
+        for (node, shadow) in self.shadows_by_node() {
+            if let Err(e) = shadow.client.done(Request::SetVirtualTime { task: shadow.id, virtual_time: v }) {
+                if !self.forget_if_gone(&node, &shadow) {
+                    return Err(e);
+                }
+            }
         }
         Ok(())
     }
@@ -119,11 +134,34 @@ impl RemoteTask {
     /// `Closed`) and its claim on ts_min is released by the time this returns.
     pub fn close(&self) {
         if !self.inner.closed.swap(true, Ordering::SeqCst) {
+            let _changing = self.inner.changing.lock();
             let _ = self.inner.client.done(Request::CloseTask { task: self.inner.id });
-            for shadow in self.inner.shadows.lock().values() {
+            for shadow in self.shadows() {
                 let _ = shadow.client.done(Request::CloseTask { task: shadow.id });
             }
         }
+    }
+
+    /// The task's shadows now (the map is not held while they are asked anything).
+    fn shadows(&self) -> Vec<Shadow> {
+        self.inner.shadows.lock().values().cloned().collect()
+    }
+
+    fn shadows_by_node(&self) -> Vec<(String, Shadow)> {
+        self.inner.shadows.lock().iter().map(|(node, shadow)| (node.clone(), shadow.clone())).collect()
+    }
+
+    /// Forgets `shadow` if its session ended (closed, or ended after a lost reply): its node
+    /// closed it with the session. `false` if the session is still open.
+    fn forget_if_gone(&self, node: &str, shadow: &Shadow) -> bool {
+        if shadow.client.check_open("set_virtual_time").is_ok() {
+            return false;
+        }
+        let mut shadows = self.inner.shadows.lock();
+        if shadows.get(node).is_some_and(|s| Arc::ptr_eq(&s.client, &shadow.client) && s.id == shadow.id) {
+            shadows.remove(node);
+        }
+        true
     }
 
     /// Virtual time and visibility now, or as last seen when the node cannot be reached.
@@ -165,11 +203,31 @@ impl RemoteTask {
     /// The task's shadow on `client`'s node, started there on first use: the home node moves
     /// the task's visibility to that node, which takes the move over as a new task, then raised
     /// to the task's virtual time.
+    ///
+    /// Nothing is moved through a session that ended: the move could never be taken over, and
+    /// its carry would hold every node's ts_min at the task's visibility until the home session
+    /// ends.
     fn shadow_on(&self, client: &Arc<Client>, op: &'static str, name: &str) -> Result<Handle> {
-        let mut shadows = self.inner.shadows.lock();
-        if let Some(shadow) = shadows.get(client.node()) {
-            return Ok(shadow.id);
+        let _changing = self.inner.changing.lock();
+        let existing = self.inner.shadows.lock().get(client.node()).cloned();
+        if let Some(shadow) = existing {
+            if Arc::ptr_eq(&shadow.client, client) {
+                return Ok(shadow.id);
+            }
+            if !self.forget_if_gone(client.node(), &shadow) {
+                return Err(Error::InvalidArgument {
+                    op,
+                    name: name.to_owned(),
+                    reason: format!(
+                        "task {} has a shadow on node {} in another client session there; attach it to the \
+                         channels and queues of that node through one runtime",
+                        self.inner.id,
+                        client.node()
+                    ),
+                });
+            }
         }
+        client.check_open(op)?;
         let home = &self.inner.client;
         let Some(to) = client.hello.mesh else {
             return Err(Error::InvalidArgument {
@@ -198,7 +256,7 @@ impl RemoteTask {
                 return Err(e);
             }
         }
-        shadows.insert(client.node().to_owned(), Shadow { client: client.clone(), id: shadow });
+        self.inner.shadows.lock().insert(client.node().to_owned(), Shadow { client: client.clone(), id: shadow });
         Ok(shadow)
     }
 }

@@ -244,9 +244,11 @@ impl Request {
     }
 
     /// `true` for the requests whose lost reply leaves the node holding what the client does not
-    /// know of: items made open on a connection (gets), or a task or connection created or not
-    /// closed (its claims hold ts_min). If the client does not see their reply, it ends its
-    /// session so that all of it goes back (see `docs/NODES.md`).
+    /// know of: items made open on a connection (gets), a task or connection created or not
+    /// closed (its claims hold ts_min), or a task's move to another node (its carry holds every
+    /// node's ts_min until the move is taken over, or declined when the session ends). If the
+    /// client does not see their reply, it ends its session so that all of it goes back (see
+    /// `docs/NODES.md`).
     pub fn holds_on_node(&self) -> bool {
         matches!(
             self,
@@ -255,6 +257,7 @@ impl Request {
                 | Request::QueueGet { .. }
                 | Request::Task { .. }
                 | Request::Spawn { .. }
+                | Request::MoveTask { .. }
                 | Request::TakeOverTask { .. }
                 | Request::AttachInput { .. }
                 | Request::AttachOutput { .. }

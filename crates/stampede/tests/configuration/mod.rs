@@ -4,7 +4,10 @@
 //! - `embedded` (the default): a runtime in this process;
 //! - `serve`: a client of a fresh `stampede serve` process;
 //! - `mesh`: a client attached to node B whose session, channels and queues are on node A, in a
-//!   mesh of three `stampede serve` processes A ← B ← C (B connects to A, C to B).
+//!   mesh of three `stampede serve` processes A ← B ← C (B connects to A, C to B);
+//! - `split`: the same mesh sharing one ts_min (`--mesh-ts-min`), a client whose session and tasks
+//!   are on node B and whose channels and queues are on node A (placement `a`): every
+//!   connection is a task's shadow on A (docs/NODES.md "One task, several nodes").
 //!
 //! Nodes are fresh per runtime: ts_min is global and monotone on a node. With
 //! `STAMPEDE_MESH_TS_MIN` set, the nodes run with `--mesh-ts-min` (the distributed ts_min): the
@@ -23,6 +26,9 @@ use std::time::Duration;
 
 use stampede::Runtime;
 
+#[path = "../support/mod.rs"]
+mod support;
+
 /// Longest wait for a node to start listening, and for a client to reach it.
 const NODE_START: Duration = Duration::from_secs(30);
 
@@ -32,6 +38,7 @@ pub enum Configuration {
     Embedded,
     Serve,
     Mesh,
+    Split,
 }
 
 /// The configuration `STAMPEDE_CONFIGURATION` selects (`embedded` when unset).
@@ -40,7 +47,8 @@ pub fn configuration() -> Configuration {
         Err(_) | Ok("embedded") => Configuration::Embedded,
         Ok("serve") => Configuration::Serve,
         Ok("mesh") => Configuration::Mesh,
-        Ok(other) => panic!("STAMPEDE_CONFIGURATION={other:?}: use embedded, serve or mesh"),
+        Ok("split") => Configuration::Split,
+        Ok(other) => panic!("STAMPEDE_CONFIGURATION={other:?}: use embedded, serve, mesh or split"),
     }
 }
 
@@ -60,6 +68,39 @@ pub fn runtime() -> TestRuntime {
                 .expect("the client reaches node a through node b");
             TestRuntime { runtime, nodes }
         }
+        Configuration::Split => {
+            let nodes = NodeProcess::start_mesh(&["a", "b", "c"]);
+            let options = stampede::ConnectOptions {
+                timeout: Some(NODE_START),
+                placement: Some("a".into()),
+                ..stampede::ConnectOptions::default()
+            };
+            let runtime = stampede::connect_with(&nodes[1].endpoint, &options).expect("the client reaches node b");
+            TestRuntime { runtime, nodes }
+        }
+    }
+}
+
+/// How long the split configuration's nodes may take to reclaim once the last blocker moved: a
+/// few message rounds on loopback (SPEC §3 "live": within a bounded time).
+pub const MESH_SETTLE: Duration = Duration::from_secs(10);
+
+/// `value()` once it is `expected`, else its last value. Read at once where reclamation happens
+/// inside the operation that makes an item garbage (embedded, serve, mesh: one node's ts_min);
+/// polled for at most [`MESH_SETTLE`] in the split configuration, whose nodes share ts_min over
+/// the fabric and follow each other's claims a message round later (docs/NODES.md).
+pub fn settled<T: PartialEq>(expected: T, mut value: impl FnMut() -> T) -> T {
+    if configuration() == Configuration::Split {
+        support::eventually(MESH_SETTLE, || value() == expected);
+    }
+    value()
+}
+
+/// The node a runtime of this configuration places channels and queues on (`None`: embedded).
+pub fn placement(rt: &Runtime) -> Option<String> {
+    match configuration() {
+        Configuration::Split => Some("a".into()),
+        _ => rt.node().map(str::to_owned),
     }
 }
 
@@ -112,7 +153,7 @@ impl NodeProcess {
         let endpoint = format!("unixsock-stream/{}", dir.path().join("node.sock").display());
         let mut command = Command::new(binary());
         command.args(["serve", "--listen", &endpoint, "--name", name]);
-        if std::env::var_os("STAMPEDE_MESH_TS_MIN").is_some() {
+        if std::env::var_os("STAMPEDE_MESH_TS_MIN").is_some() || configuration() == Configuration::Split {
             command.arg("--mesh-ts-min");
         }
         if let Some(connect) = connect {
