@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from conftest import MESH_SETTLE_S, settled
 
 import stampede
 from stampede import INFINITY, OLDEST_UNSEEN, ApproxJoin, ExactJoin
@@ -258,10 +259,10 @@ def test_inputs_are_handed_over_to_the_join(rt):
             ExactJoin([inp])
         out.put(3, b".")
         cam.set_virtual_time(10)
-        assert join.next(timeout=0).ts == 3
-        assert rt.ts_min == 3  # the released tuple stays open on the join's connection
+        assert join.next(timeout=MESH_SETTLE_S).ts == 3  # at once but across nodes (split)
+        assert settled(3, lambda: rt.ts_min) == 3  # the released tuple stays open on the join's connection
         other.consume_until(3)
-    assert rt.ts_min == 4  # closing the join released it (1 + the highest timestamp put)
+    assert settled(4, lambda: rt.ts_min) == 4  # closing the join released it (1 + the highest timestamp put)
     with pytest.raises(stampede.Closed, match="join was closed"):
         join.next(timeout=0)
     assert join.stats()["complete"] == 1 and list(join) == []

@@ -6,6 +6,7 @@ import gc
 import sys
 
 import pytest
+from conftest import CONFIGURATION, settled
 
 import stampede
 from stampede import INFINITY, NEWEST_UNSEEN
@@ -51,7 +52,7 @@ def test_root_task_below_ts_min(rt):
     t = rt.task(7)
     assert rt.ts_min == 0  # nothing put yet: ts_min never runs ahead of 1 + the highest put
     t.attach_output(ch).put(9, b"")
-    assert rt.ts_min == 7
+    assert settled(7, lambda: rt.ts_min) == 7
     with pytest.raises(stampede.BelowVisibility, match="below ts_min 7.*start it at 7 or later"):
         rt.task(3)
     t.close()
@@ -95,12 +96,12 @@ def test_ts_min_tracks_tasks_and_unseen_items(rt):
     inp = reader.attach_input(ch)
     out.put(3, b"")
     producer.set_virtual_time(10)
-    assert rt.ts_min == 3  # item 3 is unseen on inp
+    assert settled(3, lambda: rt.ts_min) == 3  # item 3 is unseen on inp
     inp.get(3)
     assert rt.ts_min == 3  # open
     inp.consume(3)
-    assert rt.ts_min == 4  # never ahead of 1 + the highest timestamp put
-    assert ch.stats()["live_items"] == 0 and ch.stats()["reclaimed"] == 1
+    assert settled(4, lambda: rt.ts_min) == 4  # never ahead of 1 + the highest timestamp put
+    assert settled((0, 1), lambda: (ch.stats()["live_items"], ch.stats()["reclaimed"])) == (0, 1)
 
 
 def test_reclamation_is_prompt_and_collect_is_deterministic(rt):
@@ -112,6 +113,7 @@ def test_reclamation_is_prompt_and_collect_is_deterministic(rt):
         out.put(ts, b"x" * 10)
     assert ch.stats()["live_bytes"] == 50
     t.set_virtual_time(3)
+    settled(3, lambda: ch.stats()["reclaimed"])
     s = ch.stats()
     assert (s["live_items"], s["live_bytes"], s["reclaimed"], s["ts_min"]) == (2, 20, 3, 3)
     assert rt.collect() == 0
@@ -148,7 +150,8 @@ def test_channel_gc_handler(rt):
     for ts in range(4):
         out.put(ts, b"")
     t.set_virtual_time(3)
-    assert seen == [0, 1, 2]
+    assert settled([0, 1, 2], lambda: seen) == [0, 1, 2]
+    assert settled(3, lambda: len(everywhere)) == 3
     assert everywhere == [("c", 0), ("c", 1), ("c", 2)]
 
 
@@ -170,8 +173,8 @@ def test_raising_gc_handler_is_reported_and_counted(rt, monkeypatch):
     out.put(0, b"")
     out.put(1, b"")
     t.set_virtual_time(2)
-    assert good == [0, 1]
-    assert len(reported) == 2
+    assert settled([0, 1], lambda: good) == [0, 1]
+    assert settled(2, lambda: len(reported)) == 2
     assert isinstance(reported[0].exc_value, ValueError)  # type: ignore[attr-defined]
     assert "handler failed at 0" in str(reported[0].exc_value)  # type: ignore[attr-defined]
     assert ch.stats()["handler_errors"] == 2
@@ -179,7 +182,10 @@ def test_raising_gc_handler_is_reported_and_counted(rt, monkeypatch):
     out.put(2, b"")  # the runtime still works
     assert ch.stats()["live_items"] == 1
     rt.close()  # reclaims item 2: the handler raises once more, still reported
-    assert len(reported) == 3 and rt.stats()["handler_errors"] == 3
+    if CONFIGURATION != "split":
+        # Across nodes item 2 goes once its node hears the task's home released it, after this
+        # client left (docs/NODES.md "One task, several nodes").
+        assert len(reported) == 3 and rt.stats()["handler_errors"] == 3
 
 
 def test_handler_runs_for_items_reclaimed_by_another_thread(rt):
@@ -195,7 +201,7 @@ def test_handler_runs_for_items_reclaimed_by_another_thread(rt):
     worker = threading.Thread(target=t.set_virtual_time, args=(1,))
     worker.start()
     worker.join()
-    assert seen == [0]
+    assert settled([0], lambda: seen) == [0]
 
 
 def test_task_close_releases_claim(rt):
@@ -210,7 +216,7 @@ def test_task_close_releases_claim(rt):
     writer.set_virtual_time(5)
     assert rt.ts_min == 0
     reader.close()
-    assert rt.ts_min == 5 and ch.stats()["live_items"] == 0
+    assert settled((5, 0), lambda: (rt.ts_min, ch.stats()["live_items"])) == (5, 0)
     with pytest.raises(stampede.Closed):
         inp.get(NEWEST_UNSEEN, timeout=0)
 

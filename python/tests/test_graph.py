@@ -7,6 +7,7 @@ import json
 import urllib.request
 
 import pytest
+from conftest import settled
 
 import stampede
 
@@ -20,6 +21,7 @@ def test_graph_shows_named_tasks_connections_and_counters(rt: stampede.Runtime) 
         cam.set_virtual_time(5)
         item = inp.get(stampede.NEWEST_UNSEEN, timeout=0)
         inp.consume_until(item.ts)  # the four older frames are skipped, never gotten
+        settled(5, lambda: rt.ts_min)  # across nodes (split), once reclamation settled
         graph = rt.graph()
         assert graph["ts_min"] == rt.ts_min == 5
         assert [(t["name"], t["virtual_time"]) for t in graph["tasks"]] == [

@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import pytest
+from conftest import settled
 
 from stampede import INFINITY, InvalidArgument, NotAvailable
 
@@ -132,7 +133,7 @@ def test_views_outlive_reclamation(rt):
     view = inp.get(0).data
     inp.consume(0)
     t.set_virtual_time(1)
-    assert ch.stats()["live_items"] == 0
+    assert settled(0, lambda: ch.stats()["live_items"]) == 0
     del inp
     assert arr[999] == 999.0 and bytes(view[:6]) == b"\x93NUMPY"
 

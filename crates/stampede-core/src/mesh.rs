@@ -222,13 +222,6 @@ struct MoveWindow {
     ahead: BTreeSet<MoveId>,
 }
 
-/// A move handed out and not yet resolved: its carry claim covers `ts`.
-#[derive(Clone, Copy, Debug)]
-struct Carry {
-    to: Peer,
-    ts: Timestamp,
-}
-
 /// One participant's protocol machine.
 #[derive(Debug)]
 pub struct Mesh {
@@ -252,8 +245,11 @@ pub struct Mesh {
     /// The highest batch of each live peer that a sealed batch had to be applied after (what a
     /// snapshot must carry).
     after_sealed: BTreeMap<Peer, Seq>,
-    carries: IdMap<MoveId, Carry>,
-    next_move: MoveId,
+    /// Own moves not resolved yet, by receiver and id: the timestamp each carries.
+    carries: IdMap<(Peer, MoveId), Timestamp>,
+    /// The next move id for each receiver: ids count 1, 2, … per receiver, so each receiver's
+    /// window of moves resolved (`Member::moves`) has no gaps left by moves to others.
+    next_move: BTreeMap<Peer, MoveId>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     expelled: bool,
@@ -281,7 +277,7 @@ impl Mesh {
             announced: 0,
             after_sealed: BTreeMap::new(),
             carries: IdMap::default(),
-            next_move: 1,
+            next_move: BTreeMap::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             expelled: false,
@@ -362,10 +358,10 @@ impl Mesh {
             let max = self.limits.moves_open_max;
             return Err(MeshRefusal::Oversized { what: "moves open", len: self.carries.len() + 1, max });
         }
-        let id = self.next_move;
+        let id = self.next_move.get(&to).copied().unwrap_or(1);
         self.commit_own(&[Change { site: Site::Carry { to, id }, ts, delta: 1 }])?;
-        self.next_move += 1;
-        self.carries.insert(id, Carry { to, ts });
+        self.next_move.insert(to, id + 1);
+        self.carries.insert((to, id), ts);
         Ok(id)
     }
 
@@ -376,10 +372,10 @@ impl Mesh {
         self.view.carried(from, self.me, id)
     }
 
-    /// Whether this participant's own move `id` is still unresolved: its receiver has neither
+    /// Whether this participant's own move `id` to `to` is still unresolved: `to` has neither
     /// taken it over nor declined it, and is not known dead.
-    pub fn is_move_open(&self, id: MoveId) -> bool {
-        self.carries.contains_key(&id)
+    pub fn is_move_open(&self, to: Peer, id: MoveId) -> bool {
+        self.carries.contains_key(&(to, id))
     }
 
     /// Whether move `id` of `from` may be taken over here: `from` is live here (a fenced sender's

@@ -79,7 +79,7 @@ const DECLINE_WAIT: Duration = Duration::from_secs(5);
 /// Nothing to do once the move is resolved; a node that does not answer is left to the mesh
 /// (its death resolves the move).
 pub(crate) fn decline_there(zenoh: &zenoh::Session, link: &MeshLink, taken: &Move) {
-    if !link.is_move_open(taken.id) {
+    if !link.is_move_open(taken.to, taken.id) {
         return;
     }
     let payload = postcard::to_allocvec(&(link.peer(), taken.id)).unwrap_or_default();
@@ -88,6 +88,9 @@ pub(crate) fn decline_there(zenoh: &zenoh::Session, link: &MeshLink, taken: &Mov
         let _ = replies.recv();
     }
 }
+
+/// What a node does when the fabric reports another node dead (see [`MeshDriver::start`]).
+pub type DeadHook = Arc<dyn Fn(Peer) + Send + Sync>;
 
 /// Set in a node's environment, its driver says on standard error what it learns and refuses.
 pub const DEBUG_ENV: &str = "STAMPEDE_MESH_DEBUG";
@@ -152,7 +155,16 @@ impl MeshDriver {
     /// Links `runtime` to a new participant for node `name`, opens its door (alone, or through a
     /// live node within `timeout`) and starts the driver thread. `Unreachable` if no live node
     /// sponsors it in time.
-    pub fn start(zenoh: &zenoh::Session, runtime: &Runtime, name: &str, timeout: Duration) -> Result<MeshDriver> {
+    ///
+    /// `dead` runs on the driver thread for each node the fabric reports dead, after the mesh
+    /// fenced it (the node closes the shadows of its tasks).
+    pub fn start(
+        zenoh: &zenoh::Session,
+        runtime: &Runtime,
+        name: &str,
+        timeout: Duration,
+        dead: DeadHook,
+    ) -> Result<MeshDriver> {
         let unreachable = |reason: String| Error::Unreachable { op: "serve", name: name.to_owned(), reason };
         let zerr = |e: zenoh::Error| unreachable(format!("zenoh refused the mesh's declarations: {e}"));
         let incarnation = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_micros() as u64);
@@ -254,7 +266,8 @@ impl MeshDriver {
                 .name(format!("stampede-mesh-{name}"))
                 .spawn(move || {
                     let debug = std::env::var_os(DEBUG_ENV).is_some();
-                    Driver { link, me: peer, publisher, counters, early: HashMap::new(), zenoh, debug }.run(&rx, &stop)
+                    let early = HashMap::new();
+                    Driver { link, me: peer, publisher, counters, early, zenoh, debug, dead }.run(&rx, &stop)
                 })
                 .map_err(|e| unreachable(format!("the mesh thread could not start: {e}")))?
         };
@@ -369,6 +382,7 @@ struct Driver {
     zenoh: zenoh::Session,
     /// `STAMPEDE_MESH_DEBUG` is set: joins, deaths, refusals and events go to standard error.
     debug: bool,
+    dead: DeadHook,
 }
 
 impl Driver {
@@ -411,6 +425,7 @@ impl Driver {
             Input::Dead(peer) => {
                 self.early.remove(&peer);
                 let _ = self.link.with(|mesh| mesh.peer_dead(peer));
+                (self.dead)(peer);
             }
             Input::Wake => {}
         }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use stampede::{Error, Result, Runtime};
 use stampede_core::name::check_name;
+use stampede_core::Peer;
 use zenoh::pubsub::Subscriber;
 use zenoh::query::{Query, Queryable};
 use zenoh::sample::SampleKind;
@@ -164,6 +165,14 @@ pub(crate) struct NodeShared {
 }
 
 impl NodeShared {
+    /// Closes every session's shadows of tasks of `home`, a node found dead.
+    pub(crate) fn close_shadows_of(&self, home: Peer) {
+        let sessions: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
+        for session in sessions {
+            session.close_shadows_of(home);
+        }
+    }
+
     /// Ends the session `id`, if open: its tasks are closed, its connections detached.
     pub(crate) fn close_session(&self, id: &str) {
         // Closed while still listed, so that the items its closing reclaims reach its outbox.
@@ -218,7 +227,13 @@ impl Node {
             mesh: OnceLock::new(),
         });
         let mesh = if options.mesh_ts_min {
-            match MeshDriver::start(&shared.zenoh, &shared.runtime, &options.name, options.liveliness_timeout) {
+            let weak = Arc::downgrade(&shared);
+            let dead: crate::mesh::DeadHook = Arc::new(move |peer| {
+                if let Some(node) = weak.upgrade() {
+                    node.close_shadows_of(peer);
+                }
+            });
+            match MeshDriver::start(&shared.zenoh, &shared.runtime, &options.name, options.liveliness_timeout, dead) {
                 Ok(mesh) => {
                     let _ = shared.mesh.set(mesh.link().clone());
                     Some(mesh)

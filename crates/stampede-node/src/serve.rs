@@ -238,7 +238,7 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
             let resolved: HashSet<_> = if recorded.is_empty() {
                 HashSet::new()
             } else {
-                link.with(|mesh| recorded.into_iter().filter(|&id| !mesh.is_move_open(id)).collect())
+                link.with(|mesh| recorded.into_iter().filter(|&(to, id)| !mesh.is_move_open(to, id)).collect())
             };
             let (id, visibility) = link.move_task(&session.task(op, task)?, to)?;
             let taken = Move { task, to_node, to, id };
@@ -257,7 +257,7 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
                 tokio::time::sleep(TAKEOVER_POLL).await;
             }
             let task = link.take_over_task(from, id, virtual_time)?;
-            Reply::Handle(session.add_task(op, task)?)
+            Reply::Handle(session.add_shadow(op, task, from)?)
         }
         Request::CloseTask { task } => {
             let moves = session.close_task(op, task)?;

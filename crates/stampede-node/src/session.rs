@@ -75,6 +75,8 @@ struct Owned {
     /// Channels and queues the client created or looked up, under their runtime ids.
     containers: HashMap<Handle, Container>,
     next_connection: Handle,
+    /// The node participant whose task each shadow task of this session stands for.
+    shadows: HashMap<Handle, Peer>,
     /// Moves of this session's tasks to other nodes (`MoveTask`), with the node's name: those
     /// still open when the session ends are declined there (the client went away before asking
     /// for the takeover). Bounded apart from the handles: a move taken over is no handle, and
@@ -147,6 +149,16 @@ impl Session {
 
     /// Takes `task` into the session; closes it instead if the session ended or is full.
     pub(crate) fn add_task(&self, op: &'static str, task: Task) -> Result<Handle> {
+        self.add(op, task, None)
+    }
+
+    /// Takes `task`, a shadow of a task of node participant `home`, into the session (closed
+    /// with it, or when `home` dies: [`close_shadows_of`](Self::close_shadows_of)).
+    pub(crate) fn add_shadow(&self, op: &'static str, task: Task, home: Peer) -> Result<Handle> {
+        self.add(op, task, Some(home))
+    }
+
+    fn add(&self, op: &'static str, task: Task, home: Option<Peer>) -> Result<Handle> {
         let mut owned = self.owned.lock();
         if let Err(e) = self.admit(op, &owned) {
             drop(owned);
@@ -155,21 +167,44 @@ impl Session {
         }
         let handle = task.id();
         owned.tasks.insert(handle, task);
+        if let Some(home) = home {
+            owned.shadows.insert(handle, home);
+        }
         Ok(handle)
+    }
+
+    /// Closes the shadows of tasks of `home`, a node found dead: their task can never move
+    /// again, and they would hold every node's ts_min for as long as the client keeps them.
+    pub(crate) fn close_shadows_of(&self, home: Peer) {
+        let orphans: Vec<Task> = {
+            let mut owned = self.owned.lock();
+            let handles: Vec<Handle> =
+                owned.shadows.iter().filter(|(_, of)| **of == home).map(|(handle, _)| *handle).collect();
+            handles
+                .into_iter()
+                .filter_map(|handle| {
+                    owned.shadows.remove(&handle);
+                    owned.tasks.remove(&handle)
+                })
+                .collect()
+        };
+        for task in orphans {
+            task.close();
+        }
     }
 
     /// The ids of the moves recorded, for the caller to find those resolved (outside the
     /// session's lock: asking the mesh settles it, which may run GC handlers).
-    pub(crate) fn move_ids(&self) -> Vec<MoveId> {
-        self.owned.lock().moves.iter().map(|m| m.id).collect()
+    pub(crate) fn move_ids(&self) -> Vec<(Peer, MoveId)> {
+        self.owned.lock().moves.iter().map(|m| (m.to, m.id)).collect()
     }
 
     /// Records `new`, a move of one of this session's tasks, forgetting those `resolved` are
     /// taken over or declined already. `InvalidArgument` past the session's bound on moves not
     /// known to be resolved (the move is then left to the caller to decline).
-    pub(crate) fn add_move(&self, op: &'static str, new: Move, resolved: &HashSet<MoveId>) -> Result<()> {
+    pub(crate) fn add_move(&self, op: &'static str, new: Move, resolved: &HashSet<(Peer, MoveId)>) -> Result<()> {
         let mut owned = self.open()?;
-        owned.moves.retain(|m| !resolved.contains(&m.id));
+        owned.moves.retain(|m| !resolved.contains(&(m.to, m.id)));
         if owned.moves.len() >= self.handles_max {
             return Err(Error::InvalidArgument {
                 op,
@@ -223,6 +258,7 @@ impl Session {
         let (task, moves) = {
             let mut owned = self.open()?;
             let task = owned.tasks.remove(&handle).ok_or_else(|| self.unknown(op, "task", handle))?;
+            owned.shadows.remove(&handle);
             let (moves, kept) = std::mem::take(&mut owned.moves).into_iter().partition(|m| m.task == handle);
             owned.moves = kept;
             (task, moves)

@@ -188,8 +188,8 @@ fn a_lost_move_reply_ends_the_session() {
 /// `visibility()` is 6 and `set_virtual_time(7)` is legal. The home node checks against the home
 /// task's own visibility only (9), so it refuses — while `visibility()` says 6.
 #[test]
-#[ignore = "defect, not fixed: a shadow's open items do not lower the home task's visibility (docs/PROTOCOL.md \
-            design point 2 would need the home node to know them)"]
+#[ignore = "a difference documented in docs/NODES.md, not built: a shadow's open items do not lower the home \
+            task's visibility (the home node would need a move back from the shadow's node to cover the lower claim)"]
 fn an_item_open_on_a_shadow_lowers_the_tasks_visibility_everywhere() {
     with_watchdog("an_item_open_on_a_shadow_lowers_the_tasks_visibility_everywhere", || {
         let (a, _b, b_rt, _b_dir) = two_nodes();
@@ -226,12 +226,10 @@ fn a_closed_task_cannot_move() {
 }
 
 /// The home node of a task leaves (here it stops serving; a crash is the same to the mesh): its
-/// claims go with it, but the task's shadow on node b stays, in the client's session there, at
-/// the task's last virtual time — holding b's ts_min (and every node's) until the client drops
-/// the task, although the task can never move again (`set_virtual_time` fails at home first).
+/// claims go with it, and so does the task's shadow on node b — the task can never move again
+/// (`set_virtual_time` fails at home first), so a shadow left behind would hold b's ts_min (and
+/// every node's) for as long as the client keeps the task.
 #[test]
-#[ignore = "defect, not fixed: a shadow outlives its home task's node; the shadow needs the home's liveliness \
-            (or a lease) to end with it"]
 fn a_shadow_ends_when_its_home_node_leaves() {
     with_watchdog("a_shadow_ends_when_its_home_node_leaves", || {
         let (a, _b, b_rt, b_dir) = two_nodes();

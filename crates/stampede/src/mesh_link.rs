@@ -145,9 +145,9 @@ impl MeshLink {
         self.with(|mesh| mesh.decline_move(from, id).is_ok())
     }
 
-    /// Whether this node's move `id` is still unresolved.
-    pub fn is_move_open(&self, id: MoveId) -> bool {
-        self.with(|mesh| mesh.is_move_open(id))
+    /// Whether this node's move `id` to `to` is still unresolved.
+    pub fn is_move_open(&self, to: Peer, id: MoveId) -> bool {
+        self.with(|mesh| mesh.is_move_open(to, id))
     }
 
     /// This node's participant.

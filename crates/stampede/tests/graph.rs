@@ -33,6 +33,8 @@ fn a_pipeline_as_its_graph_shows_it() {
     qout.put(item.ts, "job", None).unwrap(); // while frame 4 is open: the task's visibility is 4
     inp.consume_until(item.ts).unwrap();
 
+    // The queued job at 4 holds ts_min at 4 (across nodes, once reclamation settled).
+    configuration::settled(4, || rt.ts_min());
     let graph = rt.graph().unwrap();
     assert_eq!(graph.node.as_deref(), rt.node());
     assert_eq!(graph.ts_min, rt.ts_min());

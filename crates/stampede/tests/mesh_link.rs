@@ -176,3 +176,27 @@ fn an_expelled_node_keeps_nothing_for_its_mesh() {
     assert_eq!(b.link.stashed(), 0, "nothing kept for a mesh that takes nothing");
     assert_eq!(b.rt.ts_min(), ts_min, "ts_min stays where the expelled mesh left it");
 }
+
+/// A takeover refused for an invalid virtual time declines the move, as every refusal does: the
+/// mover's carry goes at once (it used to stay until the client's home session ended, holding
+/// every node's ts_min at the moved task's visibility).
+#[test]
+fn a_refused_takeover_declines_the_move() {
+    let (a, b) = (node(1), node(2));
+    mesh(&[&a, &b]);
+    let ch = a.rt.create_channel("frames", Limits::unbounded()).unwrap();
+    let task = a.rt.task(2).unwrap();
+    task.attach_output(&ch).unwrap().put(5, vec![5]).unwrap();
+    pump(&[&a, &b]);
+    let (id, visibility) = a.link.move_task(&task, b.peer).unwrap();
+    assert_eq!(visibility, 2);
+    let refused = b.link.take_over_task(a.peer, id, -1);
+    assert!(matches!(refused, Err(Error::InvalidTimestamp { .. })), "{refused:?}");
+    pump(&[&a, &b]);
+    assert!(!a.link.is_move_open(b.peer, id), "the refusal declined the move");
+    task.close();
+    pump(&[&a, &b]);
+    assert_eq!((a.rt.ts_min(), b.rt.ts_min()), (6, 6), "no carry holds ts_min: 1 + the highest put");
+    let late = b.link.take_over_task(a.peer, id, 2);
+    assert!(matches!(late, Err(Error::Unreachable { .. })), "a declined move is never taken over: {late:?}");
+}

@@ -194,22 +194,23 @@ impl Mesh {
             member.fences.retain(|d, _| !dying.contains(d));
         }
         self.after_sealed.retain(|p, _| !dying.contains(p));
-        let gone: Vec<MoveId> = self.carries.iter().filter(|(_, c)| dying.contains(&c.to)).map(|(&id, _)| id).collect();
+        self.next_move.retain(|to, _| !dying.contains(to));
+        let gone: Vec<(Peer, MoveId)> = self.carries.keys().filter(|(to, _)| dying.contains(to)).copied().collect();
         if !gone.is_empty() {
             for dep in after {
                 self.add_after(dep);
             }
-            for id in gone {
-                self.release_carry(id);
+            for (to, id) in gone {
+                self.release_carry(to, id);
             }
         }
         true
     }
 
-    /// Releases own carry `id` (resolved, or its receiver finalized).
-    pub(super) fn release_carry(&mut self, id: MoveId) {
-        let Some(carry) = self.carries.remove(&id) else { return };
-        let change = Change { site: Site::Carry { to: carry.to, id }, ts: carry.ts, delta: -1 };
+    /// Releases own carry `id` to `to` (resolved, or its receiver finalized).
+    pub(super) fn release_carry(&mut self, to: Peer, id: MoveId) {
+        let Some(ts) = self.carries.remove(&(to, id)) else { return };
+        let change = Change { site: Site::Carry { to, id }, ts, delta: -1 };
         self.commit_own(&[change]).expect("a carry held is released");
     }
 

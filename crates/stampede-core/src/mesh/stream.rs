@@ -148,16 +148,14 @@ impl Mesh {
         self.members.get_mut(&from).expect("ready member").claimed = seq;
         let me = self.me;
         for took in took.iter().filter(|t| t.mover == me) {
-            if self.carries.get(&took.id).is_some_and(|c| c.to == from) {
+            if self.carries.contains_key(&(from, took.id)) {
                 // The release must not overtake the takeover anywhere.
                 self.add_after((from, seq));
-                self.release_carry(took.id);
+                self.release_carry(from, took.id);
             }
         }
         for declined in declined.iter().filter(|t| t.mover == me) {
-            if self.carries.get(&declined.id).is_some_and(|c| c.to == from) {
-                self.release_carry(declined.id);
-            }
+            self.release_carry(from, declined.id);
         }
         self.note_fences(from, &fenced, seq);
     }

@@ -350,3 +350,27 @@ fn local_mistakes_and_bounds_are_refused() {
     assert_eq!(m.peer_joined(Peer { id: 0, incarnation: 2 }), Err(MeshRefusal::Expelled));
     assert_eq!(m.apply_local(&[]), Err(MeshRefusal::Expelled));
 }
+
+/// A mover's moves to several receivers: each receiver's window of moves resolved stays without
+/// gaps (ids count per receiver), so however many moves go to others, a receiver keeps taking
+/// over and declining — found by the linked simulation: with one counter for all receivers, the
+/// ids sent elsewhere were gaps that never closed, and after `moves_ahead_max` resolutions
+/// every later takeover was refused `Oversized`, leaving its carry to hold ts_min for ever.
+#[test]
+fn moves_to_several_receivers_never_fill_a_window() {
+    let mut net = Net::new(3);
+    let floor = net.meshes[0].join_floor().unwrap();
+    let rounds = MeshLimits::default().moves_ahead_max + 10;
+    for round in 0..rounds {
+        for receiver in [1, 2] {
+            let id = net.meshes[0].send_move(peer(receiver), floor).unwrap();
+            net.deliver(0, receiver as usize);
+            let refused = net.meshes[receiver as usize].decline_move(peer(0), id);
+            assert_eq!(refused, Ok(()), "round {round}, receiver {receiver}");
+            net.deliver(receiver as usize, 0);
+            assert!(!net.meshes[0].is_move_open(peer(receiver), id), "the decline released the carry");
+        }
+    }
+    net.pump();
+    assert!(net.ts_mins().iter().all(|&ts| ts == floor), "{:?}", net.ts_mins());
+}

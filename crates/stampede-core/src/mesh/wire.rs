@@ -19,7 +19,8 @@ pub struct Peer {
 /// Position of a batch in its sender's stream: 1, 2, … per incarnation.
 pub type Seq = u64;
 
-/// Names one hand-over of data from its sender (the mover): 1, 2, … per incarnation.
+/// Names one hand-over of data from its sender (the mover) to one receiver: 1, 2, … per
+/// incarnation of the mover and receiver, so that a receiver sees each mover's ids without gaps.
 pub type MoveId = u64;
 
 /// Where a claim lives within its owner's contribution. Every site belongs to the participant

@@ -101,6 +101,7 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         reclaims: Mutex::new(None),
         unfinished: Mutex::new(Vec::new()),
         secret: std::sync::OnceLock::new(),
+        shadows: Mutex::default(),
     };
     let (user, password) = match &options.user {
         Some(credentials) => (Some(credentials.user.clone()), Some(credentials.password.clone())),
@@ -238,6 +239,9 @@ pub(crate) struct Client {
     unfinished: Mutex<Vec<zenoh::handlers::FifoChannelHandler<zenoh::query::Reply>>>,
     /// The session's secret, once the node opened it.
     secret: std::sync::OnceLock<Secret>,
+    /// The shadows of this session's tasks on other nodes: `(node, shadow's handle there)` to
+    /// the task's handle here (what a graph of several nodes folds into one task).
+    pub(crate) shadows: Mutex<std::collections::HashMap<(String, Handle), Handle>>,
 }
 
 impl Client {

@@ -239,13 +239,21 @@ impl RemoteRuntime {
         }
     }
 
-    /// Names of the node's channels and queues `prefix` selects, sorted (hierarchical, as
+    /// Names of the channels and queues `prefix` selects on the nodes this runtime uses (its
+    /// placement first opens a session there), sorted (hierarchical, as
     /// [`crate::Runtime::names`]).
     pub fn names(&self, prefix: &str) -> Result<Vec<String>> {
-        match self.client.call(Request::Names { prefix: prefix.to_owned() }, None, Duration::ZERO)?.0 {
-            Reply::Names(names) => Ok(names),
-            _ => Err(unexpected("names", self.node())),
+        self.placed("names", None)?;
+        let mut names = Vec::new();
+        for session in std::iter::once(self.clone()).chain(self.other_sessions()) {
+            match session.client.call(Request::Names { prefix: prefix.to_owned() }, None, Duration::ZERO)?.0 {
+                Reply::Names(there) => names.extend(there),
+                _ => return Err(unexpected("names", session.node())),
+            }
         }
+        names.sort();
+        names.dedup();
+        Ok(names)
     }
 
     /// A root task on the node at `virtual_time`, owned by this session.
@@ -306,7 +314,34 @@ impl RemoteRuntime {
     }
 
     /// The node's graph: its tasks, connections and containers.
+    ///
+    /// With sessions on other nodes, one graph of them all: their containers (in name order), their
+    /// tasks, the lowest ts_min, and each of this runtime's tasks with the connections of its
+    /// shadows (which are not listed apart).
     pub fn graph(&self) -> Result<crate::graph::Graph> {
+        let mut graph = self.node_graph()?;
+        let shadows = self.client.shadows.lock().clone();
+        for session in self.other_sessions() {
+            let there = session.node_graph()?;
+            graph.ts_min = graph.ts_min.min(there.ts_min);
+            graph.containers.extend(there.containers);
+            for task in there.tasks {
+                match shadows.get(&(session.node().to_owned(), task.id)) {
+                    Some(home) => {
+                        if let Some(own) = graph.tasks.iter_mut().find(|t| t.id == *home) {
+                            own.connections.extend(task.connections);
+                        }
+                    }
+                    None => graph.tasks.push(task),
+                }
+            }
+        }
+        graph.containers.sort_by(|x, y| x.name.cmp(&y.name));
+        Ok(graph)
+    }
+
+    /// The graph of this session's node alone.
+    fn node_graph(&self) -> Result<crate::graph::Graph> {
         match self.client.call(Request::Graph, None, Duration::ZERO)? {
             (Reply::Graph(graph), _) => Ok(graph),
             _ => Err(unexpected("graph", self.client.node())),

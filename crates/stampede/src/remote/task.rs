@@ -54,11 +54,16 @@ struct Shadow {
 
 impl Drop for TaskRef {
     fn drop(&mut self) {
-        if !self.closed.load(Ordering::SeqCst) {
+        let closed = self.closed.load(Ordering::SeqCst);
+        if !closed {
             self.client.send(Request::CloseTask { task: self.id });
-            for shadow in self.shadows.get_mut().values() {
+        }
+        let mut registry = self.client.shadows.lock();
+        for (node, shadow) in self.shadows.get_mut().iter() {
+            if !closed {
                 shadow.client.send(Request::CloseTask { task: shadow.id });
             }
+            registry.remove(&(node.clone(), shadow.id));
         }
     }
 }
@@ -136,8 +141,9 @@ impl RemoteTask {
         if !self.inner.closed.swap(true, Ordering::SeqCst) {
             let _changing = self.inner.changing.lock();
             let _ = self.inner.client.done(Request::CloseTask { task: self.inner.id });
-            for shadow in self.shadows() {
+            for (node, shadow) in self.shadows_by_node() {
                 let _ = shadow.client.done(Request::CloseTask { task: shadow.id });
+                self.inner.client.shadows.lock().remove(&(node, shadow.id));
             }
         }
     }
@@ -161,6 +167,7 @@ impl RemoteTask {
         if shadows.get(node).is_some_and(|s| Arc::ptr_eq(&s.client, &shadow.client) && s.id == shadow.id) {
             shadows.remove(node);
         }
+        self.inner.client.shadows.lock().remove(&(node.to_owned(), shadow.id));
         true
     }
 
@@ -257,6 +264,7 @@ impl RemoteTask {
             }
         }
         self.inner.shadows.lock().insert(client.node().to_owned(), Shadow { client: client.clone(), id: shadow });
+        home.shadows.lock().insert((client.node().to_owned(), shadow), self.inner.id);
         Ok(shadow)
     }
 }
