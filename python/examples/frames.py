@@ -7,6 +7,11 @@ tcp/127.0.0.1:7447``), then, in two other terminals::
 
 The camera's frame ``ts`` is a 480x640 grey image of value ``ts % 256``; the viewer checks it, so
 a frame that arrived damaged would say so. Either may start first and be restarted any time.
+
+Across two nodes sharing ts_min (``stampede serve ... --mesh-ts-min``, the second with
+``--connect`` to the first), ``--place a`` puts the channel on node ``a`` while the process is
+attached to another: its task stays on its own node and reaches the channel through its shadow
+(docs/NODES.md "One task, several nodes").
 """
 
 from __future__ import annotations
@@ -73,11 +78,12 @@ def main() -> None:
     parser.add_argument("--connect", default="tcp/127.0.0.1:7447", help="the node's endpoint")
     parser.add_argument("--count", type=int, default=300, help="frames to put, or to show")
     parser.add_argument("--fps", type=float, default=30.0, help="the camera's rate")
+    parser.add_argument("--place", help="the node to create the channel on (default: the one connected to)")
     parser.add_argument(
         "--timeout", type=float, default=5.0, help="the viewer stops after this long without a frame"
     )
     args = parser.parse_args()
-    with stampede.connect(args.connect, timeout=10) as rt:
+    with stampede.connect(args.connect, timeout=10, placement=args.place) as rt:
         if args.role == "camera":
             camera(rt, args.count, args.fps)
         else:

@@ -191,7 +191,7 @@ def test_reclaimed_below_ts_min(rt):
     out.put(4, b"")
     inp.consume_until(4)
     producer.set_virtual_time(5)
-    assert rt.ts_min == 5
+    assert settled(5, lambda: rt.ts_min) == 5
     with pytest.raises(stampede.Reclaimed, match="ts_min is 5"):
         inp.get(2)
 

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import settled
 
 import stampede
 from stampede import INFINITY, NEWEST_UNSEEN, OLDEST_UNSEEN
@@ -81,7 +82,7 @@ def test_stream_newest_unseen_skips_and_consumes_until(rt):
     assert next(it).ts == 4
     with pytest.raises(StopIteration):
         next(it)
-    assert ch.stats()["live_items"] == 0
+    assert settled(0, lambda: ch.stats()["live_items"]) == 0
 
 
 def test_stream_without_consume_and_ends_on_close(rt):

@@ -1,7 +1,8 @@
 """Real processes on one host sharing channels through a `stampede serve` node (SPEC §7): two
 client processes, a queue with workers in separate processes, an exact join fed by producers in
-separate processes, a 6 MB NumPy frame crossing between processes, and a camera process killed
-and restarted under a display that keeps running. Every wait is bounded;
+separate processes, a 6 MB NumPy frame crossing between processes, a camera process on one node
+putting into a channel on another, and a camera process killed and restarted under a display
+that keeps running. Every wait is bounded;
 every process is killed in a `finally`."""
 
 from __future__ import annotations
@@ -162,6 +163,35 @@ def test_frames_example_camera_and_viewer(endpoint):
     finally:
         viewer.kill()
         viewer.wait()
+
+
+def test_frames_example_across_two_nodes():
+    """README's example across two nodes sharing ts_min: the camera process is attached to node b
+    and puts into a channel it placed on node a, through its task's shadow there; the viewer is
+    attached to node a."""
+    example = str(Path(__file__).resolve().parents[1] / "examples" / "frames.py")
+    with served_nodes("a", "b", mesh_ts_min=True) as [a, b]:
+        viewer = subprocess.Popen(
+            [sys.executable, example, "viewer", "--connect", a, "--count", "5", "--timeout", "20"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            camera = subprocess.run(
+                [sys.executable, example, "camera", "--connect", b, "--place", "a"]
+                + ["--count", "60", "--fps", "200"],
+                capture_output=True,
+                text=True,
+                timeout=PROCESS_S,
+            )
+            assert camera.returncode == 0, camera.stderr
+            out = finish(viewer)
+            assert "(5 shown" in out, out
+            with stampede.connect(a, timeout=NODE_START_S) as rt:
+                assert rt.lookup("camera/frames").info()["node"] == "a"
+        finally:
+            viewer.kill()
+            viewer.wait()
 
 
 def test_an_embedded_runtime_serves_another_process(tmp_path):
