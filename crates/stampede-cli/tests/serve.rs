@@ -355,3 +355,42 @@ fn tail_follows_a_channel_until_it_goes() {
         assert!(tail.wait().success());
     });
 }
+
+/// SPEC §7 (failures): a call under way when its node is killed (SIGKILL: no goodbye on the
+/// fabric) fails `Unreachable` — zenoh ends the query when the node's link or route goes — and
+/// never hangs: blocking gets and their async form, all waiting for ever, of a client connected to
+/// the node and of one whose session is on it through another node (measured: within 6 ms of the
+/// kill, against the slice and reply margin of 6 s that bound a query otherwise).
+#[test]
+fn a_call_under_way_fails_when_its_node_is_killed() {
+    with_watchdog("a_call_under_way_fails_when_its_node_is_killed", || {
+        let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (a_endpoint, b_endpoint) = (unix_endpoint(&a_dir), unix_endpoint(&b_dir));
+        let a = serve(&a_endpoint, &["--name", "a"]);
+        let _b = serve(&b_endpoint, &["--name", "b", "--connect", &a_endpoint]);
+        let clients = [client(&a_endpoint), stampede::connect_to(&b_endpoint, "a", Some(WAIT)).unwrap()];
+        let mut getters = Vec::new();
+        for (n, rt) in clients.iter().enumerate() {
+            let ch = rt.create_channel(&format!("frames/{n}"), Limits::unbounded()).unwrap();
+            let task = rt.task(0).unwrap();
+            let blocking = task.attach_input(&ch).unwrap();
+            let asynchronous = task.attach_input(&ch).unwrap();
+            getters.push((format!("client {n}, blocking"), thread::spawn(move || blocking.get(5, None))));
+            getters.push((
+                format!("client {n}, async"),
+                thread::spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                    runtime.block_on(asynchronous.get_async(5, None))
+                }),
+            ));
+        }
+        thread::sleep(Duration::from_millis(300));
+        a.signal("KILL");
+        for (form, getter) in getters {
+            match getter.join().unwrap() {
+                Err(Error::Unreachable { name, .. }) => assert_eq!(name, "a", "{form}"),
+                other => panic!("{form}: {other:?}"),
+            }
+        }
+    });
+}
