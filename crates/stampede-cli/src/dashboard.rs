@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use stampede::{connect_with, ConnectOptions, Runtime};
-use stampede_dashboard::{Dashboard, DashboardOptions};
+use stampede_dashboard::{Dashboard, DashboardOptions, Login};
 
 /// What the page shows and where, as given on the command line.
 #[derive(clap::Args, Clone, Debug)]
@@ -54,7 +54,7 @@ pub struct Options {
 /// Serves the dashboard of the node at `endpoint` until a signal.
 pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     let runtime = connect_with(&options.endpoint, &options.connect)?;
-    let served = serve(&runtime, options.page.options(options.port));
+    let served = serve(&runtime, options.page.options(options.port), None);
     let dashboard = match served {
         Ok(dashboard) => dashboard,
         Err(e) => {
@@ -69,9 +69,16 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Starts a dashboard of `runtime` and prints `dashboard on <url>`.
-pub fn serve(runtime: &Runtime, options: DashboardOptions) -> Result<Dashboard, Box<dyn std::error::Error>> {
-    let dashboard = Dashboard::serve(runtime.clone(), options)?;
+/// Starts a dashboard of `runtime`, behind `login` if any, and prints `dashboard on <url>`.
+pub fn serve(
+    runtime: &Runtime,
+    options: DashboardOptions,
+    login: Option<Login>,
+) -> Result<Dashboard, Box<dyn std::error::Error>> {
+    let dashboard = match login {
+        Some(login) => Dashboard::serve_with_login(runtime.clone(), options, login)?,
+        None => Dashboard::serve(runtime.clone(), options)?,
+    };
     let mut out = std::io::stdout().lock();
     writeln!(out, "dashboard on {}", dashboard.url())?;
     out.flush()?;

@@ -3,12 +3,17 @@
 //! Prints exactly `listening on <endpoint>` per endpoint, flushed, once the node is on the fabric;
 //! on the signal it closes the node (client sessions end, their claims are released) and the
 //! runtime, and exits 0. With `--dashboard <port>` it also serves a dashboard of its runtime and
-//! prints `dashboard on <url>` after the endpoints.
+//! prints `dashboard on <url>` after the endpoints. With `--access` too, the dashboard asks for a
+//! login (HTTP Basic): a user of the policy with its password and the `read` right on `""` — what
+//! the node's graph needs from a client; anyone else gets `401`.
 
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 use stampede::Runtime;
+use stampede_dashboard::Login;
+use stampede_node::access::Right;
 use stampede_node::{AccessPolicy, TlsOptions};
 use stampede_node::{Node, NodeOptions};
 
@@ -32,6 +37,7 @@ pub struct Options {
 /// Serves until a signal; the node's or the signal handler's error otherwise.
 pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     let access = options.access.as_deref().map(AccessPolicy::load).transpose()?;
+    let login = access.clone().map(|policy| dashboard_login(policy, options.name.clone()));
     let runtime = Runtime::new();
     let node = Node::serve(
         runtime.clone(),
@@ -55,7 +61,7 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         out.flush()?;
     }
     let dashboard = match options.dashboard {
-        Some((port, page)) => match crate::dashboard::serve(&runtime, page.options(port)) {
+        Some((port, page)) => match crate::dashboard::serve(&runtime, page.options(port), login) {
             Ok(dashboard) => Some(dashboard),
             Err(e) => {
                 node.close();
@@ -73,6 +79,14 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     runtime.close();
     waited?;
     Ok(())
+}
+
+/// The dashboard's login on a node with `policy`: a user and its password, with the `read` right
+/// on `""` (the graph, as a client's `graph()` needs).
+fn dashboard_login(policy: AccessPolicy, node: String) -> Login {
+    Arc::new(move |user: &str, password: &str| {
+        policy.authenticate(&node, Some(user), Some(password)).is_ok_and(|rights| rights.allows(Right::Read, ""))
+    })
 }
 
 /// Blocks until Ctrl-C (SIGINT) or SIGTERM.

@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use base64::Engine;
 use stampede::Limits;
 
 #[path = "../../stampede/tests/support/mod.rs"]
@@ -100,9 +101,18 @@ impl Drop for Process {
 
 /// `GET path`: status and body.
 fn http_get(address: SocketAddr, path: &str) -> (u16, String) {
+    http_get_as(address, path, None)
+}
+
+/// `GET path` as `(user, password)` (HTTP Basic) if given: status and body.
+fn http_get_as(address: SocketAddr, path: &str, login: Option<(&str, &str)>) -> (u16, String) {
     let mut stream = TcpStream::connect_timeout(&address, WAIT).expect("the dashboard accepts");
     stream.set_read_timeout(Some(WAIT)).unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n").unwrap();
+    let authorization = login.map_or(String::new(), |(user, password)| {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        format!("Authorization: Basic {encoded}\r\n")
+    });
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\n{authorization}Connection: close\r\n\r\n").unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
@@ -165,5 +175,59 @@ fn dashboard_of_a_remote_node() {
         assert!(snapshot.contains("\"node\":\"kiosk\""), "{snapshot}");
         assert!(dashboard.terminate().success());
         client.close();
+    });
+}
+
+/// `stampede serve --access <policy> --dashboard 0`: the dashboard asks for a login — `401`
+/// without credentials, with a wrong password, or for a user without `read` on `""`; the
+/// snapshot for a user with it.
+#[test]
+fn serve_with_access_and_a_dashboard_asks_for_a_login() {
+    with_watchdog("serve_with_access_and_a_dashboard_asks_for_a_login", || {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = unix_endpoint(&dir);
+        let hash = |password| stampede_node::access::hash_password(password).unwrap();
+        let policy = dir.path().join("policy.toml");
+        std::fs::write(
+            &policy,
+            format!(
+                "[users.display]\npassword = \"{}\"\nread = [\"\"]\n\n\
+                 [users.camera]\npassword = \"{}\"\nread = [\"camera\"]\nwrite = [\"camera\"]\ncreate = [\"\"]\n",
+                hash("disp"),
+                hash("cam"),
+            ),
+        )
+        .unwrap();
+        let policy = policy.to_str().unwrap();
+        let mut node = Process::spawn(&["serve", "--listen", &endpoint, "--access", policy, "--dashboard", "0"]);
+        assert_eq!(node.line(), format!("listening on {endpoint}"));
+        let address = node.dashboard_address();
+        for (login, why) in [
+            (None, "no credentials"),
+            (Some(("display", "wrong")), "a wrong password"),
+            (Some(("nobody", "disp")), "an unknown user"),
+            (Some(("camera", "cam")), "a user without read on \"\""),
+        ] {
+            for path in ["/", "/api/snapshot"] {
+                let (status, body) = http_get_as(address, path, login);
+                assert_eq!(status, 401, "{path} with {why}: {body}");
+                assert!(!body.contains("\"node\"") && !body.contains("<html"), "no data with {why}: {body}");
+            }
+        }
+        let camera = stampede::connect_with(
+            &endpoint,
+            &stampede::ConnectOptions {
+                timeout: Some(WAIT),
+                user: Some(stampede::Credentials { user: "camera".into(), password: "cam".into() }),
+                ..stampede::ConnectOptions::default()
+            },
+        )
+        .unwrap();
+        camera.create_channel("camera/left", Limits::items(4)).unwrap();
+        let (status, body) = http_get_as(address, "/api/snapshot", Some(("display", "disp")));
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("\"name\":\"camera/left\""), "the snapshot shows the node's channels: {body}");
+        camera.close();
+        assert!(node.terminate().success());
     });
 }

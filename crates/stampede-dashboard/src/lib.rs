@@ -43,6 +43,13 @@
 //! - **Bad input is shown, not fatal**: an image channel of another codec, dtype or shape, a
 //!   queue, a missing channel or an overlay that is not the expected JSON puts a message on the
 //!   page; nothing panics.
+//! - **A login, if given, guards everything** ([`Dashboard::serve_with_login`]): every route
+//!   (the page, its assets, `/api/snapshot`, `/ws`) asks for HTTP Basic credentials that the
+//!   login function accepts, else answers `401` with no data. The function runs off the server's
+//!   worker thread and accepted credentials are remembered (hashed, at most [`LOGINS_CACHED`];
+//!   the header is at most [`AUTHORIZATION_BYTES_MAX`]). Basic credentials travel in clear: over
+//!   plain HTTP they are safe only on this machine (the default host) or behind a TLS proxy —
+//!   the dashboard has no TLS of its own. [`Dashboard::serve`] has no login.
 //! - **Closing ends everything** ([`Dashboard::close`], or drop): the listener, every socket
 //!   (each gets a Close frame), the sampling thread, and the dashboard's task (its connections
 //!   detach, so its claims go).
@@ -56,10 +63,12 @@
 //!   from [`Runtime::graph`], with rates and fill ratios (format in `docs/DASHBOARD.md`).
 //! - `image` — `.npy` frames to the binary WebSocket message; overlay JSON to boxes.
 //! - `server` — the axum routes, the WebSocket clients and their bounds.
+//! - `login` — HTTP Basic authentication in front of every route, and the accepted credentials.
 //! - `assets` — the page (`web/`), compiled into the binary: no CDN, no files to install.
 
 mod assets;
 mod image;
+mod login;
 mod sampler;
 mod server;
 mod snapshot;
@@ -95,6 +104,15 @@ pub const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 pub const REFRESH_MIN: Duration = Duration::from_millis(20);
 /// Longest refresh period accepted.
 pub const REFRESH_MAX: Duration = Duration::from_secs(60);
+/// Longest `Authorization` header read, in bytes; a longer one is refused unread (`401`).
+pub const AUTHORIZATION_BYTES_MAX: usize = 4 << 10;
+/// Most accepted credentials remembered (as salted hashes) so that the login function does not
+/// run on every request; the oldest is forgotten first.
+pub const LOGINS_CACHED: usize = 64;
+
+/// Who may see a dashboard: `login(user, password)` is `true` if this user, with this password,
+/// may. It may be slow (it runs on a blocking thread), and must not panic (a panic refuses).
+pub type Login = Arc<dyn Fn(&str, &str) -> bool + Send + Sync>;
 
 /// What a dashboard serves and where.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,14 +164,27 @@ struct Running {
 impl Dashboard {
     /// Starts serving a dashboard of `runtime` on `options.host:options.port`. Returns once the
     /// port is bound (so [`url`](Dashboard::url) answers at once). `InvalidArgument` for options
-    /// out of bounds or an address that cannot be bound.
+    /// out of bounds or an address that cannot be bound. No login: anyone who reaches the
+    /// address sees the dashboard (see [`serve_with_login`](Dashboard::serve_with_login)).
     pub fn serve(runtime: Runtime, options: DashboardOptions) -> Result<Dashboard> {
+        Dashboard::start(runtime, options, None)
+    }
+
+    /// As [`serve`](Dashboard::serve), but every route asks for HTTP Basic credentials that
+    /// `login` accepts, and answers `401 Unauthorized` (with `WWW-Authenticate: Basic
+    /// realm="stampede"`) otherwise.
+    pub fn serve_with_login(runtime: Runtime, options: DashboardOptions, login: Login) -> Result<Dashboard> {
+        Dashboard::start(runtime, options, Some(login))
+    }
+
+    fn start(runtime: Runtime, options: DashboardOptions, login: Option<Login>) -> Result<Dashboard> {
         check(&options)?;
         let requested = SocketAddr::new(options.host, options.port);
         let refused = |reason: String| Error::InvalidArgument { op: "dashboard", name: requested.to_string(), reason };
         let listener = std::net::TcpListener::bind(requested).map_err(|e| refused(format!("cannot listen: {e}")))?;
         listener.set_nonblocking(true).map_err(|e| refused(e.to_string()))?;
         let address = listener.local_addr().map_err(|e| refused(e.to_string()))?;
+        let gate = login.map(login::Gate::new).transpose().map_err(refused)?.map(Arc::new);
 
         let clients = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let sampler = Arc::new(Mutex::new(sampler::Sampler::new(runtime, &options, clients.clone())));
@@ -168,7 +199,7 @@ impl Dashboard {
         };
         let (server_stop, server_stopped) = tokio::sync::watch::channel(false);
         let state = server::State::new(sampler, updates_rx, clients);
-        let server_thread = match server::start(listener, state, server_stopped) {
+        let server_thread = match server::start(listener, state, gate, server_stopped) {
             Ok(thread) => thread,
             Err(e) => {
                 drop(sampler_stop);

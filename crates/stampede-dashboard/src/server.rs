@@ -7,6 +7,9 @@
 //! the client; what a client sends is read (to see pings and its Close) and ignored, and
 //! bounded by [`CLIENT_MESSAGE_BYTES_MAX`].
 //!
+//! With a login (`login`), a middleware in front of every route answers `401` to a request
+//! without accepted credentials before any handler runs.
+//!
 //! The server runs on its own tokio runtime (one worker thread) on its own thread, so that the
 //! dashboard works from any program, async or not. Stopping: the sampler's update sender goes
 //! first, which makes every client task send a Close frame and end; then the listener stops
@@ -27,6 +30,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::sync::watch;
 
 use crate::assets;
+use crate::login::{self, Gate};
 use crate::sampler::{lock, Sampler, Update};
 use crate::{CLIENT_MESSAGE_BYTES_MAX, FRAME_BYTES_MAX, SEND_TIMEOUT, WS_CLIENTS_MAX};
 
@@ -58,6 +62,7 @@ impl State {
 pub(crate) fn start(
     listener: std::net::TcpListener,
     state: State,
+    gate: Option<Arc<Gate>>,
     mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<JoinHandle<()>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -78,6 +83,10 @@ pub(crate) fn start(
         .route("/api/snapshot", get(snapshot))
         .route("/ws", get(websocket))
         .with_state(state);
+    let router = match gate {
+        Some(gate) => router.layer(axum::middleware::from_fn_with_state(gate, login::require)),
+        None => router,
+    };
     std::thread::Builder::new().name("stampede-dashboard-server".into()).spawn(move || {
         runtime.block_on(async move {
             let mut graceful = stop.clone();

@@ -6,12 +6,17 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use base64::Engine;
 
 use futures_util::StreamExt;
 use serde_json::Value;
 use stampede::{Codec, Limits, Payload, Runtime, Selector, INFINITY};
-use stampede_dashboard::{Dashboard, DashboardOptions, FRAME_HEADER_BYTES, FRAME_MAGIC};
+use stampede_dashboard::{Dashboard, DashboardOptions, AUTHORIZATION_BYTES_MAX, FRAME_HEADER_BYTES, FRAME_MAGIC};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 #[path = "../../stampede/tests/support/mod.rs"]
@@ -51,14 +56,39 @@ fn options(image: Option<&str>, overlays: &[&str]) -> DashboardOptions {
 
 /// `GET path` over HTTP/1.1: the status code and the body.
 fn http_get(address: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    http_get_as(address, path, None).map(|(status, _, body)| (status, body))
+}
+
+/// `GET path` with an `Authorization` header if given: the status code, the headers (lower
+/// case) and the body.
+fn http_get_as(address: SocketAddr, path: &str, authorization: Option<&str>) -> std::io::Result<(u16, String, String)> {
     let mut stream = TcpStream::connect_timeout(&address, WAIT)?;
     stream.set_read_timeout(Some(WAIT))?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n")?;
+    let authorization = authorization.map_or(String::new(), |value| format!("Authorization: {value}\r\n"));
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\n{authorization}Connection: close\r\n\r\n")?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
     let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = response.split_once("\r\n\r\n").map_or("", |(_, body)| body).to_owned();
-    Ok((status, body))
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    Ok((status, head.to_ascii_lowercase(), body.to_owned()))
+}
+
+/// `Basic base64(user:password)`.
+fn basic(user: &str, password: &str) -> String {
+    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}")))
+}
+
+/// A dashboard of `rt` whose login admits `viewer` with `secret`, and the count of the login
+/// function's calls.
+fn dashboard_with_login(rt: &Runtime) -> (Dashboard, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let login = Arc::new(move |user: &str, password: &str| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(20)); // as slow as a (cheap) password hash
+        user == "viewer" && password == "secret"
+    });
+    (Dashboard::serve_with_login(rt.clone(), options(None, &[]), login).unwrap(), calls)
 }
 
 fn snapshot(address: SocketAddr) -> Value {
@@ -342,5 +372,119 @@ fn a_dashboard_of_a_remote_runtime() {
         remote.close();
         node.close();
         let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+/// With a login every route answers `401` with `WWW-Authenticate` and no data unless the
+/// request carries credentials the login accepts; with them, the page and the snapshot.
+#[test]
+fn a_login_guards_every_route() {
+    with_watchdog("a_login_guards_every_route", || {
+        let rt = Runtime::new();
+        rt.create_channel("camera/secret", Limits::unbounded()).unwrap();
+        let (dashboard, _) = dashboard_with_login(&rt);
+        let address = dashboard.address();
+        let refusals = [
+            None,
+            Some(basic("viewer", "wrong")),
+            Some(basic("someone", "secret")),
+            Some("Bearer c2VjcmV0".to_owned()),
+            Some("Basic not-base64!".to_owned()),
+            Some(format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("viewer"))),
+        ];
+        for path in ["/", "/dashboard.js", "/dashboard.css", "/api/snapshot", "/ws"] {
+            for authorization in &refusals {
+                let (status, head, body) = http_get_as(address, path, authorization.as_deref()).unwrap();
+                assert_eq!(status, 401, "{path} with {authorization:?}: {head}");
+                assert!(head.contains("www-authenticate: basic realm=\"stampede\""), "{path}: {head}");
+                assert!(!body.contains("camera/secret") && !body.contains("<html"), "{path}: no data: {body}");
+            }
+        }
+        let right = basic("viewer", "secret");
+        let (status, _, page) = http_get_as(address, "/", Some(&right)).unwrap();
+        assert!(status == 200 && page.contains("id=\"channels\""), "{status} {page}");
+        let (status, head, body) = http_get_as(address, "/api/snapshot", Some(&right)).unwrap();
+        assert_eq!(status, 200, "{head} {body}");
+        assert!(head.contains("content-type: application/json"), "{head}");
+        let s: Value = serde_json::from_str(&body).expect("the snapshot is JSON");
+        assert_eq!(channel(&s, "camera/secret")["kind"], "channel");
+        dashboard.close();
+    });
+}
+
+/// The WebSocket upgrade without credentials (or with wrong ones) is refused `401`; with the
+/// right ones it opens and delivers snapshots.
+#[test]
+fn a_login_guards_the_websocket() {
+    with_watchdog("a_login_guards_the_websocket", || {
+        let rt = Runtime::new();
+        let (dashboard, _) = dashboard_with_login(&rt);
+        let url = format!("ws://{}/ws", dashboard.address());
+        let request = |authorization: Option<String>| {
+            let mut request = url.as_str().into_client_request().unwrap();
+            if let Some(value) = authorization {
+                request.headers_mut().insert("authorization", value.parse().unwrap());
+            }
+            request
+        };
+        tokio().block_on(async {
+            for authorization in [None, Some(basic("viewer", "wrong"))] {
+                match tokio_tungstenite::connect_async(request(authorization.clone())).await {
+                    Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                        assert_eq!(response.status(), 401, "{authorization:?}");
+                        assert_eq!(response.headers()["www-authenticate"], "Basic realm=\"stampede\"");
+                    }
+                    Err(other) => panic!("{authorization:?}: refused otherwise: {other}"),
+                    Ok(_) => panic!("{authorization:?}: the WebSocket opened"),
+                }
+            }
+            let (mut ws, _) = tokio_tungstenite::connect_async(request(Some(basic("viewer", "secret"))))
+                .await
+                .expect("the WebSocket opens with the right credentials");
+            let message = tokio::time::timeout(WAIT, ws.next()).await.expect("a snapshot in time");
+            match message.expect("the socket stays open").expect("a message") {
+                Message::Text(text) => assert!(serde_json::from_str::<Value>(&text).is_ok(), "{text}"),
+                other => panic!("unexpected {other:?}"),
+            }
+        });
+        dashboard.close();
+    });
+}
+
+/// Accepted credentials are remembered: the login function runs once for many requests with
+/// them; refused ones run it each time; a header over the bound never reaches it.
+#[test]
+fn accepted_credentials_are_checked_once() {
+    with_watchdog("accepted_credentials_are_checked_once", || {
+        let rt = Runtime::new();
+        let (dashboard, calls) = dashboard_with_login(&rt);
+        let address = dashboard.address();
+        let right = basic("viewer", "secret");
+        for _ in 0..5 {
+            assert_eq!(http_get_as(address, "/api/snapshot", Some(&right)).unwrap().0, 200);
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "the login ran once for the same credentials");
+        let wrong = basic("viewer", "guess");
+        for _ in 0..3 {
+            assert_eq!(http_get_as(address, "/api/snapshot", Some(&wrong)).unwrap().0, 401);
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 4, "refusals are not remembered");
+        let long = basic("viewer", &"x".repeat(AUTHORIZATION_BYTES_MAX));
+        assert_eq!(http_get_as(address, "/api/snapshot", Some(&long)).unwrap().0, 401);
+        assert_eq!(calls.load(Ordering::SeqCst), 4, "a header over the bound is refused unread");
+        assert_eq!(http_get_as(address, "/", Some(&right)).unwrap().0, 200);
+        assert_eq!(calls.load(Ordering::SeqCst), 4, "still remembered");
+        dashboard.close();
+    });
+}
+
+/// Without a login (`serve`) nothing asks for credentials, as before.
+#[test]
+fn without_a_login_nothing_is_asked() {
+    with_watchdog("without_a_login_nothing_is_asked", || {
+        let dashboard = Dashboard::serve(Runtime::new(), options(None, &[])).unwrap();
+        let (status, head, _) = http_get_as(dashboard.address(), "/api/snapshot", None).unwrap();
+        assert_eq!(status, 200);
+        assert!(!head.contains("www-authenticate"), "{head}");
     });
 }
