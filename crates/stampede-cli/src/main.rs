@@ -10,7 +10,7 @@
 //! - `stampede dashboard --connect <endpoint> [--port <port>]` — serves a live web dashboard of a
 //!   node's runtime (see [`dashboard`]); `stampede serve --dashboard <port>` serves one of its own.
 //!
-//! Each takes the TLS flags of [`tls`] for `tls/<host>:<port>` endpoints (`docs/SECURITY.md`).
+//! Each takes the TLS flags of [`tls`] for `tls/<host>:<port>` and `quic/<host>:<port>` endpoints (`docs/SECURITY.md`).
 //!
 //! Errors are printed as `stampede: <message>` on stderr with exit status 1; usage errors exit 2.
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use stampede::{ClientTls, ConnectOptions};
 use stampede_node::TlsOptions;
 
-/// `stampede serve`'s TLS flags, for its `tls/<host>:<port>` endpoints.
+/// `stampede serve`'s TLS flags, for its `tls/<host>:<port>` and `quic/<host>:<port>` endpoints.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ServeTls {
     /// The node's certificate (PEM), presented on its tls/ endpoints; it must name the host
@@ -41,7 +41,7 @@ impl ServeTls {
     }
 }
 
-/// A client command's TLS flags, for a `tls/<host>:<port>` endpoint.
+/// A client command's TLS flags, for a `tls/<host>:<port>` or `quic/<host>:<port>` endpoint.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ConnectTls {
     /// The CA certificate (PEM) that signed the node's certificate.

@@ -62,7 +62,7 @@ pub struct NodeOptions {
     pub sessions_max: usize,
     /// Most tasks, connections and containers one session holds; one more fails `InvalidArgument`.
     pub session_handles_max: usize,
-    /// Certificates for the `tls/<host>:<port>` endpoints (required when one is listened on;
+    /// Certificates for the `tls/<host>:<port>` and `quic/<host>:<port>` endpoints (required when one is listened on;
     /// `None`: no TLS). See `docs/SECURITY.md`.
     pub tls: Option<TlsOptions>,
     /// Share ts_min with the other nodes of the mesh through the distributed ts_min protocol

@@ -90,8 +90,13 @@ fn free_port() -> u16 {
 
 /// A node serving a fresh runtime on `tls/127.0.0.1:<port>`; returns it and the port.
 fn tls_node(pki: &Pki, mutual: bool) -> (Node, u16) {
+    secure_node(pki, mutual, "tls")
+}
+
+/// A node serving a fresh runtime on `<scheme>/127.0.0.1:<port>` (`tls` or `quic`).
+fn secure_node(pki: &Pki, mutual: bool, scheme: &str) -> (Node, u16) {
     let port = free_port();
-    let mut options = NodeOptions::listen(&format!("tls/127.0.0.1:{port}"));
+    let mut options = NodeOptions::listen(&format!("{scheme}/127.0.0.1:{port}"));
     options.name = "secure".into();
     options.tls = Some(pki.node(mutual));
     (Node::serve(Runtime::new(), options).expect("the TLS node serves"), port)
@@ -113,27 +118,33 @@ fn assert_refused(endpoint: &str, options: &ConnectOptions) -> String {
 }
 
 /// One client puts through a TLS node and another gets the item: the session, the request and
-/// the payload all cross the TLS link.
+/// the payload all cross the TLS link — over TCP (`tls/`) and over QUIC (`quic/`).
 #[test]
 fn a_client_over_tls_puts_and_gets() {
     with_watchdog("a_client_over_tls_puts_and_gets", || {
-        let pki = Pki::new();
-        let (node, port) = tls_node(&pki, false);
-        let endpoint = format!("tls/127.0.0.1:{port}");
-        let producer = connect_with(&endpoint, &options(CONNECT_TIMEOUT, Some(pki.client("ca.pem", false)))).unwrap();
-        assert_eq!(producer.node(), Some("secure"));
-        producer.create_channel("secure/frames", Limits::unbounded()).unwrap();
-        let consumer = connect_with(&endpoint, &options(CONNECT_TIMEOUT, Some(pki.client("ca.pem", false)))).unwrap();
-        let reader = consumer.task(INFINITY).unwrap();
-        let input = reader.attach_input(&consumer.channel("secure/frames").unwrap()).unwrap();
-        let camera = producer.task(0).unwrap();
-        camera.attach_output(&producer.channel("secure/frames").unwrap()).unwrap().put(7, "frame 7").unwrap();
-        let item = input.get(OLDEST_UNSEEN, Some(CONNECT_TIMEOUT)).unwrap();
-        assert_eq!((item.ts, &item.data()[..]), (7, &b"frame 7"[..]));
-        assert_eq!(node.session_count(), 2);
-        producer.close();
-        consumer.close();
+        for scheme in ["tls", "quic"] {
+            puts_and_gets_over(scheme);
+        }
     });
+}
+
+fn puts_and_gets_over(scheme: &str) {
+    let pki = Pki::new();
+    let (node, port) = secure_node(&pki, false, scheme);
+    let endpoint = format!("{scheme}/127.0.0.1:{port}");
+    let producer = connect_with(&endpoint, &options(CONNECT_TIMEOUT, Some(pki.client("ca.pem", false)))).unwrap();
+    assert_eq!(producer.node(), Some("secure"));
+    producer.create_channel("secure/frames", Limits::unbounded()).unwrap();
+    let consumer = connect_with(&endpoint, &options(CONNECT_TIMEOUT, Some(pki.client("ca.pem", false)))).unwrap();
+    let reader = consumer.task(INFINITY).unwrap();
+    let input = reader.attach_input(&consumer.channel("secure/frames").unwrap()).unwrap();
+    let camera = producer.task(0).unwrap();
+    camera.attach_output(&producer.channel("secure/frames").unwrap()).unwrap().put(7, "frame 7").unwrap();
+    let item = input.get(OLDEST_UNSEEN, Some(CONNECT_TIMEOUT)).unwrap();
+    assert_eq!((item.ts, &item.data()[..]), (7, &b"frame 7"[..]));
+    assert_eq!(node.session_count(), 2, "{scheme}");
+    producer.close();
+    consumer.close();
 }
 
 /// A client that trusts another CA fails the handshake: `Unreachable` naming TLS, within its

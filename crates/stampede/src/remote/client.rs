@@ -44,7 +44,7 @@ const UNFINISHED_SENDS_MAX: usize = 256;
 /// Pause between attempts to reach a node that is not there yet.
 const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(50);
 
-/// Connects to the node listening on `endpoint` (`tcp/127.0.0.1:7447`, `tls/<host>:<port>`,
+/// Connects to the node listening on `endpoint` (`tcp/127.0.0.1:7447`, `tls/<host>:<port>`, `quic/<host>:<port>`,
 /// `unixsock-stream/<path>`) and opens a session there. `options.timeout`: how long to keep trying
 /// to reach the node (`None`: as long as it takes). Errors: `Unreachable` when no node answers in
 /// time (for a `tls/` endpoint, naming TLS and what to check), `InvalidArgument` for a malformed

@@ -11,8 +11,9 @@
 //!
 //! Multicast scouting is off: nodes and clients find each other through explicit endpoints only.
 //!
-//! **TLS** (SPEC §7 "Security"): a `tls/<host>:<port>` endpoint is zenoh's TLS transport
-//! (TLS 1.3, rustls), configured under `transport/link/tls/…` from [`Tls`]: the files are checked
+//! **TLS** (SPEC §7 "Security"): a `tls/<host>:<port>` endpoint is zenoh's TLS transport over
+//! TCP, a `quic/<host>:<port>` one its QUIC transport (TLS 1.3 inside, over UDP); both use rustls
+//! and the same files, under `transport/link/tls/…`, from [`Tls`]: the files are checked
 //! here (present, readable, PEM) so that a mistake is `InvalidArgument` naming the file, not a
 //! failed handshake. See `docs/SECURITY.md`.
 
@@ -76,10 +77,12 @@ pub fn is_session_id(id: &str) -> bool {
 
 /// The prefix of zenoh's TLS endpoints.
 pub const TLS_PREFIX: &str = "tls/";
+/// The prefix of zenoh's QUIC endpoints: TLS 1.3 too, configured with the same files.
+pub const QUIC_PREFIX: &str = "quic/";
 
-/// `true` for a `tls/…` endpoint.
+/// `true` for an endpoint secured by TLS: `tls/…` or `quic/…`.
 pub fn is_tls(endpoint: &str) -> bool {
-    endpoint.starts_with(TLS_PREFIX)
+    endpoint.starts_with(TLS_PREFIX) || endpoint.starts_with(QUIC_PREFIX)
 }
 
 /// The TLS files of a node or a client (paths to PEM files).
@@ -117,7 +120,7 @@ pub fn node_config(
     let listen_tls = listen.iter().find(|e| is_tls(e));
     match (tls, listen_tls) {
         (None, Some(endpoint)) => {
-            let reason = "a tls/ endpoint needs the node's certificate and private key \
+            let reason = "a tls/ or quic/ endpoint needs the node's certificate and private key \
                           (--tls-certificate and --tls-private-key; NodeOptions::tls)"
                 .to_owned();
             Err(Error::InvalidArgument { op, name: endpoint.clone(), reason })
@@ -191,7 +194,7 @@ fn check_tls_endpoints<'a>(op: &'static str, mut endpoints: impl Iterator<Item =
     if endpoints.any(is_tls) {
         return Ok(());
     }
-    Err(tls_refused(op, "TLS files are given but no endpoint is tls/<host>:<port>"))
+    Err(tls_refused(op, "TLS files are given but no endpoint is tls/<host>:<port> or quic/<host>:<port>"))
 }
 
 fn tls_refused(op: &'static str, reason: &str) -> Error {
