@@ -142,17 +142,21 @@ def test_exact_join_fed_by_producer_processes(endpoint):
         assert [bytes(i.data) for i in joined[7].items] == [b"left7", b"right7"]
 
 
-def test_frames_example_camera_and_viewer(endpoint):
-    """README's two-terminal example: the viewer shows frames the camera process puts, intact."""
-    example = str(Path(__file__).resolve().parents[1] / "examples" / "frames.py")
+FRAMES_EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "frames.py")
+
+
+def frames_example(viewer_endpoint: str, camera_args: list[str]) -> None:
+    """Runs README's example: a viewer on `viewer_endpoint` showing 5 frames, intact, that a camera
+    process started with `camera_args` (its endpoint and options) puts."""
     viewer = subprocess.Popen(
-        [sys.executable, example, "viewer", "--connect", endpoint, "--count", "5", "--timeout", "20"],
+        [sys.executable, FRAMES_EXAMPLE, "viewer", "--connect", viewer_endpoint]
+        + ["--count", "5", "--timeout", "20"],
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         camera = subprocess.run(
-            [sys.executable, example, "camera", "--connect", endpoint, "--count", "60", "--fps", "200"],
+            [sys.executable, FRAMES_EXAMPLE, "camera", *camera_args, "--count", "60", "--fps", "200"],
             capture_output=True,
             text=True,
             timeout=PROCESS_S,
@@ -165,33 +169,19 @@ def test_frames_example_camera_and_viewer(endpoint):
         viewer.wait()
 
 
+def test_frames_example_camera_and_viewer(endpoint):
+    """README's two-terminal example: the viewer shows frames the camera process puts, intact."""
+    frames_example(endpoint, ["--connect", endpoint])
+
+
 def test_frames_example_across_two_nodes():
     """README's example across two nodes sharing ts_min: the camera process is attached to node b
     and puts into a channel it placed on node a, through its task's shadow there; the viewer is
     attached to node a."""
-    example = str(Path(__file__).resolve().parents[1] / "examples" / "frames.py")
     with served_nodes("a", "b", mesh_ts_min=True) as [a, b]:
-        viewer = subprocess.Popen(
-            [sys.executable, example, "viewer", "--connect", a, "--count", "5", "--timeout", "20"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            camera = subprocess.run(
-                [sys.executable, example, "camera", "--connect", b, "--place", "a"]
-                + ["--count", "60", "--fps", "200"],
-                capture_output=True,
-                text=True,
-                timeout=PROCESS_S,
-            )
-            assert camera.returncode == 0, camera.stderr
-            out = finish(viewer)
-            assert "(5 shown" in out, out
-            with stampede.connect(a, timeout=NODE_START_S) as rt:
-                assert rt.lookup("camera/frames").info()["node"] == "a"
-        finally:
-            viewer.kill()
-            viewer.wait()
+        frames_example(a, ["--connect", b, "--place", "a"])
+        with stampede.connect(a, timeout=NODE_START_S) as rt:
+            assert rt.lookup("camera/frames").info()["node"] == "a"
 
 
 def test_an_embedded_runtime_serves_another_process(tmp_path):
