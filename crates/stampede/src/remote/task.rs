@@ -91,7 +91,8 @@ impl RemoteTask {
     /// its inputs on every node.
     pub fn visibility(&self) -> Timestamp {
         let home = self.times().1;
-        self.shadows().iter().map(|shadow| shadow_times(shadow).map_or(INFINITY, |(_, v)| v)).fold(home, Timestamp::min)
+        let shadows = self.shadows_by_node();
+        shadows.iter().map(|(_, shadow)| shadow_times(shadow).map_or(INFINITY, |(_, v)| v)).fold(home, Timestamp::min)
     }
 
     /// Sets the virtual time (`>= visibility`, else `BelowVisibility`); ts_min on the node may
@@ -148,11 +149,7 @@ impl RemoteTask {
         }
     }
 
-    /// The task's shadows now (the map is not held while they are asked anything).
-    fn shadows(&self) -> Vec<Shadow> {
-        self.inner.shadows.lock().values().cloned().collect()
-    }
-
+    /// The task's shadows now, by node (the map is not held while they are asked anything).
     fn shadows_by_node(&self) -> Vec<(String, Shadow)> {
         self.inner.shadows.lock().iter().map(|(node, shadow)| (node.clone(), shadow.clone())).collect()
     }
