@@ -232,14 +232,11 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
                 let reason = format!("{to_node:?} is not another node's name, or {to:?} is not its participant");
                 return Err(Error::InvalidArgument { op, name: node.options.name.clone(), reason });
             }
-            // The moves taken over or declined since are forgotten; the mesh is asked once, outside
-            // the session's lock.
+            // The moves taken over or declined since are forgotten. The session's table is read
+            // first: the mesh is read under the progress lock, never inside the session's.
             let recorded = session.move_ids();
-            let resolved: HashSet<_> = if recorded.is_empty() {
-                HashSet::new()
-            } else {
-                link.with(|mesh| recorded.into_iter().filter(|&(to, id)| !mesh.is_move_open(to, id)).collect())
-            };
+            let resolved: HashSet<_> =
+                link.read(|mesh| recorded.into_iter().filter(|&(to, id)| !mesh.is_move_open(to, id)).collect());
             let (id, visibility) = link.move_task(&session.task(op, task)?, to)?;
             let taken = Move { task, to_node, to, id };
             if let Err(e) = session.add_move(op, taken.clone(), &resolved) {

@@ -92,6 +92,12 @@ impl MeshLink {
         self.space.with_mesh(f)
     }
 
+    /// Reads the mesh under the runtime's progress lock: for questions that change nothing (no
+    /// settling, no reclamation, no wake-up of the driver).
+    pub fn read<R>(&self, f: impl FnOnce(&Mesh) -> R) -> R {
+        self.space.read_mesh(f)
+    }
+
     /// Moves task `task`'s visibility to node `to` (docs/PROTOCOL.md "A task spans nodes through
     /// shadows"): a carry at the task's visibility, covered by the task's own claims, until `to`
     /// takes it over as a shadow task ([`take_over_task`](Self::take_over_task)), declines it,
@@ -147,7 +153,7 @@ impl MeshLink {
 
     /// Whether this node's move `id` to `to` is still unresolved.
     pub fn is_move_open(&self, to: Peer, id: MoveId) -> bool {
-        self.with(|mesh| mesh.is_move_open(to, id))
+        self.read(|mesh| mesh.is_move_open(to, id))
     }
 
     /// This node's participant.
@@ -158,7 +164,7 @@ impl MeshLink {
     /// The timestamp `from`'s move `id` to this node carries, once its batch reached this node
     /// (see [`Mesh::carried`]).
     pub fn carried(&self, from: Peer, id: MoveId) -> Option<Timestamp> {
-        self.space.with_mesh_unsettled(|mesh| mesh.carried(from, id))
+        self.read(|mesh| mesh.carried(from, id))
     }
 
     /// Claim changes the mesh has not taken yet: held under backpressure (the driver is behind)

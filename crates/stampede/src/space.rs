@@ -722,6 +722,11 @@ impl Space {
         value
     }
 
+    /// Reads the linked mesh (a question that changes nothing: no settling, no wake-up).
+    pub(crate) fn read_mesh<R>(&self, f: impl FnOnce(&stampede_core::Mesh) -> R) -> R {
+        f(&self.tracking.lock().mesh.as_ref().expect("a linked mesh").mesh)
+    }
+
     /// Runs `f` on the linked mesh without settling: for inputs that only add this node's own
     /// claims (nothing to mirror or reclaim), so it may run under a task's lock. Wakes the driver.
     pub(crate) fn with_mesh_unsettled<R>(&self, f: impl FnOnce(&mut stampede_core::Mesh) -> R) -> R {
