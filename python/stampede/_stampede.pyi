@@ -287,6 +287,7 @@ class Dashboard:
         image: str | None = None,
         overlays: Sequence[str] | None = None,
         refresh: float = 0.2,
+        login: tuple[str, str] | None = None,
     ) -> Dashboard: ...
     @property
     def url(self) -> str: ...
@@ -341,6 +342,7 @@ class Runtime:
         tls_private_key: str | os.PathLike[str] | None = None,
         tls_root_ca: str | os.PathLike[str] | None = None,
         tls_mutual: bool = False,
+        mesh_node_cn: list[str] | None = None,
         access: str | os.PathLike[str] | None = None,
         connect: str | list[str] | None = None,
         mesh_ts_min: bool = False,

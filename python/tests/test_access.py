@@ -7,8 +7,12 @@ The password hashes are made with `stampede hash-password`, the command the docs
 
 from __future__ import annotations
 
+import base64
+import json
 import subprocess
 import tempfile
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,6 +75,31 @@ def test_a_wrong_or_missing_password_is_refused(endpoint: str) -> None:
         assert denied.value.right == "connect"
     with pytest.raises(stampede.InvalidArgument, match="go together"):
         stampede.connect(endpoint, CONNECT_S, user="display")
+
+
+def test_a_dashboard_of_a_user_s_runtime_asks_for_that_user_s_login(endpoint: str) -> None:
+    display = stampede.connect(endpoint, CONNECT_S, user="display", password="disp")
+    with pytest.raises(stampede.InvalidArgument, match="login="):
+        stampede.Dashboard(display)
+    with pytest.raises(stampede.InvalidArgument, match="connected as"):
+        stampede.Dashboard(display, login=("camera", "cam"))
+    with stampede.Dashboard(display, login=("display", "disp")) as dash:
+        url = dash.url + "api/snapshot"
+        for credentials in [None, "display:wrong", "camera:cam"]:
+            request = urllib.request.Request(url)
+            if credentials is not None:
+                token = base64.b64encode(credentials.encode()).decode()
+                request.add_header("Authorization", f"Basic {token}")
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=CONNECT_S)
+            assert refused.value.code == 401
+            assert refused.value.headers["WWW-Authenticate"] == 'Basic realm="stampede"'
+        request = urllib.request.Request(url)
+        request.add_header("Authorization", "Basic " + base64.b64encode(b"display:disp").decode())
+        with urllib.request.urlopen(request, timeout=CONNECT_S) as answer:
+            assert answer.status == 200
+            assert "tasks" in json.loads(answer.read())
+    display.close()
 
 
 def test_a_bad_policy_file_is_refused_with_its_reason(tmp_path: Path) -> None:

@@ -51,10 +51,11 @@ def test_a_frame_is_checked_for_its_timestamp_and_checksum():
     assert got[2] is not None and got[3] == "checksum"
 
 
-def test_short_fault_run_keeps_every_invariant():
+@pytest.mark.parametrize("mesh_ts_min", [False, True], ids=["own-ts-min", "mesh-ts-min"])
+def test_short_fault_run_keeps_every_invariant(mesh_ts_min):
     # The run takes ~30 s of the conftest watchdog's 60; give a loaded machine room to finish.
     faulthandler.dump_traceback_later(max(WATCHDOG_S, 150.0), exit=True, file=sys.stderr)
-    summary = faults.run(SHORT_S, seed=SEED)
+    summary = faults.run(SHORT_S, seed=SEED, mesh_ts_min=mesh_ts_min)
     print(json.dumps(summary))
     assert summary["failures"] == []
     assert summary["hangs"] == 0 and summary["crashes"] == 0

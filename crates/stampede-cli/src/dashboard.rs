@@ -54,7 +54,9 @@ pub struct Options {
 /// Serves the dashboard of the node at `endpoint` until a signal.
 pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     let runtime = connect_with(&options.endpoint, &options.connect)?;
-    let served = serve(&runtime, options.page.options(options.port), None);
+    // It shows what the user may read: whoever views it logs in as that user.
+    let login = options.connect.user.as_ref().map(|c| stampede_dashboard::login_as(&c.user, &c.password));
+    let served = serve(&runtime, options.page.options(options.port), login);
     let dashboard = match served {
         Ok(dashboard) => dashboard,
         Err(e) => {

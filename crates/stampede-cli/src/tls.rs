@@ -27,6 +27,12 @@ pub struct ServeTls {
     /// Require clients to present a certificate signed by --tls-root-ca.
     #[arg(long, requires_all = ["tls_certificate", "tls_root_ca"])]
     pub tls_mutual: bool,
+    /// The common name of the mesh's node certificates (repeatable): only links presenting one
+    /// may use the distributed ts_min's keys; clients, whose certificates bear other names, are
+    /// refused them by zenoh's access control. Needs --tls-mutual; every link between nodes must
+    /// then be mutual TLS.
+    #[arg(long, value_name = "CN", requires = "tls_mutual")]
+    pub mesh_node_cn: Vec<String>,
 }
 
 impl ServeTls {
@@ -37,6 +43,7 @@ impl ServeTls {
             private_key: self.tls_private_key?,
             root_ca: self.tls_root_ca,
             mutual: self.tls_mutual,
+            mesh_node_cn: self.mesh_node_cn,
         })
     }
 }

@@ -44,8 +44,14 @@ struct Process {
 
 impl Process {
     fn spawn(args: &[&str]) -> Process {
+        Process::spawn_with(args, &[])
+    }
+
+    /// Spawns with `env` added to the environment.
+    fn spawn_with(args: &[&str], env: &[(&str, &str)]) -> Process {
         let mut child = Command::new(env!("CARGO_BIN_EXE_stampede"))
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -227,6 +233,17 @@ fn serve_with_access_and_a_dashboard_asks_for_a_login() {
         let (status, body) = http_get_as(address, "/api/snapshot", Some(("display", "disp")));
         assert_eq!(status, 200, "{body}");
         assert!(body.contains("\"name\":\"camera/left\""), "the snapshot shows the node's channels: {body}");
+
+        // A client's dashboard, connected as camera, asks for camera's own login.
+        let args = ["dashboard", "--connect", &endpoint, "--user", "camera", "--port", "0"];
+        let mut client_dashboard = Process::spawn_with(&args, &[("STAMPEDE_PASSWORD", "cam")]);
+        let client_address = client_dashboard.dashboard_address();
+        for login in [None, Some(("display", "disp")), Some(("camera", "wrong"))] {
+            assert_eq!(http_get_as(client_address, "/api/snapshot", login).0, 401, "{login:?}");
+        }
+        let (status, body) = http_get_as(client_address, "/api/snapshot", Some(("camera", "cam")));
+        assert_eq!(status, 200, "{body}");
+        assert!(client_dashboard.terminate().success());
         camera.close();
         assert!(node.terminate().success());
     });

@@ -598,15 +598,20 @@ impl Mesh {
             let highest = self.after_sealed.entry(peer).or_insert(seq);
             *highest = (*highest).max(seq);
         }
+        // Those it fences hear of it too — dying here, or finalized at once (nobody else to wait
+        // for): a fenced participant that still lives must learn it was expelled (peers that are
+        // really dead do not listen).
+        let mut to = self.live_peers();
+        to.extend(batch.fenced.iter().filter(|p| self.members.contains_key(p) || self.dead_set.contains(p)));
         let message = Message::Batch(batch);
         debug_assert_eq!(message.validate(&self.limits), Ok(()), "a batch this machine sealed");
-        let to = self.live_peers();
         if !to.is_empty() {
             self.transmits.push_back(Transmit { to, message });
         }
     }
 
-    fn live_peers(&self) -> Vec<Peer> {
+    /// The members this participant counts live (not fenced).
+    pub fn live_peers(&self) -> Vec<Peer> {
         self.members.iter().filter(|(_, m)| m.standing == Standing::Live).map(|(&p, _)| p).collect()
     }
 

@@ -51,6 +51,8 @@ pub const EARLY_SENDERS_MAX: usize = 64;
 const INBOX_MAX: usize = 4096;
 /// The driver thread wakes at least this often (to look for events, to retry).
 const TICK: Duration = Duration::from_millis(100);
+/// How often a fenced sender that keeps speaking is told it was fenced.
+const REMIND_EVERY: Duration = Duration::from_secs(1);
 /// Between two rounds of asking live nodes to sponsor this one.
 const SPONSOR_RETRY: Duration = Duration::from_millis(50);
 
@@ -89,8 +91,66 @@ pub(crate) fn decline_there(zenoh: &zenoh::Session, link: &MeshLink, taken: &Mov
     }
 }
 
-/// What a node does when the fabric reports another node dead (see [`MeshDriver::start`]).
-pub type DeadHook = Arc<dyn Fn(Peer) + Send + Sync>;
+/// What zenoh refuses on the mesh's keys to any link that is not a node's.
+const MESH_MESSAGES: [&str; 9] = [
+    "put",
+    "delete",
+    "declare_subscriber",
+    "query",
+    "declare_queryable",
+    "reply",
+    "liveliness_token",
+    "declare_liveliness_subscriber",
+    "liveliness_query",
+];
+
+/// Configures zenoh's access control so that only links presenting a certificate whose common
+/// name is in `nodes` speak on the mesh's keys: every message on `stampede/*/mesh/**` that
+/// arrives on another link (a client's) is refused, so no client can speak for a node, forge a
+/// token, or ask for a sponsor or a decline. (Zenoh lets a link through when any subject it
+/// matches allows: the nodes' subject allows what the catch-all one denies.) What zenoh checks is
+/// the message's own key: a query on a wider one (`stampede/**`) passes, which is why the
+/// queryables answer only queries on their exact keys. Outgoing messages are not filtered (a
+/// client may listen on a wider key): refusing them made zenoh 1.10 undeclare a node's token at
+/// the other nodes when a client's refused token went away.
+pub(crate) fn keep_keys_to_nodes(config: &mut zenoh::Config, nodes: &[String]) -> Result<()> {
+    let rule = |id: &str, permission: &str| {
+        serde_json::json!({
+            "id": id,
+            "permission": permission,
+            "flows": ["ingress"],
+            "messages": MESH_MESSAGES,
+            "key_exprs": ["stampede/*/mesh/**"],
+        })
+    };
+    let acl = serde_json::json!({
+        "enabled": true,
+        "default_permission": "allow",
+        "rules": [rule("mesh keys closed", "deny"), rule("mesh keys for nodes", "allow")],
+        "subjects": [{ "id": "anyone" }, { "id": "nodes", "cert_common_names": nodes }],
+        "policies": [
+            { "rules": ["mesh keys closed"], "subjects": ["anyone"] },
+            { "rules": ["mesh keys for nodes"], "subjects": ["nodes"] },
+        ],
+    });
+    config.insert_json5("access_control", &acl.to_string()).map_err(|e| Error::InvalidArgument {
+        op: "serve",
+        name: "mesh_node_cn".into(),
+        reason: format!("zenoh refused the access control of the mesh's keys: {e}"),
+    })
+}
+
+/// What a node does when its participant's life changes (see [`MeshDriver::start`]); both run
+/// on the driver thread.
+#[derive(Clone)]
+pub struct Hooks {
+    /// Another node was reported dead (by the fabric, or fenced for a faulted stream) and is
+    /// fenced: the node closes the shadows of its tasks.
+    pub dead: Arc<dyn Fn(Peer) + Send + Sync>,
+    /// This node was expelled and its participant replaced by a new incarnation, not joined
+    /// yet: the node ends every client session (their clients see `Closed` and reconnect).
+    pub expelled: Arc<dyn Fn() + Send + Sync>,
+}
 
 /// Set in a node's environment, its driver says on standard error what it learns and refuses.
 pub const DEBUG_ENV: &str = "STAMPEDE_MESH_DEBUG";
@@ -131,6 +191,8 @@ pub struct MeshCounters {
     pub refused: AtomicU64,
     /// Messages dropped because the inbox or a sender's early queue was full.
     pub dropped: AtomicU64,
+    /// Times this node was expelled and rejoined as a new incarnation.
+    pub restarts: AtomicU64,
 }
 
 /// A node's running driver. Dropping it stops the thread and undeclares everything.
@@ -140,10 +202,15 @@ pub struct MeshDriver {
     stop: Arc<AtomicBool>,
     inbox: SyncSender<Input>,
     thread: Option<JoinHandle<()>>,
-    _declared: Declared,
 }
 
-struct Declared {
+/// What one incarnation of the node declared on the fabric; dropped, it leaves the fabric.
+struct Life {
+    me: Peer,
+    /// Its door was opened alone (`genesis`): an island that gives way when it meets the rest
+    /// of the mesh (see [`Driver::flush`]).
+    alone: bool,
+    publisher: Publisher<'static>,
     _messages: Subscriber<()>,
     _liveliness: Subscriber<()>,
     _sponsor: Queryable<()>,
@@ -151,134 +218,86 @@ struct Declared {
     _token: LivelinessToken,
 }
 
+/// What every life of a node's participant shares.
+struct Fabric {
+    zenoh: zenoh::Session,
+    link: MeshLink,
+    name: String,
+    /// How long joining (asking live nodes for a sponsor) may take.
+    timeout: Duration,
+    inbox: SyncSender<Input>,
+    counters: Arc<MeshCounters>,
+    /// A liveliness event found the inbox full: the driver reads liveliness again.
+    resync: Arc<AtomicBool>,
+    /// A message addressed to this participant found the inbox full: its sender's stream has a
+    /// gap, so the driver restarts the participant.
+    overflow: Arc<AtomicBool>,
+}
+
+/// A new incarnation: larger than `after`, from the clock when it can be (a restarted process
+/// does not remember its last one).
+fn incarnation_after(after: u64) -> u64 {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_micros() as u64);
+    now.max(after + 1)
+}
+
 impl MeshDriver {
     /// Links `runtime` to a new participant for node `name`, opens its door (alone, or through a
     /// live node within `timeout`) and starts the driver thread. `Unreachable` if no live node
     /// sponsors it in time.
     ///
-    /// `dead` runs on the driver thread for each node the fabric reports dead, after the mesh
-    /// fenced it (the node closes the shadows of its tasks).
+    /// When its peers expel the node (they declared it dead while it lived: a partition, a
+    /// stream they refused), the driver runs `hooks.expelled`, replaces the participant by a new
+    /// incarnation ([`MeshLink::restart`]) and joins again, retrying until it is stopped.
     pub fn start(
         zenoh: &zenoh::Session,
         runtime: &Runtime,
         name: &str,
         timeout: Duration,
-        dead: DeadHook,
+        hooks: Hooks,
     ) -> Result<MeshDriver> {
         let unreachable = |reason: String| Error::Unreachable { op: "serve", name: name.to_owned(), reason };
-        let zerr = |e: zenoh::Error| unreachable(format!("zenoh refused the mesh's declarations: {e}"));
-        let incarnation = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_micros() as u64);
-        let peer = Peer { id: peer_id(name), incarnation };
+        let peer = Peer { id: peer_id(name), incarnation: incarnation_after(0) };
         let (inbox, rx) = mpsc::sync_channel(INBOX_MAX);
-        let wake = inbox.clone();
+        let (wake, woken) = (inbox.clone(), Arc::new(AtomicBool::new(false)));
+        let pending = woken.clone();
         let link = MeshLink::attach(
             runtime,
             Mesh::new(peer, MeshLimits::default()),
             Arc::new(move || {
-                // Full: a wake is already queued.
-                let _ = wake.try_send(Input::Wake);
+                // At most one wake queued: the driver clears the flag as it takes it.
+                if !pending.swap(true, Ordering::AcqRel) && wake.try_send(Input::Wake).is_err() {
+                    pending.store(false, Ordering::Release);
+                }
             }),
         )?;
         let counters = Arc::new(MeshCounters::default());
-        let key = mesh_key(name, incarnation);
-        let publisher =
-            zenoh.declare_publisher(key.clone()).congestion_control(CongestionControl::Block).wait().map_err(zerr)?;
-        let messages = {
-            let (inbox, counters) = (inbox.clone(), counters.clone());
-            zenoh
-                .declare_subscriber(MESH_KEYS)
-                .callback(move |sample| {
-                    let Some(from) = peer_of(sample.key_expr().as_str()) else {
-                        counters.malformed.fetch_add(1, Ordering::Relaxed);
-                        return;
-                    };
-                    if from == peer {
-                        return;
-                    }
-                    let bytes = sample.payload().to_bytes().into_owned();
-                    if let Err(TrySendError::Full(_)) = inbox.try_send(Input::Message { from, bytes }) {
-                        counters.dropped.fetch_add(1, Ordering::Relaxed);
-                    }
-                })
-                .wait()
-                .map_err(zerr)?
+        let fabric = Fabric {
+            zenoh: zenoh.clone(),
+            link: link.clone(),
+            name: name.to_owned(),
+            timeout,
+            inbox: inbox.clone(),
+            counters: counters.clone(),
+            resync: Arc::new(AtomicBool::new(false)),
+            overflow: Arc::new(AtomicBool::new(false)),
         };
-        let liveliness = {
-            let inbox = inbox.clone();
-            zenoh
-                .liveliness()
-                .declare_subscriber(MESH_KEYS)
-                .history(true)
-                .callback(move |sample| {
-                    let Some(p) = peer_of(sample.key_expr().as_str()).filter(|p| *p != peer) else { return };
-                    let input = if sample.kind() == SampleKind::Delete { Input::Dead(p) } else { Input::Joined(p) };
-                    // Blocking: a death must not be lost (the inbox drains continuously).
-                    let _ = inbox.send(input);
-                })
-                .wait()
-                .map_err(zerr)?
-        };
-        let sponsor = {
-            let link = link.clone();
-            zenoh
-                .declare_queryable(sponsor_key(name, incarnation))
-                .callback(move |query| {
-                    let newcomer = query.payload().and_then(|p| postcard::from_bytes::<Peer>(&p.to_bytes()).ok());
-                    let answer = match newcomer {
-                        Some(newcomer) => sponsor(&link, newcomer),
-                        None => Err("the query names no participant".to_owned()),
-                    };
-                    let _ = match answer {
-                        Ok(door) => query
-                            .reply(query.key_expr().clone(), postcard::to_allocvec(&door).unwrap_or_default())
-                            .wait(),
-                        Err(reason) => query.reply_err(reason).wait(),
-                    };
-                })
-                .wait()
-                .map_err(zerr)?
-        };
-        let decline = {
-            let link = link.clone();
-            zenoh
-                .declare_queryable(decline_key(name, incarnation))
-                .callback(move |query| {
-                    let asked =
-                        query.payload().and_then(|p| postcard::from_bytes::<(Peer, MoveId)>(&p.to_bytes()).ok());
-                    let _ = match asked {
-                        // Refused when resolved already (taken over, or declined before): fine.
-                        Some((from, id)) => {
-                            let declined = link.decline(from, id);
-                            query.reply(query.key_expr().clone(), [u8::from(declined)]).wait()
-                        }
-                        None => query.reply_err("the query names no move").wait(),
-                    };
-                })
-                .wait()
-                .map_err(zerr)?
-        };
-        open_door(zenoh, &link, peer, timeout).map_err(unreachable)?;
-        let token = zenoh.liveliness().declare_token(key).wait().map_err(zerr)?;
+        let life = fabric.begin(peer).map_err(unreachable)?;
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
-            let (link, counters, stop, zenoh) = (link.clone(), counters.clone(), stop.clone(), zenoh.clone());
+            let stop = stop.clone();
             std::thread::Builder::new()
                 .name(format!("stampede-mesh-{name}"))
                 .spawn(move || {
                     let debug = std::env::var_os(DEBUG_ENV).is_some();
-                    let early = HashMap::new();
-                    Driver { link, me: peer, publisher, counters, early, zenoh, debug, dead }.run(&rx, &stop)
+                    let (early, reminded) = (HashMap::new(), HashMap::new());
+                    let early_lost = std::collections::HashSet::new();
+                    Driver { fabric, life: Some(life), early, early_lost, reminded, woken, debug, hooks }
+                        .run(&rx, &stop)
                 })
                 .map_err(|e| unreachable(format!("the mesh thread could not start: {e}")))?
         };
-        let _declared = Declared {
-            _messages: messages,
-            _liveliness: liveliness,
-            _sponsor: sponsor,
-            _decline: decline,
-            _token: token,
-        };
-        Ok(MeshDriver { counters, link, stop, inbox, thread: Some(thread), _declared })
+        Ok(MeshDriver { counters, link, stop, inbox, thread: Some(thread) })
     }
 
     /// The node's participant, linked to its runtime.
@@ -297,10 +316,139 @@ impl Drop for MeshDriver {
     }
 }
 
+impl Fabric {
+    /// Declares participant `peer` (the link's current one) on the fabric and opens its door:
+    /// subscribers and queryables first, so the sponsor's first messages find it listening;
+    /// the token last, so every node with a token has a door.
+    fn begin(&self, peer: Peer) -> std::result::Result<Life, String> {
+        let zerr = |e: zenoh::Error| format!("zenoh refused the mesh's declarations: {e}");
+        let zenoh = &self.zenoh;
+        let key = mesh_key(&self.name, peer.incarnation);
+        let publisher =
+            zenoh.declare_publisher(key.clone()).congestion_control(CongestionControl::Block).wait().map_err(zerr)?;
+        let messages = {
+            let (inbox, counters, overflow) = (self.inbox.clone(), self.counters.clone(), self.overflow.clone());
+            zenoh
+                .declare_subscriber(MESH_KEYS)
+                .callback(move |sample| {
+                    let Some(from) = peer_of(sample.key_expr().as_str()) else {
+                        counters.malformed.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    };
+                    if from == peer {
+                        return;
+                    }
+                    // Only what is addressed to this participant is queued: the other nodes'
+                    // traffic among themselves would fill the inbox while it joins.
+                    let bytes = sample.payload().to_bytes();
+                    match postcard::take_from_bytes::<Vec<Peer>>(&bytes) {
+                        Ok((to, _)) if !to.contains(&peer) => return,
+                        Ok(_) => {}
+                        Err(_) => {
+                            counters.malformed.fetch_add(1, Ordering::Relaxed);
+                            return;
+                        }
+                    }
+                    let bytes = bytes.into_owned();
+                    if let Err(TrySendError::Full(_)) = inbox.try_send(Input::Message { from, bytes }) {
+                        // A message of a sender's stream lost: that stream can never be applied
+                        // past it. The participant starts over (`Driver::run`).
+                        counters.dropped.fetch_add(1, Ordering::Relaxed);
+                        overflow.store(true, Ordering::Release);
+                    }
+                })
+                .wait()
+                .map_err(zerr)?
+        };
+        let liveliness = {
+            let (inbox, resync) = (self.inbox.clone(), self.resync.clone());
+            zenoh
+                .liveliness()
+                .declare_subscriber(MESH_KEYS)
+                .history(true)
+                .callback(move |sample| {
+                    let Some(p) = peer_of(sample.key_expr().as_str()).filter(|p| *p != peer) else { return };
+                    let input = if sample.kind() == SampleKind::Delete { Input::Dead(p) } else { Input::Joined(p) };
+                    // Never blocking zenoh's thread: a join or death that finds the inbox full
+                    // is not lost, the driver reads liveliness again (`resync`).
+                    if inbox.try_send(input).is_err() {
+                        resync.store(true, Ordering::Release);
+                    }
+                })
+                .wait()
+                .map_err(zerr)?
+        };
+        let sponsor = {
+            let (link, key) = (self.link.clone(), sponsor_key(&self.name, peer.incarnation));
+            zenoh
+                .declare_queryable(key.clone())
+                .callback(move |query| {
+                    // Only a query on this very key: a wildcard one (`stampede/**`) passes the
+                    // access control of the mesh's keys (docs/SECURITY.md).
+                    if query.key_expr().as_str() != key {
+                        return;
+                    }
+                    let newcomer = query.payload().and_then(|p| postcard::from_bytes::<Peer>(&p.to_bytes()).ok());
+                    let answer = match newcomer {
+                        Some(newcomer) => sponsor(&link, peer, newcomer),
+                        None => Err("the query names no participant".to_owned()),
+                    };
+                    let _ = match answer {
+                        Ok(door) => query
+                            .reply(query.key_expr().clone(), postcard::to_allocvec(&door).unwrap_or_default())
+                            .wait(),
+                        Err(reason) => query.reply_err(reason).wait(),
+                    };
+                })
+                .wait()
+                .map_err(zerr)?
+        };
+        let decline = {
+            let (link, key) = (self.link.clone(), decline_key(&self.name, peer.incarnation));
+            zenoh
+                .declare_queryable(key.clone())
+                .callback(move |query| {
+                    // As for the sponsor: only a query on this very key.
+                    if query.key_expr().as_str() != key {
+                        return;
+                    }
+                    let asked =
+                        query.payload().and_then(|p| postcard::from_bytes::<(Peer, MoveId)>(&p.to_bytes()).ok());
+                    let _ = match asked {
+                        // Refused when resolved already (taken over, or declined before), or
+                        // when this life is over: fine.
+                        Some((from, id)) => {
+                            let declined = link.peer() == peer && link.decline(from, id);
+                            query.reply(query.key_expr().clone(), [u8::from(declined)]).wait()
+                        }
+                        None => query.reply_err("the query names no move").wait(),
+                    };
+                })
+                .wait()
+                .map_err(zerr)?
+        };
+        let alone = open_door(zenoh, &self.link, peer, self.timeout)?;
+        let token = zenoh.liveliness().declare_token(key).wait().map_err(zerr)?;
+        Ok(Life {
+            me: peer,
+            alone,
+            publisher,
+            _messages: messages,
+            _liveliness: liveliness,
+            _sponsor: sponsor,
+            _decline: decline,
+            _token: token,
+        })
+    }
+}
+
 /// A newcomer asks this node for a door: learn it (its token may not be out yet), then hand it
 /// a move of this node's door.
-fn sponsor(link: &MeshLink, newcomer: Peer) -> std::result::Result<(MoveId, Timestamp), String> {
+fn sponsor(link: &MeshLink, me: Peer, newcomer: Peer) -> std::result::Result<(MoveId, Timestamp), String> {
     link.with(|mesh| {
+        if mesh.me() != me {
+            return Err("this incarnation of the node was expelled; ask its new one".to_owned());
+        }
         mesh.peer_joined(newcomer).map_err(|e| e.to_string())?;
         let door = mesh.join_floor().ok_or("this node has no door yet")?;
         let id = mesh.send_move(newcomer, door).map_err(|e| e.to_string())?;
@@ -308,14 +456,20 @@ fn sponsor(link: &MeshLink, newcomer: Peer) -> std::result::Result<(MoveId, Time
     })
 }
 
-/// Opens this node's door: by genesis when no other node's token is on the fabric, else through
-/// the first live node that sponsors it. Learns every live node first (they get its snapshot).
-fn open_door(zenoh: &zenoh::Session, link: &MeshLink, me: Peer, timeout: Duration) -> std::result::Result<(), String> {
+/// Opens this node's door: by genesis when no other node's token is on the fabric (returns
+/// `true`: alone), else through the first live node that sponsors it. Learns every live node
+/// first (they get its snapshot).
+fn open_door(
+    zenoh: &zenoh::Session,
+    link: &MeshLink,
+    me: Peer,
+    timeout: Duration,
+) -> std::result::Result<bool, String> {
     let deadline = Instant::now() + timeout;
     loop {
         let live = live_nodes(zenoh, me, timeout)?;
         if live.is_empty() {
-            return link.with(|mesh| mesh.genesis().map(drop).map_err(|e| format!("cannot open the mesh: {e}")));
+            return link.with(|mesh| mesh.genesis().map(|_| true).map_err(|e| format!("cannot open the mesh: {e}")));
         }
         for (key, peer) in &live {
             // Known already, or dead: asking it is still harmless.
@@ -335,7 +489,7 @@ fn open_door(zenoh: &zenoh::Session, link: &MeshLink, me: Peer, timeout: Duratio
                     continue;
                 };
                 if link.with(|mesh| mesh.join(*peer, id, door)).is_ok() {
-                    return Ok(());
+                    return Ok(false);
                 }
                 let _ = link.with(|mesh| mesh.decline_move(*peer, id));
             }
@@ -373,27 +527,44 @@ fn live_nodes(zenoh: &zenoh::Session, me: Peer, timeout: Duration) -> std::resul
 
 /// The driver thread's state.
 struct Driver {
-    link: MeshLink,
-    me: Peer,
-    publisher: Publisher<'static>,
-    counters: Arc<MeshCounters>,
+    fabric: Fabric,
+    /// The participant's declarations; `None` while an expelled node has not joined again.
+    life: Option<Life>,
     /// Messages of senders not reported yet, in arrival order.
     early: HashMap<Peer, Vec<Message>>,
-    zenoh: zenoh::Session,
+    /// Senders not reported yet some of whose messages were dropped (at most
+    /// [`EARLY_SENDERS_MAX`]).
+    early_lost: std::collections::HashSet<Peer>,
+    /// Fenced senders told so lately (at most [`EARLY_SENDERS_MAX`]), and when.
+    reminded: HashMap<Peer, Instant>,
+    /// A wake is queued (the runtime's claims changed); cleared as it is taken.
+    woken: Arc<AtomicBool>,
     /// `STAMPEDE_MESH_DEBUG` is set: joins, deaths, refusals and events go to standard error.
     debug: bool,
-    dead: DeadHook,
+    hooks: Hooks,
 }
 
 impl Driver {
     fn log(&self, what: impl FnOnce() -> String) {
         if self.debug {
-            eprintln!("stampede mesh {:?}: {}", self.me, what());
+            eprintln!("stampede mesh {:?}: {}", self.fabric.link.peer(), what());
         }
     }
 
     fn run(mut self, rx: &Receiver<Input>, stop: &AtomicBool) {
         while !stop.load(Ordering::Acquire) {
+            if self.life.is_none() {
+                self.rejoin(stop);
+                continue;
+            }
+            if self.fabric.resync.swap(false, Ordering::AcqRel) {
+                self.resync();
+            }
+            if self.fabric.overflow.swap(false, Ordering::AcqRel) {
+                self.log(|| "a message addressed to it was dropped (inbox full): it starts over".to_owned());
+                self.restart();
+                continue;
+            }
             match rx.recv_timeout(TICK) {
                 Ok(input) => self.input(input),
                 Err(RecvTimeoutError::Timeout) => {}
@@ -407,6 +578,40 @@ impl Driver {
         }
     }
 
+    /// Declares the link's current participant and opens its door; on failure (no sponsor
+    /// answered) waits a tick and leaves it to the next round.
+    fn rejoin(&mut self, stop: &AtomicBool) {
+        let peer = self.fabric.link.peer();
+        match self.fabric.begin(peer) {
+            Ok(life) => {
+                self.log(|| "joined the mesh again".to_owned());
+                self.life = Some(life);
+            }
+            Err(reason) => {
+                self.log(|| format!("could not join again: {reason}"));
+                if !stop.load(Ordering::Acquire) {
+                    std::thread::sleep(TICK);
+                }
+            }
+        }
+    }
+
+    /// This node was expelled: leave the fabric, end every client session, and replace the
+    /// participant by a new incarnation (joined by [`rejoin`](Self::rejoin)).
+    fn restart(&mut self) {
+        // Leaving the fabric first: its token gone, the old incarnation is dead to everyone.
+        let Some(old) = self.life.take() else { return };
+        let peer = Peer { id: old.me.id, incarnation: incarnation_after(old.me.incarnation) };
+        drop(old);
+        self.early.clear();
+        self.early_lost.clear();
+        self.reminded.clear();
+        // A larger incarnation of this participant with no door: never refused.
+        let _ = self.fabric.link.restart(Mesh::new(peer, MeshLimits::default()));
+        self.fabric.counters.restarts.fetch_add(1, Ordering::Relaxed);
+        (self.hooks.expelled)();
+    }
+
     fn input(&mut self, input: Input) {
         match &input {
             Input::Joined(p) => self.log(|| format!("joined {p:?}")),
@@ -415,54 +620,92 @@ impl Driver {
         }
         match input {
             Input::Message { from, bytes } => self.message(from, &bytes),
-            Input::Joined(peer) => {
-                if self.link.with(|mesh| mesh.peer_joined(peer)).is_ok() {
+            Input::Joined(peer) => match self.fabric.link.with(|mesh| mesh.peer_joined(peer)) {
+                // Messages of it were dropped before it was reported: its stream to this
+                // participant can never be applied past them, so the participant starts over.
+                Ok(()) if self.early_lost.remove(&peer) => {
+                    self.log(|| format!("messages of {peer:?} were dropped before it joined: it starts over"));
+                    self.restart();
+                }
+                Ok(()) => {
                     for message in self.early.remove(&peer).unwrap_or_default() {
                         self.deliver(peer, message);
                     }
                 }
-            }
+                // Its token is (back) on the fabric, but this node fenced it: it may not know.
+                Err(MeshRefusal::DeadIncarnation { .. }) => self.remind(peer),
+                Err(_) => {}
+            },
             Input::Dead(peer) => {
                 self.early.remove(&peer);
-                let _ = self.link.with(|mesh| mesh.peer_dead(peer));
-                (self.dead)(peer);
+                self.early_lost.remove(&peer);
+                let _ = self.fabric.link.with(|mesh| mesh.peer_dead(peer));
+                (self.hooks.dead)(peer);
             }
-            Input::Wake => {}
+            Input::Wake => self.woken.store(false, Ordering::Release),
         }
     }
 
     fn message(&mut self, from: Peer, bytes: &[u8]) {
         let Ok((to, message)) = postcard::from_bytes::<(Vec<Peer>, Message)>(bytes) else {
-            self.counters.malformed.fetch_add(1, Ordering::Relaxed);
+            self.fabric.counters.malformed.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        if to.contains(&self.me) {
+        if self.life.as_ref().is_some_and(|life| to.contains(&life.me)) {
             self.deliver(from, message);
         }
     }
 
     fn deliver(&mut self, from: Peer, message: Message) {
-        match self.link.with(|mesh| mesh.handle_message(from, message.clone())) {
+        match self.fabric.link.with(|mesh| mesh.handle_message(from, message.clone())) {
             Ok(()) => {}
             Err(MeshRefusal::UnknownPeer { .. }) => {
                 let room = self.early.contains_key(&from) || self.early.len() < EARLY_SENDERS_MAX;
                 match room.then(|| self.early.entry(from).or_default()) {
                     Some(early) if early.len() < EARLY_MESSAGES_MAX => early.push(message),
                     _ => {
-                        self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                        self.fabric.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                        // Should the sender turn out real, its stream has a gap (see `input`).
+                        if self.early_lost.len() < EARLY_SENDERS_MAX {
+                            self.early_lost.insert(from);
+                        }
                     }
                 }
             }
             Err(refusal) => {
                 self.log(|| format!("refused a message from {from:?}: {refusal}"));
-                self.counters.refused.fetch_add(1, Ordering::Relaxed);
+                self.fabric.counters.refused.fetch_add(1, Ordering::Relaxed);
+                if let MeshRefusal::DeadIncarnation { peer } | MeshRefusal::Faulted { peer } = refusal {
+                    if peer == from {
+                        self.remind(from);
+                    }
+                }
             }
+        }
+    }
+
+    /// `from` speaks although this node fenced it: it does not know it was expelled. Tell it
+    /// ([`Mesh::remind`]), at most once per [`REMIND_EVERY`] per sender.
+    fn remind(&mut self, from: Peer) {
+        let now = Instant::now();
+        if self.reminded.get(&from).is_some_and(|at| now.duration_since(*at) < REMIND_EVERY) {
+            return;
+        }
+        if self.reminded.len() >= EARLY_SENDERS_MAX {
+            self.reminded.retain(|_, at| now.duration_since(*at) < REMIND_EVERY);
+        }
+        if self.reminded.len() < EARLY_SENDERS_MAX && self.fabric.link.with(|mesh| mesh.remind(from)) {
+            self.log(|| format!("told {from:?} it was fenced"));
+            self.reminded.insert(from, now);
         }
     }
 
     /// Sends what the machine has to send and acts on its events.
     fn flush(&mut self) {
-        let (transmits, events) = self.link.with(|mesh| {
+        // Between a restart and the new life's declarations, what the new participant has to
+        // say stays queued in it: sent now, it would be lost, and a stream with a gap never heals.
+        let Some(life) = &self.life else { return };
+        let (transmits, events) = self.fabric.link.with(|mesh| {
             let transmits: Vec<_> = std::iter::from_fn(|| mesh.poll_transmit()).collect();
             let events: Vec<_> = std::iter::from_fn(|| mesh.poll_event()).collect();
             (transmits, events)
@@ -470,32 +713,75 @@ impl Driver {
         for transmit in transmits {
             match postcard::to_allocvec(&(&transmit.to, &transmit.message)) {
                 Ok(bytes) => {
-                    let _ = self.publisher.put(bytes).wait();
+                    let _ = life.publisher.put(bytes).wait();
                 }
                 Err(_) => {
-                    self.counters.malformed.fetch_add(1, Ordering::Relaxed);
+                    self.fabric.counters.malformed.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
         for event in events {
             if self.debug {
-                let (ts_min, complete) = self.link.with(|m| (m.ts_min(), m.is_complete()));
+                let (ts_min, complete) = self.fabric.link.read(|m| (m.ts_min(), m.is_complete()));
                 self.log(|| format!("event {event:?} (ts_min {ts_min}, complete {complete})"));
             }
             match event {
                 Event::AskLiveliness { peer } => self.ask_liveliness(peer),
-                // A faulted sender holds ts_min until the fabric declares it dead; a node found
-                // expelled refuses every input (its clients fail) until it is restarted — see
-                // docs/NODES.md.
-                Event::Faulted { .. } | Event::Finalized { .. } | Event::Expelled => {}
+                // A peer's stream the machine refused holds ts_min until that peer is declared
+                // dead: this node declares it (fences it). Its peers follow the fence, and the
+                // peer, learning it was expelled, rejoins as a new incarnation — so a stream
+                // broken by a partition that healed, or by a restarted node that opened its
+                // door alone, does not hold the mesh for ever.
+                //
+                // Unless this node opened its door alone after that peer started (it restarted
+                // while cut off: incarnations are start times) and finds the peer's claims below
+                // its own ts_min: then it is the island, and gives way — it restarts and joins
+                // through the others — rather than expel the rest of the mesh. (A node that opened
+                // alone before, the mesh's first, fences a newcomer that did.)
+                Event::Faulted { peer, refusal: MeshRefusal::BelowFrontier { .. } }
+                    if self.life.as_ref().is_some_and(|life| life.alone && life.me.incarnation > peer.incarnation) =>
+                {
+                    self.log(|| "opened alone, it meets a mesh below its ts_min: it gives way".to_owned());
+                    self.restart();
+                    return;
+                }
+                Event::Faulted { peer, .. } => self.input(Input::Dead(peer)),
+                Event::Expelled => {
+                    // What else the old participant said is about a life that is over.
+                    self.restart();
+                    return;
+                }
+                Event::Finalized { .. } => {}
             }
+        }
+    }
+
+    /// Reads liveliness again after a join or death was dropped (inbox full): every token on
+    /// the fabric is reported joined, every live member without one dead.
+    fn resync(&mut self) {
+        let Some(live) = self.live_on_fabric() else {
+            self.fabric.resync.store(true, Ordering::Release);
+            return;
+        };
+        let members = self.fabric.link.read(Mesh::live_peers);
+        for gone in members.into_iter().filter(|p| !live.contains(p)) {
+            self.input(Input::Dead(gone));
+        }
+        for peer in live {
+            self.input(Input::Joined(peer));
         }
     }
 
     /// Reports `peer` joined if its token is on the fabric now, dead otherwise.
     fn ask_liveliness(&mut self, peer: Peer) {
-        let Ok(live) = live_nodes(&self.zenoh, self.me, TICK * 10) else { return };
-        let input = if live.iter().any(|(_, p)| *p == peer) { Input::Joined(peer) } else { Input::Dead(peer) };
-        self.input(input);
+        let Some(live) = self.live_on_fabric() else { return };
+        self.input(if live.contains(&peer) { Input::Joined(peer) } else { Input::Dead(peer) });
+    }
+
+    /// The other nodes' participants whose tokens are on the fabric now; `None` if the fabric
+    /// does not answer.
+    fn live_on_fabric(&self) -> Option<Vec<Peer>> {
+        let live = live_nodes(&self.fabric.zenoh, self.fabric.link.peer(), TICK * 10).ok()?;
+        Some(live.into_iter().map(|(_, peer)| peer).collect())
     }
 }

@@ -90,6 +90,12 @@ pub struct TlsOptions {
     /// Clients must present a certificate signed by `root_ca`; one without is refused at the
     /// handshake (it sees `Unreachable`).
     pub mutual: bool,
+    /// The common names of the mesh's node certificates (requires `mutual`). When given, only
+    /// links that present a certificate with one of them may publish, query, answer or declare
+    /// anything on the distributed ts_min's keys (`stampede/<node>/mesh/**`): zenoh's access
+    /// control refuses it to clients, whose certificates bear other names. Every link between
+    /// nodes must then be a mutual TLS one. Empty: those keys are open to anyone on the fabric.
+    pub mesh_node_cn: Vec<String>,
 }
 
 impl Default for NodeOptions {
@@ -134,6 +140,14 @@ impl NodeOptions {
         if self.sessions_max == 0 || self.session_handles_max == 0 {
             return refuse("sessions_max and session_handles_max must be positive".into());
         }
+        if let Some(tls) = self.tls.as_ref().filter(|tls| !tls.mesh_node_cn.is_empty()) {
+            if !tls.mutual {
+                return refuse("mesh_node_cn (--mesh-node-cn) needs mutual TLS (--tls-mutual): nodes are told from clients by their certificates".into());
+            }
+            if tls.mesh_node_cn.iter().any(|cn| cn.trim().is_empty()) {
+                return refuse("an empty certificate common name in mesh_node_cn (--mesh-node-cn)".into());
+            }
+        }
         Ok(())
     }
 }
@@ -173,6 +187,15 @@ impl NodeShared {
         }
     }
 
+    /// Ends every session (the node was expelled from its mesh: their tasks' claims and shadows
+    /// belonged to its old incarnation). Their clients get `Closed` and reconnect.
+    pub(crate) fn close_sessions(&self) {
+        let ids: Vec<String> = self.sessions.lock().keys().cloned().collect();
+        for id in ids {
+            self.close_session(&id);
+        }
+    }
+
     /// Ends the session `id`, if open: its tasks are closed, its connections detached.
     pub(crate) fn close_session(&self, id: &str) {
         // Closed while still listed, so that the items its closing reclaims reach its outbox.
@@ -199,7 +222,7 @@ impl Node {
             let reason = format!("the runtime is a client of node {node}; serve an embedded runtime (Runtime::new())");
             return Err(Error::InvalidArgument { op: "serve", name: options.name.clone(), reason });
         }
-        let config = fabric::node_config(
+        let mut config = fabric::node_config(
             &options.listen,
             &options.connect,
             options.liveliness_timeout,
@@ -210,6 +233,9 @@ impl Node {
                 mutual: tls.mutual,
             }),
         )?;
+        if let Some(tls) = options.tls.as_ref().filter(|tls| !tls.mesh_node_cn.is_empty()) {
+            crate::mesh::keep_keys_to_nodes(&mut config, &tls.mesh_node_cn)?;
+        }
         let unreachable = |reason: String| Error::Unreachable { op: "serve", name: options.listen.join(" "), reason };
         let workers = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(WORKER_THREADS)
@@ -227,13 +253,20 @@ impl Node {
             mesh: OnceLock::new(),
         });
         let mesh = if options.mesh_ts_min {
-            let weak = Arc::downgrade(&shared);
-            let dead: crate::mesh::DeadHook = Arc::new(move |peer| {
-                if let Some(node) = weak.upgrade() {
-                    node.close_shadows_of(peer);
-                }
-            });
-            match MeshDriver::start(&shared.zenoh, &shared.runtime, &options.name, options.liveliness_timeout, dead) {
+            let (dead, expelled) = (Arc::downgrade(&shared), Arc::downgrade(&shared));
+            let hooks = crate::mesh::Hooks {
+                dead: Arc::new(move |peer| {
+                    if let Some(node) = dead.upgrade() {
+                        node.close_shadows_of(peer);
+                    }
+                }),
+                expelled: Arc::new(move || {
+                    if let Some(node) = expelled.upgrade() {
+                        node.close_sessions();
+                    }
+                }),
+            };
+            match MeshDriver::start(&shared.zenoh, &shared.runtime, &options.name, options.liveliness_timeout, hooks) {
                 Ok(mesh) => {
                     let _ = shared.mesh.set(mesh.link().clone());
                     Some(mesh)

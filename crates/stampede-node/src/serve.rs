@@ -15,6 +15,7 @@ use stampede::{
     ChannelOptions, Codec, Container, Error, Info, Item, Parts, PutOptions, QueueItem, QueueOptions, Result, Selector,
 };
 use zenoh::bytes::ZBytes;
+use zenoh::sample::SampleKind;
 
 use stampede::mesh_link::MeshLink;
 use stampede::remote::fabric;
@@ -153,12 +154,24 @@ async fn open(node: &NodeShared, id: &str, user: Option<&str>, password: Option<
     Ok((Reply::Opened(secret), Vec::new()))
 }
 
+/// Whether the session's liveliness token is on the fabric, or appears there within the
+/// liveliness timeout. A query alone could miss it: the client declares the token before it
+/// sends `Open`, but zenoh does not order a declaration before a later query on the node's side
+/// (seen once in CI: `tls.rs::a_client_over_tls_puts_and_gets` refused a live client).
 async fn token_alive(node: &NodeShared, id: &str) -> bool {
     let key = fabric::session_key(&node.options.name, id);
-    let Ok(replies) = node.zenoh.liveliness().get(key).timeout(node.options.liveliness_timeout).await else {
+    let Ok(tokens) = node.zenoh.liveliness().declare_subscriber(key).history(true).await else {
         return false;
     };
-    matches!(replies.recv_async().await, Ok(reply) if reply.result().is_ok())
+    let appears = async {
+        while let Ok(sample) = tokens.recv_async().await {
+            if sample.kind() == SampleKind::Put {
+                return true;
+            }
+        }
+        false
+    };
+    tokio::time::timeout(node.options.liveliness_timeout, appears).await.unwrap_or(false)
 }
 
 /// Runs one request of an open session.
@@ -237,15 +250,15 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
             let recorded = session.move_ids();
             let resolved: HashSet<_> =
                 link.read(|mesh| recorded.into_iter().filter(|&(to, id)| !mesh.is_move_open(to, id)).collect());
-            let (id, visibility) = link.move_task(&session.task(op, task)?, to)?;
+            let (from, id, visibility) = link.move_task(&session.task(op, task)?, to)?;
             let taken = Move { task, to_node, to, id };
             if let Err(e) = session.add_move(op, taken.clone(), &resolved) {
                 decline(node, vec![taken]).await;
                 return Err(e);
             }
-            Reply::Moved { from: link.peer(), id, visibility }
+            Reply::Moved { from, id, visibility }
         }
-        Request::TakeOverTask { from, id, virtual_time } => {
+        Request::TakeOverTask { from, id, to, virtual_time } => {
             let link = shares_ts_min(node, op)?;
             // The move's carry reaches this node's view with its mover's next batch: the shadow
             // starts at or above it, whatever the client says.
@@ -253,7 +266,7 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
             while link.carried(from, id).is_none() && tokio::time::Instant::now() < deadline {
                 tokio::time::sleep(TAKEOVER_POLL).await;
             }
-            let task = link.take_over_task(from, id, virtual_time)?;
+            let task = link.take_over_task(from, id, to, virtual_time)?;
             Reply::Handle(session.add_shadow(op, task, from)?)
         }
         Request::CloseTask { task } => {

@@ -132,3 +132,93 @@ fn hostile_mesh_messages_are_counted_and_change_nothing() {
         client.close();
     })
 }
+
+/// A node its peers declare dead while it lives (a partition seen from one side, or a stream
+/// they refused) is expelled: it learns it from the fence, ends its client sessions, and rejoins
+/// as a new incarnation through a sponsor — its own runtime's claims (a task of the embedded
+/// application, below what its peers reclaimed since) still hold its own ts_min, and its new
+/// clients' tasks hold the other node's again. The fence comes from a third participant that
+/// the test plays with the protocol machine itself.
+#[test]
+fn a_node_expelled_while_alive_rejoins_as_a_new_incarnation() {
+    with_watchdog("a_node_expelled_while_alive_rejoins_as_a_new_incarnation", || {
+        use stampede_core::{Mesh, MeshLimits, Peer};
+        use zenoh::Wait;
+
+        let (a, b, b_rt, _b_dir) = two_nodes();
+        let embedded = a.runtime.task(3).unwrap();
+        let client = stampede::connect(&a.endpoint, Some(CONNECT_TIMEOUT)).unwrap();
+        let old_task = client.task(5).unwrap();
+
+        // Participant x joins through b, then fences a.
+        let config = stampede::remote::fabric::client_config(&a.endpoint, Duration::from_secs(10), None).unwrap();
+        let fabric = zenoh::open(config).wait().unwrap();
+        let incarnation_of = |name: &str| -> u64 {
+            let reply = fabric.liveliness().get(format!("stampede/{name}/mesh/*")).wait().unwrap().recv().unwrap();
+            reply.result().unwrap().key_expr().as_str().rsplit('/').next().unwrap().parse().unwrap()
+        };
+        let peer = |name: &str| Peer { id: stampede_node::mesh::peer_id(name), incarnation: incarnation_of(name) };
+        let (a_peer, b_peer) = (peer("a"), peer("b"));
+        let me = Peer { id: stampede_node::mesh::peer_id("x"), incarnation: 1 };
+        let mut x = Mesh::new(me, MeshLimits::default());
+        x.peer_joined(a_peer).unwrap();
+        x.peer_joined(b_peer).unwrap();
+        let sponsor_key = format!("stampede/b/mesh/{}/sponsor", b_peer.incarnation);
+        let reply =
+            fabric.get(sponsor_key).payload(postcard::to_allocvec(&me).unwrap()).wait().unwrap().recv().unwrap();
+        let (id, door): (stampede_core::mesh::MoveId, i64) =
+            postcard::from_bytes(&reply.result().unwrap().payload().to_bytes()).unwrap();
+        x.join(b_peer, id, door).unwrap();
+        let _token = fabric.liveliness().declare_token("stampede/x/mesh/1").wait().unwrap();
+        let send = |x: &mut Mesh| {
+            while let Some(t) = x.poll_transmit() {
+                fabric.put("stampede/x/mesh/1", postcard::to_allocvec(&(&t.to, &t.message)).unwrap()).wait().unwrap();
+            }
+        };
+        send(&mut x);
+        x.peer_dead(a_peer).unwrap();
+        send(&mut x);
+
+        let counters = a.node.mesh_counters().unwrap();
+        assert!(
+            eventually(SETTLE, || counters.restarts.load(Ordering::Relaxed) == 1),
+            "a learns it was fenced and restarts once: {counters:?}"
+        );
+        assert!(
+            matches!(old_task.set_virtual_time(6), Err(stampede::Error::Closed { .. })),
+            "the sessions of a's old incarnation ended"
+        );
+        assert!(eventually(SETTLE, || peer("a").incarnation > a_peer.incarnation), "a joined again, anew");
+        assert!(a.runtime.ts_min() <= 3, "the embedded task at 3 still holds a's own ts_min: {}", a.runtime.ts_min());
+        // x leaves (its door would hold everyone's ts_min: it takes no part any more).
+        drop(_token);
+        let _ = fabric.close().wait();
+
+        let ch = b_rt.create_channel("frames", Limits::unbounded()).unwrap();
+        let producer = b_rt.task(b_rt.ts_min().max(10)).unwrap();
+        let start = producer.virtual_time();
+        let out = producer.attach_output(&ch).unwrap();
+        for ts in start..start + 20 {
+            out.put(ts, vec![1]).unwrap();
+        }
+        producer.set_virtual_time(INFINITY).unwrap();
+        let client = stampede::connect(&a.endpoint, Some(CONNECT_TIMEOUT)).unwrap();
+        let holder = loop {
+            // Refused until a's new incarnation has its door.
+            match client.task(start + 5) {
+                Ok(task) => break task,
+                Err(stampede::Error::Unreachable { .. }) => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => panic!("a task on the rejoined node: {e}"),
+            }
+        };
+        embedded.close();
+        assert!(eventually(SETTLE, || b_rt.ts_min() == start + 5), "a's new client holds b: {}", b_rt.ts_min());
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(b_rt.ts_min(), start + 5, "a's new incarnation's claims are in b's view");
+        holder.set_virtual_time(INFINITY).unwrap();
+        assert!(eventually(SETTLE, || b_rt.ts_min() == start + 20), "b follows: {}", b_rt.ts_min());
+        assert!(eventually(SETTLE, || live(&b_rt, "frames") == 0), "{}", live(&b_rt, "frames"));
+        client.close();
+        drop(b);
+    })
+}

@@ -256,6 +256,9 @@ fn a_shadow_ends_when_its_home_node_leaves() {
 /// `virtual_time` against its own ts_min only, so a client speaking the wire may start a shadow
 /// below what the move covers: a claim covered by nothing, which another node whose view is
 /// already past it (a door heard there, not yet here) refuses — stopping this node's stream there.
+///
+/// And a takeover naming an earlier incarnation of the receiver is refused without declining the
+/// move (move ids count per receiver: declining it would resolve that id ahead of the new one's).
 #[test]
 fn a_shadow_cannot_start_below_its_move() {
     with_watchdog("a_shadow_cannot_start_below_its_move", || {
@@ -292,7 +295,17 @@ fn a_shadow_cannot_start_below_its_move() {
             panic!("the move")
         };
         assert_eq!(visibility, 21);
-        let below = call("b", Request::TakeOverTask { from, id, virtual_time: 0 });
+        // A takeover meant for an earlier life of b (a request in flight across its restart):
+        // refused, and it declines nothing — the same id may yet be this life's.
+        let earlier = stampede_core::Peer { incarnation: to.incarnation - 1, ..to };
+        let stale = call("b", Request::TakeOverTask { from, id, to: earlier, virtual_time: 21 });
+        assert!(matches!(stale, Reply::Error(_)), "a takeover for another incarnation: {stale:?}");
+        let taken = call("b", Request::TakeOverTask { from, id, to, virtual_time: 21 });
+        assert!(matches!(taken, Reply::Handle(_)), "the move is still open after the stale takeover: {taken:?}");
+        let Reply::Moved { from, id, .. } = call("a", Request::MoveTask { task, to_node: "b".into(), to }) else {
+            panic!("another move")
+        };
+        let below = call("b", Request::TakeOverTask { from, id, to, virtual_time: 0 });
         assert!(matches!(below, Reply::Error(_)), "a shadow at 0 for a move carrying 21: {below:?}");
         let _ = raw.close().wait();
     })

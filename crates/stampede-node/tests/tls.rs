@@ -60,6 +60,7 @@ impl Pki {
             private_key: self.path("node.key"),
             root_ca: Some(self.path("ca.pem")),
             mutual,
+            mesh_node_cn: Vec::new(),
         }
     }
 
@@ -217,4 +218,97 @@ fn unusable_tls_configurations_are_invalid_arguments() {
         ));
         invalid(connect("tcp/127.0.0.1:7447", pki.client("ca.pem", false)));
     });
+}
+
+/// Two mutual-TLS nodes sharing ts_min, started with the common name of their certificates as
+/// the mesh's nodes (`--mesh-node-cn`): a client — its certificate names someone else — can
+/// neither put on the mesh's keys, declare a token there, query the nodes' tokens, nor get a node
+/// to sponsor a participant through a wildcard query, while the nodes' own mesh works (a client's task on one node holds the other's ts_min). Without the
+/// option the same forged messages reach the nodes (counted malformed): what the test would see
+/// if zenoh's access control did not keep those keys.
+#[test]
+fn the_mesh_keys_are_kept_to_the_nodes() {
+    with_watchdog("the_mesh_keys_are_kept_to_the_nodes", || {
+        let pki = Pki::new();
+        let (open_nodes, seen) = forge_mesh_messages(&pki, Vec::new());
+        assert!(seen.tokens > 0, "without --mesh-node-cn a client sees the nodes' mesh tokens");
+        assert!(
+            support::eventually(Duration::from_secs(10), || malformed(&open_nodes) > 0),
+            "without --mesh-node-cn a client's forged messages reach the nodes"
+        );
+
+        drop(open_nodes);
+        let (kept, seen) = forge_mesh_messages(&pki, vec!["stampede test node".into()]);
+        assert_eq!(seen.tokens, 0, "a client's liveliness query on the mesh's keys is refused");
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(malformed(&kept), 0, "no forged message reached a node");
+
+        // The nodes' own mesh works through the rule: a's client holds b's ts_min.
+        let b = &kept[1];
+        let client = connect_with(&kept[0].1, &options(CONNECT_TIMEOUT, Some(pki.client("ca.pem", true)))).unwrap();
+        let holder = client.task(5).unwrap();
+        let ch = b.0.runtime().create_channel("frames", Limits::unbounded()).unwrap();
+        let producer = b.0.runtime().task(5).unwrap();
+        let out = producer.attach_output(&ch).unwrap();
+        for ts in 5..10 {
+            out.put(ts, vec![1]).unwrap();
+        }
+        producer.set_virtual_time(INFINITY).unwrap();
+        let b_rt = b.0.runtime();
+        assert!(support::eventually(Duration::from_secs(10), || b_rt.ts_min() == 5), "{}", b_rt.ts_min());
+        holder.set_virtual_time(INFINITY).unwrap();
+        assert!(support::eventually(Duration::from_secs(10), || b_rt.ts_min() == 10), "{}", b_rt.ts_min());
+        client.close();
+    });
+}
+
+/// What a client saw of the mesh's keys.
+struct Seen {
+    /// Mesh liveliness tokens a liveliness query returned.
+    tokens: usize,
+}
+
+/// Nodes a ← b on mutual TLS with `--mesh-ts-min` and `mesh_node_cn`, and a client (with its
+/// own certificate) that forges mesh messages and a token through a's endpoint.
+fn forge_mesh_messages(pki: &Pki, mesh_node_cn: Vec<String>) -> (Vec<(Node, String)>, Seen) {
+    use zenoh::Wait;
+    let mut nodes: Vec<(Node, String)> = Vec::new();
+    for name in ["a", "b"] {
+        let endpoint = format!("tls/127.0.0.1:{}", free_port());
+        let mut options = NodeOptions::listen(&endpoint);
+        options.name = name.into();
+        options.mesh_ts_min = true;
+        options.connect = nodes.iter().map(|(_, e)| e.clone()).collect();
+        options.tls = Some(TlsOptions { mesh_node_cn: mesh_node_cn.clone(), ..pki.node(true) });
+        nodes.push((Node::serve(Runtime::new(), options).expect("the node serves"), endpoint));
+    }
+    let (ca, certificate, key) = (pki.path("ca.pem"), pki.path("client.pem"), pki.path("client.key"));
+    let tls = stampede::remote::fabric::Tls {
+        root_ca: Some(&ca),
+        identity: Some((certificate.as_path(), key.as_path())),
+        mutual: true,
+    };
+    let config = stampede::remote::fabric::client_config(&nodes[0].1, Duration::from_secs(10), Some(tls)).unwrap();
+    let evil = zenoh::open(config).wait().unwrap();
+    let tokens =
+        evil.liveliness().get("stampede/*/mesh/*").wait().unwrap().iter().filter(|r| r.result().is_ok()).count();
+    for i in 0..50u8 {
+        evil.put("stampede/evil/mesh/7", vec![i; 3]).wait().unwrap();
+    }
+    let _token = evil.liveliness().declare_token("stampede/evil/mesh/8").wait().unwrap();
+    // A wildcard query passes the rule (it names no mesh key): the nodes' sponsor and decline
+    // queryables answer only queries on their own keys, or this would make a member that never
+    // speaks — holding every node's ts_min.
+    let fake = stampede_core::Peer { id: 7, incarnation: 7 };
+    let query = evil.get("stampede/**").payload(postcard::to_allocvec(&fake).unwrap()).timeout(Duration::from_secs(2));
+    let replies = query.wait().unwrap();
+    while replies.recv().is_ok() {}
+    std::thread::sleep(Duration::from_millis(200));
+    let _ = evil.close().wait();
+    (nodes, Seen { tokens })
+}
+
+/// Forged messages the nodes counted as malformed.
+fn malformed(nodes: &[(Node, String)]) -> u64 {
+    nodes.iter().map(|(n, _)| n.mesh_counters().unwrap().malformed.load(std::sync::atomic::Ordering::Relaxed)).sum()
 }

@@ -89,11 +89,8 @@ fn request() -> impl Strategy<Value = Request> {
         (any::<u64>(), text()).prop_map(|(task, name)| Request::SetTaskName { task, name }),
         Just(Request::Graph),
         (any::<u64>(), text(), peer()).prop_map(|(task, to_node, to)| Request::MoveTask { task, to_node, to }),
-        (peer(), any::<u64>(), any::<i64>()).prop_map(|(from, id, virtual_time)| Request::TakeOverTask {
-            from,
-            id,
-            virtual_time
-        }),
+        (peer(), any::<u64>(), peer(), any::<i64>())
+            .prop_map(|(from, id, to, virtual_time)| { Request::TakeOverTask { from, id, to, virtual_time } }),
     ]
 }
 

@@ -15,7 +15,9 @@ use crate::runtime::Runtime;
 use crate::wait;
 
 /// A dashboard of `runtime` served over HTTP: `Dashboard(rt, port=0, host="127.0.0.1",
-/// image=None, overlays=None, refresh=0.2)`; open `dashboard.url` in a browser.
+/// image=None, overlays=None, refresh=0.2, login=None)`; open `dashboard.url` in a browser.
+/// `login=(user, password)`: the page asks for these credentials (HTTP Basic). Required for a
+/// runtime connected as a user (it shows what that user may read), with that user's name.
 #[pyclass(module = "stampede", frozen)]
 pub(crate) struct Dashboard {
     served: Served,
@@ -24,7 +26,8 @@ pub(crate) struct Dashboard {
 #[pymethods]
 impl Dashboard {
     #[new]
-    #[pyo3(signature = (runtime, *, port=None, host="127.0.0.1", image=None, overlays=None, refresh=0.2))]
+    #[pyo3(signature = (runtime, *, port=None, host="127.0.0.1", image=None, overlays=None, refresh=0.2, login=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         runtime: &Runtime,
@@ -33,6 +36,7 @@ impl Dashboard {
         image: Option<String>,
         overlays: Option<Vec<String>>,
         refresh: f64,
+        login: Option<(String, String)>,
     ) -> PyResult<Dashboard> {
         let at = At { op: "Dashboard", name: "dashboard" };
         let invalid = |reason: String| to_pyerr(Error::InvalidArgument { op: at.op, name: at.name.to_owned(), reason });
@@ -45,7 +49,25 @@ impl Dashboard {
         let overlays = overlays.unwrap_or_default();
         let options = DashboardOptions { host, port, image, overlays, refresh: Duration::from_secs_f64(refresh) };
         let runtime = runtime.rust().clone();
-        let served = wait::released(py, || Served::serve(runtime, options))?;
+        match (runtime.user(), &login) {
+            (Some(user), None) => {
+                return Err(invalid(format!(
+                    "this runtime is connected as {user:?}: the dashboard shows what that user may read, so give \
+                     it login=({user:?}, password) — whoever opens the page logs in with them (docs/SECURITY.md)"
+                )))
+            }
+            (Some(user), Some((name, _))) if name != user => {
+                return Err(invalid(format!("login is for {name:?}, but the runtime is connected as {user:?}")))
+            }
+            _ => {}
+        }
+        let served = match login {
+            Some((user, password)) => {
+                let login = stampede_dashboard::login_as(&user, &password);
+                wait::released(py, || Served::serve_with_login(runtime, options, login))?
+            }
+            None => wait::released(py, || Served::serve(runtime, options))?,
+        };
         Ok(Dashboard { served })
     }
 

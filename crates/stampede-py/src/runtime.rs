@@ -57,15 +57,17 @@ impl Runtime {
     /// `liveliness_timeout` (seconds) how long a vanished client's session lives on,
     /// `max_payload_bytes` the largest put it accepts. A `tls/` endpoint needs `tls_certificate`
     /// and `tls_private_key` (PEM files); `tls_root_ca` is the CA trusted for client certificates,
-    /// and `tls_mutual=True` requires clients to present one it signed. `access`: a policy file
+    /// and `tls_mutual=True` requires clients to present one it signed; `mesh_node_cn`: the
+    /// common names of the mesh's node certificates, to whom the mesh's keys are kept (with
+    /// `tls_mutual`; docs/SECURITY.md). `access`: a policy file
     /// (TOML) of users, passwords and rights per name prefix (docs/SECURITY.md). `connect`: other
     /// nodes' endpoints (a mesh); `mesh_ts_min=True` shares ts_min with the mesh's other nodes
     /// (docs/PROTOCOL.md).
     #[new]
     #[pyo3(signature = (
         listen=None, *, name=None, liveliness_timeout=None, max_payload_bytes=None,
-        tls_certificate=None, tls_private_key=None, tls_root_ca=None, tls_mutual=false, access=None,
-        connect=None, mesh_ts_min=false,
+        tls_certificate=None, tls_private_key=None, tls_root_ca=None, tls_mutual=false, mesh_node_cn=None,
+        access=None, connect=None, mesh_ts_min=false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -78,13 +80,18 @@ impl Runtime {
         tls_private_key: Option<std::path::PathBuf>,
         tls_root_ca: Option<std::path::PathBuf>,
         tls_mutual: bool,
+        mesh_node_cn: Option<Vec<String>>,
         access: Option<std::path::PathBuf>,
         connect: Option<&Bound<'_, PyAny>>,
         mesh_ts_min: bool,
     ) -> PyResult<Runtime> {
         let inner = stampede::Runtime::new();
         let at = At { op: "Runtime", name: "listen" };
-        let tls_given = tls_certificate.is_some() || tls_private_key.is_some() || tls_root_ca.is_some() || tls_mutual;
+        let tls_given = tls_certificate.is_some()
+            || tls_private_key.is_some()
+            || tls_root_ca.is_some()
+            || tls_mutual
+            || mesh_node_cn.is_some();
         let node = match listen {
             None if name.is_some()
                 || liveliness_timeout.is_some()
@@ -127,6 +134,7 @@ impl Runtime {
                         private_key,
                         root_ca: tls_root_ca,
                         mutual: tls_mutual,
+                        mesh_node_cn: mesh_node_cn.unwrap_or_default(),
                     }),
                     (None, None) if !tls_given => None,
                     _ => {

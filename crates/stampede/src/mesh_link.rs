@@ -7,13 +7,16 @@
 //! ts_min is mirrored back into the runtime's progress machine at `Location::Peer(0)` — so the
 //! runtime reclaims nothing that another node's view still covers, and its ts_min is the mesh's.
 //! A root task must start at or above the node's door ([`Mesh::join_floor`]); before the node
-//! has one, root tasks are refused `BelowVisibility` (the driver opens the door before it serves).
+//! has one, root tasks are refused `Unreachable` (the driver opens the door before it serves; a
+//! restarted participant has none for a moment).
 //! A runtime used alone (a mesh with no other participant) reclaims inside the operation that
 //! makes an item garbage, as an embedded one does.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use stampede_core::mesh::MoveId;
+use stampede_core::progress::Location;
 use stampede_core::{Error, Mesh, MeshRefusal, Peer, Result, Timestamp, Update};
 
 use crate::backend::Backend;
@@ -28,8 +31,6 @@ pub type MeshWake = Arc<dyn Fn() + Send + Sync>;
 #[derive(Clone)]
 pub struct MeshLink {
     space: Arc<Space>,
-    /// The node's participant (fixed for the link's life: a restart is a new link).
-    peer: Peer,
 }
 
 impl std::fmt::Debug for MeshLink {
@@ -46,15 +47,53 @@ pub(crate) struct Linked {
     /// Local changes the mesh refused under backpressure, in order: they go first next time.
     pub(crate) stash: Vec<Update>,
     pub(crate) wake: MeshWake,
+    /// How this node's claims are shown to the mesh (a restarted participant's are raised).
+    pub(crate) floor: Floor,
+}
+
+/// How a participant shows this node's claims: as they are, or — after a restart
+/// ([`MeshLink::restart`]) — raised to a floor. A restarted participant's peers may have
+/// reclaimed past claims the node still holds (a queue's waiting items, a task of the embedded
+/// application), and would refuse them below their ts_min. Those claims only ever cover this
+/// node's own items, which its `Progress` keeps exactly; to the mesh they read as claims at the
+/// floor. Raising every update by one monotone function keeps each release matched with its claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Floor {
+    /// A participant linked once: claims as they are.
+    None,
+    /// Restarted, no door yet: the mesh takes none of the node's claims (the floor is the door,
+    /// unknown yet); when the door opens it takes every claim held then. The mirror the old
+    /// participant had reached is a floor too.
+    Waiting { mirror: Timestamp },
+    /// Restarted and joined: claims below `at` read as claims at `at`.
+    At(Timestamp),
+}
+
+impl Floor {
+    /// This node's claim changes as the mesh sees them. (While `Waiting`, nothing is shown: the
+    /// space keeps no stash then and refuses takeovers.)
+    fn show(self, updates: &[Update]) -> Cow<'_, [Update]> {
+        let Floor::At(floor) = self else { return Cow::Borrowed(updates) };
+        let raise = |u: &Update| match u.location {
+            Location::Watermark | Location::Peer(_) => *u,
+            _ => Update { ts: u.ts.max(floor), ..*u },
+        };
+        updates.iter().map(raise).collect()
+    }
 }
 
 impl Linked {
+    /// Hands claims a takeover just created to the mesh (shown as [`Floor`] says).
+    pub(crate) fn accept_move(&mut self, from: Peer, id: MoveId, updates: &[Update]) -> Result<(), MeshRefusal> {
+        self.mesh.accept_move(from, id, &self.floor.show(updates))
+    }
+
     /// Hands the stashed claim changes to the mesh; `true` when none wait any more.
     pub(crate) fn flush_stash(&mut self) -> bool {
         if self.stash.is_empty() {
             return true;
         }
-        match self.mesh.apply_local(&self.stash) {
+        match self.mesh.apply_local(&self.floor.show(&self.stash)) {
             Ok(()) => self.stash.clear(),
             // Expelled (declared dead by its peers): the participant takes nothing any more and
             // its ts_min never moves again, so neither does the mirror; keeping the updates would
@@ -81,9 +120,19 @@ impl MeshLink {
             });
         };
         let space = local.space().clone();
-        let peer = mesh.me();
-        space.link_mesh(Linked { mesh, mirror: 0, stash: Vec::new(), wake })?;
-        Ok(MeshLink { space, peer })
+        space.link_mesh(Linked { mesh, mirror: 0, stash: Vec::new(), wake, floor: Floor::None })?;
+        Ok(MeshLink { space })
+    }
+
+    /// Replaces an expelled participant by `mesh`, a new incarnation of this node that has no
+    /// door yet (docs/PROTOCOL.md: `Event::Expelled`). The runtime keeps its ts_min (the mirror
+    /// stays where the old participant left it, and only rises); the claims it holds go to the
+    /// new participant once it has a door, raised to it. Meanwhile root tasks and
+    /// takeovers are refused `Unreachable` (try again). The old participant's moves are resolved by its death.
+    /// `InvalidArgument` (nothing changed) for a `mesh` with a door already, or that is not a
+    /// larger incarnation of this node's participant.
+    pub fn restart(&self, mesh: Mesh) -> Result<()> {
+        self.space.relink_mesh(mesh)
     }
 
     /// Runs `f` on the mesh under the runtime's progress lock (a message from a peer, a death, a
@@ -101,8 +150,9 @@ impl MeshLink {
     /// Moves task `task`'s visibility to node `to` (docs/PROTOCOL.md "A task spans nodes through
     /// shadows"): a carry at the task's visibility, covered by the task's own claims, until `to`
     /// takes it over as a shadow task ([`take_over_task`](Self::take_over_task)), declines it,
-    /// or is dead. Returns the move's id and the visibility it carries.
-    pub fn move_task(&self, task: &Task, to: Peer) -> Result<(MoveId, Timestamp)> {
+    /// or is dead. Returns the participant that moved it (this node's incarnation then), the
+    /// move's id and the visibility it carries.
+    pub fn move_task(&self, task: &Task, to: Peer) -> Result<(Peer, MoveId, Timestamp)> {
         let Backend::Local(task) = &task.0 else {
             return Err(Error::InvalidArgument {
                 op: "shadow",
@@ -118,28 +168,32 @@ impl MeshLink {
         let visibility = state.visibility();
         // A new claim: nothing to mirror or reclaim, so no settling (which could sweep and lock
         // tasks) under the task's lock.
-        let id = self.space.with_mesh_unsettled(|mesh| mesh.send_move(to, visibility)).map_err(|refusal| {
-            Error::Unreachable {
-                op: "shadow",
-                name: format!("task {}", state.id()),
-                reason: format!("this node's mesh cannot move the task to {to:?}: {refusal}"),
-            }
+        let moved = self.space.with_mesh_unsettled(|mesh| mesh.send_move(to, visibility).map(|id| (mesh.me(), id)));
+        let (from, id) = moved.map_err(|refusal| Error::Unreachable {
+            op: "shadow",
+            name: format!("task {}", state.id()),
+            reason: format!("this node's mesh cannot move the task to {to:?}: {refusal}"),
         })?;
-        Ok((id, visibility))
+        Ok((from, id, visibility))
     }
 
-    /// A shadow task at `virtual_time` on this node, taking over `from`'s move `id` (what
-    /// [`move_task`](Self::move_task) returned there). `BelowVisibility` when `virtual_time` is
-    /// below this node's ts_min; `Unreachable` when the mesh refuses the move (its sender fenced,
-    /// the move resolved already). Every refusal declines the move.
-    pub fn take_over_task(&self, from: Peer, id: MoveId, virtual_time: Timestamp) -> Result<Task> {
-        match self.space.new_task(virtual_time, Origin::Moved { from, id }) {
+    /// A shadow task at `virtual_time` on this node, taking over `from`'s move `id` to `to` (what
+    /// [`move_task`](Self::move_task) returned there, for `to`). `BelowVisibility` when
+    /// `virtual_time` is below this node's ts_min; `Unreachable` when the mesh refuses the move
+    /// (its sender fenced, the move resolved already). Every refusal declines the move — but
+    /// one for an earlier incarnation of this node (`to` is not [`peer`](Self::peer)): that is
+    /// refused `Unreachable` and declines nothing, for move ids count per receiver and the same id
+    /// may yet come to this incarnation.
+    pub fn take_over_task(&self, from: Peer, id: MoveId, to: Peer, virtual_time: Timestamp) -> Result<Task> {
+        match self.space.new_task(virtual_time, Origin::Moved { from, id, to }) {
             Ok(shared) => Ok(Task(Backend::Local(crate::local::task::Task { shared }))),
             Err(e) => {
                 // The mesh's refusals and those below ts_min declined it already; an invalid
                 // virtual time or a closed runtime did not, and the mover's carry would hold
                 // every node's ts_min until the client's home session ends.
-                self.decline(from, id);
+                if self.peer() == to {
+                    self.decline(from, id);
+                }
                 Err(e)
             }
         }
@@ -156,9 +210,9 @@ impl MeshLink {
         self.read(|mesh| mesh.is_move_open(to, id))
     }
 
-    /// This node's participant.
+    /// This node's participant (its current incarnation).
     pub fn peer(&self) -> Peer {
-        self.peer
+        self.read(Mesh::me)
     }
 
     /// The timestamp `from`'s move `id` to this node carries, once its batch reached this node

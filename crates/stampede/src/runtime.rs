@@ -209,6 +209,15 @@ impl Runtime {
         }
     }
 
+    /// The user this runtime connected as (`ConnectOptions::user`); `None` when embedded or
+    /// connected without one.
+    pub fn user(&self) -> Option<&str> {
+        match &self.0 {
+            Backend::Local(_) => None,
+            Backend::Remote(rt) => rt.user(),
+        }
+    }
+
     /// Creates a channel with bounds ([`Limits`]) or full [`ChannelOptions`]. Names are
     /// `/`-separated segments (`camera/left`, see [`stampede_core::name`]); a bad name or a zero
     /// bound is `InvalidArgument`, a name in use `AlreadyExists`, a closed runtime `Closed`.

@@ -35,7 +35,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::disk::{Store, Tier};
-use crate::mesh_link::Linked;
+use crate::mesh_link::{Floor, Linked};
 use crate::payload::Buffers;
 use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::wait::Signal;
@@ -333,7 +333,18 @@ impl Tracking {
     /// the mesh's view of this node's claims is never behind its `Progress`.
     fn settle(&mut self) -> Option<Timestamp> {
         let linked = self.mesh.as_mut()?;
-        linked.stash.extend(self.progress.take_outbox());
+        let outbox = self.progress.take_outbox();
+        match (linked.floor, linked.mesh.join_floor()) {
+            // A restarted participant without a door takes nothing yet; it starts from every
+            // claim held when the door opens (so nothing piles up meanwhile), raised to the
+            // floor. Doors open only under `with_mesh`, which settles: no takeover comes first.
+            (Floor::Waiting { .. }, None) => {}
+            (Floor::Waiting { mirror }, Some(door)) => {
+                linked.floor = Floor::At(door.max(mirror));
+                linked.stash = self.progress.claims_held();
+            }
+            (Floor::None | Floor::At(_), _) => linked.stash.extend(outbox),
+        }
         if !linked.stash.is_empty() {
             linked.flush_stash();
             (linked.wake)();
@@ -359,18 +370,19 @@ impl Tracking {
     }
 
     /// The lowest virtual time a root task may start at: ts_min alone, or with a mesh, also the
-    /// node's door (every other node's view stays at or below it).
-    fn root_floor(&self) -> Timestamp {
+    /// node's door (every other node's view stays at or below it); `None` while the node has no
+    /// door (a restarted participant joining again).
+    fn root_floor(&self) -> Option<Timestamp> {
         let ts_min = self.progress.ts_min();
         match &self.mesh {
-            None => ts_min,
-            Some(linked) => linked.mesh.join_floor().map_or(INFINITY, |door| door.max(ts_min)),
+            None => Some(ts_min),
+            Some(linked) => linked.mesh.join_floor().map(|door| door.max(ts_min)),
         }
     }
 
     /// Refuses a root task below [`root_floor`](Self::root_floor).
     fn check_root(&self, virtual_time: Timestamp) -> Result<()> {
-        let floor = self.root_floor();
+        let floor = self.root_floor().ok_or_else(|| joining("task", "try again"))?;
         if virtual_time >= floor {
             return Ok(());
         }
@@ -383,15 +395,29 @@ impl Tracking {
     /// view at or below `virtual_time` (what the client says is not trusted: a claim below the
     /// carry could be below another node's view), and it is at or above ts_min. A move that
     /// cannot be taken over is declined, so the mover's carry is released.
-    fn check_takeover(&mut self, from: Peer, id: MoveId, virtual_time: Timestamp) -> Result<()> {
+    fn check_takeover(&mut self, from: Peer, id: MoveId, to: Peer, virtual_time: Timestamp) -> Result<()> {
         let ts_min = self.progress.ts_min();
         let linked = self.mesh.as_mut().ok_or_else(|| Error::InvalidArgument {
             op: "shadow",
             name: "runtime".into(),
             reason: "this node shares no ts_min with other nodes (start it with --mesh-ts-min)".into(),
         })?;
+        if linked.mesh.me() != to {
+            // Declining here would resolve that id ahead of this incarnation's own move with it.
+            return Err(Error::Unreachable {
+                op: "shadow",
+                name: "runtime".into(),
+                reason: format!(
+                    "the task moved to {to:?}, an earlier life of this node (now {:?}: it rejoined its mesh); \
+                     attach again",
+                    linked.mesh.me()
+                ),
+            });
+        }
         // What waits must reach the mesh before the takeover's claims, in order.
-        let refused = if !linked.flush_stash() {
+        let refused = if linked.mesh.join_floor().is_none() {
+            Err(joining("shadow", "attach again"))
+        } else if !linked.flush_stash() {
             Err(Error::Full {
                 name: "runtime".into(),
                 ts: virtual_time,
@@ -435,7 +461,7 @@ impl Tracking {
     fn take_over(&mut self, from: Peer, id: MoveId, task: TaskId) -> Result<()> {
         let updates = self.progress.take_outbox();
         let linked = self.mesh.as_mut().expect("check_takeover found a mesh");
-        let Err(refusal) = linked.mesh.accept_move(from, id, &updates) else { return Ok(()) };
+        let Err(refusal) = linked.accept_move(from, id, &updates) else { return Ok(()) };
         let _ = linked.mesh.decline_move(from, id);
         self.progress.remove_task(task);
         self.progress.take_outbox();
@@ -461,8 +487,14 @@ pub(crate) enum Origin<'a> {
     /// A child: at or above its parent's visibility.
     Child(&'a TaskShared),
     /// A shadow of a task of another node (docs/PROTOCOL.md): the takeover of that node's move
-    /// `id` of the task's visibility.
-    Moved { from: Peer, id: MoveId },
+    /// `id` of the task's visibility, sent to participant `to`.
+    Moved { from: Peer, id: MoveId, to: Peer },
+}
+
+/// The error while a restarted participant (its node was expelled) has no door yet: for a moment.
+fn joining(op: &'static str, then: &str) -> Error {
+    let reason = format!("this node is joining its mesh again (it has no door yet); {then}");
+    Error::Unreachable { op, name: "runtime".into(), reason }
 }
 
 /// The error for a move the mesh will not let this node take over.
@@ -704,6 +736,28 @@ impl Space {
         Ok(())
     }
 
+    /// Replaces the linked mesh's participant by `mesh`, a restart with no door yet
+    /// ([`MeshLink::restart`](crate::mesh_link::MeshLink::restart)): the mirror stays; the claims
+    /// held when the new door opens go to the mesh then, raised to it. `InvalidArgument` for a
+    /// participant that has a door already or is another node's.
+    pub(crate) fn relink_mesh(&self, mesh: stampede_core::Mesh) -> Result<()> {
+        let mut tracking = self.tracking.lock();
+        let refuse =
+            |reason: &str| Error::InvalidArgument { op: "mesh", name: "runtime".into(), reason: reason.into() };
+        let linked = tracking.mesh.as_mut().ok_or_else(|| refuse("this runtime is not a node of a mesh"))?;
+        if mesh.join_floor().is_some() {
+            return Err(refuse("a restarted participant opens its door after it is linked, through its driver"));
+        }
+        if mesh.me().id != linked.mesh.me().id || mesh.me().incarnation <= linked.mesh.me().incarnation {
+            return Err(refuse("a restart is a larger incarnation of the same participant"));
+        }
+        linked.mesh = mesh;
+        linked.stash = Vec::new();
+        linked.floor = Floor::Waiting { mirror: linked.mirror };
+        (linked.wake)();
+        Ok(())
+    }
+
     /// Claim changes the linked mesh has not taken yet (0 without a mesh).
     pub(crate) fn mesh_stashed(&self) -> usize {
         self.tracking.lock().mesh.as_ref().map_or(0, |linked| linked.stash.len())
@@ -767,12 +821,12 @@ impl Space {
             let mut tracking = self.tracking.lock();
             match origin {
                 Origin::Root => tracking.check_root(virtual_time)?,
-                Origin::Moved { from, id } => tracking.check_takeover(from, id, virtual_time)?,
+                Origin::Moved { from, id, to } => tracking.check_takeover(from, id, to, virtual_time)?,
                 Origin::Child(_) => {}
             }
             tracking.progress.add_task(id);
             let advanced = tracking.apply(&updates);
-            if let Origin::Moved { from, id: move_id } = origin {
+            if let Origin::Moved { from, id: move_id, .. } = origin {
                 tracking.take_over(from, move_id, id)?;
             }
             self.publish(&mut tracking).or(advanced)

@@ -71,16 +71,37 @@ impl Mesh {
         // What the snapshot says must be exactly what batches up to `self.seq` said.
         self.seal();
         self.members.insert(peer, Member::new(Standing::Live, confirmed));
-        let snapshot = Snapshot {
+        let snapshot = self.snapshot(self.fenced());
+        self.transmits.push_back(Transmit { to: vec![peer], message: Message::Snapshot(snapshot) });
+        Ok(())
+    }
+
+    /// This participant's contribution as of its last sealed batch (seal first), with `fenced`.
+    fn snapshot(&self, fenced: Vec<Peer>) -> Snapshot {
+        Snapshot {
             seq: self.seq,
             claims: self.view.contribution(self.me),
             watermark: self.view.watermark(),
-            fenced: self.fenced(),
+            fenced,
             after: self.after_sealed.iter().map(|(&p, &s)| (p, s)).collect(),
             live: self.live_peers(),
-        };
+        }
+    }
+
+    /// Tells `peer` that this participant fenced it, when a message of `peer` shows it does not
+    /// know (the fence was lost in a partition, or went only to live peers): a snapshot fencing
+    /// it, which expels it at once ([`Event::Expelled`]: it rejoins as a new incarnation).
+    /// Returns whether there was anything to tell: `peer` is dying or remembered dead here, and
+    /// the outbox has room.
+    pub fn remind(&mut self, peer: Peer) -> bool {
+        let dying = self.members.get(&peer).is_some_and(|m| m.standing == Standing::Dying);
+        if !(dying || self.dead_set.contains(&peer)) || self.admit().is_err() {
+            return false;
+        }
+        self.seal();
+        let snapshot = self.snapshot(vec![peer]);
         self.transmits.push_back(Transmit { to: vec![peer], message: Message::Snapshot(snapshot) });
-        Ok(())
+        true
     }
 
     /// The fabric declares `peer` dead (liveliness lost, session closed). Its claims are dropped
@@ -223,7 +244,7 @@ impl Mesh {
         self.seal_if_full();
     }
 
-    fn expel(&mut self) {
+    pub(super) fn expel(&mut self) {
         if !self.expelled {
             self.expelled = true;
             self.push_event(Event::Expelled);

@@ -27,6 +27,15 @@ impl Mesh {
     pub fn handle_message(&mut self, from: Peer, message: Message) -> Result<(), MeshRefusal> {
         self.admit()?;
         message.validate(&self.limits)?;
+        // A peer that fenced this participant expels it, whatever the message's turn in its
+        // stream, and even if this participant finalized that peer already (both sides of a
+        // partition fenced each other): a fence must reach a participant that lives on, and
+        // being expelled is always safe (it takes nothing more, and rejoins anew).
+        let heard_of = self.members.contains_key(&from) || self.dead_set.contains(&from);
+        if heard_of && message.fenced().contains(&self.me) {
+            self.expel();
+            return Err(MeshRefusal::Expelled);
+        }
         let member = self.members.get(&from).ok_or_else(|| self.unknown(from))?;
         if member.faulted {
             return Err(MeshRefusal::Faulted { peer: from });

@@ -54,10 +54,13 @@ impl Net {
         net
     }
 
-    /// Moves what `i` has to send into the links (nothing, once it crashed).
+    /// Moves what `i` has to send into the links (nothing, once it crashed). A message to an
+    /// earlier incarnation of a participant does not reach its successor (the driver checks).
     fn flush(&mut self, i: usize) {
         while let Some(t) = self.meshes[i].poll_transmit().filter(|_| !self.crashed[i]) {
-            for to in t.to.into_iter().filter(|to| !self.crashed[to.id as usize]) {
+            let current = |to: &Peer| self.meshes.get(to.id as usize).is_some_and(|m| m.me() == *to);
+            let to: Vec<Peer> = t.to.into_iter().filter(|to| current(to)).collect();
+            for to in to.into_iter().filter(|to| !self.crashed[to.id as usize]) {
                 self.links.entry((i, to.id as usize)).or_default().push_back(t.message.clone());
             }
         }
@@ -373,4 +376,55 @@ fn moves_to_several_receivers_never_fill_a_window() {
     }
     net.pump();
     assert!(net.ts_mins().iter().all(|&ts| ts == floor), "{:?}", net.ts_mins());
+}
+
+/// A participant fenced while it lives (a partition seen from one side; a stream refused) learns
+/// it: from the fencing batch, which goes to it too, and — when that was lost — from the
+/// reminder its next message draws. Either expels it at once, whatever its turn in the stream.
+#[test]
+fn a_participant_fenced_while_alive_learns_it_was_expelled() {
+    let mut net = Net::new(3);
+    net.meshes[0].peer_dead(peer(2)).unwrap();
+    net.flush(0);
+    assert!(net.links[&(0, 2)].iter().any(|m| m.fenced().contains(&peer(2))), "the fence goes to 2 too");
+    // The fencing batch is lost; 2 speaks on.
+    net.links.remove(&(0, 2));
+    net.meshes[2].apply_local(&[task(5, 1)]).unwrap();
+    net.flush(2);
+    let spoken = net.links.get_mut(&(2, 0)).unwrap().pop_front().unwrap();
+    assert_eq!(net.meshes[2].poll_event(), None);
+    // 0 still takes a dying member's batches (until it is finalized); once refused, it reminds.
+    let _ = net.meshes[0].handle_message(peer(2), spoken);
+    assert!(net.meshes[0].remind(peer(2)), "2 is dying here: there is something to tell");
+    assert!(!net.meshes[0].remind(peer(1)), "1 is live: nothing to tell");
+    net.flush(0);
+    let reminder = net.links.get_mut(&(0, 2)).unwrap().pop_front().unwrap();
+    assert!(matches!(reminder, Message::Snapshot(_)), "a snapshot, though 2 had 0's already");
+    assert_eq!(net.meshes[2].handle_message(peer(0), reminder), Err(MeshRefusal::Expelled));
+    assert_eq!(net.meshes[2].poll_event(), Some(Event::Expelled));
+    assert_eq!(net.meshes[2].apply_local(&[task(6, 1)]), Err(MeshRefusal::Expelled), "it takes nothing more");
+}
+
+/// Both sides of a partition fence each other and finalize each other at once (nobody else to
+/// wait for). When the partition heals, each one's reminder reaches the other, which had
+/// finalized its sender: the fence still expels it — neither is left refusing the other for ever.
+#[test]
+fn both_sides_of_a_healed_partition_learn_they_were_expelled() {
+    let mut net = Net::new(2);
+    net.meshes[0].peer_dead(peer(1)).unwrap();
+    net.meshes[1].peer_dead(peer(0)).unwrap();
+    // Their fences are lost in the partition.
+    net.flush(0);
+    net.flush(1);
+    net.links.clear();
+    for (me, other) in [(0, 1), (1, 0)] {
+        assert_eq!(net.meshes[me].poll_event(), Some(Event::Finalized { peer: peer(other) }));
+        assert!(net.meshes[me].remind(peer(other)), "{me} remembers {other} dead: something to tell");
+    }
+    for (from, to) in [(0, 1), (1, 0)] {
+        net.flush(from);
+        let reminder = net.links.get_mut(&(from, to)).unwrap().pop_front().unwrap();
+        assert_eq!(net.meshes[to].handle_message(peer(from as u64), reminder), Err(MeshRefusal::Expelled));
+        assert_eq!(net.meshes[to].poll_event(), Some(Event::Expelled));
+    }
 }

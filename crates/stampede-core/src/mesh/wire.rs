@@ -116,6 +116,14 @@ pub struct Transmit {
 }
 
 impl Message {
+    /// The participants its sender says it fenced.
+    pub fn fenced(&self) -> &[Peer] {
+        match self {
+            Message::Snapshot(s) => &s.fenced,
+            Message::Batch(b) => &b.fenced,
+        }
+    }
+
     /// Checks what can be checked without state: sizes, timestamps, sites, deltas.
     pub fn validate(&self, limits: &MeshLimits) -> Result<(), MeshRefusal> {
         match self {

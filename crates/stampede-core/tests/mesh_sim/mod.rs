@@ -2,19 +2,22 @@
 //! restart, a fabric of FIFO links per (sender, receiver, lane) that delays, interleaves
 //! senders, duplicates and — when a sender crashes — cuts off what it had not yet delivered, a
 //! liveliness service that declares crashed incarnations dead to each participant at its own
-//! time, and an omniscient oracle that knows every live claim.
+//! time, false suspicions of live participants and the expulsions and rejoins they lead to
+//! (`suspicion.rs`), and an omniscient oracle that knows every live claim.
 
 pub mod participant;
+pub mod suspicion;
 
 use std::collections::{BTreeMap, VecDeque};
 
 #[cfg(feature = "mutations")]
 use stampede_core::mesh::Mutation;
-use stampede_core::mesh::{Event, Message};
-use stampede_core::{MeshRefusal, Peer, Timestamp};
+use stampede_core::mesh::{Event, Message, MoveId};
+use stampede_core::{MeshRefusal, Peer, Timestamp, INFINITY};
 
 use crate::support::Rng;
 use participant::{Data, Participant, TS_SPREAD};
+pub use suspicion::Counts;
 
 /// Workload steps per seed before the world quiesces.
 pub const STEPS: usize = 300;
@@ -94,10 +97,28 @@ pub struct World {
     declarations: Vec<(usize, Peer)>,
     /// `1 +` the highest timestamp put anywhere, ever (at hosts alive or dead).
     watermark: Timestamp,
+    /// Live incarnations some participant declared dead (false suspicions), until they leave.
+    suspected: Vec<Peer>,
+    /// When each participant last reminded each fenced sender: (reminder, sender) → clock.
+    reminded: BTreeMap<(Peer, Peer), u64>,
+    /// Counts `after_step` calls: the time reminders are rate-limited by.
+    clock: u64,
+    /// This world suspects live participants (half of the seeds; the other half keeps the density
+    /// of every other path, which the mutations are caught on).
+    suspicious: bool,
+    /// The workload stopped: no more suspicions or corruptions.
+    quiescing: bool,
+    /// `STAMPEDE_MESH_TRACE` is set.
+    tracing: bool,
+    /// `STAMPEDE_MESH_UNFIXED` is set: drivers skip the rule that stands in for a fix of the
+    /// core ([`World::holds_data`]), to do only what the node driver does.
+    unfixed: bool,
     #[cfg(feature = "mutations")]
     mutation: Option<Mutation>,
     /// Most rounds any quiescence took.
     pub rounds_max: usize,
+    /// What the false-suspicion paths did in this seed.
+    pub counts: Counts,
 }
 
 impl World {
@@ -106,6 +127,7 @@ impl World {
         let mut rng = Rng(seed);
         let nodes = 1 + rng.below(3) as usize;
         let sessions = rng.below(4) as usize;
+        let suspicious = rng.below(2) == 0;
         let slots = (0..nodes + sessions).map(|i| Slot { node: i < nodes, incarnation: 0, live: None }).collect();
         World {
             rng,
@@ -115,9 +137,17 @@ impl World {
             undeclared: Vec::new(),
             declarations: Vec::new(),
             watermark: 0,
+            suspected: Vec::new(),
+            reminded: BTreeMap::new(),
+            clock: 0,
+            suspicious,
+            quiescing: false,
+            tracing: std::env::var_os("STAMPEDE_MESH_TRACE").is_some(),
+            unfixed: std::env::var_os("STAMPEDE_MESH_UNFIXED").is_some(),
             #[cfg(feature = "mutations")]
             mutation: None,
             rounds_max: 0,
+            counts: Counts::default(),
         }
     }
 
@@ -142,6 +172,7 @@ impl World {
             self.random_step()?;
             self.after_step()?;
         }
+        self.quiescing = true;
         self.quiesce()?;
         for slot in 0..self.slots.len() {
             if let Some(p) = self.slots[slot].live.as_mut() {
@@ -159,13 +190,14 @@ impl World {
             85..=86 => self.crash(),
             87..=89 => self.restart(),
             90..=92 => self.declare(),
+            93 if self.suspicious => self.suspect(),
             _ => self.sponsor(),
         }
     }
 
     /// With `STAMPEDE_MESH_TRACE` set, every step says what happened (to read a failing seed).
     fn trace(&self, what: impl FnOnce() -> String) {
-        if std::env::var_os("STAMPEDE_MESH_TRACE").is_some() {
+        if self.tracing {
             eprintln!("[{}] {}", self.step, what());
         }
     }
@@ -212,28 +244,36 @@ impl World {
             }
         }
         for s in self.live_slots() {
-            self.live(s).mesh.peer_joined(peer).map_err(|r| Failure::Protocol(format!("join of {peer:?}: {r}")))?;
+            match self.live(s).mesh.peer_joined(peer) {
+                // Expelled in this step, it restarts before the step ends.
+                Ok(()) | Err(MeshRefusal::Expelled) => {}
+                Err(r) => return Err(Failure::Protocol(format!("join of {peer:?}: {r}"))),
+            }
         }
         self.trace(|| format!("start {peer:?}"));
         self.slots[slot].live = Some(newcomer);
         Ok(())
     }
 
-    /// A live participant stops; per link, a prefix of what it sent still arrives (a crash cuts
-    /// a stream, never reorders it); what was sent to it is lost. At least one participant with a
-    /// door stays alive (a newcomer needs a sponsor; see PROTOCOL.md on a mesh that loses all).
+    /// A live participant stops. At least one participant with a door that nobody suspected
+    /// stays alive (a newcomer needs a sponsor; see PROTOCOL.md on a mesh that loses all).
     fn crash(&mut self) -> Result<(), Failure> {
-        let doored: Vec<usize> = self
-            .live_slots()
-            .into_iter()
-            .filter(|&s| self.slots[s].live.as_ref().is_some_and(|p| p.mesh.join_floor().is_some()))
-            .collect();
+        let doored = self.doored_unsuspected();
         let Some(slot) = self.rng.pick(&self.live_slots()) else { return Ok(()) };
         if doored.len() < 2 && doored.contains(&slot) {
             return Ok(());
         }
-        let peer = self.slots[slot].live.take().expect("live").peer;
+        let peer = self.stop(slot);
         self.trace(|| format!("crash {peer:?}"));
+        Ok(())
+    }
+
+    /// The participant in `slot` leaves (a crash, or an expelled incarnation): its token goes,
+    /// so liveliness will declare it dead; per link, a prefix of what it sent still arrives (a
+    /// crash cuts a stream, never reorders it); what was sent to it is lost.
+    fn stop(&mut self, slot: usize) -> Peer {
+        let peer = self.slots[slot].live.take().expect("live").peer;
+        self.suspected.retain(|&p| p != peer);
         self.undeclared.push(peer);
         self.links.retain(|&(_, to, _), _| to != peer);
         let outgoing: Vec<(Peer, Peer, Lane)> = self.links.keys().filter(|k| k.0 == peer).copied().collect();
@@ -242,7 +282,7 @@ impl World {
             let kept = self.rng.below(queue.len() as u64 + 1) as usize;
             queue.truncate(kept);
         }
-        Ok(())
+        peer
     }
 
     fn restart(&mut self) -> Result<(), Failure> {
@@ -297,7 +337,17 @@ impl World {
                     s != newcomer && self.slots[s].live.as_ref().is_some_and(|q| q.mesh.join_floor().is_some())
                 })
                 .collect();
-            let Some(sponsor) = self.rng.pick(&sponsors) else { continue };
+            let Some(sponsor) = self.rng.pick(&sponsors) else {
+                // Nobody can sponsor it: alone, it opens the mesh once the rest is declared dead.
+                if self.live_slots().len() == 1 {
+                    let p = self.live(newcomer);
+                    if p.mesh.genesis().is_ok() {
+                        p.sync().map_err(Failure::Protocol)?;
+                        self.counts.geneses += 1;
+                    }
+                }
+                continue;
+            };
             let from = self.live(sponsor).peer;
             if let Some(data) = self.live(sponsor).sponsor(peer) {
                 self.send(from, peer, Wire::Data(data));
@@ -384,31 +434,63 @@ impl World {
 
     /// Delivers the head of one link (and sometimes keeps a copy to deliver again later).
     fn deliver(&mut self, link: (Peer, Peer, Lane)) -> Result<(), Failure> {
-        let (from, to, _) = link;
+        let (from, to, lane) = link;
+        if lane == Lane::Data && self.slot_of(to).is_some_and(|s| self.holds_data(s)) {
+            return Ok(());
+        }
         let queue = self.links.get_mut(&link).expect("link");
         let wire = queue.pop_front().expect("a message");
         self.trace(|| format!("deliver {from:?} -> {to:?}: {wire:?}"));
         if self.rng.chance(DUPLICATE_PERCENT) {
             self.links.get_mut(&link).expect("link").push_back(wire.clone());
+        } else if self.links[&link].is_empty() {
+            // Links of the dead would pile up otherwise (and the oracle reads every link).
+            self.links.remove(&link);
         }
         let Some(slot) = self.slot_of(to) else { return Ok(()) };
+        let wire = match wire {
+            Wire::Progress(message) => Wire::Progress(self.corrupt(from, message)),
+            data => data,
+        };
         let p = self.live(slot);
         match wire {
             Wire::Progress(message) => match p.mesh.handle_message(from, message) {
                 Ok(()) => p.sync().map_err(Failure::Protocol),
-                // A copy, or a message from an incarnation this participant already finalized.
-                Err(MeshRefusal::Duplicate { .. } | MeshRefusal::DeadIncarnation { .. }) => Ok(()),
+                // A copy; or a fence of the receiver: `after_step` restarts it.
+                Err(MeshRefusal::Duplicate { .. } | MeshRefusal::Expelled) => Ok(()),
+                // A sender this participant fenced (finalized, or whose stream it stopped) still
+                // speaks: it may not know it was fenced.
+                Err(MeshRefusal::DeadIncarnation { peer } | MeshRefusal::Faulted { peer }) if peer == from => {
+                    self.remind(slot, from);
+                    Ok(())
+                }
                 Err(r) => Err(Failure::Protocol(format!("{to:?} refused a message of {from:?}: {r}"))),
             },
             Wire::Data(data) => p.receive(from, data).map_err(Failure::Protocol),
         }
     }
 
-    /// After every step: what participants have to send goes on the links; no fault was
-    /// reported; and the oracle checks every view.
+    /// After every step: participants act on their events as a driver does (an expelled one
+    /// restarts), what they have to send goes on the links, and the oracle checks every view.
     fn after_step(&mut self) -> Result<(), Failure> {
+        self.clock += 1;
         let landed = self.slots.iter().filter_map(|s| s.live.as_ref()).map(|p| p.watermark).max();
         self.watermark = self.watermark.max(landed.unwrap_or(0));
+        loop {
+            let expelled = self.drive()?;
+            if expelled.is_empty() {
+                break;
+            }
+            for slot in expelled {
+                self.rejoin(slot)?;
+            }
+        }
+        self.check_safety()
+    }
+
+    /// Every live participant's events and transmits; returns the slots expelled.
+    fn drive(&mut self) -> Result<Vec<usize>, Failure> {
+        let mut expelled = Vec::new();
         for slot in self.live_slots() {
             let p = self.live(slot);
             let from = p.peer;
@@ -420,59 +502,97 @@ impl World {
                     Event::AskLiveliness { peer } => {
                         if self.slot_of(peer).is_some() || self.undeclared.contains(&peer) {
                             let asker = self.live(slot);
-                            asker
-                                .mesh
-                                .peer_joined(peer)
-                                .map_err(|r| Failure::Protocol(format!("{:?}: {r}", asker.peer)))?;
+                            match asker.mesh.peer_joined(peer) {
+                                Ok(()) => {}
+                                // Fenced here since it asked, and its token is there: it may not
+                                // know (the node driver reminds it too).
+                                Err(MeshRefusal::DeadIncarnation { .. }) => self.remind(slot, peer),
+                                Err(r) => return Err(Failure::Protocol(format!("{:?}: {r}", asker.peer))),
+                            }
                         } else {
                             self.declarations.push((slot, peer));
                         }
                     }
-                    event => return Err(Failure::Protocol(format!("step {}: {from:?} reported {event:?}", self.step))),
+                    // A stream this participant refused holds its view until the sender is dead:
+                    // the driver declares it (and the sender, told, rejoins anew).
+                    Event::Faulted { peer, refusal } => {
+                        self.trace(|| format!("{from:?}: stream of {peer:?} faulted: {refusal}"));
+                        self.counts.faults += 1;
+                        let p = self.live(slot);
+                        match p.mesh.peer_dead(peer) {
+                            Ok(()) => p.sync().map_err(Failure::Protocol)?,
+                            Err(MeshRefusal::Expelled) => {}
+                            Err(r) => return Err(Failure::Protocol(format!("{from:?}: peer_dead({peer:?}): {r}"))),
+                        }
+                    }
+                    Event::Expelled => {
+                        self.counts.expulsions += 1;
+                        expelled.push(slot);
+                    }
                 }
             }
             let p = self.live(slot);
+            p.settled = p.settled || p.mesh.is_complete();
             for transmit in p.transmits() {
                 for to in transmit.to {
                     self.send(from, to, Wire::Progress(transmit.message.clone()));
                 }
             }
         }
-        self.check_safety()
+        Ok(expelled)
     }
 
     // ---- the oracle -------------------------------------------------------------------------------
 
-    /// The true global minimum: every claim a live participant holds, every join floor (a root
-    /// task may start there), every move in flight — data or a door — that its receiver may still
-    /// take over, capped by `1 +` the highest put ever.
-    fn truth(&self) -> Timestamp {
-        let live = || self.slots.iter().filter_map(|s| s.live.as_ref());
-        let held = live().map(Participant::true_floor);
-        let floors = live().filter_map(|p| p.mesh.join_floor());
-        let in_flight =
-            self.links.iter().filter(|((_, _, lane), _)| *lane == Lane::Data).flat_map(|(&(from, to, _), queue)| {
-                let receiver = self.slot_of(to).and_then(|s| self.slots[s].live.as_ref());
-                queue.iter().filter_map(move |wire| match (wire, receiver) {
-                    (Wire::Data(d), Some(r)) if r.mesh.may_accept(from, d.id).is_ok() => Some(d.ts),
-                    _ => None,
-                })
-            });
-        held.chain(floors).chain(in_flight).fold(self.watermark, Timestamp::min)
+    /// The true minimum as it binds each live participant (by slot): every claim, every join
+    /// floor (a root task may start there) and every move in flight — data or a door — that its
+    /// receiver may still take over, within the participant's component (the participants it may
+    /// still exchange data with, directly or through others: `suspicion.rs`), capped by `1 +` the
+    /// highest put ever. Without suspicions every live participant is in one component; `split`
+    /// false takes that for granted (a bound below the truth: cheaper, and enough when every view
+    /// is at or below it).
+    fn truths(&self, split: bool) -> Vec<(usize, Timestamp)> {
+        let component = match split {
+            true => self.components(),
+            false => self.slots.iter().map(|s| s.live.as_ref().map(|_| 0)).collect(),
+        };
+        let mut truth = vec![self.watermark; self.slots.len()];
+        for (slot, c) in component.iter().enumerate() {
+            let (Some(c), Some(p)) = (c, self.slots[slot].live.as_ref()) else { continue };
+            let floor = p.mesh.join_floor().unwrap_or(INFINITY).min(p.true_floor());
+            truth[*c] = truth[*c].min(floor);
+        }
+        for (&(from, to, _), queue) in self.links.iter().filter(|((_, _, lane), _)| *lane == Lane::Data) {
+            let Some(slot) = self.slot_of(to) else { continue };
+            let (Some(c), Some(receiver)) = (component[slot], self.slots[slot].live.as_ref()) else { continue };
+            for wire in queue {
+                if let Wire::Data(d) = wire {
+                    if d.ts < truth[c] && receiver.mesh.may_accept(from, d.id).is_ok() {
+                        truth[c] = d.ts;
+                    }
+                }
+            }
+        }
+        component.iter().enumerate().filter_map(|(slot, c)| c.map(|c| (slot, truth[c]))).collect()
     }
 
     fn check_safety(&mut self) -> Result<(), Failure> {
-        let truth = self.truth();
+        let mut truths = self.truths(false);
+        let view = |s: usize| self.slots[s].live.as_ref().expect("live").mesh.ts_min();
+        if self.tracing || truths.iter().any(|&(s, truth)| view(s) > truth) {
+            truths = self.truths(true);
+        }
         self.trace(|| {
-            let views: Vec<String> = self
-                .slots
+            let views: Vec<String> = truths
                 .iter()
-                .filter_map(|s| s.live.as_ref())
-                .map(|p| format!("{}:{}/{}", p.peer.id, p.mesh.ts_min(), p.true_floor()))
+                .map(|&(s, truth)| {
+                    let p = self.slots[s].live.as_ref().expect("live");
+                    format!("{}:{}/{}/{truth}", p.peer.id, p.mesh.ts_min(), p.true_floor())
+                })
                 .collect();
-            format!("truth {truth} views {views:?}")
+            format!("views (id:ts_min/floor/truth) {views:?}")
         });
-        for slot in self.live_slots() {
+        for (slot, truth) in truths {
             let step = self.step;
             let p = self.live(slot);
             let ts_min = p.mesh.ts_min();
@@ -500,12 +620,13 @@ impl World {
     /// participant heard of: a put whose host died before telling anyone is forgotten with its
     /// item).
     fn quiesce(&mut self) -> Result<(), Failure> {
-        for dead in std::mem::take(&mut self.undeclared) {
-            for slot in self.live_slots() {
-                self.declarations.push((slot, dead));
-            }
-        }
         for round in 1..=LIVENESS_ROUNDS_MAX {
+            // Crashed incarnations, and expelled ones that left in the last round.
+            for dead in std::mem::take(&mut self.undeclared) {
+                for slot in self.live_slots() {
+                    self.declarations.push((slot, dead));
+                }
+            }
             // Declarations, including answers to liveliness questions asked in the last round.
             while !self.declarations.is_empty() {
                 self.deliver_declaration()?;
@@ -519,7 +640,7 @@ impl World {
                 .live_slots()
                 .iter()
                 .any(|&s| self.slots[s].live.as_ref().is_some_and(|p| p.mesh.join_floor().is_none()));
-            if busy.is_empty() && !joining && self.declarations.is_empty() {
+            if busy.is_empty() && !joining && self.declarations.is_empty() && self.undeclared.is_empty() {
                 self.rounds_max = self.rounds_max.max(round);
                 return self.check_liveness();
             }
@@ -535,8 +656,20 @@ impl World {
         Err(Failure::Liveness(format!("still busy after {LIVENESS_ROUNDS_MAX} rounds")))
     }
 
+    /// Every view can advance: complete, and holding no live participant as fenced (a faulted
+    /// stream, a suspicion not yet resolved by an expulsion) — then every view equals the truth.
     fn check_liveness(&mut self) -> Result<(), Failure> {
         let live: Vec<&Participant> = self.slots.iter().filter_map(|s| s.live.as_ref()).collect();
+        for p in &live {
+            if !p.mesh.is_complete() {
+                return Err(Failure::Liveness(format!("{:?}: view incomplete after quiescence", p.peer)));
+            }
+            for q in live.iter().filter(|q| q.peer != p.peer) {
+                if let Err(r) = p.mesh.may_accept(q.peer, MoveId::MAX) {
+                    return Err(Failure::Liveness(format!("{:?} still refuses live {:?}: {r}", p.peer, q.peer)));
+                }
+            }
+        }
         let heard = live.iter().map(|p| p.mesh.watermark()).max().unwrap_or(0);
         let landed = live.iter().map(|p| p.watermark).max().unwrap_or(0);
         if heard > self.watermark || heard < landed {

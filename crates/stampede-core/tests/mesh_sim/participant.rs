@@ -59,6 +59,9 @@ pub struct Participant {
     pub asked: Option<Peer>,
     /// `1 +` the highest put that landed here.
     pub watermark: Timestamp,
+    /// Its view was complete once: it has heard every peer it knew at its start, and their
+    /// fences.
+    pub settled: bool,
 }
 
 impl Participant {
@@ -78,6 +81,7 @@ impl Participant {
             ts_min_seen: 0,
             asked: None,
             watermark: 0,
+            settled: false,
         }
     }
 

@@ -58,6 +58,11 @@ pub(crate) enum RemoteContainer {
 }
 
 impl RemoteRuntime {
+    /// The user it connected as, if any.
+    pub(crate) fn user(&self) -> Option<&str> {
+        self.options.user.as_ref().map(|credentials| credentials.user.as_str())
+    }
+
     pub(crate) fn new(client: Client, options: &ConnectOptions) -> RemoteRuntime {
         let known = RuntimeStats { ts_min: 0, containers: 0, claims: 0 };
         RemoteRuntime {

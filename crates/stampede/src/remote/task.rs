@@ -252,7 +252,7 @@ impl RemoteTask {
             Reply::Moved { from, id, visibility } => (from, id, visibility),
             _ => return Err(unexpected(op, home.node())),
         };
-        let shadow = client.handle(Request::TakeOverTask { from, id, virtual_time: visibility })?;
+        let shadow = client.handle(Request::TakeOverTask { from, id, to, virtual_time: visibility })?;
         let virtual_time = self.times().0;
         if virtual_time > visibility {
             if let Err(e) = client.done(Request::SetVirtualTime { task: shadow, virtual_time }) {

@@ -30,7 +30,7 @@ use stampede_core::Peer;
 
 /// The wire format's version, the first byte of every message. Bump it on any change to the
 /// types below.
-pub const VERSION: u8 = 6;
+pub const VERSION: u8 = 7;
 
 /// Largest request header a node decodes (names are at most `NAME_BYTES_MAX` bytes; codec names
 /// and session ids are short): a request whose header does not fit is refused.
@@ -224,10 +224,13 @@ pub enum Request {
         to: Peer,
     },
     /// Starts a shadow task at `virtual_time`, owned by this session, taking over `from`'s move
-    /// `id` (a [`Reply::Moved`] of the task's home node). Replied [`Reply::Handle`].
+    /// `id` to participant `to` (a [`Reply::Moved`] of the task's home node, for the `to` of its
+    /// [`MoveTask`](Request::MoveTask)). Replied [`Reply::Handle`]. Refused without declining
+    /// anything when `to` is not the node's incarnation now (the move was to one before a restart).
     TakeOverTask {
         from: Peer,
         id: u64,
+        to: Peer,
         virtual_time: Timestamp,
     },
     /// Subscribes the session to the items reclaimed from `container` (`None`: from every
