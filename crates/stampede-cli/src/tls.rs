@@ -81,6 +81,6 @@ impl ConnectTls {
         let user = self
             .user
             .map(|user| stampede::Credentials { user, password: std::env::var(PASSWORD_ENV).unwrap_or_default() });
-        ConnectOptions { timeout: Some(timeout), node, tls, user, placement: None }
+        ConnectOptions { timeout: Some(timeout), node, tls, user, ..ConnectOptions::default() }
     }
 }

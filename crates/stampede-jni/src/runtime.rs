@@ -89,6 +89,7 @@ pub extern "system" fn Java_org_stampede_Native_connect<'l>(
             tls,
             user,
             placement: None,
+            ..ConnectOptions::default()
         };
         Ok(insert_runtime(stampede::connect_with(&endpoint, &options)?))
     })

@@ -32,6 +32,8 @@
 //! - [`node`] — [`Node`] and [`NodeOptions`]: the queryable, the liveliness subscriber, the bounds.
 //! - `session` (private) — a client's session on the node: the tasks and connections it owns.
 //! - `serve` (private) — one request on the node: the embedded operation, in slices when it waits.
+//! - [`direct`] — the node's own sockets beside zenoh (the direct request path), serving the
+//!   same requests.
 //! - [`access`] — access control: users, passwords, rights per name prefix, session secrets.
 //! - [`mesh`] — the fabric driver of the distributed ts_min: the node's participant, its door,
 //!   its messages and liveliness on zenoh (`docs/PROTOCOL.md`).
@@ -39,6 +41,7 @@
 //! - `reclaim` (private) — remote clients' GC handlers: items reclaimed here, sent to them.
 
 pub mod access;
+pub mod direct;
 pub mod mesh;
 mod names;
 pub mod node;

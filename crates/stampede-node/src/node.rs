@@ -176,6 +176,10 @@ pub(crate) struct NodeShared {
     pub(crate) reclaims: Reclaims,
     /// The node's participant in the distributed ts_min, with `mesh_ts_min`.
     pub(crate) mesh: OnceLock<MeshLink>,
+    /// The node's own sockets ([`crate::direct`]), announced in its hello once open.
+    pub(crate) direct: OnceLock<stampede::remote::wire::DirectPath>,
+    /// Requests served on the direct path.
+    pub(crate) direct_requests: std::sync::atomic::AtomicU64,
 }
 
 impl NodeShared {
@@ -240,7 +244,7 @@ impl Node {
         let workers = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(WORKER_THREADS)
             .thread_name("stampede-node")
-            .enable_time()
+            .enable_all()
             .build()
             .map_err(|e| unreachable(format!("the node's worker threads could not start: {e}")))?;
         let zenoh = zenoh::open(config).wait().map_err(|e| unreachable(format!("zenoh could not open: {e}")))?;
@@ -251,6 +255,8 @@ impl Node {
             sessions: Mutex::default(),
             reclaims: Reclaims::default(),
             mesh: OnceLock::new(),
+            direct: OnceLock::new(),
+            direct_requests: Default::default(),
         });
         let mesh = if options.mesh_ts_min {
             let (dead, expelled) = (Arc::downgrade(&shared), Arc::downgrade(&shared));
@@ -280,6 +286,15 @@ impl Node {
             None
         };
         workers.spawn(reclaim::run(Arc::downgrade(&shared), shared.reclaims.pending.clone()));
+        match crate::direct::start(&shared, workers.handle()) {
+            Ok(direct) => {
+                let _ = shared.direct.set(direct);
+            }
+            Err(e) => {
+                let _ = shared.zenoh.close().wait();
+                return Err(e);
+            }
+        }
         let declared = declare(&shared, workers.handle());
         let (queryable, sessions) = match declared {
             Ok(declared) => declared,
@@ -324,6 +339,12 @@ impl Node {
     /// without [`NodeOptions::mesh_ts_min`].
     pub fn mesh_counters(&self) -> Option<Arc<crate::mesh::MeshCounters>> {
         self.serving.lock().as_ref().and_then(|s| s.mesh.as_ref()).map(|mesh| mesh.counters.clone())
+    }
+
+    /// Requests served on the node's own sockets (the direct path); the others came as zenoh
+    /// queries.
+    pub fn direct_requests(&self) -> u64 {
+        self.shared.direct_requests.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Client sessions open now.

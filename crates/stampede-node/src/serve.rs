@@ -47,6 +47,11 @@ pub(crate) async fn serve(node: &Arc<NodeShared>, message: &[u8]) -> ZBytes {
     writer.finish()
 }
 
+/// The reply refusing a request that never reached [`serve`] (a frame out of bounds).
+pub(crate) fn refusal(e: &Error) -> ZBytes {
+    ZBytes::from(encode(&Reply::Error(WireError::from(e))))
+}
+
 async fn respond(node: &Arc<NodeShared>, message: &[u8]) -> Result<Served> {
     let refuse = |reason: String| Error::InvalidArgument { op: "request", name: node.options.name.clone(), reason };
     let message_bytes_max = node.options.payload_bytes_max + REQUEST_HEADER_BYTES_MAX;
@@ -95,6 +100,7 @@ fn hello(node: &NodeShared) -> Hello {
         payload_bytes_max: options.payload_bytes_max as u64,
         wait_slice_ms: millis(REMOTE_WAIT_SLICE),
         mesh: node.mesh.get().map(MeshLink::peer),
+        direct: node.direct.get().cloned().unwrap_or_default(),
     }
 }
 

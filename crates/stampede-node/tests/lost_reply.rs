@@ -43,6 +43,7 @@ fn lost_get_reply_ends_the_session() {
                         payload_bytes_max: 1 << 20,
                         wait_slice_ms: 1_000,
                         mesh: None,
+                        direct: Default::default(),
                     }),
                     Request::CreateChannel { name, .. } => Reply::Container(ContainerInfo {
                         id: 1,

@@ -153,9 +153,19 @@ fn a_node_expelled_while_alive_rejoins_as_a_new_incarnation() {
         // Participant x joins through b, then fences a.
         let config = stampede::remote::fabric::client_config(&a.endpoint, Duration::from_secs(10), None).unwrap();
         let fabric = zenoh::open(config).wait().unwrap();
+        // A session just opened may ask before its router's tokens reached it: ask until one comes.
         let incarnation_of = |name: &str| -> u64 {
-            let reply = fabric.liveliness().get(format!("stampede/{name}/mesh/*")).wait().unwrap().recv().unwrap();
-            reply.result().unwrap().key_expr().as_str().rsplit('/').next().unwrap().parse().unwrap()
+            let mut incarnation = None;
+            let found = eventually(SETTLE, || {
+                let replies = fabric.liveliness().get(format!("stampede/{name}/mesh/*")).wait().unwrap();
+                incarnation = replies
+                    .recv()
+                    .ok()
+                    .and_then(|reply| reply.result().ok()?.key_expr().as_str().rsplit('/').next()?.parse().ok());
+                incarnation.is_some()
+            });
+            assert!(found, "node {name}'s mesh token is on the fabric");
+            incarnation.unwrap()
         };
         let peer = |name: &str| Peer { id: stampede_node::mesh::peer_id(name), incarnation: incarnation_of(name) };
         let (a_peer, b_peer) = (peer("a"), peer("b"));

@@ -4,8 +4,8 @@
 
 use proptest::prelude::*;
 use stampede::remote::wire::{
-    decode_reply, decode_request, encode, ContainerInfo, DecodeError, Hello, ItemHeader, Reply, Request, RequestHeader,
-    WireError, WireRetention, WireSelector, WireStats, REQUEST_HEADER_BYTES_MAX, VERSION,
+    decode_reply, decode_request, encode, ContainerInfo, DecodeError, DirectPath, Hello, ItemHeader, Reply, Request,
+    RequestHeader, WireError, WireRetention, WireSelector, WireStats, REQUEST_HEADER_BYTES_MAX, VERSION,
 };
 use stampede::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
 
@@ -200,16 +200,23 @@ fn stats() -> impl Strategy<Value = WireStats> {
 /// A reply and a payload consistent with it.
 fn reply() -> impl Strategy<Value = (Reply, Vec<u8>)> {
     let plain = prop_oneof![
-        (text(), text(), any::<u64>(), any::<u64>(), any::<u64>(), proptest::option::of(peer())).prop_map(
-            |(node, zid, liveliness_timeout_ms, payload_bytes_max, wait_slice_ms, mesh)| Reply::Hello(Hello {
-                node,
-                zid,
-                liveliness_timeout_ms,
-                payload_bytes_max,
-                wait_slice_ms,
-                mesh,
-            })
-        ),
+        (
+            (text(), text(), any::<u64>(), any::<u64>(), any::<u64>(), proptest::option::of(peer())),
+            (proptest::option::of(text()), proptest::collection::vec(any::<(u16, u16)>(), 0..3))
+        )
+            .prop_map(
+                |((node, zid, liveliness_timeout_ms, payload_bytes_max, wait_slice_ms, mesh), (unix, tcp))| {
+                    Reply::Hello(Hello {
+                        node,
+                        zid,
+                        liveliness_timeout_ms,
+                        payload_bytes_max,
+                        wait_slice_ms,
+                        mesh,
+                        direct: DirectPath { unix, tcp },
+                    })
+                }
+            ),
         (peer(), any::<u64>(), any::<i64>()).prop_map(|(from, id, visibility)| Reply::Moved { from, id, visibility }),
         Just(Reply::Done),
         any::<[u8; 16]>().prop_map(Reply::Opened),

@@ -593,7 +593,7 @@ pub(crate) fn connect(
         certificate: tls_certificate,
         private_key: tls_private_key,
     });
-    let options = stampede::ConnectOptions { timeout, node, tls, user, placement };
+    let options = stampede::ConnectOptions { timeout, node, tls, user, placement, ..Default::default() };
     let inner = wait::released(py, || stampede::connect_with(endpoint, &options))?;
     Ok(Runtime { inner, handlers: Handlers::new(py)?, node: Mutex::new(None) })
 }

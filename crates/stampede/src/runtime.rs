@@ -140,6 +140,10 @@ pub struct ConnectOptions {
     /// none (`None`: the node of the session; docs/NODES.md "One task, several nodes"), and the
     /// first one [`Runtime::lookup`] asks.
     pub placement: Option<String>,
+    /// Carry every request in a zenoh query, even where the node offers its own sockets (the
+    /// direct path, `docs/ARCHITECTURE.md` "The request path"): to compare the two, or where
+    /// only zenoh's port is open between client and node.
+    pub zenoh_only: bool,
 }
 
 /// A user name and password, for a node with an access policy.

@@ -27,6 +27,7 @@ use zenoh::liveliness::LivelinessToken;
 use zenoh::query::ConsolidationMode;
 use zenoh::Wait;
 
+use crate::remote::direct::Direct;
 use crate::remote::fabric;
 use crate::remote::reclaim::{ContainerHandler, Dispatch, GlobalHandler};
 use crate::remote::runtime::{unexpected, RemoteRuntime};
@@ -88,6 +89,8 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         .declare_keyexpr(fabric::rpc_key(&hello.node))
         .wait()
         .map_err(|e| unreachable(format!("zenoh refused the node's key: {e}")))?;
+    // Through another node, or asked not to: zenoh carries the requests.
+    let direct = (node.is_none() && !options.zenoh_only).then(|| Direct::reach(endpoint, &hello.direct)).flatten();
     let client = Client {
         zenoh: Fabric(Some(zenoh)),
         rpc_key,
@@ -102,6 +105,7 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         unfinished: Mutex::new(Vec::new()),
         secret: std::sync::OnceLock::new(),
         shadows: Mutex::default(),
+        direct,
     };
     let (user, password) = match &options.user {
         Some(credentials) => (Some(credentials.user.clone()), Some(credentials.password.clone())),
@@ -242,6 +246,9 @@ pub(crate) struct Client {
     /// The shadows of this session's tasks on other nodes: `(node, shadow's handle there)` to
     /// the task's handle here (what a graph of several nodes folds into one task).
     pub(crate) shadows: Mutex<std::collections::HashMap<(String, Handle), Handle>>,
+    /// The node's own sockets, where it offers them and this client reaches them
+    /// (`direct.rs`); `None`: every request is a zenoh query.
+    direct: Option<Direct>,
 }
 
 impl Client {
@@ -265,12 +272,35 @@ impl Client {
     /// may wait before answering. The node's errors come back unchanged; fabric trouble is
     /// `Unreachable`, and ends the session if the request may have taken items.
     pub(crate) fn call(&self, request: Request, payload: Option<Bytes>, wait: Duration) -> Result<(Reply, Bytes)> {
+        self.call_on(request, payload, wait, self.direct_path())
+    }
+
+    /// [`call`](Self::call) as a zenoh query, whatever path the session's requests take: the
+    /// node serves it after the declarations this client made on zenoh before it (a watch's
+    /// subscribers), which a request on the direct path may overtake.
+    pub(crate) fn call_after_declarations(&self, request: Request) -> Result<(Reply, Bytes)> {
+        self.call_on(request, None, Duration::ZERO, None)
+    }
+
+    /// The direct path, while the session has no GC handlers: the items a request reclaims reach
+    /// the client's handlers on zenoh before the reply only when the reply takes zenoh too.
+    fn direct_path(&self) -> Option<&Direct> {
+        self.direct.as_ref().filter(|_| self.reclaims.lock().is_none())
+    }
+
+    fn call_on(
+        &self,
+        request: Request,
+        payload: Option<Bytes>,
+        wait: Duration,
+        direct: Option<&Direct>,
+    ) -> Result<(Reply, Bytes)> {
         let op = request.op();
         self.check_open(op)?;
         let holds_on_node = request.holds_on_node();
         let answer = blocking(|| {
             self.finish_sends();
-            self.exchange(request, payload, wait)
+            self.exchange(request, payload, wait, direct)
         });
         let dispatch = self.reclaims.lock().clone();
         if let Some(dispatch) = dispatch {
@@ -522,14 +552,24 @@ impl Client {
         let _ = blocking(|| query.callback(move |_| ended.0.notify()).wait());
     }
 
-    /// The query: `Err` with the reason when no decodable reply came in time.
+    /// The request's exchange with the node, on `direct` or else as a zenoh query: `Err` with
+    /// the reason when no decodable reply came in time.
     fn exchange(
         &self,
         request: Request,
         payload: Option<Bytes>,
         wait: Duration,
+        direct: Option<&Direct>,
     ) -> std::result::Result<(Reply, Bytes), String> {
         let timeout = wait.saturating_add(QUERY_MARGIN);
+        if let Some(direct) = direct {
+            let header = encode(&self.header(request));
+            let parts: &[&[u8]] = match &payload {
+                Some(payload) => &[&header, payload],
+                None => &[&header],
+            };
+            return reply_of(direct.exchange(parts, timeout)?);
+        }
         let replies =
             self.query(request, payload, timeout).wait().map_err(|e| format!("zenoh refused the query: {e}"))?;
         answer(replies.recv().ok(), timeout)
@@ -578,6 +618,9 @@ impl Client {
     /// Ends the session after a lost reply: the token goes, so the node closes the session.
     fn end(&self, reason: String) {
         self.ended.lock().get_or_insert(reason);
+        if let Some(direct) = &self.direct {
+            direct.close();
+        }
         self.send_close();
         self.token.lock().take();
     }
@@ -591,6 +634,10 @@ impl Client {
     pub(crate) fn close(&self) {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
+        }
+        if let Some(direct) = &self.direct {
+            // A call waiting on the node's reply returns `Closed` at once, as on zenoh.
+            direct.close();
         }
         blocking(|| self.leave());
     }
@@ -674,6 +721,11 @@ fn answer(reply: Option<zenoh::query::Reply>, timeout: Duration) -> std::result:
         Cow::Owned(bytes) => Bytes::from(bytes),
         Cow::Borrowed(bytes) => Bytes::copy_from_slice(bytes),
     };
+    reply_of(bytes)
+}
+
+/// A reply message decoded, with its payload (a slice of `bytes`, not a copy).
+fn reply_of(bytes: Bytes) -> std::result::Result<(Reply, Bytes), String> {
     let (reply, payload) = decode_reply(&bytes).map_err(|e| format!("the node's reply is unreadable: {e}"))?;
     let payload = bytes.slice_ref(payload);
     Ok((reply, payload))

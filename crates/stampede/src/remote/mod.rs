@@ -9,7 +9,8 @@
 //! - [`wire`] — the messages between a client and a node: a version byte, a postcard header, the
 //!   payload raw; decoding hostile bytes is a typed error, never a panic.
 //! - [`fabric`] — zenoh configurations and the key expressions a node answers on.
-//! - `client` (private) — connecting, one request, sliced waits, ending a session.
+//! - `client` (private) — connecting, one request, sliced waits, ending a session; `direct`
+//!   (private) — requests on the node's own sockets where it offers them, beside zenoh.
 //! - `runtime`, `task`, `channel`, `queue`, `connection` (private) — the remote forms of the
 //!   public types; `reclaim` (private) — GC handlers run on the client for items reclaimed on
 //!   the node.
@@ -19,6 +20,7 @@ use std::time::Duration;
 pub(crate) mod channel;
 pub(crate) mod client;
 pub(crate) mod connection;
+pub(crate) mod direct;
 pub mod fabric;
 pub(crate) mod queue;
 pub(crate) mod reclaim;

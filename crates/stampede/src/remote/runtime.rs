@@ -180,7 +180,7 @@ impl RemoteRuntime {
         let mut snapshot = Vec::new();
         for session in std::iter::once(self.clone()).chain(self.other_sessions()) {
             let request = Request::Listing { prefix: prefix.to_owned() };
-            let listing = match session.client.call(request, None, Duration::ZERO)?.0 {
+            let listing = match session.client.call_after_declarations(request)?.0 {
                 Reply::Listing(listing) => listing,
                 _ => return Err(unexpected("watch", session.node())),
             };

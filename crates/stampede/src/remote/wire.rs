@@ -30,7 +30,7 @@ use stampede_core::Peer;
 
 /// The wire format's version, the first byte of every message. Bump it on any change to the
 /// types below.
-pub const VERSION: u8 = 7;
+pub const VERSION: u8 = 8;
 
 /// Largest request header a node decodes (names are at most `NAME_BYTES_MAX` bytes; codec names
 /// and session ids are short): a request whose header does not fit is refused.
@@ -377,7 +377,24 @@ pub struct Hello {
     /// The node's participant in the distributed ts_min, when it shares one with its mesh
     /// (`--mesh-ts-min`): only then may a task of another node shadow on it.
     pub mesh: Option<Peer>,
+    /// The node's direct request path ([`DirectPath`]): its own sockets beside zenoh.
+    pub direct: DirectPath,
 }
+
+/// Where a node takes requests on its own sockets (the direct path, `docs/ARCHITECTURE.md`
+/// "The request path"): the same messages as its zenoh queryable, in [`FRAME_LENGTH_BYTES`]
+/// length-prefixed frames, one request after another per connection. A client on this host
+/// uses the Unix socket, one elsewhere the TCP port paired with the zenoh port it reached.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirectPath {
+    /// The abstract Unix socket's name (Linux; no file), when the node has one.
+    pub unix: Option<String>,
+    /// `(zenoh port, direct port)` for each `tcp/` endpoint the node listens on.
+    pub tcp: Vec<(u16, u16)>,
+}
+
+/// A direct-path frame starts with its body's length, little-endian.
+pub const FRAME_LENGTH_BYTES: usize = 4;
 
 /// An item reclaimed on the node, sent to a session that subscribed to it
 /// ([`Request::OnReclaim`]); the item's payload follows the header.

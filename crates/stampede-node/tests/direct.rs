@@ -1,0 +1,182 @@
+//! The direct request path (`stampede_node::direct`, the client's `remote/direct.rs`): clients
+//! on a node's host send their requests on its own socket, not through zenoh; hostile frames
+//! there get a typed error and the node stays up; close and a node's end wake a call blocked
+//! on it.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixStream};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use stampede::remote::wire::{decode_reply, encode, Hello, Reply, Request, RequestHeader, FRAME_LENGTH_BYTES};
+use stampede::{ConnectOptions, Error, Limits, INFINITY, OLDEST_UNSEEN};
+use stampede_node::direct::CONNECTIONS_PER_SESSION;
+use support::{with_watchdog, TestNode, CONNECT_TIMEOUT};
+use zenoh::Wait;
+
+/// How soon a call blocked on the node must return once its client closes or the node goes (a
+/// bound against hangs, far above what it takes).
+const WAKE_BOUND: Duration = Duration::from_secs(5);
+
+/// A client's requests take the direct path: the node counts them there. With `zenoh_only`
+/// none do, and the client works the same.
+#[test]
+fn a_client_on_the_nodes_host_sends_its_requests_on_the_direct_path() {
+    with_watchdog("a_client_on_the_nodes_host_sends_its_requests_on_the_direct_path", || {
+        let node = TestNode::new();
+        for zenoh_only in [false, true] {
+            let before = node.node.direct_requests();
+            let options = ConnectOptions { timeout: Some(CONNECT_TIMEOUT), zenoh_only, ..ConnectOptions::default() };
+            let rt = stampede::connect_with(&node.endpoint, &options).unwrap();
+            let name = format!("frames-{zenoh_only}");
+            let frames = rt.create_channel(&name, Limits::unbounded()).unwrap();
+            let ts = rt.ts_min();
+            let out = rt.task(ts).unwrap().attach_output(&frames).unwrap();
+            let reader = rt.task(INFINITY).unwrap();
+            let inp = reader.attach_input(&frames).unwrap();
+            out.put(ts, vec![9u8; 70_000]).unwrap();
+            let item = inp.get(OLDEST_UNSEEN, Some(CONNECT_TIMEOUT)).unwrap();
+            assert_eq!((item.ts, item.data().len()), (ts, 70_000));
+            inp.consume(ts).unwrap();
+            let direct = node.node.direct_requests() - before;
+            if zenoh_only {
+                assert_eq!(direct, 0, "zenoh_only: every request is a zenoh query");
+            } else {
+                assert!(direct >= 8, "create, tasks, attaches, put, get, consume: {direct} on the direct path");
+            }
+            rt.close();
+        }
+    })
+}
+
+/// Closing a client wakes its call blocked on the node's reply (`Closed`), and the node's end
+/// wakes one (`Unreachable`), each within [`WAKE_BOUND`].
+#[test]
+fn close_and_the_nodes_end_wake_a_call_blocked_on_the_direct_path() {
+    with_watchdog("close_and_the_nodes_end_wake_a_call_blocked_on_the_direct_path", || {
+        let node = TestNode::new();
+        for ending in ["client closes", "node closes"] {
+            let rt = node.client();
+            let frames = rt.create_channel(&format!("never-{}", ending.len()), Limits::unbounded()).unwrap();
+            let reader = rt.task(INFINITY).unwrap();
+            let inp = reader.attach_input(&frames).unwrap();
+            let waiter = std::thread::spawn(move || {
+                let result = inp.get(OLDEST_UNSEEN, None);
+                (result, Instant::now())
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            let ended = Instant::now();
+            if ending == "client closes" {
+                rt.close();
+            } else {
+                node.node.close();
+            }
+            let (result, woke) = waiter.join().unwrap();
+            assert!(woke.duration_since(ended) < WAKE_BOUND, "{ending}: woke after {:?}", woke - ended);
+            match (ending, result) {
+                ("client closes", Err(Error::Closed { .. })) | ("node closes", Err(Error::Unreachable { .. })) => {}
+                (ending, other) => panic!("{ending}: {other:?}"),
+            }
+        }
+    })
+}
+
+/// The node's hello and a raw connection to its direct Unix socket.
+fn raw_connection(node: &TestNode) -> (Hello, UnixStream) {
+    let config = stampede::remote::fabric::client_config(&node.endpoint, Duration::from_secs(10), None).unwrap();
+    let zenoh = zenoh::open(config).wait().unwrap();
+    let request = encode(&RequestHeader { session: String::new(), secret: [0; 16], request: Request::Hello });
+    let reply = zenoh.get(stampede::remote::fabric::rpc_key("test")).payload(request).wait().unwrap().recv().unwrap();
+    let bytes = reply.result().unwrap().payload().to_bytes().into_owned();
+    let Ok((Reply::Hello(hello), _)) = decode_reply(&bytes) else { panic!("a hello") };
+    let name = hello.direct.unix.clone().expect("the node offers a Unix socket");
+    let address = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let stream = UnixStream::connect_addr(&address).unwrap();
+    stream.set_read_timeout(Some(CONNECT_TIMEOUT)).unwrap();
+    (hello, stream)
+}
+
+/// Writes a frame; a connection the node already ended is left for the read to tell.
+fn send_frame(stream: &mut UnixStream, length: u32, body: &[u8]) {
+    let _ = stream.write_all(&length.to_le_bytes()).and_then(|()| stream.write_all(body));
+}
+
+/// The node's reply on `stream`, decoded; `None` when the node ended the connection.
+fn read_reply(stream: &mut UnixStream) -> Option<Reply> {
+    let mut prefix = [0u8; FRAME_LENGTH_BYTES];
+    stream.read_exact(&mut prefix).ok()?;
+    let mut body = vec![0u8; u32::from_le_bytes(prefix) as usize];
+    stream.read_exact(&mut body).unwrap();
+    Some(decode_reply(&body).expect("the node's reply decodes").0)
+}
+
+/// A client still gets its work done on the node.
+fn node_serves(node: &TestNode) {
+    let rt = node.client();
+    assert!(rt.names("").is_ok(), "the node still serves");
+    rt.close();
+}
+
+/// A frame longer than the node's largest request gets `InvalidArgument` naming the bound, with
+/// nothing allocated for it, and the connection ends; a frame cut short and connections past
+/// the bound end too. The node serves on.
+#[test]
+fn hostile_frames_on_the_direct_path_get_typed_errors() {
+    with_watchdog("hostile_frames_on_the_direct_path_get_typed_errors", || {
+        let node = TestNode::with(|options| {
+            options.payload_bytes_max = 1024;
+            options.sessions_max = 1;
+        });
+        let (_, mut stream) = raw_connection(&node);
+        send_frame(&mut stream, u32::MAX, &[]);
+        match read_reply(&mut stream) {
+            Some(Reply::Error(e)) => {
+                let e = Error::from(e);
+                assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("at most"), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(read_reply(&mut stream).is_none(), "the connection ends");
+
+        let (_, mut stream) = raw_connection(&node);
+        send_frame(&mut stream, 100, &[1, 2, 3]);
+        drop(stream);
+
+        // One session's worth of connections at most: the next one is closed at once.
+        let held: Vec<_> = (0..CONNECTIONS_PER_SESSION).map(|_| raw_connection(&node).1).collect();
+        let (_, mut refused) = raw_connection(&node);
+        send_frame(&mut refused, 1, &[0]);
+        assert!(read_reply(&mut refused).is_none(), "past the bound a connection is closed");
+        drop(held);
+        support::eventually(CONNECT_TIMEOUT, || {
+            let (_, mut stream) = raw_connection(&node);
+            send_frame(&mut stream, 1, &[0]);
+            read_reply(&mut stream).is_some()
+        });
+        node_serves(&node);
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Random frames on one connection, each within the bound: every one is answered (an
+    /// error, unless the bytes happen to be a request), never silence or a panic, and the node
+    /// serves on.
+    #[test]
+    fn random_frames_on_the_direct_path_are_answered_with_errors(
+        frames in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 1..8),
+    ) {
+        let node = TestNode::new();
+        let (_, mut stream) = raw_connection(&node);
+        for frame in &frames {
+            send_frame(&mut stream, frame.len() as u32, frame);
+            let reply = read_reply(&mut stream);
+            prop_assert!(reply.is_some(), "frame {:?} unanswered", frame);
+        }
+        node_serves(&node);
+    }
+}
