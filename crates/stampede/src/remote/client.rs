@@ -111,7 +111,7 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         Some(credentials) => (Some(credentials.user.clone()), Some(credentials.password.clone())),
         None => (None, None),
     };
-    match client.call(Request::Open { user, password }, None, Duration::ZERO)? {
+    match client.call_after_declarations(Request::Open { user, password })? {
         (Reply::Opened(secret), _) => {
             let _ = client.secret.set(secret);
         }
