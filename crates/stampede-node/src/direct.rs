@@ -61,8 +61,9 @@ pub(crate) fn start(node: &Arc<NodeShared>, workers: &tokio::runtime::Handle) ->
         offered.tcp.push((port, direct));
         workers.spawn(accept_tcp(Arc::downgrade(node), listener, live.clone()));
     }
-    // The abstract name is this node's zenoh id: unique on the host, gone with the process.
-    let name = format!("stampede/{}/{}", options.name, node.zenoh.zid());
+    // The abstract name is this node's zenoh id: unique on the host, gone with the process, and
+    // short (a node's name could exceed the 107 bytes a socket name may have).
+    let name = format!("stampede/{}", node.zenoh.zid());
     let listener = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
         .and_then(|address| std::os::unix::net::UnixListener::bind_addr(&address))
         .and_then(|l| l.set_nonblocking(true).map(|()| l))
