@@ -53,7 +53,7 @@ fn a_client_on_the_nodes_host_sends_its_requests_on_the_direct_path() {
 }
 
 /// Closing a client wakes its call blocked on the node's reply (`Closed`), and the node's end
-/// wakes one (`Unreachable`), each within [`WAKE_BOUND`].
+/// wakes one (`Unreachable` or `Closed`), each within [`WAKE_BOUND`].
 #[test]
 fn close_and_the_nodes_end_wake_a_call_blocked_on_the_direct_path() {
     with_watchdog("close_and_the_nodes_end_wake_a_call_blocked_on_the_direct_path", || {
@@ -77,7 +77,10 @@ fn close_and_the_nodes_end_wake_a_call_blocked_on_the_direct_path() {
             let (result, woke) = waiter.join().unwrap();
             assert!(woke.duration_since(ended) < WAKE_BOUND, "{ending}: woke after {:?}", woke - ended);
             match (ending, result) {
-                ("client closes", Err(Error::Closed { .. })) | ("node closes", Err(Error::Unreachable { .. })) => {}
+                // The node ends its sessions as it closes: the get may hear that (`Closed`,
+                // detached) before the socket goes (`Unreachable`).
+                ("client closes", Err(Error::Closed { .. }))
+                | ("node closes", Err(Error::Unreachable { .. } | Error::Closed { .. })) => {}
                 (ending, other) => panic!("{ending}: {other:?}"),
             }
         }
@@ -179,4 +182,39 @@ proptest! {
         }
         node_serves(&node);
     }
+}
+
+/// A consume of an item the connection got is sent without waiting for the node's reply; every
+/// later call sees it applied all the same — on this thread, and on another thread told after
+/// it (whose call may take another connection). A consume the node refuses meanwhile (its
+/// channel destroyed) leaves the client working.
+#[test]
+fn a_consume_sent_without_waiting_is_seen_by_every_later_call() {
+    with_watchdog("a_consume_sent_without_waiting_is_seen_by_every_later_call", || {
+        let node = TestNode::new();
+        let rt = node.client();
+        let frames = rt.create_channel("frames", Limits::unbounded()).unwrap();
+        let camera = rt.task(0).unwrap();
+        let out = camera.attach_output(&frames).unwrap();
+        let reader = rt.task(INFINITY).unwrap();
+        let inp = reader.attach_input(&frames).unwrap();
+        for ts in 0..200 {
+            out.put(ts, vec![1u8; 64]).unwrap();
+            camera.set_virtual_time(ts + 1).unwrap();
+            assert_eq!(inp.get(OLDEST_UNSEEN, Some(CONNECT_TIMEOUT)).unwrap().ts, ts);
+            inp.consume(ts).unwrap();
+            let seen = if ts % 2 == 0 {
+                (rt.ts_min(), frames.stats().live_items)
+            } else {
+                std::thread::scope(|s| s.spawn(|| (rt.ts_min(), frames.stats().live_items)).join().unwrap())
+            };
+            assert_eq!(seen, (ts + 1, 0), "after the consume of {ts}");
+        }
+        out.put(200, vec![1u8; 64]).unwrap();
+        assert_eq!(inp.get(OLDEST_UNSEEN, Some(CONNECT_TIMEOUT)).unwrap().ts, 200);
+        frames.destroy().unwrap();
+        let _ = inp.consume(200);
+        assert!(rt.names("").is_ok(), "the client works on");
+        rt.close();
+    })
 }

@@ -6,10 +6,12 @@
 //! connection's pool, which zenoh then sends without another copy. Blocking calls wait in slices
 //! (see [`crate::remote::client`]).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 
 use crate::payload::Buffers;
 use crate::wait::Changed;
@@ -58,7 +60,7 @@ impl RemoteChannel {
     }
 
     pub(crate) fn attach_input(&self, task: &RemoteTask) -> Result<RemoteChannelInput> {
-        Ok(RemoteChannelInput { link: self.container.attach(task, true)? })
+        Ok(RemoteChannelInput { link: self.container.attach(task, true)?, got: Mutex::default() })
     }
 
     pub(crate) fn attach_output(&self, task: &RemoteTask) -> Result<RemoteChannelOutput> {
@@ -160,9 +162,15 @@ pub(crate) fn check_fits(link: &Link, limits: Limits, ts: Timestamp, payload_byt
     limits.check_fits(&link.name, ts, payload_bytes)
 }
 
+/// Most timestamps an input connection remembers as got and not consumed (see
+/// [`RemoteChannelInput::consume`]); past it a consume waits for the node's reply.
+pub const GOT_TRACKED_MAX: usize = 1024;
+
 /// A remote task's input connection to a channel.
 pub(crate) struct RemoteChannelInput {
     link: Link,
+    /// Timestamps a get on this connection returned and no consume has named since.
+    got: Mutex<BTreeSet<Timestamp>>,
 }
 
 impl RemoteChannelInput {
@@ -183,7 +191,10 @@ impl RemoteChannelInput {
 
     fn got(&self, reply: Result<(Reply, Bytes)>) -> Result<Item> {
         match reply? {
-            (Reply::Item(header), data) => Ok(item(header, data)),
+            (Reply::Item(header), data) => {
+                self.remember(header.ts);
+                Ok(item(header, data))
+            }
             _ => Err(unexpected("get", self.link.client.node())),
         }
     }
@@ -204,6 +215,7 @@ impl RemoteChannelInput {
                 for header in headers {
                     // The lengths add up to the payload's (checked when the reply was decoded).
                     let len = crate::remote::wire::size(header.len);
+                    self.remember(header.ts);
                     items.push(item(header, data.slice(offset..offset + len)));
                     offset += len;
                 }
@@ -213,14 +225,33 @@ impl RemoteChannelInput {
         }
     }
 
-    /// Marks the item at `ts` consumed on this connection.
+    /// Marks the item at `ts` consumed on this connection. An item a get on this connection
+    /// returned is consumed without waiting for the node's reply (the node applies it at once,
+    /// and every later call of this client sees it applied): the consume can then only fail on
+    /// the node if the connection or its channel went meanwhile, which a later call reports.
+    /// Any other timestamp waits for the node's answer (`NotAvailable` for one never put).
     pub fn consume(&self, ts: Timestamp) -> Result<()> {
-        self.link.done(Request::Consume { connection: self.link.id, ts })
+        let request = Request::Consume { connection: self.link.id, ts };
+        if self.got.lock().remove(&ts) {
+            return self.link.send(request);
+        }
+        self.link.done(request)
     }
 
     /// Marks every present item `<= ts` consumed on this connection, unseen ones included.
     pub fn consume_until(&self, ts: Timestamp) -> Result<()> {
-        self.link.done(Request::ConsumeUntil { connection: self.link.id, ts })
+        self.link.done(Request::ConsumeUntil { connection: self.link.id, ts })?;
+        let mut got = self.got.lock();
+        *got = got.split_off(&ts.saturating_add(1));
+        Ok(())
+    }
+
+    /// Remembers that a get returned `ts`, while there is room.
+    fn remember(&self, ts: Timestamp) {
+        let mut got = self.got.lock();
+        if got.len() < GOT_TRACKED_MAX {
+            got.insert(ts);
+        }
     }
 
     /// Detaches the connection on the node (idempotent; dropping it detaches too): its claims are

@@ -300,6 +300,9 @@ impl Client {
         let holds_on_node = request.holds_on_node();
         let answer = blocking(|| {
             self.finish_sends();
+            if direct.is_none() {
+                self.finish_direct_sends();
+            }
             self.exchange(request, payload, wait, direct)
         });
         let dispatch = self.reclaims.lock().clone();
@@ -379,6 +382,8 @@ impl Client {
         self.check_open(op)?;
         let holds_on_node = request.holds_on_node();
         self.finish_sends_async().await;
+        // Reads replies that came long ago, in the usual case: a short block at most.
+        blocking(|| self.finish_direct_sends());
         let answer = self.exchange_async(request, payload, wait).await;
         let dispatch = self.reclaims.lock().clone();
         if let Some(dispatch) = dispatch {
@@ -490,6 +495,12 @@ impl Client {
     }
 
     fn send_now(&self, request: Request) {
+        if let Some(direct) = self.direct_path() {
+            let header = encode(&self.header(request));
+            // A send that fails is as one whose query fails: the node goes or is gone.
+            let _ = direct.send(&[&header]);
+            return;
+        }
         if self.unfinished.lock().len() >= UNFINISHED_SENDS_MAX {
             self.finish_sends();
         }
@@ -507,6 +518,14 @@ impl Client {
         let unfinished = std::mem::take(&mut *self.unfinished.lock());
         for replies in unfinished {
             let _ = replies.recv();
+        }
+    }
+
+    /// Waits until the node applied the sends of the direct path, for a request that does not
+    /// follow them on their connection (a zenoh query).
+    fn finish_direct_sends(&self) {
+        if let Some(direct) = &self.direct {
+            direct.finish_sends(QUERY_MARGIN);
         }
     }
 

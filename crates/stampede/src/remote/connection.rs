@@ -207,6 +207,15 @@ impl Link {
         self.client.done(request)
     }
 
+    /// Sends `request` without waiting for its reply (see [`Client::send`]), once this side
+    /// knows it is attached and its session open: those errors are the caller's.
+    pub(crate) fn send(&self, request: Request) -> Result<()> {
+        self.check_attached()?;
+        self.client.check_open(request.op())?;
+        self.client.send(request);
+        Ok(())
+    }
+
     /// A request that may wait up to `timeout`, answered with the reply and its payload.
     pub(crate) fn waiting(
         &self,

@@ -9,6 +9,11 @@
 //! Guarantees:
 //! - One request at a time per connection. A call takes an idle connection or opens one, so no
 //!   caller waits behind another's reply and no reply is handed from thread to thread.
+//! - A request sent without waiting ([`Direct::send`]: a consume, a drop's detach) is written at
+//!   once, so the node applies it at once; its reply is read later. Every call made after it
+//!   sees its effect, as embedded: the call either goes on the same connection right after it
+//!   (the node serves a connection's requests in order) or waits until its reply was read.
+//!   At most [`SENDS_OWED_MAX`] replies are owed; the send after reads them first.
 //! - A connection whose exchange failed in any way (timeout, short read, a length out of bounds)
 //!   is never used again: a late reply is never read as the answer to a later request.
 //! - [`Direct::close`] shuts every connection down, idle or in use: a call blocked on the node's
@@ -22,13 +27,14 @@ use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixStream};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::remote::wire::{DirectPath, FRAME_LENGTH_BYTES};
 use crate::remote::QUERY_MARGIN;
+use crate::wait::Signal;
 
 /// Most idle connections a client keeps to its node; a call finding none opens another.
 pub const IDLE_MAX: usize = 8;
@@ -37,6 +43,10 @@ pub const IDLE_MAX: usize = 8;
 /// less 1 MiB) and a header.
 pub const REPLY_BYTES_MAX: usize = 1 << 30;
 
+/// Most replies of sends (requests that do not wait for their reply) left unread on the
+/// connection that carried them.
+pub const SENDS_OWED_MAX: usize = 64;
+
 /// Longest wait to open a connection to the node.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -44,6 +54,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub(crate) struct Direct {
     address: Address,
     idle: Mutex<Vec<Connection>>,
+    /// The connection that carried the latest sends, and how many of their replies are unread.
+    owed: Mutex<(Option<Connection>, usize)>,
+    /// Sends written, and sends whose replies were read (or can never come).
+    sends: Sends,
     /// A clone of every connection not yet dropped, by id, to shut them down on close; `None`
     /// once closed (no connection is opened after).
     open: Mutex<Option<HashMap<u64, Stream>>>,
@@ -93,6 +107,8 @@ impl Direct {
             let direct = Direct {
                 address,
                 idle: Mutex::new(Vec::new()),
+                owed: Mutex::new((None, 0)),
+                sends: Sends::default(),
                 open: Mutex::new(Some(HashMap::new())),
                 next_id: AtomicU64::new(0),
             };
@@ -114,12 +130,22 @@ impl Direct {
     /// message, within `timeout` for the reply. `Err`: why there is no reply (the caller treats
     /// it as a lost reply, as a zenoh query's timeout).
     pub(crate) fn exchange(&self, parts: &[&[u8]], timeout: Duration) -> Result<Bytes, String> {
-        let idle = self.idle.lock().pop();
-        let mut connection = match idle {
-            Some(connection) => connection,
-            None => self.connect()?,
+        let owed = std::mem::take(&mut *self.owed.lock());
+        let (mut connection, owed) = match owed {
+            (Some(connection), owed) => (connection, owed),
+            (None, _) => {
+                // Sends written before this call may be on a connection another call took: their
+                // effects come first.
+                self.sends.wait_answered(self.sends.written.load(Ordering::SeqCst), timeout);
+                let idle = self.idle.lock().pop();
+                (idle.map_or_else(|| self.connect(), Ok)?, 0)
+            }
         };
-        match connection.exchange(parts, timeout) {
+        let result = connection.write_frame(parts).and_then(|()| {
+            self.read_owed(&mut connection, owed, timeout)?;
+            connection.read_reply(timeout)
+        });
+        match result {
             Ok(reply) => {
                 self.give_back(connection);
                 Ok(reply)
@@ -131,9 +157,74 @@ impl Direct {
         }
     }
 
+    /// Writes one request and returns without its reply, which a later call reads. `Err`: the
+    /// request may not have reached the node.
+    pub(crate) fn send(&self, parts: &[&[u8]]) -> Result<(), String> {
+        let mut owed = self.owed.lock();
+        let (connection, count) = &mut *owed;
+        let mut taken = match connection.take() {
+            Some(connection) => connection,
+            None => {
+                let idle = self.idle.lock().pop();
+                idle.map_or_else(|| self.connect(), Ok)?
+            }
+        };
+        if *count >= SENDS_OWED_MAX {
+            let owed = std::mem::take(count);
+            if let Err(e) = self.read_owed(&mut taken, owed, QUERY_MARGIN) {
+                self.forget(taken.id);
+                return Err(format!("{}: {e}", self.describe()));
+            }
+        }
+        let result = taken.write_frame(parts);
+        match result {
+            Ok(()) => {
+                self.sends.written.fetch_add(1, Ordering::SeqCst);
+                *count += 1;
+                *connection = Some(taken);
+                Ok(())
+            }
+            Err(e) => {
+                // The replies owed on it can never come now.
+                self.sends.answer(std::mem::take(count) as u64);
+                self.forget(taken.id);
+                Err(format!("{}: {e}", self.describe()))
+            }
+        }
+    }
+
+    /// Waits (at most `timeout`) until every send written so far was answered: reads the owed
+    /// replies, or waits for the call that took their connection to read them.
+    pub(crate) fn finish_sends(&self, timeout: Duration) {
+        let (connection, owed) = std::mem::take(&mut *self.owed.lock());
+        if let Some(mut connection) = connection {
+            match self.read_owed(&mut connection, owed, timeout) {
+                Ok(()) => self.give_back(connection),
+                Err(_) => self.forget(connection.id),
+            }
+        }
+        self.sends.wait_answered(self.sends.written.load(Ordering::SeqCst), timeout);
+    }
+
+    /// Reads `owed` replies of sends on `connection` and drops them. A send's error (say, its
+    /// connection was detached meanwhile) is not reported: the caller returned long ago. On a
+    /// failure the replies not read can never come: they count as answered all the same.
+    fn read_owed(&self, connection: &mut Connection, owed: usize, timeout: Duration) -> std::io::Result<()> {
+        for read in 0..owed {
+            if let Err(e) = connection.read_reply(timeout) {
+                self.sends.answer((owed - read) as u64);
+                return Err(e);
+            }
+            self.sends.answer(1);
+        }
+        Ok(())
+    }
+
     /// Shuts every connection down (a call waiting on one returns) and opens none after.
     /// Idempotent.
     pub(crate) fn close(&self) {
+        let (_, owed) = std::mem::take(&mut *self.owed.lock());
+        self.sends.answer(owed as u64);
         let open = self.open.lock().take();
         for stream in open.into_iter().flat_map(HashMap::into_values) {
             stream.shutdown();
@@ -189,8 +280,37 @@ impl Drop for Direct {
     }
 }
 
+/// Counts of sends, so that a call on another connection can wait for their effects.
+#[derive(Default)]
+struct Sends {
+    written: AtomicU64,
+    answered: AtomicU64,
+    answered_more: Signal,
+}
+
+impl Sends {
+    fn answer(&self, n: u64) {
+        if n > 0 {
+            self.answered.fetch_add(n, Ordering::SeqCst);
+            self.answered_more.notify();
+        }
+    }
+
+    /// Waits until `written` sends were answered, at most `timeout` (then the call goes on: a
+    /// lost send's effect never comes, and it ends its connection).
+    fn wait_answered(&self, written: u64, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let waiter = self.answered_more.listen();
+            if self.answered.load(Ordering::SeqCst) >= written || !waiter.wait(Some(deadline)) {
+                return;
+            }
+        }
+    }
+}
+
 impl Connection {
-    fn exchange(&mut self, parts: &[&[u8]], timeout: Duration) -> std::io::Result<Bytes> {
+    fn write_frame(&mut self, parts: &[&[u8]]) -> std::io::Result<()> {
         let length: usize = parts.iter().map(|part| part.len()).sum();
         let prefix = u32::try_from(length)
             .map_err(|_| std::io::Error::other(format!("a request of {length} bytes does not fit a frame")))?
@@ -198,7 +318,10 @@ impl Connection {
         let mut frame = Vec::with_capacity(parts.len() + 1);
         frame.push(&prefix[..]);
         frame.extend_from_slice(parts);
-        write_all(&mut self.stream, &frame)?;
+        write_all(&mut self.stream, &frame)
+    }
+
+    fn read_reply(&mut self, timeout: Duration) -> std::io::Result<Bytes> {
         // Zero would mean "no timeout" to the socket; the caller's timeout is never zero
         // (a wait slice plus the query margin), this only keeps it so.
         let timeout = Some(timeout.max(Duration::from_millis(1)));
