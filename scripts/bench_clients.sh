@@ -16,8 +16,8 @@
 #                                                    this script's node (dataUntilClose())
 #   Rust  target/release/remote                      through a node: it starts its OWN
 #                                                    `stampede serve` on loopback TCP (same
-#                                                    binary; it takes no endpoint), beside the
-#                                                    embedded loop again and raw TCP
+#                                                    binary; it takes no endpoint), beside raw
+#                                                    TCP and the other references (8 B to 60 KiB)
 #
 # Every program runs the same ping-pong (crates/stampede-bench/src/ping_pong.rs) with its own
 # default counts (none takes a count option, only --quick). Every JSON line goes to
@@ -183,12 +183,11 @@ for case in ("8B", "230400B"):
     size = "8 B" if case == "8B" else "230 400 B"
     refs.append((size, pp(find("rust", "handoff", "crossbeam bounded(1)", case)),
                  pp(find("java", "handoff", "java ArrayBlockingQueue(1)", case)),
-                 pp(find("rust", "remote", "stampede embedded", case)),
                  pp(find("rust", "remote", "raw TCP ping-pong", case))))
 print()
-print("same-run references, µs p50 / p99:")
-print("| payload | crossbeam bounded(1) (handoff) | Java ArrayBlockingQueue(1) | Rust embedded again (remote's) | raw TCP (remote's) |")
-print("|---|---|---|---|---|")
+print("same-run references, µs p50 / p99 (remote measures raw TCP at 8 B to 60 KiB, not 230 400 B):")
+print("| payload | crossbeam bounded(1) (handoff) | Java ArrayBlockingQueue(1) | raw TCP (remote's) |")
+print("|---|---|---|---|")
 for r in refs:
     print("| " + " | ".join(r) + " |")
 
@@ -201,7 +200,7 @@ def n(client, bench, impl_part):
 print()
 print("round trips per figure (one way = round trip / 2): embedded Rust "
       f"{n('rust', 'handoff', 'stampede')}, C {n('c', 'c_latency', 'embedded')}, Java "
-      f"{n('java', 'handoff', 'JNI')} per reading mode; node Rust {n('rust', 'remote', 'serve')} (its own node), "
+      f"{n('java', 'handoff', 'JNI')} per reading mode; node Rust {n('rust', 'remote', 'serve, tcp loopback)')} (its own node), "
       f"C {n('c', 'c_latency', 'remote')}, Java {n('java', 'remote', 'JNI')} (this script's node)")
 print(f"all lines: {sys.argv[1]}")
 PY

@@ -49,6 +49,10 @@ fi
 echo "== Python tests"
 .venv/bin/python -m pytest -q python/tests
 
+echo "== Remote benchmark, smoke run (docs/BENCHMARKS.md \"remote\"): every row once, tiny counts, figures meaningless"
+cargo build -q -p stampede-bench --bin remote
+target/debug/remote --quick >/dev/null
+
 echo "== Conformance: the Python semantic suites in the serve, mesh and split configurations"
 for configuration in serve mesh split; do
     STAMPEDE_CONFIGURATION=$configuration .venv/bin/python -m pytest -q -rs python/tests/test_channel.py \

@@ -17,6 +17,15 @@
 //! - [`payload`] — payload sizes used across benchmarks and [`payload::touch`], the read every
 //!   receiver does so no side gets away without looking at what it received; pseudo-random
 //!   frames and [`payload::checksum`], the read of every byte.
+//! - [`process`] — the processes of a cross-process benchmark: this program re-executed in a
+//!   role (the other side of an exchange), a `stampede serve` node, a server a reference needs;
+//!   each killed when dropped, and with this process.
+//! - [`remote`] — Stampede's side of `remote`: the ping-pong, frame throughput and single calls
+//!   through a node, every side its own process and session.
+//! - [`python`] — the Python row of `remote`: `python/bench/bench_remote.py` run against the
+//!   same node, its lines forwarded.
+//! - [`mod@reference`] — `remote`'s references, across processes too: raw TCP, a Unix socket, bare
+//!   zenoh pub/sub and query, Redis Streams; and the seeds' own figures.
 //! - [`page_cache`] — [`page_cache::evict`]: a disk tier made cold between measurements, and
 //!   how much of it is still resident.
 
@@ -25,5 +34,9 @@ pub mod page_cache;
 pub mod payload;
 pub mod ping_pong;
 pub mod pipe;
+pub mod process;
+pub mod python;
+pub mod reference;
+pub mod remote;
 pub mod report;
 pub mod stats;

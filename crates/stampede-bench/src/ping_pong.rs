@@ -1,8 +1,8 @@
 //! The hand-off ping-pong of `handoff` (embedded, beside crossbeam) and `remote` (through a node,
-//! beside the embedded one and raw TCP): A (virtual time `i`) puts `ts=i` into `ping`, advances
-//! its virtual time, blocks on an exact get of `i` from `pong` and consumes it; B (virtual time
-//! `INFINITY`) blocks on `NEWEST_UNSEEN` of `ping`, puts its answer at the same ts into `pong`
-//! and consumes. Both items are reclaimed inside the loop.
+//! A and B in two processes: [`crate::remote`]): A (virtual time `i`) puts `ts=i` into `ping`,
+//! advances its virtual time, blocks on an exact get of `i` from `pong` and consumes it; B
+//! (virtual time `INFINITY`) blocks on `NEWEST_UNSEEN` of `ping`, puts its answer at the same ts
+//! into `pong` and consumes. Both items are reclaimed inside the loop.
 
 use std::thread;
 use std::time::Instant;

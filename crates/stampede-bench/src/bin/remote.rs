@@ -1,249 +1,304 @@
-//! Remote hand-off latency (issue 9, first slice): the `handoff` ping-pong through a
-//! `stampede serve` process on loopback TCP, beside the embedded hand-off and a raw TCP
-//! ping-pong, in one run. Not optimised yet: this measures where the first slice stands.
+//! Stampede through a `stampede serve` node, across processes on loopback, beside the transports
+//! and servers it could be replaced by, in one run (issue 11 items 3 and 4; `docs/BENCHMARKS.md`).
+//! Every exchange, Stampede's and each reference's, runs between **two processes**: this one and
+//! this program re-executed in a role (`--role <name>`, [`stampede_bench::process`]), so every row
+//! pays the same process boundary. One JSON line per result.
 //!
-//! - remote: two client sessions (two zenoh links) of one `stampede serve` node. A (virtual time
-//!   `i`) puts `ts=i` into `ping`, advances its virtual time, blocks on an exact get of `i` from
-//!   `pong`, consumes it; B (virtual time `INFINITY`) blocks on `NEWEST_UNSEEN` of `ping`, puts
-//!   its answer at the same ts into `pong`, consumes. Every call is one request to the node (A:
-//!   put, set_virtual_time, get, consume; B: get, put, consume). One way = round trip / 2.
-//! - embedded: the same loop on an in-process runtime ([`ping_pong::embedded`], `handoff`'s case).
-//! - raw TCP: a client writes the payload on a `TCP_NODELAY` socket, an echo thread reads it whole
-//!   and writes it back. One way = round trip / 2.
-//! - remote call: one `names` request (no payload, no wait): the fabric's fixed cost per call,
-//!   beside a bare zenoh query (a router session with a queryable answering 8 bytes at once, and
-//!   a client session querying it over loopback TCP, both in this process) and a raw TCP round trip.
+//! - latency, for 8 B, 1 KiB, 8 KiB and 60 KiB, p50 / p99 one way (= round trip / 2):
+//!   - `stampede remote`: `handoff`'s ping-pong with A here and B in another process, each its
+//!     own client session of the node ([`stampede_bench::remote::ping_pong`]); every Stampede
+//!     line carries its ratios to raw TCP, a Unix socket, zenoh pub/sub, the zenoh query and
+//!     Redis Streams of the same size. Its requests take the direct path (the node's abstract
+//!     Unix socket); a second line has every request a zenoh query
+//!     (`ConnectOptions::zenoh_only`), beside the bare zenoh query;
+//!   - raw TCP and Unix-socket ping-pong ([`stampede_bench::reference::tcp`],
+//!     [`stampede_bench::reference::unix`]);
+//!   - bare zenoh pub/sub, peer to peer in the low-latency transport (60 KiB, which that transport
+//!     cannot carry unfragmented, in the default one; the line says which:
+//!     [`stampede_bench::reference::zenoh_pub_sub`]);
+//!   - a bare zenoh query answered by a queryable process, Stampede's fabric configuration
+//!     ([`stampede_bench::reference::zenoh_query`]);
+//!   - Redis Streams `XADD` / `XREAD BLOCK` through a `redis-server` started here, or a line
+//!     saying the row is skipped when there is none ([`stampede_bench::reference::redis`]).
+//! - throughput of 230 400-byte frames, STM Fig. 11's configurations A (1 producer process → 1
+//!   consumer) and B (2 producer processes → 2 consumers in a third), through the node
+//!   ([`stampede_bench::remote::frames`]) beside a raw TCP stream (writer processes → reader
+//!   threads, [`stampede_bench::reference::tcp::stream`]); frames/s, MB/s (10^6 bytes) and the
+//!   ratio.
+//! - call: one `names()` request, the fabric's fixed cost, beside the 8-byte zenoh query.
+//! - Python: `python/bench/bench_remote.py` against the same node, Python process to Python
+//!   process beside `multiprocessing.Queue` ([`stampede_bench::python`]); skipped, with a line
+//!   saying so, without `.venv/bin/python` (or `$STAMPEDE_PYTHON`).
+//! - the seeds' own figures, labelled with their hardware
+//!   ([`stampede_bench::reference::seeds`]), and a first line describing this machine.
 //!
-//! Needs the `stampede` binary beside this one: `cargo build --release -p stampede-cli` first.
+//! Rounds alternate the implementations; latency rows pool the rounds' samples, throughput rows
+//! keep each implementation's best round (the machine is shared: the best is the least
+//! disturbed). `--quick`: a smoke run of every row with tiny counts (CI), figures meaningless.
+//! Nothing here asserts a speed.
+//!
+//! Needs the `stampede` binary beside this one (`cargo build [--release] -p stampede-cli`) or in
+//! `$STAMPEDE_BIN`; the Redis row needs `redis-server` on `PATH` (`apt-get install -y
+//! redis-server`).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::thread;
-use std::time::Duration;
-
-use stampede::{connect, Runtime};
-use stampede::{Limits, INFINITY, NEWEST_UNSEEN};
 use stampede_bench::cli::Options;
-use stampede_bench::payload::{case_name, source, touch, IMAGE_BYTES, SMALL_BYTES};
-use stampede_bench::ping_pong;
-use stampede_bench::pipe::ts_of;
+use stampede_bench::payload::{case_name, IMAGE_BYTES};
+use stampede_bench::process::{Node, Role};
+use stampede_bench::reference::redis::{self, RedisServer};
+use stampede_bench::reference::{seeds, tcp, unix, zenoh_pub_sub, zenoh_query};
 use stampede_bench::report::Line;
-use stampede_bench::stats::Summary;
+use stampede_bench::stats::{mb_per_s, Summary};
+use stampede_bench::{python, remote};
 
 type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-/// How long to wait for the node to start and for a client to reach it.
-const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// The payload sizes of every latency row: 8 B, 1 KiB, 8 KiB and 60 KiB (one message under the
+/// 64 KiB of a zenoh batch; see [`zenoh_pub_sub::transport`] for the one transport it still does
+/// not fit).
+const PAYLOAD_BYTES: [usize; 4] = [8, 1024, 8 * 1024, 60 * 1024];
+
+const BENCH: &str = "remote";
+const BENCH_THROUGHPUT: &str = "remote_throughput";
+const STAMPEDE: &str = "stampede remote (serve, tcp loopback)";
+const STAMPEDE_ZENOH_ONLY: &str = "stampede remote (serve, tcp loopback, zenoh queries only)";
+const RAW_TCP: &str = "raw TCP ping-pong";
+const UNIX_SOCKET: &str = "Unix-socket ping-pong";
+const ZENOH_PUB_SUB: &str = "zenoh pub/sub (peer to peer)";
+const ZENOH_QUERY: &str = "zenoh query (client -> router queryable, Querier)";
+const REDIS_STREAMS: &str = "redis streams (XADD / XREAD BLOCK)";
+const TCP_STREAM: &str = "raw TCP stream";
+const PYTHON: &str = "stampede Python (serve, tcp loopback)";
+
+/// How much of everything one run does.
+#[derive(Clone, Copy, Debug)]
+struct Counts {
+    /// Rounds; each starts fresh processes for every implementation.
+    rounds: usize,
+    /// Untimed round trips before each timed series.
+    warmup: usize,
+    /// Timed round trips per implementation, size and round.
+    round_trips: usize,
+    /// Frames per producer per throughput run.
+    frames: usize,
+    /// Timed `names()` calls.
+    calls: usize,
+}
 
 fn main() -> BoxResult<()> {
-    let options = Options::from_args();
-    let rounds = options.scale(3, 1);
-    let round_trips = options.scale(2_000, 50);
-    let warmup = options.scale(200, 10);
-    let node = Node::start()?;
-    let calls = remote_calls(&node.endpoint, warmup, options.scale(5_000, 50))?;
-    let tcp_small = {
-        let mut rtt = tcp_ping_pong(SMALL_BYTES, warmup, round_trips)?;
-        Summary::of(&mut rtt)
-    };
-    let zenoh_query = zenoh_queries(warmup, options.scale(5_000, 50))?;
-    Line::new("remote", "call", "stampede remote names()")
-        .latency_us("", &calls)
-        .field("calls", calls.n as u64)
-        .ratio("bare zenoh query", calls.p50_ns / zenoh_query.p50_ns)
-        .field("ratio_vs_raw_tcp_round_trip", calls.p50_ns / tcp_small.p50_ns)
-        .emit();
-    Line::new("remote", "call", "bare zenoh query (8 B reply)").latency_us("", &zenoh_query).emit();
-    Line::new("remote", "call", "raw TCP round trip (8 B)").latency_us("", &tcp_small).emit();
-    for payload_bytes in [SMALL_BYTES, IMAGE_BYTES] {
-        let (mut remote_rtt, mut embedded_rtt, mut tcp_rtt) = (Vec::new(), Vec::new(), Vec::new());
-        for round in 0..rounds {
-            let names = (format!("bench/ping{payload_bytes}-{round}"), format!("bench/pong{payload_bytes}-{round}"));
-            remote_rtt.extend(remote_ping_pong(&node.endpoint, &names, payload_bytes, warmup, round_trips)?);
-            embedded_rtt.extend(ping_pong::embedded(payload_bytes, warmup, round_trips * 4)?);
-            tcp_rtt.extend(tcp_ping_pong(payload_bytes, warmup, round_trips)?);
-        }
-        let remote = Summary::of(&mut remote_rtt).divided(2.0);
-        let embedded = Summary::of(&mut embedded_rtt).divided(2.0);
-        let tcp = Summary::of(&mut tcp_rtt).divided(2.0);
-        let case = case_name(payload_bytes);
-        Line::new("remote", &case, "stampede remote (serve, tcp loopback)")
-            .latency_us("", &remote)
-            .field("round_trips", remote.n as u64)
-            .ratio("stampede embedded", remote.p50_ns / embedded.p50_ns)
-            .field("ratio_vs_raw_tcp", remote.p50_ns / tcp.p50_ns)
-            .field("ratio_p99_vs_embedded", remote.p99_ns / embedded.p99_ns)
-            .emit();
-        Line::new("remote", &case, "stampede embedded").latency_us("", &embedded).emit();
-        Line::new("remote", &case, "raw TCP ping-pong").latency_us("", &tcp).emit();
+    if let Some(role) = Role::from_args() {
+        return run_role(&role);
     }
+    let options = Options::from_args();
+    let counts = Counts {
+        rounds: options.scale(2, 1),
+        warmup: options.scale(100, 5),
+        round_trips: options.scale(1_000, 20),
+        frames: options.scale(5_000, 10),
+        calls: options.scale(2_000, 20),
+    };
+    machine_line(&options, &counts);
+    let node = Node::start()?;
+    let redis = RedisServer::start()?;
+    if redis.is_none() {
+        Line::new(BENCH, "all sizes", REDIS_STREAMS)
+            .field("skipped", true)
+            .field("reason", format!("{} not found on PATH", redis::SERVER))
+            .field("install", redis::INSTALL)
+            .emit();
+    }
+    let mut query_8b_rtt = None;
+    for payload_bytes in PAYLOAD_BYTES {
+        let rtt = latencies(&node, redis.as_ref(), payload_bytes, &counts)?;
+        if payload_bytes == 8 {
+            query_8b_rtt = Some(rtt.zenoh_query);
+        }
+        rtt.emit(payload_bytes);
+    }
+    for (case, producers) in [(seeds::CASE_A, 1), (seeds::CASE_B, 2)] {
+        throughput(&node, case, producers, &counts)?;
+    }
+    let calls = Summary::of(&mut remote::calls(&node.endpoint, counts.warmup, counts.calls)?);
+    let mut line =
+        Line::new(BENCH, "call", "stampede remote names()").latency_us("", &calls).field("calls", calls.n as u64);
+    if let Some(query) = query_8b_rtt {
+        line = line.ratio("zenoh query 8 B round trip", calls.p50_ns / query.p50_ns);
+    }
+    line.emit();
+    python::run(BENCH, PYTHON, &node.endpoint, options.quick)?;
+    seeds::emit_latencies(BENCH);
+    seeds::emit_bandwidths(BENCH_THROUGHPUT);
     Ok(())
 }
 
-/// `stampede serve` on a free loopback TCP port; killed when dropped.
-struct Node {
-    child: Child,
-    endpoint: String,
-}
-
-impl Node {
-    fn start() -> BoxResult<Node> {
-        let binary = std::env::current_exe()?.with_file_name("stampede");
-        if !binary.exists() {
-            return Err(format!("{} is missing: cargo build --release -p stampede-cli first", binary.display()).into());
-        }
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let endpoint = format!("tcp/127.0.0.1:{port}");
-        let mut child = Command::new(binary)
-            .args(["serve", "--listen", &endpoint, "--name", "bench"])
-            .stdout(Stdio::piped())
-            .spawn()?;
-        let mut line = String::new();
-        let stdout = child.stdout.take().ok_or("no stdout")?;
-        let node = Node { child, endpoint };
-        BufReader::new(stdout).read_line(&mut line)?;
-        if line.trim() != format!("listening on {}", node.endpoint) {
-            return Err(format!("stampede serve said {line:?}").into());
-        }
-        Ok(node)
+/// Runs this process as the role it was started in (see [`Role`]).
+fn run_role(role: &Role) -> BoxResult<()> {
+    match role.name.as_str() {
+        remote::ECHO_ROLE => remote::echo_role(role),
+        remote::PRODUCER_ROLE => remote::producer_role(role),
+        tcp::ECHO_ROLE => tcp::echo_role(role),
+        tcp::WRITER_ROLE => tcp::writer_role(role),
+        unix::ECHO_ROLE => unix::echo_role(role),
+        zenoh_pub_sub::ECHO_ROLE => zenoh_pub_sub::echo_role(role),
+        zenoh_query::QUERYABLE_ROLE => zenoh_query::queryable_role(role),
+        redis::ECHO_ROLE => redis::echo_role(role),
+        other => Err(format!("unknown role {other:?}").into()),
     }
 }
 
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// The first line: what this run ran on and with which counts.
+fn machine_line(options: &Options, counts: &Counts) {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu =
+        cpuinfo.lines().find_map(|l| l.strip_prefix("model name")).map(|l| l.trim_start_matches([' ', '\t', ':']));
+    let loadavg = read("/proc/loadavg").split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get() as u64);
+    Line::new(BENCH, "machine", "this run")
+        .field("cores", cores)
+        .field("cpu", cpu.unwrap_or("unknown"))
+        .field("kernel", read("/proc/sys/kernel/osrelease").trim())
+        .field("loadavg", loadavg)
+        .field("quick", options.quick)
+        .field("rounds", counts.rounds as u64)
+        .field("round_trips_per_round", counts.round_trips as u64)
+        .field("frames_per_producer", counts.frames as u64)
+        .emit();
+}
+
+/// Round-trip summaries of every implementation at one payload size.
+struct RoundTrips {
+    stampede: Summary,
+    /// Stampede with every request a zenoh query.
+    stampede_zenoh_only: Summary,
+    raw_tcp: Summary,
+    unix_socket: Summary,
+    zenoh_pub_sub: Summary,
+    zenoh_query: Summary,
+    /// `None` when the Redis row is skipped.
+    redis: Option<Summary>,
+}
+
+/// Every implementation's ping-pong at `payload_bytes`, alternating within each round.
+fn latencies(node: &Node, redis: Option<&RedisServer>, payload_bytes: usize, counts: &Counts) -> BoxResult<RoundTrips> {
+    let Counts { warmup, round_trips, .. } = *counts;
+    let mut rtt: [Vec<u64>; 7] = Default::default();
+    for round in 0..counts.rounds {
+        for (i, zenoh_only) in [(0, false), (1, true)] {
+            let path = if zenoh_only { "z" } else { "" };
+            let names = (
+                format!("bench/ping{payload_bytes}-{round}{path}"),
+                format!("bench/pong{payload_bytes}-{round}{path}"),
+            );
+            let counts = (warmup, round_trips);
+            rtt[i].extend(remote::ping_pong(&node.endpoint, &names, payload_bytes, zenoh_only, counts)?);
+        }
+        rtt[2].extend(tcp::ping_pong(payload_bytes, warmup, round_trips)?);
+        rtt[3].extend(unix::ping_pong(payload_bytes, warmup, round_trips)?);
+        rtt[4].extend(zenoh_pub_sub::ping_pong(payload_bytes, warmup, round_trips)?);
+        rtt[5].extend(zenoh_query::ping_pong(payload_bytes, warmup, round_trips)?);
+        if let Some(server) = redis {
+            rtt[6].extend(redis::ping_pong(server, payload_bytes, round, warmup, round_trips)?);
+        }
     }
+    let [stampede, stampede_zenoh_only, raw_tcp, unix_socket, zenoh_pub_sub, zenoh_query, redis] =
+        rtt.map(|mut ns| if ns.is_empty() { None } else { Some(Summary::of(&mut ns)) });
+    let measured = "every implementation but Redis is always measured";
+    Ok(RoundTrips {
+        stampede: stampede.expect(measured),
+        stampede_zenoh_only: stampede_zenoh_only.expect(measured),
+        raw_tcp: raw_tcp.expect(measured),
+        unix_socket: unix_socket.expect(measured),
+        zenoh_pub_sub: zenoh_pub_sub.expect(measured),
+        zenoh_query: zenoh_query.expect(measured),
+        redis,
+    })
 }
 
-/// Times of `calls` single requests (`names` of an empty prefix: one small reply) after `warmup`
-/// untimed ones.
-fn remote_calls(endpoint: &str, warmup: usize, calls: usize) -> BoxResult<Summary> {
-    let rt = connect(endpoint, Some(START_TIMEOUT))?;
-    let mut ns = ping_pong::timed(warmup, calls, |_| rt.names("bench/none").map(drop))?;
-    rt.close();
-    Ok(Summary::of(&mut ns))
-}
-
-/// Times of `queries` bare zenoh queries (8-byte reply) between two sessions over loopback TCP.
-fn zenoh_queries(warmup: usize, queries: usize) -> BoxResult<Summary> {
-    use zenoh::Wait;
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let endpoint = format!("tcp/127.0.0.1:{port}");
-    let config = |mode: &str, key: &str| -> BoxResult<zenoh::Config> {
-        let mut config = zenoh::Config::default();
-        config.insert_json5("mode", &format!("\"{mode}\""))?;
-        config.insert_json5("scouting/multicast/enabled", "false")?;
-        config.insert_json5(key, &format!("[\"{endpoint}\"]"))?;
-        Ok(config)
-    };
-    let server = zenoh::open(config("router", "listen/endpoints")?).wait()?;
-    let _queryable = server
-        .declare_queryable("bench/echo")
-        .callback(|query| {
-            let _ = query.reply(query.key_expr().clone(), vec![0u8; 8]).wait();
-        })
-        .wait()?;
-    let client = zenoh::open(config("client", "connect/endpoints")?).wait()?;
-    let mut ns = ping_pong::timed(warmup, queries, |_| -> BoxResult<()> {
-        let replies = client.get("bench/echo").timeout(START_TIMEOUT).wait()?;
-        let reply = replies.recv()?;
-        touch(&reply.result().map_err(|e| format!("{e:?}"))?.payload().to_bytes());
-        Ok(())
-    })?;
-    client.close().wait()?;
-    server.close().wait()?;
-    Ok(Summary::of(&mut ns))
-}
-
-/// Round-trip times in ns of `round_trips` remote ping-pongs after `warmup` untimed ones.
-fn remote_ping_pong(
-    endpoint: &str,
-    (ping_name, pong_name): &(String, String),
-    payload_bytes: usize,
-    warmup: usize,
-    round_trips: usize,
-) -> BoxResult<Vec<u64>> {
-    let a_rt: Runtime = connect(endpoint, Some(START_TIMEOUT))?;
-    let ping = a_rt.create_channel(ping_name, Limits::unbounded())?;
-    let pong = a_rt.create_channel(pong_name, Limits::unbounded())?;
-    // Earlier rounds on this node moved ts_min: a new root task starts at or above it.
-    let base = a_rt.ts_min();
-    let a = a_rt.task(base)?;
-    let a_out = a.attach_output(&ping)?;
-    let a_in = a.attach_input(&pong)?;
-    let total = warmup + round_trips;
-
-    let (attached, ready) = std::sync::mpsc::channel();
-    let echo = {
-        let (endpoint, ping_name, pong_name) = (endpoint.to_owned(), ping_name.clone(), pong_name.clone());
-        thread::spawn(move || -> stampede::Result<()> {
-            let b_rt = connect(&endpoint, Some(START_TIMEOUT))?;
-            let b = b_rt.task(INFINITY)?;
-            let b_in = b.attach_input(&b_rt.channel(&ping_name)?)?;
-            let b_out = b.attach_output(&b_rt.channel(&pong_name)?)?;
-            // B reads ping before A puts into it (else A's first frames go unread, and are reclaimed).
-            let _ = attached.send(());
-            let buf = source(payload_bytes, 0xb0);
-            for _ in 0..total {
-                let item = b_in.get(NEWEST_UNSEEN, None)?;
-                touch(item.data());
-                b_out.put(item.ts, buf.as_slice())?;
-                b_in.consume(item.ts)?;
+impl RoundTrips {
+    /// Prints one line per implementation, one way (round trip / 2); Stampede's first, with its
+    /// ratios (p50 over p50, p99 over p99) to every reference.
+    fn emit(&self, payload_bytes: usize) {
+        let case = case_name(payload_bytes);
+        let one_way = |s: &Summary| s.divided(2.0);
+        let (stampede, raw_tcp) = (one_way(&self.stampede), one_way(&self.raw_tcp));
+        let p50 = |reference: &Summary| self.stampede.p50_ns / reference.p50_ns;
+        let p99 = |reference: &Summary| self.stampede.p99_ns / reference.p99_ns;
+        let redis_p50 = self.redis.as_ref().map_or(f64::NAN, p50);
+        let redis_p99 = self.redis.as_ref().map_or(f64::NAN, p99);
+        let mut line = Line::new(BENCH, &case, STAMPEDE)
+            .latency_us("", &stampede)
+            .field("round_trips", stampede.n as u64)
+            .field("requests", "default: the direct path (the node's abstract Unix socket)")
+            .ratio(RAW_TCP, p50(&self.raw_tcp))
+            .field("ratio_p99_vs_raw_tcp", p99(&self.raw_tcp))
+            .field("ratio_vs_unix_socket", p50(&self.unix_socket))
+            .field("ratio_vs_zenoh_pub_sub", p50(&self.zenoh_pub_sub))
+            .field("ratio_vs_zenoh_query", p50(&self.zenoh_query))
+            .field("ratio_p99_vs_zenoh_query", p99(&self.zenoh_query))
+            .field("ratio_vs_redis_streams", redis_p50)
+            .field("ratio_p99_vs_redis_streams", redis_p99);
+        if let Some(seed_us) = seeds::stm_memory_channel_us(payload_bytes) {
+            line = line.field("ratio_vs_seed_stm_memory_channel", stampede.p50_ns / 1e3 / seed_us);
+        }
+        line.emit();
+        let zenoh_only = one_way(&self.stampede_zenoh_only);
+        Line::new(BENCH, &case, STAMPEDE_ZENOH_ONLY)
+            .latency_us("", &zenoh_only)
+            .field("round_trips", zenoh_only.n as u64)
+            .field("requests", "zenoh queries (ConnectOptions::zenoh_only)")
+            .ratio(ZENOH_QUERY, self.stampede_zenoh_only.p50_ns / self.zenoh_query.p50_ns)
+            .field("ratio_p99_vs_zenoh_query", self.stampede_zenoh_only.p99_ns / self.zenoh_query.p99_ns)
+            .field("ratio_vs_raw_tcp", self.stampede_zenoh_only.p50_ns / self.raw_tcp.p50_ns)
+            .field("ratio_vs_direct_path", self.stampede_zenoh_only.p50_ns / self.stampede.p50_ns)
+            .emit();
+        Line::new(BENCH, &case, RAW_TCP).latency_us("", &raw_tcp).field("round_trips", raw_tcp.n as u64).emit();
+        let references = [
+            (UNIX_SOCKET, Some(&self.unix_socket)),
+            (ZENOH_PUB_SUB, Some(&self.zenoh_pub_sub)),
+            (ZENOH_QUERY, Some(&self.zenoh_query)),
+            (REDIS_STREAMS, self.redis.as_ref()),
+        ];
+        for (subject, summary) in references {
+            let Some(summary) = summary else { continue };
+            let reference = one_way(summary);
+            let mut line = Line::new(BENCH, &case, subject)
+                .latency_us("", &reference)
+                .field("round_trips", reference.n as u64)
+                .field("ratio_vs_raw_tcp", summary.p50_ns / self.raw_tcp.p50_ns);
+            if subject == ZENOH_PUB_SUB {
+                line = line.field("transport", zenoh_pub_sub::transport(payload_bytes));
             }
-            b_rt.close();
-            Ok(())
-        })
-    };
-
-    if ready.recv().is_err() {
-        echo.join().expect("remote echo thread panicked")?;
-        return Err("the echo client stopped before attaching".into());
+            line.emit();
+        }
     }
-    let buf = source(payload_bytes, 0xa0);
-    let rtt_ns = ping_pong::timed(warmup, round_trips, |i| -> stampede::Result<()> {
-        let ts = base + ts_of(i);
-        a_out.put(ts, buf.as_slice())?;
-        a.set_virtual_time(ts + 1)?;
-        touch(a_in.get(ts, None)?.data());
-        a_in.consume(ts)
-    })?;
-    echo.join().expect("remote echo thread panicked")?;
-    let (ping_stats, pong_stats) = (ping.stats(), pong.stats());
-    assert_eq!((ping_stats.puts, pong_stats.puts), (total as u64, total as u64));
-    assert_eq!((ping_stats.live_items, pong_stats.live_items), (0, 0), "everything was reclaimed");
-    a_rt.close();
-    Ok(rtt_ns)
 }
 
-/// Round-trip times in ns of a raw TCP ping-pong of `payload_bytes` each way on loopback.
-fn tcp_ping_pong(payload_bytes: usize, warmup: usize, round_trips: usize) -> BoxResult<Vec<u64>> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let address = listener.local_addr()?;
-    let total = warmup + round_trips;
-    let echo = thread::spawn(move || -> std::io::Result<()> {
-        let (mut stream, _) = listener.accept()?;
-        stream.set_nodelay(true)?;
-        let mut buf = vec![0u8; payload_bytes];
-        let answer = source(payload_bytes, 0xb0);
-        for _ in 0..total {
-            stream.read_exact(&mut buf)?;
-            touch(&buf);
-            stream.write_all(&answer)?;
-        }
-        Ok(())
-    });
-    let mut stream = TcpStream::connect(address)?;
-    stream.set_nodelay(true)?;
-    let buf = source(payload_bytes, 0xa0);
-    let mut answer = vec![0u8; payload_bytes];
-    let rtt_ns = ping_pong::timed(warmup, round_trips, |_| -> std::io::Result<()> {
-        stream.write_all(&buf)?;
-        stream.read_exact(&mut answer)?;
-        touch(&answer);
-        Ok(())
-    })?;
-    echo.join().expect("tcp echo thread panicked")?;
-    Ok(rtt_ns)
+/// One throughput case: `producers` producer processes → as many consumers, through the node and
+/// on raw TCP, best of the rounds each.
+fn throughput(node: &Node, case: &str, producers: usize, counts: &Counts) -> BoxResult<()> {
+    let (mut stampede_ns, mut tcp_ns) = (u64::MAX, u64::MAX);
+    for round in 0..counts.rounds {
+        let prefix = format!("bench/frames{producers}x{round}-");
+        stampede_ns = stampede_ns.min(remote::frames(&node.endpoint, &prefix, producers, counts.frames, IMAGE_BYTES)?);
+        tcp_ns = tcp_ns.min(tcp::stream(producers, counts.frames, IMAGE_BYTES)?);
+    }
+    let frames = (producers * counts.frames) as u64;
+    let bytes = frames * IMAGE_BYTES as u64;
+    let rate = |ns: u64| (frames as f64 / (ns as f64 / 1e9), mb_per_s(bytes, ns));
+    let ((stampede_fps, stampede_mb), (tcp_fps, tcp_mb)) = (rate(stampede_ns), rate(tcp_ns));
+    let mut line = Line::new(BENCH_THROUGHPUT, case, STAMPEDE)
+        .field("frames", frames)
+        .field("frames_per_s", stampede_fps)
+        .field("mb_per_s", stampede_mb)
+        .ratio(TCP_STREAM, stampede_mb / tcp_mb);
+    if let Some(seed_mb) = seeds::stm_memory_channel_mb_per_s(case) {
+        line = line.field("ratio_vs_seed_stm_memory_channel", stampede_mb / seed_mb);
+    }
+    line.emit();
+    Line::new(BENCH_THROUGHPUT, case, TCP_STREAM)
+        .field("frames", frames)
+        .field("frames_per_s", tcp_fps)
+        .field("mb_per_s", tcp_mb)
+        .emit();
+    Ok(())
 }
