@@ -218,3 +218,34 @@ fn a_consume_sent_without_waiting_is_seen_by_every_later_call() {
         rt.close();
     })
 }
+
+/// This host's address on its first non-loopback interface, if it has one: the interface a
+/// UDP socket would use towards a public address (connecting a UDP socket sends nothing).
+fn non_loopback_address() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("8.8.8.8:53").ok()?;
+    Some(socket.local_addr().ok()?.ip()).filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
+}
+
+/// A client that reached the node at a non-loopback `tcp/` endpoint uses the direct TCP port
+/// paired with it (not the Unix socket, which is for this host's loopback only).
+#[test]
+fn a_client_at_a_non_loopback_endpoint_uses_the_direct_tcp_port() {
+    let Some(ip) = non_loopback_address() else {
+        eprintln!("skipped: this host has no non-loopback interface to reach the node by");
+        return;
+    };
+    with_watchdog("a_client_at_a_non_loopback_endpoint_uses_the_direct_tcp_port", || {
+        let port = std::net::TcpListener::bind((ip, 0)).and_then(|l| l.local_addr()).unwrap().port();
+        let endpoint = format!("tcp/{ip}:{port}");
+        let node = stampede_node::Node::serve(stampede::Runtime::new(), stampede_node::NodeOptions::listen(&endpoint))
+            .expect("the node serves");
+        let rt = stampede::connect(&endpoint, Some(CONNECT_TIMEOUT)).unwrap();
+        let before = node.direct_requests();
+        let frames = rt.create_channel("frames", Limits::unbounded()).unwrap();
+        let out = rt.task(0).unwrap().attach_output(&frames).unwrap();
+        out.put(1, &b"over TCP"[..]).unwrap();
+        assert!(node.direct_requests() - before >= 3, "create, task, attach and put on the direct TCP port");
+        rt.close();
+    })
+}
