@@ -18,6 +18,8 @@
 //!   virtual time past each; this process (one session) runs one consumer task per channel, each
 //!   on its thread, getting `OLDEST_UNSEEN` (every frame, in order), touching and consuming it.
 //!   1 → 1 is configuration A, 2 → 2 (two producer processes, two consumers in a third) is B.
+//! - [`present_gets`]: an exact get of an item already on the node, 8 B to a 6 MB frame (which
+//!   arrives as a shared-memory segment).
 //! - [`calls`]: one `names` request (no payload, no wait): the fabric's fixed cost per call.
 
 use std::thread;
@@ -211,6 +213,42 @@ pub fn producer_role(role: &Role) -> BoxResult<()> {
 pub fn calls(endpoint: &str, warmup: usize, calls: usize) -> BoxResult<Vec<u64>> {
     let rt = connect(endpoint, Some(START_TIMEOUT))?;
     let ns = timed(warmup, calls, |_| rt.names("bench/none").map(drop))?;
+    rt.close();
+    Ok(ns)
+}
+
+/// Times in ns of `gets` exact gets of items already present on the node, each of
+/// `frame_bytes`, after `warmup` untimed ones; each get touches the item's first and last byte.
+/// A producer process ([`PRODUCER_ROLE`]) puts the frames into a channel named `name`, at most
+/// [`FRAME_CAPACITY`] ahead. Each frame is got twice: once waiting for it (untimed), then again,
+/// present (timed), then consumed. From a client on the node's host, a frame of at least
+/// `SHARED_BYTES_MIN` arrives as a shared-memory segment: this is what `get` costs then.
+pub fn present_gets(
+    endpoint: &str,
+    name: &str,
+    frame_bytes: usize,
+    (warmup, gets): (usize, usize),
+) -> BoxResult<Vec<u64>> {
+    let rt = connect(endpoint, Some(START_TIMEOUT))?;
+    let channel = rt.create_channel(name, Limits::items(FRAME_CAPACITY))?;
+    let task = rt.task(INFINITY)?;
+    let input = task.attach_input(&channel)?;
+    let total = warmup + gets;
+    let args = [endpoint.to_owned(), name.to_owned(), total.to_string(), frame_bytes.to_string()];
+    let mut producer = Spawned::role(PRODUCER_ROLE, &args)?;
+    producer.ready()?;
+    producer.go()?;
+    let mut ns = Vec::with_capacity(gets);
+    for i in 0..total {
+        let ts = input.get(OLDEST_UNSEEN, Some(EXCHANGE_TIMEOUT))?.ts;
+        let start = Instant::now();
+        touch(input.get(ts, Some(EXCHANGE_TIMEOUT))?.data());
+        if i >= warmup {
+            ns.push(elapsed_ns(start));
+        }
+        input.consume(ts)?;
+    }
+    producer.finish()?;
     rt.close();
     Ok(ns)
 }

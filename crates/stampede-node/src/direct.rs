@@ -17,17 +17,20 @@
 //! - Not offered on a node with TLS: a `tls/` or `quic/` client's requests stay on TLS.
 //! - The listeners and connections end with the node's worker threads ([`crate::Node::close`]).
 
+use std::future::Future;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
+use bytes::Bytes;
+use stampede::remote::shared;
 use stampede::remote::wire::{DirectPath, FRAME_LENGTH_BYTES, REQUEST_HEADER_BYTES_MAX};
 use stampede::{Error, Result};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use zenoh::bytes::ZBytes;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 
 use crate::node::NodeShared;
-use crate::serve;
+use crate::serve::{self, Answer};
 
 /// Connections a node accepts per session it may serve (a client keeps up to `IDLE_MAX`, 8,
 /// idle ones and opens more while calls overlap).
@@ -102,10 +105,7 @@ async fn backoff() {
 }
 
 /// Serves `stream` on its own task, if the node has room for another connection.
-fn admit<S>(node: &Weak<NodeShared>, stream: S, live: &Arc<AtomicUsize>)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+fn admit<S: Transport>(node: &Weak<NodeShared>, stream: S, live: &Arc<AtomicUsize>) {
     let Some(shared) = node.upgrade() else { return };
     let connections_max = shared.options.sessions_max.saturating_mul(CONNECTIONS_PER_SESSION);
     if live.fetch_add(1, Ordering::SeqCst) >= connections_max {
@@ -121,20 +121,16 @@ where
 
 /// Answers the requests of one connection, one after another, until the client closes it, the
 /// node goes, or a frame is out of bounds.
-async fn connection<S>(node: &Weak<NodeShared>, mut stream: S) -> std::io::Result<()>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
+async fn connection<S: Transport>(node: &Weak<NodeShared>, mut stream: S) -> std::io::Result<()> {
     loop {
-        let mut prefix = [0u8; FRAME_LENGTH_BYTES];
-        stream.read_exact(&mut prefix).await?;
-        let length = u32::from_le_bytes(prefix) as usize;
+        let (length, descriptor) = stream.read_prefix().await?;
         let Some(node) = node.upgrade() else { return Ok(()) };
+        let name = || node.options.name.clone();
         let message_bytes_max = node.options.payload_bytes_max + REQUEST_HEADER_BYTES_MAX;
         if length > message_bytes_max {
             let reason = format!("a request of {length} bytes (at most {message_bytes_max})");
-            let e = Error::InvalidArgument { op: "request", name: node.options.name.clone(), reason };
-            write_reply(&mut stream, &serve::refusal(&e)).await?;
+            let e = Error::InvalidArgument { op: "request", name: name(), reason };
+            write_answer(&mut stream, &serve::refusal(&e)).await?;
             return Ok(());
         }
         let mut message = Vec::with_capacity(length);
@@ -143,25 +139,93 @@ where
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
         node.direct_requests.fetch_add(1, Ordering::Relaxed);
-        let reply = serve::serve(&node, &message).await;
+        let answer = match descriptor.map(|d| shared::map(d, node.options.payload_bytes_max)).transpose() {
+            Ok(passed) => serve::answer(&node, &message, passed).await,
+            Err(reason) => serve::refusal(&Error::InvalidArgument { op: "request", name: name(), reason }),
+        };
         drop((node, message));
-        write_reply(&mut stream, &reply).await?;
+        write_answer(&mut stream, &answer).await?;
     }
 }
 
-async fn write_reply<S: AsyncWrite + Unpin>(stream: &mut S, reply: &ZBytes) -> std::io::Result<()> {
-    let length = u32::try_from(reply.len()).map_err(|_| std::io::Error::other("a reply longer than a frame"))?;
-    if reply.len() <= COPY_BYTES_MAX {
-        let mut frame = Vec::with_capacity(FRAME_LENGTH_BYTES + reply.len());
+/// Writes `answer` as one frame. On a Unix socket an item's payload that is a shared-memory
+/// segment is passed as one instead of written.
+async fn write_answer<S: Transport>(stream: &mut S, answer: &Answer) -> std::io::Result<()> {
+    let passed = match &answer.payloads[..] {
+        [payload] if S::PASSES_SEGMENTS => shared::descriptor(payload),
+        _ => None,
+    };
+    let payloads: &[Bytes] = if passed.is_some() { &[] } else { &answer.payloads };
+    let length = answer.header.len() + payloads.iter().map(Bytes::len).sum::<usize>();
+    let length = u32::try_from(length).map_err(|_| std::io::Error::other("a reply longer than a frame"))?;
+    if let Some(descriptor) = passed {
+        let prefix = length.to_le_bytes();
+        let frame = [&prefix[..], &answer.header];
+        let sent = stream.send_with(&frame, descriptor).await?;
+        let rest: Vec<u8> = frame.concat().split_off(sent);
+        return stream.write_all(&rest).await;
+    }
+    if length as usize <= COPY_BYTES_MAX {
+        let mut frame = Vec::with_capacity(FRAME_LENGTH_BYTES + length as usize);
         frame.extend_from_slice(&length.to_le_bytes());
-        for slice in reply.slices() {
-            frame.extend_from_slice(slice);
+        frame.extend_from_slice(&answer.header);
+        for payload in payloads {
+            frame.extend_from_slice(payload);
         }
         return stream.write_all(&frame).await;
     }
     stream.write_all(&length.to_le_bytes()).await?;
-    for slice in reply.slices() {
-        stream.write_all(slice).await?;
+    stream.write_all(&answer.header).await?;
+    for payload in payloads {
+        stream.write_all(payload).await?;
     }
     Ok(())
+}
+
+/// What the two kinds of connection do differently: only the Unix socket passes shared-memory
+/// segments (`SCM_RIGHTS`).
+trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    const PASSES_SEGMENTS: bool;
+
+    /// Reads a frame's length, with the segment passed with it, if any.
+    fn read_prefix(&mut self) -> impl Future<Output = std::io::Result<(usize, Option<OwnedFd>)>> + Send + '_;
+
+    /// Sends the start of `parts` with `passed`: how many bytes went.
+    fn send_with<'a>(
+        &'a mut self,
+        parts: &'a [&'a [u8]],
+        passed: Arc<OwnedFd>,
+    ) -> impl Future<Output = std::io::Result<usize>> + Send + 'a;
+}
+
+impl Transport for tokio::net::TcpStream {
+    const PASSES_SEGMENTS: bool = false;
+
+    async fn read_prefix(&mut self) -> std::io::Result<(usize, Option<OwnedFd>)> {
+        let mut prefix = [0u8; FRAME_LENGTH_BYTES];
+        self.read_exact(&mut prefix).await?;
+        Ok((u32::from_le_bytes(prefix) as usize, None))
+    }
+
+    async fn send_with(&mut self, _: &[&[u8]], _: Arc<OwnedFd>) -> std::io::Result<usize> {
+        Err(std::io::Error::other("a shared-memory segment cannot pass on TCP"))
+    }
+}
+
+impl Transport for tokio::net::UnixStream {
+    const PASSES_SEGMENTS: bool = true;
+
+    async fn read_prefix(&mut self) -> std::io::Result<(usize, Option<OwnedFd>)> {
+        let mut prefix = shared::Prefix::default();
+        while !prefix.is_whole() {
+            let unfilled = prefix.unfilled();
+            let received = self.async_io(Interest::READABLE, || shared::receive_with(&*self, unfilled)).await?;
+            prefix.received(received)?;
+        }
+        Ok(prefix.into_parts())
+    }
+
+    async fn send_with(&mut self, parts: &[&[u8]], passed: Arc<OwnedFd>) -> std::io::Result<usize> {
+        self.async_io(Interest::WRITABLE, || shared::send_with(&*self, parts, passed.as_fd())).await
+    }
 }

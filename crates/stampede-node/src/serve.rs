@@ -11,8 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use stampede::payload::Buffers;
 use stampede::{
-    ChannelOptions, Codec, Container, Error, Info, Item, Parts, PutOptions, QueueItem, QueueOptions, Result, Selector,
+    ChannelOptions, Codec, Container, Error, Info, IntoPayload, Item, Parts, Payload, PutOptions, QueueItem,
+    QueueOptions, Result, Selector,
 };
 use zenoh::bytes::ZBytes;
 use zenoh::sample::SampleKind;
@@ -20,8 +22,8 @@ use zenoh::sample::SampleKind;
 use stampede::mesh_link::MeshLink;
 use stampede::remote::fabric;
 use stampede::remote::wire::{
-    self, decode_request, encode, ContainerInfo, Handle, Hello, ItemHeader, Reply, Request, WireError, WireRetention,
-    REQUEST_HEADER_BYTES_MAX,
+    self, decode_request, decode_request_passed, encode, ContainerInfo, Handle, Hello, ItemHeader, Reply, Request,
+    WireError, WireRetention, REQUEST_HEADER_BYTES_MAX,
 };
 use stampede::remote::REMOTE_WAIT_SLICE;
 
@@ -33,32 +35,89 @@ use crate::session::{self, Connection, Move, Session};
 /// A reply header and the payloads that follow it.
 type Served = (Reply, Vec<Bytes>);
 
-/// Answers `message`: the encoded reply, an error reply if the request failed.
+/// A reply as sent: its encoded header, and the payloads that follow it.
+pub(crate) struct Answer {
+    pub(crate) header: Vec<u8>,
+    pub(crate) payloads: Vec<Bytes>,
+}
+
+impl Answer {
+    /// The reply message, the payloads appended without a copy (for a zenoh reply).
+    pub(crate) fn message(self) -> ZBytes {
+        let mut writer = ZBytes::writer();
+        writer.append(ZBytes::from(self.header));
+        for payload in self.payloads {
+            writer.append(ZBytes::from(payload));
+        }
+        writer.finish()
+    }
+}
+
+/// Answers `message`, a zenoh query's: the encoded reply, an error reply if the request failed.
 pub(crate) async fn serve(node: &Arc<NodeShared>, message: &[u8]) -> ZBytes {
-    let (reply, payloads) = match respond(node, message).await {
+    answer(node, message, None).await.message()
+}
+
+/// Answers `message`, whose payload is `passed` (a shared-memory segment) when it came as one.
+pub(crate) async fn answer(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) -> Answer {
+    let (reply, payloads) = match respond(node, message, passed).await {
         Ok(served) => served,
         Err(e) => (Reply::Error(WireError::from(&e)), Vec::new()),
     };
-    let mut writer = ZBytes::writer();
-    writer.append(ZBytes::from(encode(&reply)));
-    for payload in payloads {
-        writer.append(ZBytes::from(payload));
-    }
-    writer.finish()
+    Answer { header: encode(&reply), payloads }
 }
 
 /// The reply refusing a request that never reached [`serve`] (a frame out of bounds).
-pub(crate) fn refusal(e: &Error) -> ZBytes {
-    ZBytes::from(encode(&Reply::Error(WireError::from(e))))
+pub(crate) fn refusal(e: &Error) -> Answer {
+    Answer { header: encode(&Reply::Error(WireError::from(e))), payloads: Vec::new() }
 }
 
-async fn respond(node: &Arc<NodeShared>, message: &[u8]) -> Result<Served> {
+/// A request's payload: the bytes after its header, which a put copies in, or a shared-memory
+/// segment passed with it, which a put stores as it is (the item is the client's segment).
+enum Body<'a> {
+    Inline(&'a [u8]),
+    Passed(Bytes),
+}
+
+impl Body<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Body::Inline(bytes) => bytes.len(),
+            Body::Passed(bytes) => bytes.len(),
+        }
+    }
+}
+
+/// What a put on the node stores: a request's body and its codec.
+struct Incoming<'a> {
+    body: Body<'a>,
+    codec: Codec,
+}
+
+impl IntoPayload for Incoming<'_> {
+    fn payload_bytes(&self) -> usize {
+        self.body.len()
+    }
+
+    fn into_payload(self, buffers: &Arc<Buffers>) -> Payload {
+        match self.body {
+            Body::Inline(bytes) => Parts { parts: &[bytes], codec: self.codec }.into_payload(buffers),
+            Body::Passed(data) => Payload { data, codec: self.codec },
+        }
+    }
+}
+
+async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) -> Result<Served> {
     let refuse = |reason: String| Error::InvalidArgument { op: "request", name: node.options.name.clone(), reason };
     let message_bytes_max = node.options.payload_bytes_max + REQUEST_HEADER_BYTES_MAX;
     if message.len() > message_bytes_max {
         return Err(refuse(format!("a request of {} bytes (at most {message_bytes_max})", message.len())));
     }
-    let (header, payload) = decode_request(message).map_err(|e| refuse(e.to_string()))?;
+    let (header, body) = match passed {
+        None => decode_request(message).map(|(header, payload)| (header, Body::Inline(payload))),
+        Some(passed) => decode_request_passed(message).map(|header| (header, Body::Passed(passed))),
+    }
+    .map_err(|e| refuse(e.to_string()))?;
     match header.request {
         Request::Hello => Ok((Reply::Hello(hello(node)), Vec::new())),
         Request::Open { user, password } => open(node, &header.session, user.as_deref(), password.as_deref()).await,
@@ -83,7 +142,7 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8]) -> Result<Served> {
             let session = session
                 .filter(|s| access::same_secret(&s.secret, &header.secret))
                 .ok_or_else(|| session::closed(&header.session))?;
-            let served = execute(node, &session, request, payload).await;
+            let served = execute(node, &session, request, body).await;
             // Items this request reclaimed reach the client before its reply.
             reclaim::send(node, &session).await;
             served
@@ -181,7 +240,7 @@ async fn token_alive(node: &NodeShared, id: &str) -> bool {
 }
 
 /// Runs one request of an open session.
-async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, payload: &[u8]) -> Result<Served> {
+async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, body: Body<'_>) -> Result<Served> {
     let op = request.op();
     let runtime = &node.runtime;
     let reply = match request {
@@ -308,9 +367,8 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
             let Connection::ChannelOutput(out) = session.connection(op, connection)? else {
                 return Err(not_a(session, op, connection, "channel output"));
             };
-            check_payload(node, out.channel().name(), ts, payload)?;
-            let parts = [payload];
-            let payload = Parts { parts: &parts, codec: Codec::from_name(&codec) };
+            check_payload(node, out.channel().name(), ts, body.len())?;
+            let payload = Incoming { body, codec: Codec::from_name(&codec) };
             out.put_async(ts, payload, PutOptions { refcount, timeout: Some(slice(wait_us)) }).await?;
             Reply::Done
         }
@@ -336,9 +394,8 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, pa
             let Connection::QueueOutput(out) = session.connection(op, connection)? else {
                 return Err(not_a(session, op, connection, "queue output"));
             };
-            check_payload(node, out.queue().name(), ts, payload)?;
-            let parts = [payload];
-            let payload = Parts { parts: &parts, codec: Codec::from_name(&codec) };
+            check_payload(node, out.queue().name(), ts, body.len())?;
+            let payload = Incoming { body, codec: Codec::from_name(&codec) };
             out.put_async(ts, payload, Some(slice(wait_us))).await?;
             Reply::Done
         }
@@ -530,15 +587,15 @@ fn too_large(op: &'static str, name: &str) -> Error {
 }
 
 /// Refuses a payload above the node's bound as a put of an item that can never fit.
-fn check_payload(node: &NodeShared, name: &str, ts: stampede::Timestamp, payload: &[u8]) -> Result<()> {
+fn check_payload(node: &NodeShared, name: &str, ts: stampede::Timestamp, payload_bytes: usize) -> Result<()> {
     let bytes_max = node.options.payload_bytes_max;
-    if payload.len() <= bytes_max {
+    if payload_bytes <= bytes_max {
         return Ok(());
     }
     Err(Error::Full {
         name: name.to_owned(),
         ts,
-        reason: format!("a payload of {} bytes is above the node's payload_bytes_max {bytes_max}", payload.len()),
+        reason: format!("a payload of {payload_bytes} bytes is above the node's payload_bytes_max {bytes_max}"),
         can_never_fit: true,
     })
 }

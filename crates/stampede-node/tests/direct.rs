@@ -6,16 +6,14 @@
 mod support;
 
 use std::io::{Read, Write};
-use std::os::linux::net::SocketAddrExt;
-use std::os::unix::net::{SocketAddr, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use stampede::remote::wire::{decode_reply, encode, Hello, Reply, Request, RequestHeader, FRAME_LENGTH_BYTES};
+use stampede::remote::wire::{decode_reply, Reply, FRAME_LENGTH_BYTES};
 use stampede::{ConnectOptions, Error, Limits, INFINITY, OLDEST_UNSEEN};
 use stampede_node::direct::CONNECTIONS_PER_SESSION;
-use support::{with_watchdog, TestNode, CONNECT_TIMEOUT};
-use zenoh::Wait;
+use support::{raw_connection, with_watchdog, TestNode, CONNECT_TIMEOUT};
 
 /// How soon a call blocked on the node must return once its client closes or the node goes (a
 /// bound against hangs, far above what it takes).
@@ -85,21 +83,6 @@ fn close_and_the_nodes_end_wake_a_call_blocked_on_the_direct_path() {
             }
         }
     })
-}
-
-/// The node's hello and a raw connection to its direct Unix socket.
-fn raw_connection(node: &TestNode) -> (Hello, UnixStream) {
-    let config = stampede::remote::fabric::client_config(&node.endpoint, Duration::from_secs(10), None).unwrap();
-    let zenoh = zenoh::open(config).wait().unwrap();
-    let request = encode(&RequestHeader { session: String::new(), secret: [0; 16], request: Request::Hello });
-    let reply = zenoh.get(stampede::remote::fabric::rpc_key("test")).payload(request).wait().unwrap().recv().unwrap();
-    let bytes = reply.result().unwrap().payload().to_bytes().into_owned();
-    let Ok((Reply::Hello(hello), _)) = decode_reply(&bytes) else { panic!("a hello") };
-    let name = hello.direct.unix.clone().expect("the node offers a Unix socket");
-    let address = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
-    let stream = UnixStream::connect_addr(&address).unwrap();
-    stream.set_read_timeout(Some(CONNECT_TIMEOUT)).unwrap();
-    (hello, stream)
 }
 
 /// Writes a frame; a connection the node already ended is left for the read to tell.

@@ -10,6 +10,7 @@
 
 use std::sync::{Arc, Weak};
 
+use crate::remote::shared::{self, SHARED_BYTES_MIN};
 use crate::sync::Mutex;
 use bytes::Bytes;
 use stampede_core::{Codec, Error, Payload, Result, Timestamp, CODEC_NAME_BYTES_MAX};
@@ -23,14 +24,25 @@ pub const POOL_BYTES_MIN: usize = 16 * 1024;
 #[derive(Default)]
 pub struct Buffers {
     free: Mutex<Vec<Vec<u8>>>,
+    /// Copies of at least [`SHARED_BYTES_MIN`] go into shared-memory segments: the pool of a
+    /// remote output whose node is on this host, which passes them instead of their bytes.
+    shared: bool,
 }
 
 impl Buffers {
+    /// A pool whose large copies are shared-memory segments (see `remote/shared.rs`).
+    pub(crate) fn shared() -> Buffers {
+        Buffers { free: Mutex::default(), shared: true }
+    }
+
     /// Copies `parts`, concatenated, into one buffer (recycled when large enough to matter).
     pub fn copy(self: &Arc<Self>, parts: &[&[u8]]) -> Bytes {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len < POOL_BYTES_MIN {
             return Bytes::from(parts.concat());
+        }
+        if let Some(segment) = (self.shared && len >= SHARED_BYTES_MIN).then(|| shared::make(parts)).flatten() {
+            return segment;
         }
         let mut buf = self.take(len);
         for part in parts {

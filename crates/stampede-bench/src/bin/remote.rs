@@ -25,6 +25,9 @@
 //!   ([`stampede_bench::remote::frames`]) beside a raw TCP stream (writer processes → reader
 //!   threads, [`stampede_bench::reference::tcp::stream`]); frames/s, MB/s (10^6 bytes) and the
 //!   ratio.
+//! - a 6 MB frame on one host (a 1080p RGB image): an exact get of one already on the node, which
+//!   arrives as a shared-memory segment ([`stampede_bench::remote::present_gets`]), beside the
+//!   same get of 8 bytes and beside one 6 MB `memcpy`.
 //! - call: one `names()` request, the fabric's fixed cost, beside the 8-byte zenoh query.
 //! - Python: `python/bench/bench_remote.py` against the same node, Python process to Python
 //!   process beside `multiprocessing.Queue` ([`stampede_bench::python`]); skipped, with a line
@@ -43,6 +46,7 @@
 
 use stampede_bench::cli::Options;
 use stampede_bench::payload::{case_name, IMAGE_BYTES};
+use stampede_bench::ping_pong::timed;
 use stampede_bench::process::{Node, Role};
 use stampede_bench::reference::redis::{self, RedisServer};
 use stampede_bench::reference::{seeds, tcp, unix, zenoh_pub_sub, zenoh_query};
@@ -68,6 +72,14 @@ const ZENOH_QUERY: &str = "zenoh query (client -> router queryable, Querier)";
 const REDIS_STREAMS: &str = "redis streams (XADD / XREAD BLOCK)";
 const TCP_STREAM: &str = "raw TCP stream";
 const PYTHON: &str = "stampede Python (serve, tcp loopback)";
+const PRESENT_GET: &str = "stampede remote get, item present (serve, tcp loopback)";
+const MEMCPY: &str = "memcpy";
+
+/// A 1080p RGB frame: the large frame of the shared-memory row ("6 MB").
+const LARGE_FRAME_BYTES: usize = 1920 * 1080 * 3;
+
+/// The target for a 6 MB same-host get, in µs.
+const LARGE_GET_TARGET_US: f64 = 20.0;
 
 /// How much of everything one run does.
 #[derive(Clone, Copy, Debug)]
@@ -82,6 +94,8 @@ struct Counts {
     frames: usize,
     /// Timed `names()` calls.
     calls: usize,
+    /// Timed gets of a present item per size.
+    gets: usize,
 }
 
 fn main() -> BoxResult<()> {
@@ -94,6 +108,7 @@ fn main() -> BoxResult<()> {
         warmup: options.scale(100, 5),
         round_trips: options.scale(1_000, 20),
         frames: options.scale(5_000, 10),
+        gets: options.scale(300, 5),
         calls: options.scale(2_000, 20),
     };
     machine_line(&options, &counts);
@@ -117,6 +132,7 @@ fn main() -> BoxResult<()> {
     for (case, producers) in [(seeds::CASE_A, 1), (seeds::CASE_B, 2)] {
         throughput(&node, case, producers, &counts)?;
     }
+    large_frames(&node, &counts)?;
     let calls = Summary::of(&mut remote::calls(&node.endpoint, counts.warmup, counts.calls)?);
     let mut line =
         Line::new(BENCH, "call", "stampede remote names()").latency_us("", &calls).field("calls", calls.n as u64);
@@ -300,5 +316,38 @@ fn throughput(node: &Node, case: &str, producers: usize, counts: &Counts) -> Box
         .field("frames_per_s", tcp_fps)
         .field("mb_per_s", tcp_mb)
         .emit();
+    Ok(())
+}
+
+/// The same-host large frame: an exact get of a present 6 MB frame (a shared-memory segment)
+/// beside the same get of 8 bytes and beside one 6 MB memcpy, p50 / p99.
+fn large_frames(node: &Node, counts: &Counts) -> BoxResult<()> {
+    let mut gets = Vec::new();
+    for frame_bytes in [8, LARGE_FRAME_BYTES] {
+        let name = format!("bench/present{frame_bytes}");
+        let mut ns = remote::present_gets(&node.endpoint, &name, frame_bytes, (counts.warmup, counts.gets))?;
+        gets.push(Summary::of(&mut ns));
+    }
+    let source = vec![0x5au8; LARGE_FRAME_BYTES];
+    let mut target = vec![0u8; LARGE_FRAME_BYTES];
+    let mut memcpy_ns = timed(counts.warmup, counts.gets, |_| -> Result<(), ()> {
+        target.copy_from_slice(std::hint::black_box(&source));
+        std::hint::black_box(&mut target);
+        Ok(())
+    })
+    .expect("a copy cannot fail");
+    let memcpy = Summary::of(&mut memcpy_ns);
+    let [small, large] = [&gets[0], &gets[1]];
+    let large_case = format!("{LARGE_FRAME_BYTES} B");
+    Line::new(BENCH, &large_case, PRESENT_GET)
+        .latency_us("", large)
+        .field("gets", large.n as u64)
+        .field("passed_as", "a shared-memory segment (sealed memfd on the node's Unix socket)")
+        .ratio(MEMCPY, large.p50_ns / memcpy.p50_ns)
+        .field("ratio_vs_8_b_get", large.p50_ns / small.p50_ns)
+        .field("target_p50_us", LARGE_GET_TARGET_US)
+        .emit();
+    Line::new(BENCH, "8 B", PRESENT_GET).latency_us("", small).field("gets", small.n as u64).emit();
+    Line::new(BENCH, &large_case, MEMCPY).latency_us("", &memcpy).field("copies", memcpy.n as u64).emit();
     Ok(())
 }

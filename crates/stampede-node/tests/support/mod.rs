@@ -88,3 +88,22 @@ pub fn live(rt: &Runtime, name: &str) -> usize {
         stampede::Container::Queue(_) => unreachable!("{name} is a channel"),
     }
 }
+
+/// The node's hello, asked over zenoh, and a raw connection to its direct Unix socket (what a
+/// hostile client would open).
+pub fn raw_connection(node: &TestNode) -> (stampede::remote::wire::Hello, std::os::unix::net::UnixStream) {
+    use stampede::remote::wire::{decode_reply, encode, Reply, Request, RequestHeader};
+    use std::os::linux::net::SocketAddrExt;
+    use zenoh::Wait;
+    let config = stampede::remote::fabric::client_config(&node.endpoint, Duration::from_secs(10), None).unwrap();
+    let zenoh = zenoh::open(config).wait().unwrap();
+    let request = encode(&RequestHeader { session: String::new(), secret: [0; 16], request: Request::Hello });
+    let reply = zenoh.get(stampede::remote::fabric::rpc_key("test")).payload(request).wait().unwrap().recv().unwrap();
+    let bytes = reply.result().unwrap().payload().to_bytes().into_owned();
+    let Ok((Reply::Hello(hello), _)) = decode_reply(&bytes) else { panic!("a hello") };
+    let name = hello.direct.unix.clone().expect("the node offers a Unix socket");
+    let address = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let stream = std::os::unix::net::UnixStream::connect_addr(&address).unwrap();
+    stream.set_read_timeout(Some(CONNECT_TIMEOUT)).unwrap();
+    (hello, stream)
+}

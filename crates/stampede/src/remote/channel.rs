@@ -65,7 +65,8 @@ impl RemoteChannel {
 
     pub(crate) fn attach_output(&self, task: &RemoteTask) -> Result<RemoteChannelOutput> {
         let link = self.container.attach(task, false)?;
-        Ok(RemoteChannelOutput { channel: self.clone(), link, buffers: Arc::default() })
+        let buffers = link.client.buffers();
+        Ok(RemoteChannelOutput { channel: self.clone(), link, buffers })
     }
 }
 

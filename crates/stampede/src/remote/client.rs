@@ -14,6 +14,7 @@
 //! that is alive and does not see it.
 
 use std::borrow::Cow;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,12 +28,15 @@ use zenoh::liveliness::LivelinessToken;
 use zenoh::query::ConsolidationMode;
 use zenoh::Wait;
 
+use crate::payload::Buffers;
 use crate::remote::direct::Direct;
-use crate::remote::fabric;
 use crate::remote::reclaim::{ContainerHandler, Dispatch, GlobalHandler};
 use crate::remote::runtime::{unexpected, RemoteRuntime};
-use crate::remote::wire::{decode_reply, encode, DecodeError, Handle, Hello, Reply, Request, RequestHeader, Secret};
+use crate::remote::wire::{
+    decode_reply, decode_reply_passed, encode, DecodeError, Handle, Hello, Reply, Request, RequestHeader, Secret,
+};
 use crate::remote::LIVELINESS_TIMEOUT_DEFAULT;
+use crate::remote::{fabric, shared};
 use crate::remote::{CLIENT_CLOSED, QUERY_MARGIN, REMOTE_WAIT_SLICE};
 use crate::runtime::{ClientTls, ConnectOptions};
 use crate::wait::{Changed, Signal};
@@ -280,6 +284,15 @@ impl Client {
     /// subscribers), which a request on the direct path may overtake.
     pub(crate) fn call_after_declarations(&self, request: Request) -> Result<(Reply, Bytes)> {
         self.call_on(request, None, Duration::ZERO, None)
+    }
+
+    /// A buffer pool for an output of this session: its large copies are shared-memory segments
+    /// when requests take the node's Unix socket (they are passed, not written).
+    pub(crate) fn buffers(&self) -> Arc<Buffers> {
+        match &self.direct {
+            Some(direct) if direct.passes_segments() => Arc::new(Buffers::shared()),
+            _ => Arc::default(),
+        }
     }
 
     /// The direct path, while the session has no GC handlers: the items a request reclaims reach
@@ -583,11 +596,21 @@ impl Client {
         let timeout = wait.saturating_add(QUERY_MARGIN);
         if let Some(direct) = direct {
             let header = encode(&self.header(request));
-            let parts: &[&[u8]] = match &payload {
-                Some(payload) => &[&header, payload],
-                None => &[&header],
+            // A large payload to a node on this host goes as a shared-memory segment.
+            let passed = payload.as_ref().filter(|_| direct.passes_segments()).and_then(shared::share);
+            let parts: &[&[u8]] = match (&payload, &passed) {
+                (Some(payload), None) => &[&header, payload],
+                _ => &[&header],
             };
-            return reply_of(direct.exchange(parts, timeout)?);
+            let (message, shared) = direct.exchange(parts, passed.as_ref().map(|(d, _)| d.as_fd()), timeout)?;
+            return match shared {
+                Some(shared) => {
+                    let reply = decode_reply_passed(&message, shared.len())
+                        .map_err(|e| format!("the node's reply is unreadable: {e}"))?;
+                    Ok((reply, shared))
+                }
+                None => reply_of(message),
+            };
         }
         let replies =
             self.query(request, payload, timeout).wait().map_err(|e| format!("zenoh refused the query: {e}"))?;

@@ -24,6 +24,7 @@
 use std::collections::HashMap;
 use std::io::{IoSlice, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixStream};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,7 +34,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::remote::wire::{DirectPath, FRAME_LENGTH_BYTES};
-use crate::remote::QUERY_MARGIN;
+use crate::remote::{shared, QUERY_MARGIN};
 use crate::wait::Signal;
 
 /// Most idle connections a client keeps to its node; a call finding none opens another.
@@ -126,10 +127,17 @@ impl Direct {
         }
     }
 
-    /// Sends one request (`parts`, concatenated, are its message) and reads the node's reply
-    /// message, within `timeout` for the reply. `Err`: why there is no reply (the caller treats
-    /// it as a lost reply, as a zenoh query's timeout).
-    pub(crate) fn exchange(&self, parts: &[&[u8]], timeout: Duration) -> Result<Bytes, String> {
+    /// Sends one request (`parts`, concatenated, are its message; `passed`, the shared-memory
+    /// segment holding its payload, see [`shared`](crate::remote::shared)) and reads the node's
+    /// reply message, within `timeout` for the reply, with the payload it passed as a segment.
+    /// `Err`: why there is no reply (the caller treats it as a lost reply, as a zenoh query's
+    /// timeout).
+    pub(crate) fn exchange(
+        &self,
+        parts: &[&[u8]],
+        passed: Option<BorrowedFd<'_>>,
+        timeout: Duration,
+    ) -> Result<(Bytes, Option<Bytes>), String> {
         let owed = std::mem::take(&mut *self.owed.lock());
         let (mut connection, owed) = match owed {
             (Some(connection), owed) => (connection, owed),
@@ -137,24 +145,28 @@ impl Direct {
                 // Sends written before this call may be on a connection another call took: their
                 // effects come first.
                 self.sends.wait_answered(self.sends.written.load(Ordering::SeqCst), timeout);
-                let idle = self.idle.lock().pop();
-                (idle.map_or_else(|| self.connect(), Ok)?, 0)
+                (self.idle_or_connect()?, 0)
             }
         };
-        let result = connection.write_frame(parts).and_then(|()| {
+        let result = connection.write_frame(parts, passed).and_then(|()| {
             self.read_owed(&mut connection, owed, timeout)?;
-            connection.read_reply(timeout)
+            let (message, descriptor) = connection.read_reply(timeout)?;
+            let shared =
+                descriptor.map(|d| shared::map(d, REPLY_BYTES_MAX)).transpose().map_err(std::io::Error::other)?;
+            Ok((message, shared))
         });
         match result {
             Ok(reply) => {
                 self.give_back(connection);
                 Ok(reply)
             }
-            Err(e) => {
-                self.forget(connection.id);
-                Err(format!("{}: {e}", self.describe()))
-            }
+            Err(e) => Err(self.failed(&connection, &e)),
         }
+    }
+
+    /// Whether frames on this path may pass shared-memory segments (the Unix socket).
+    pub(crate) fn passes_segments(&self) -> bool {
+        matches!(self.address, Address::Unix(_))
     }
 
     /// Writes one request and returns without its reply, which a later call reads. `Err`: the
@@ -164,19 +176,15 @@ impl Direct {
         let (connection, count) = &mut *owed;
         let mut taken = match connection.take() {
             Some(connection) => connection,
-            None => {
-                let idle = self.idle.lock().pop();
-                idle.map_or_else(|| self.connect(), Ok)?
-            }
+            None => self.idle_or_connect()?,
         };
         if *count >= SENDS_OWED_MAX {
             let owed = std::mem::take(count);
             if let Err(e) = self.read_owed(&mut taken, owed, QUERY_MARGIN) {
-                self.forget(taken.id);
-                return Err(format!("{}: {e}", self.describe()));
+                return Err(self.failed(&taken, &e));
             }
         }
-        let result = taken.write_frame(parts);
+        let result = taken.write_frame(parts, None);
         match result {
             Ok(()) => {
                 self.sends.written.fetch_add(1, Ordering::SeqCst);
@@ -187,8 +195,7 @@ impl Direct {
             Err(e) => {
                 // The replies owed on it can never come now.
                 self.sends.answer(std::mem::take(count) as u64);
-                self.forget(taken.id);
-                Err(format!("{}: {e}", self.describe()))
+                Err(self.failed(&taken, &e))
             }
         }
     }
@@ -230,6 +237,19 @@ impl Direct {
             stream.shutdown();
         }
         self.idle.lock().clear();
+    }
+
+    /// An idle connection, else a new one.
+    fn idle_or_connect(&self) -> Result<Connection, String> {
+        let idle = self.idle.lock().pop();
+        idle.map_or_else(|| self.connect(), Ok)
+    }
+
+    /// Forgets `connection`, whose exchange failed with `e` (it is never used again), and says
+    /// why.
+    fn failed(&self, connection: &Connection, e: &std::io::Error) -> String {
+        self.forget(connection.id);
+        format!("{}: {e}", self.describe())
     }
 
     fn connect(&self) -> Result<Connection, String> {
@@ -299,6 +319,10 @@ impl Sends {
     /// Waits until `written` sends were answered, at most `timeout` (then the call goes on: a
     /// lost send's effect never comes, and it ends its connection).
     fn wait_answered(&self, written: u64, timeout: Duration) {
+        // Checked before listening: on the hot path every send was answered already.
+        if self.answered.load(Ordering::SeqCst) >= written {
+            return;
+        }
         let deadline = Instant::now() + timeout;
         loop {
             let waiter = self.answered_more.listen();
@@ -310,7 +334,8 @@ impl Sends {
 }
 
 impl Connection {
-    fn write_frame(&mut self, parts: &[&[u8]]) -> std::io::Result<()> {
+    /// Writes one frame: its length, then `parts`; `passed` goes with its first bytes.
+    fn write_frame(&mut self, parts: &[&[u8]], passed: Option<BorrowedFd<'_>>) -> std::io::Result<()> {
         let length: usize = parts.iter().map(|part| part.len()).sum();
         let prefix = u32::try_from(length)
             .map_err(|_| std::io::Error::other(format!("a request of {length} bytes does not fit a frame")))?
@@ -318,10 +343,16 @@ impl Connection {
         let mut frame = Vec::with_capacity(parts.len() + 1);
         frame.push(&prefix[..]);
         frame.extend_from_slice(parts);
-        write_all(&mut self.stream, &frame)
+        let written = match (passed, &self.stream) {
+            (None, _) => 0,
+            (Some(descriptor), Stream::Unix(socket)) => shared::send_with(socket, &frame, descriptor)?,
+            (Some(_), Stream::Tcp(_)) => return Err(std::io::Error::other("a segment passed on TCP")),
+        };
+        write_all(&mut self.stream, &frame, written)
     }
 
-    fn read_reply(&mut self, timeout: Duration) -> std::io::Result<Bytes> {
+    /// Reads one reply frame: its message, and the segment passed with it, if any.
+    fn read_reply(&mut self, timeout: Duration) -> std::io::Result<(Bytes, Option<OwnedFd>)> {
         // Zero would mean "no timeout" to the socket; the caller's timeout is never zero
         // (a wait slice plus the query margin), this only keeps it so.
         let timeout = Some(timeout.max(Duration::from_millis(1)));
@@ -329,9 +360,14 @@ impl Connection {
             self.stream.set_read_timeout(timeout)?;
             self.read_timeout = timeout;
         }
-        let mut prefix = [0u8; FRAME_LENGTH_BYTES];
-        self.stream.read_exact(&mut prefix)?;
-        let length = u32::from_le_bytes(prefix) as usize;
+        let (length, descriptor) = match &self.stream {
+            Stream::Unix(socket) => receive_prefix(socket)?,
+            Stream::Tcp(_) => {
+                let mut prefix = [0u8; FRAME_LENGTH_BYTES];
+                self.stream.read_exact(&mut prefix)?;
+                (u32::from_le_bytes(prefix) as usize, None)
+            }
+        };
         if length > REPLY_BYTES_MAX {
             return Err(std::io::Error::other(format!("a reply of {length} bytes (at most {REPLY_BYTES_MAX})")));
         }
@@ -340,14 +376,24 @@ impl Connection {
         if reply.len() < length {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
-        Ok(Bytes::from(reply))
+        Ok((Bytes::from(reply), descriptor))
     }
 }
 
-/// Writes `parts` in order with as few system calls as the socket allows (one, usually).
-fn write_all(stream: &mut Stream, parts: &[&[u8]]) -> std::io::Result<()> {
+/// A frame's length from `socket`, with the segment passed with it, if any.
+fn receive_prefix(socket: &UnixStream) -> std::io::Result<(usize, Option<OwnedFd>)> {
+    let mut prefix = shared::Prefix::default();
+    while !prefix.is_whole() {
+        let received = shared::receive_with(socket, prefix.unfilled())?;
+        prefix.received(received)?;
+    }
+    Ok(prefix.into_parts())
+}
+
+/// Writes `parts` in order from byte `written` on, with as few system calls as the socket
+/// allows (one, usually).
+fn write_all(stream: &mut Stream, parts: &[&[u8]], mut written: usize) -> std::io::Result<()> {
     let total: usize = parts.iter().map(|part| part.len()).sum();
-    let mut written = 0;
     while written < total {
         let mut skip = written;
         let mut slices = Vec::with_capacity(parts.len());

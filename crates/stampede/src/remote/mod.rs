@@ -10,7 +10,8 @@
 //!   payload raw; decoding hostile bytes is a typed error, never a panic.
 //! - [`fabric`] — zenoh configurations and the key expressions a node answers on.
 //! - `client` (private) — connecting, one request, sliced waits, ending a session; `direct`
-//!   (private) — requests on the node's own sockets where it offers them, beside zenoh.
+//!   (private) — requests on the node's own sockets where it offers them, beside zenoh;
+//!   [`shared`] — large payloads as sealed shared-memory segments on the direct Unix socket.
 //! - `runtime`, `task`, `channel`, `queue`, `connection` (private) — the remote forms of the
 //!   public types; `reclaim` (private) — GC handlers run on the client for items reclaimed on
 //!   the node.
@@ -25,6 +26,7 @@ pub mod fabric;
 pub(crate) mod queue;
 pub(crate) mod reclaim;
 pub(crate) mod runtime;
+pub mod shared;
 pub(crate) mod task;
 pub(crate) mod watch;
 pub mod wire;

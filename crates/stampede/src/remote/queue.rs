@@ -28,7 +28,8 @@ impl RemoteQueue {
 
     pub(crate) fn attach_output(&self, task: &RemoteTask) -> Result<RemoteQueueOutput> {
         let link = self.container.attach(task, false)?;
-        Ok(RemoteQueueOutput { queue: self.clone(), link, buffers: Arc::default() })
+        let buffers = link.client.buffers();
+        Ok(RemoteQueueOutput { queue: self.clone(), link, buffers })
     }
 }
 

@@ -30,7 +30,7 @@ use stampede_core::Peer;
 
 /// The wire format's version, the first byte of every message. Bump it on any change to the
 /// types below.
-pub const VERSION: u8 = 8;
+pub const VERSION: u8 = 9;
 
 /// Largest request header a node decodes (names are at most `NAME_BYTES_MAX` bytes; codec names
 /// and session ids are short): a request whose header does not fit is refused.
@@ -796,7 +796,41 @@ pub fn decode_request(message: &[u8]) -> Result<(RequestHeader, &[u8]), DecodeEr
 /// the header declares.
 pub fn decode_reply(message: &[u8]) -> Result<(Reply, &[u8]), DecodeError> {
     let (reply, payload): (Reply, _) = decode(message)?;
-    let declared = match &reply {
+    check_reply_payload(&reply, payload.len())?;
+    Ok((reply, payload))
+}
+
+/// Decodes the header of a request whose payload was passed as a shared-memory segment
+/// (`shared.rs`) rather than after the header: nothing may follow the header, and the request
+/// must be one that carries a payload.
+pub fn decode_request_passed(message: &[u8]) -> Result<RequestHeader, DecodeError> {
+    let (header, payload) = decode_request(message)?;
+    if !payload.is_empty() {
+        return Err(DecodeError::Payload(format!("{} bytes after a request whose payload was passed", payload.len())));
+    }
+    if !header.request.carries_payload() {
+        return Err(DecodeError::Payload(format!("a payload passed with a {} request", header.request.op())));
+    }
+    Ok(header)
+}
+
+/// Decodes a reply whose payload, `passed_bytes` long, was passed as a shared-memory segment:
+/// nothing may follow the header, which must declare that many bytes.
+pub fn decode_reply_passed(message: &[u8], passed_bytes: usize) -> Result<Reply, DecodeError> {
+    let (reply, payload): (Reply, _) = decode(message)?;
+    if !payload.is_empty() {
+        return Err(DecodeError::Payload(format!("{} bytes after a reply whose payload was passed", payload.len())));
+    }
+    if !matches!(reply, Reply::Item(_) | Reply::QueueItem { .. }) {
+        return Err(DecodeError::Payload("a payload passed with a reply that carries no item".into()));
+    }
+    check_reply_payload(&reply, passed_bytes)?;
+    Ok(reply)
+}
+
+/// Checks `payload_bytes` against the item lengths `reply` declares.
+fn check_reply_payload(reply: &Reply, payload_bytes: usize) -> Result<(), DecodeError> {
+    let declared = match reply {
         Reply::Item(item) | Reply::QueueItem { item, .. } => Some(item.len),
         Reply::Items(items) => Some(
             items
@@ -806,13 +840,13 @@ pub fn decode_reply(message: &[u8]) -> Result<(Reply, &[u8]), DecodeError> {
         ),
         _ => None,
     };
-    let actual = payload.len() as u64;
+    let actual = payload_bytes as u64;
     match declared {
         Some(n) if n != actual => {
             Err(DecodeError::Payload(format!("the header declares {n} payload bytes, {actual} follow")))
         }
         None if actual != 0 => Err(DecodeError::Payload(format!("{actual} bytes after a reply that carries none"))),
-        _ => Ok((reply, payload)),
+        _ => Ok(()),
     }
 }
 

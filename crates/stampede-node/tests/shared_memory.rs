@@ -1,0 +1,174 @@
+//! Large payloads through shared memory on the direct Unix socket (`stampede::remote::shared`):
+//! a large item is passed as a sealed segment from the putting client to the node and from the
+//! node to the getting client, never copied on the way; every segment goes once nothing holds
+//! its item; hostile descriptors get a typed error and the node serves on.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use stampede::remote::shared::{self, SEALS, SHARED_BYTES_MIN};
+use stampede::remote::wire::{decode_reply, encode, Reply, Request, RequestHeader, FRAME_LENGTH_BYTES};
+use stampede::{ConnectOptions, Container, Error, Limits, Payload, INFINITY};
+use support::{raw_connection, with_watchdog, TestNode, CONNECT_TIMEOUT};
+
+/// A 6 MB frame, a borrowed one copied in and a small one from one client to another on the
+/// node's host: the large ones arrive as segments (what the getter holds is a mapping it was
+/// passed), equal to what was put; the small one and a zenoh-only getter's copy are bytes. Once
+/// every item is consumed and reclaimed and the items are dropped, no segment is left.
+#[test]
+fn a_large_item_is_passed_as_shared_memory_from_putter_to_getter() {
+    with_watchdog("a_large_item_is_passed_as_shared_memory_from_putter_to_getter", || {
+        let node = TestNode::new();
+        let baseline = shared::segments();
+        let producer = node.client();
+        let consumer = node.client();
+        let zenoh_only = ConnectOptions { timeout: Some(CONNECT_TIMEOUT), zenoh_only: true, ..Default::default() };
+        let remote_reader = stampede::connect_with(&node.endpoint, &zenoh_only).unwrap();
+        let frames = producer.create_channel("frames", Limits::unbounded()).unwrap();
+        let reader = consumer.task(INFINITY).unwrap();
+        let inp = reader.attach_input(&channel(&consumer, "frames")).unwrap();
+        let remote_task = remote_reader.task(INFINITY).unwrap();
+        let remote_channel = channel(&remote_reader, "frames");
+        let remote_inp = remote_task.attach_input(&remote_channel).unwrap();
+        let ts0 = producer.ts_min();
+        let writer = producer.task(ts0).unwrap();
+        let out = writer.attach_output(&frames).unwrap();
+        let frame: Vec<u8> = (0..6 * 1024 * 1024).map(|i: u32| (i % 251) as u8).collect();
+        let borrowed: Vec<u8> = (0..SHARED_BYTES_MIN as u32).map(|i| (i % 13) as u8).collect();
+        out.put(ts0, frame.clone()).unwrap();
+        out.put(ts0 + 1, &borrowed[..]).unwrap();
+        out.put(ts0 + 2, vec![7u8; SHARED_BYTES_MIN - 1]).unwrap();
+        drop((out, writer));
+
+        let mut held = Vec::new();
+        for (ts, expected, passed) in [(ts0, &frame, true), (ts0 + 1, &borrowed, true), (ts0 + 2, &vec![7u8; 0], false)]
+        {
+            let item = inp.get(ts, Some(CONNECT_TIMEOUT)).unwrap();
+            if passed {
+                assert_eq!(item.data().as_ref(), &expected[..], "ts {ts}: the bytes put");
+            }
+            assert_eq!(shared::descriptor(item.data()).is_some(), passed, "ts {ts}: passed as a segment");
+            let again = inp.get(ts, Some(CONNECT_TIMEOUT)).unwrap();
+            assert_eq!(again.data(), item.data(), "a segment never changes");
+            let copy = remote_inp.get(ts, Some(CONNECT_TIMEOUT)).unwrap();
+            assert_eq!(copy.data(), item.data(), "over zenoh: the same bytes");
+            assert!(shared::descriptor(copy.data()).is_none(), "over zenoh: bytes, not a segment");
+            held.push(item);
+            inp.consume(ts).unwrap();
+            remote_inp.consume(ts).unwrap();
+        }
+        assert!(shared::segments() > baseline, "segments are held while their items are");
+        drop(held);
+        drop((inp, reader, remote_inp, remote_task));
+        // The node reclaims the consumed items: their segments go with them.
+        let deadline = std::time::Instant::now() + CONNECT_TIMEOUT;
+        while shared::segments() > baseline && std::time::Instant::now() < deadline {
+            producer.collect();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(shared::segments(), baseline, "every segment goes once its item is reclaimed and dropped");
+        for rt in [producer, consumer, remote_reader] {
+            rt.close();
+        }
+    })
+}
+
+/// Sends `message` as a frame with `passed` descriptors; `None` when the node ended the
+/// connection, else its reply.
+fn exchange(stream: &mut UnixStream, message: &[u8], passed: &[&OwnedFd]) -> Option<Reply> {
+    let mut frame = (message.len() as u32).to_le_bytes().to_vec();
+    frame.extend_from_slice(message);
+    if passed.is_empty() {
+        stream.write_all(&frame).ok()?;
+    } else {
+        let fds: Vec<_> = passed.iter().map(|fd| fd.as_fd()).collect();
+        let mut space = vec![std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+        let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
+        assert!(control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)));
+        let io = [std::io::IoSlice::new(&frame)];
+        let sent = rustix::net::sendmsg(&*stream, &io, &mut control, rustix::net::SendFlags::NOSIGNAL).ok()?;
+        stream.write_all(&frame[sent..]).ok()?;
+    }
+    let mut prefix = [0u8; FRAME_LENGTH_BYTES];
+    stream.read_exact(&mut prefix).ok()?;
+    let mut body = vec![0u8; u32::from_le_bytes(prefix) as usize];
+    stream.read_exact(&mut body).ok()?;
+    Some(decode_reply(&body).expect("the node's reply decodes").0)
+}
+
+/// A memfd of `len` bytes, with `seals`.
+fn memfd(len: usize, seals: rustix::fs::SealFlags) -> OwnedFd {
+    use rustix::fs::MemfdFlags;
+    let fd = rustix::fs::memfd_create("hostile", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).unwrap();
+    rustix::fs::ftruncate(&fd, len as u64).unwrap();
+    rustix::fs::fcntl_add_seals(&fd, seals).unwrap();
+    fd
+}
+
+fn invalid_argument(reply: Option<Reply>, mentions: &str) {
+    match reply.map(error) {
+        Some(Some(Error::InvalidArgument { reason, .. })) => {
+            assert!(reason.contains(mentions), "{reason:?} should mention {mentions:?}");
+        }
+        other => panic!("expected InvalidArgument mentioning {mentions:?}: {other:?}"),
+    }
+}
+
+/// The error a reply carries.
+fn error(reply: Reply) -> Option<Error> {
+    match reply {
+        Reply::Error(e) => Some(Error::from(e)),
+        _ => None,
+    }
+}
+
+fn channel(rt: &stampede::Runtime, name: &str) -> stampede::Channel {
+    match rt.lookup(name).unwrap() {
+        Container::Channel(channel) => channel,
+        Container::Queue(_) => panic!("{name} is a channel"),
+    }
+}
+
+/// Every descriptor a node cannot trust is refused before it is mapped, with a typed error on
+/// the same connection: another kind of file, a memfd without the seals (its sender could
+/// change or shrink it under readers), one larger than the node's payload bound, one passed
+/// with a request that carries no payload or beside payload bytes. Two descriptors with one
+/// frame end the connection. The node serves on.
+#[test]
+fn hostile_descriptors_get_typed_errors_and_the_node_serves_on() {
+    with_watchdog("hostile_descriptors_get_typed_errors_and_the_node_serves_on", || {
+        let node = TestNode::with(|options| options.payload_bytes_max = 1 << 20);
+        let (_, mut stream) = raw_connection(&node);
+        let put = |payload: &[u8]| {
+            let request = Request::Put { connection: 1, ts: 5, codec: "raw".into(), refcount: None, wait_us: 0 };
+            let mut message = encode(&RequestHeader { session: "ab".into(), secret: [0; 16], request });
+            message.extend_from_slice(payload);
+            message
+        };
+        let hello = encode(&RequestHeader { session: String::new(), secret: [0; 16], request: Request::Hello });
+        let (socket, _peer) = UnixStream::pair().unwrap();
+        invalid_argument(exchange(&mut stream, &put(b""), &[&OwnedFd::from(socket)]), "not a sealed memfd");
+        let unsealed = memfd(4096, rustix::fs::SealFlags::empty());
+        invalid_argument(exchange(&mut stream, &put(b""), &[&unsealed]), "not sealed");
+        let shrinkable = memfd(4096, rustix::fs::SealFlags::WRITE | rustix::fs::SealFlags::GROW);
+        invalid_argument(exchange(&mut stream, &put(b""), &[&shrinkable]), "not sealed");
+        invalid_argument(exchange(&mut stream, &put(b""), &[&memfd(2 << 20, SEALS)]), "at most 1048576");
+        let sealed = memfd(4096, SEALS);
+        invalid_argument(exchange(&mut stream, &hello, &[&sealed]), "a payload passed with a hello request");
+        invalid_argument(exchange(&mut stream, &put(b"xyz"), &[&sealed]), "3 bytes after a request");
+        match exchange(&mut stream, &put(b""), &[&sealed]).map(error) {
+            Some(Some(Error::Closed { .. })) => {}
+            other => panic!("a well-formed passed put of no session: Closed, got {other:?}"),
+        }
+        assert!(exchange(&mut stream, &put(b""), &[&sealed, &memfd(4096, SEALS)]).is_none(), "two descriptors");
+        let rt = node.client();
+        let frames = rt.create_channel("after", Limits::unbounded()).unwrap();
+        let out = rt.task(rt.ts_min()).unwrap().attach_output(&frames).unwrap();
+        out.put(rt.ts_min(), Payload::from(vec![1u8; SHARED_BYTES_MIN])).unwrap();
+        rt.close();
+    })
+}
