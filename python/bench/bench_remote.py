@@ -12,6 +12,9 @@ figures are one way (round trip / 2), percentiles nearest-rank, as the Rust prog
   ``ping``, puts its answer at the same ts into ``pong`` and consumes.
 - multiprocessing.Queue: the same exchange between the same two kinds of process through two
   ``multiprocessing.Queue`` (pickled bytes over a pipe, a feeder thread on each side).
+- a 6 MB frame (a 1080p RGB NumPy array) on one host: ``get`` + ``array()`` of a frame already on
+  the node, put by a producer process, which arrives as a shared-memory segment; beside the same
+  for an 8-byte array and beside one NumPy copy of the frame.
 
 Payloads of 8 B, 1 KiB, 8 KiB and 60 KiB; every receiver reads the first and last byte of what
 it got. Every wait is bounded (the node's start, each get, each child's exit); children are
@@ -42,6 +45,8 @@ from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
 from pathlib import Path
 
+import numpy as np
+
 import stampede
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,6 +60,10 @@ START_S = 30.0
 EXCHANGE_S = 20.0
 #: Longest wait for a child to exit once its work is done.
 EXIT_S = 20.0
+#: A 1080p RGB frame: the large frame of the shared-memory row ("6 MB").
+LARGE_FRAME = (1080, 1920, 3)
+#: Frames a producer may be ahead of the getter (the channel's capacity).
+FRAMES_AHEAD = 4
 
 
 def source(payload_bytes: int, seed: int) -> bytes:
@@ -73,14 +82,19 @@ def percentile(sorted_ns: list[int], p: float) -> int:
     return sorted_ns[min(max(rank, 1), len(sorted_ns)) - 1]
 
 
+def summary_us(samples_ns: list[int], per: int = 1) -> dict[str, float]:
+    """p50, p99 and mean of the samples, each divided by ``per``, in µs."""
+    ns = sorted(samples_ns)
+    return {
+        "p50_us": round(percentile(ns, 50) / per / 1e3, 3),
+        "p99_us": round(percentile(ns, 99) / per / 1e3, 3),
+        "mean_us": round(sum(ns) / len(ns) / per / 1e3, 3),
+    }
+
+
 def one_way_us(rtt_ns: list[int]) -> dict[str, float]:
     """p50, p99 and mean one way (round trip / 2), in µs."""
-    ns = sorted(rtt_ns)
-    return {
-        "p50_us": round(percentile(ns, 50) / 2e3, 3),
-        "p99_us": round(percentile(ns, 99) / 2e3, 3),
-        "mean_us": round(sum(ns) / len(ns) / 2e3, 3),
-    }
+    return summary_us(rtt_ns, per=2)
 
 
 def emit(line: dict[str, object]) -> None:
@@ -238,6 +252,82 @@ def queue_ping_pong(payload_bytes: int, warmup: int, round_trips: int) -> list[i
     return samples
 
 
+def frame_producer(endpoint: str, name: str, shape: tuple[int, ...], total: int, ready: Event) -> None:
+    """Puts ``total`` arrays of ``shape`` into ``name``, at most ``FRAMES_AHEAD`` ahead."""
+    with stampede.connect(endpoint, timeout=START_S) as rt:
+        channel = rt.lookup(name)
+        assert isinstance(channel, stampede.Channel)
+        base = rt.ts_min
+        task = rt.task(base)
+        out = task.attach_output(channel)
+        frame = np.full(shape, 0x5A, dtype=np.uint8)
+        ready.set()
+        for i in range(total):
+            out.put(base + i, frame, timeout=EXCHANGE_S)
+            task.set_virtual_time(base + i + 1)
+
+
+def present_gets(endpoint: str, shape: tuple[int, ...], warmup: int, gets: int) -> list[int]:
+    """Times in ns of ``get`` + ``array()`` of a frame already on the node (got once, untimed, to
+    wait for it; then again, timed), after ``warmup`` untimed ones."""
+    total = warmup + gets
+    with stampede.connect(endpoint, timeout=START_S) as rt:
+        suffix = f"{math.prod(shape)}-{os.getpid()}-{time.monotonic_ns()}"
+        frames = rt.create_channel(f"bench/py-present{suffix}", capacity=FRAMES_AHEAD)
+        reader = rt.task(stampede.INFINITY)
+        inp = reader.attach_input(frames)
+        args = (endpoint, frames.name, shape, total)
+        with child(frame_producer, args, "frame producer") as (producer, ready):
+            await_ready(producer, ready)
+            samples = []
+            for i in range(total):
+                ts = inp.get(stampede.OLDEST_UNSEEN, timeout=EXCHANGE_S).ts
+                t0 = time.perf_counter_ns()
+                array = inp.get(ts, timeout=EXCHANGE_S).array()
+                touch(array.reshape(-1))
+                elapsed = time.perf_counter_ns() - t0
+                del array
+                inp.consume(ts)
+                if i >= warmup:
+                    samples.append(elapsed)
+            finish(producer)
+    return samples
+
+
+def copy_ns(shape: tuple[int, ...], warmup: int, copies: int) -> list[int]:
+    """Times in ns of one NumPy copy of an array of ``shape`` into another."""
+    source_array, target = np.full(shape, 0x5A, dtype=np.uint8), np.empty(shape, dtype=np.uint8)
+    samples = []
+    for i in range(warmup + copies):
+        t0 = time.perf_counter_ns()
+        np.copyto(target, source_array)
+        if i >= warmup:
+            samples.append(time.perf_counter_ns() - t0)
+    return samples
+
+
+def run_large(endpoint: str, warmup: int, gets: int) -> None:
+    large_bytes = math.prod(LARGE_FRAME)
+    large = summary_us(present_gets(endpoint, LARGE_FRAME, warmup, gets))
+    small = summary_us(present_gets(endpoint, (8,), warmup, gets))
+    copy = summary_us(copy_ns(LARGE_FRAME, warmup, gets))
+    present = "stampede Python get + array(), item present (serve, tcp loopback)"
+    emit(
+        {
+            "bench": BENCH,
+            "case": f"{large_bytes} B",
+            "impl": present,
+            **large,
+            "gets": gets,
+            "ratio_vs": "numpy copy",
+            "ratio": round(large["p50_us"] / copy["p50_us"], 3),
+            "ratio_vs_8_b": round(large["p50_us"] / small["p50_us"], 3),
+        }
+    )
+    emit({"bench": BENCH, "case": "8 B", "impl": present, **small, "gets": gets})
+    emit({"bench": BENCH, "case": f"{large_bytes} B", "impl": "numpy copy", **copy, "copies": gets})
+
+
 def machine_line(quick: bool, round_trips: int) -> None:
     cpu = "unknown"
     with contextlib.suppress(OSError):
@@ -260,6 +350,7 @@ def machine_line(quick: bool, round_trips: int) -> None:
 
 
 def run(endpoint: str, warmup: int, round_trips: int) -> None:
+    run_large(endpoint, warmup, max(round_trips // 4, 5))
     for payload_bytes in PAYLOAD_BYTES:
         case = f"{payload_bytes}B"
         ours = one_way_us(stampede_ping_pong(endpoint, payload_bytes, warmup, round_trips))

@@ -1,8 +1,8 @@
 """Real processes on one host sharing channels through a `stampede serve` node (SPEC §7): two
 client processes, a queue with workers in separate processes, an exact join fed by producers in
-separate processes, a 6 MB NumPy frame crossing between processes, a camera process on one node
-putting into a channel on another, and a camera process killed and restarted under a display
-that keeps running. Every wait is bounded;
+separate processes, a 6 MB NumPy frame crossing between processes through shared memory, a
+camera process on one node putting into a channel on another, and a camera process killed and
+restarted under a display that keeps running. Every wait is bounded;
 every process is killed in a `finally`."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def finish(proc: subprocess.Popen[str]) -> str:
 
 def test_two_client_processes_share_a_channel(endpoint):
     """A producer process and a consumer process: every frame, in order, and a 6 MB NumPy frame
-    that arrives as an equal, read-only array."""
+    that arrives as an equal, read-only array viewing a shared-memory segment (SPEC §7)."""
     with stampede.connect(endpoint, timeout=NODE_START_S) as rt:
         rt.create_channel("camera/frames")
         consumer_code = """
@@ -66,6 +66,13 @@ def test_two_client_processes_share_a_channel(endpoint):
             expected = np.arange(6 * 1024 * 1024, dtype=np.uint8).reshape(1024, 2048, 3)
             assert frame.shape == expected.shape and not frame.flags.writeable
             assert np.array_equal(frame, expected)
+            # On one host the frame is passed as a shared-memory segment and the array views the
+            # mapping itself: nothing copied it between the producer's put and this process.
+            address = frame.__array_interface__["data"][0]
+            mappings = [line.split() for line in open("/proc/self/maps")]
+            spans = [(int(m[0].split("-")[0], 16), int(m[0].split("-")[1], 16), m) for m in mappings]
+            viewed = [m for lo, hi, m in spans if lo <= address < hi]
+            assert viewed and "memfd:stampede-item" in " ".join(viewed[0][5:]), viewed
             print("ok", flush=True)
         """
         producer_code = """

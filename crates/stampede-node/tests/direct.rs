@@ -202,6 +202,37 @@ fn a_consume_sent_without_waiting_is_seen_by_every_later_call() {
     })
 }
 
+/// A task's move to or above the highest virtual time it had is sent without waiting for the
+/// node's reply: every later call sees it applied, on this thread and on another told after it
+/// (`ts_min` after a move: `a_consume_sent_without_waiting_is_seen_by_every_later_call`).
+/// A move below takes the reply, so the node's refusal (`BelowVisibility`) is still the caller's.
+#[test]
+fn a_virtual_time_sent_without_waiting_is_seen_by_every_later_call() {
+    with_watchdog("a_virtual_time_sent_without_waiting_is_seen_by_every_later_call", || {
+        let node = TestNode::new();
+        let rt = node.client();
+        let task = rt.task(10).unwrap();
+        let before = node.node.direct_requests();
+        for v in 11..200 {
+            task.set_virtual_time(v).unwrap();
+            let seen = if v % 2 == 0 {
+                task.virtual_time()
+            } else {
+                std::thread::scope(|s| s.spawn(|| task.virtual_time()).join().unwrap())
+            };
+            assert_eq!(seen, v, "after the move to {v}");
+        }
+        assert!(node.node.direct_requests() - before >= 2 * 189, "each move and each look a request");
+        match task.set_virtual_time(150) {
+            Err(Error::BelowVisibility { .. }) => {}
+            other => panic!("a move below the task's visibility is refused: {other:?}"),
+        }
+        task.set_virtual_time(250).unwrap();
+        assert_eq!(task.virtual_time(), 250);
+        rt.close();
+    })
+}
+
 /// This host's address on its first non-loopback interface, if it has one: the interface a
 /// UDP socket would use towards a public address (connecting a UDP socket sends nothing).
 fn non_loopback_address() -> Option<std::net::IpAddr> {

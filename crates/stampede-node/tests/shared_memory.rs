@@ -15,8 +15,8 @@ use stampede::remote::wire::{decode_reply, encode, Reply, Request, RequestHeader
 use stampede::{ConnectOptions, Container, Error, Limits, Payload, INFINITY};
 use support::{raw_connection, with_watchdog, TestNode, CONNECT_TIMEOUT};
 
-/// A 6 MB frame, a borrowed one copied in and a small one from one client to another on the
-/// node's host: the large ones arrive as segments (what the getter holds is a mapping it was
+/// A 6 MB frame, a borrowed one copied in, a small one and a queue's item from one client to
+/// another on the node's host: the large ones arrive as segments (what the getter holds is a mapping it was
 /// passed), equal to what was put; the small one and a zenoh-only getter's copy are bytes. Once
 /// every item is consumed and reclaimed and the items are dropped, no segment is left.
 #[test]
@@ -61,6 +61,22 @@ fn a_large_item_is_passed_as_shared_memory_from_putter_to_getter() {
             inp.consume(ts).unwrap();
             remote_inp.consume(ts).unwrap();
         }
+        // A queue's item too, both ways.
+        let jobs = producer.create_queue("jobs", Limits::unbounded()).unwrap();
+        let job: Vec<u8> = (0..SHARED_BYTES_MIN as u32).map(|i| (i % 7) as u8).collect();
+        let tq = producer.ts_min();
+        producer.task(tq).unwrap().attach_output(&jobs).unwrap().put(tq, &job[..], None).unwrap();
+        let worker = consumer.task(INFINITY).unwrap();
+        let queue = match consumer.lookup("jobs").unwrap() {
+            Container::Queue(queue) => queue,
+            Container::Channel(_) => panic!("jobs is a queue"),
+        };
+        let jobs_in = worker.attach_input(&queue).unwrap();
+        let taken = jobs_in.get(Some(CONNECT_TIMEOUT)).unwrap();
+        assert_eq!(taken.item.data().as_ref(), &job[..], "the queue's item");
+        assert!(shared::descriptor(taken.item.data()).is_some(), "a queue's large item is passed as a segment");
+        jobs_in.consume(&taken).unwrap();
+        drop((taken, jobs_in, worker));
         assert!(shared::segments() > baseline, "segments are held while their items are");
         drop(held);
         drop((inp, reader, remote_inp, remote_task));

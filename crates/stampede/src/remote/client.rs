@@ -295,6 +295,12 @@ impl Client {
         }
     }
 
+    /// Whether requests take the direct path now (then [`send`](Self::send) writes at once, and
+    /// every later call sees the send applied).
+    pub(crate) fn sends_directly(&self) -> bool {
+        self.direct_path().is_some()
+    }
+
     /// The direct path, while the session has no GC handlers: the items a request reclaims reach
     /// the client's handlers on zenoh before the reply only when the reply takes zenoh too.
     fn direct_path(&self) -> Option<&Direct> {

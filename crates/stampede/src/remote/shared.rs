@@ -38,9 +38,11 @@ use rustix::net::{
 };
 
 /// Smallest payload sent as a shared-memory segment on the direct Unix socket; smaller ones are
-/// written into the socket. Below it making and mapping a segment costs more than the copies it
-/// saves (`docs/BENCHMARKS.md`, "remote").
-pub const SHARED_BYTES_MIN: usize = 256 * 1024;
+/// written into the socket. Measured (`docs/BENCHMARKS.md`, "remote"): a stream of frames moves
+/// faster through the socket up to ~2 MB (a segment's fresh pages, mappings and unmappings cost
+/// more than the socket's copies into warm buffers) and through segments at 6 MB, while a get
+/// through a segment costs the same at any size; from 1 MiB on, the get's latency wins.
+pub const SHARED_BYTES_MIN: usize = 1024 * 1024;
 
 /// Most segments whose descriptors a process keeps open at once (a quarter of the usual soft
 /// limit of 1 024 descriptors).

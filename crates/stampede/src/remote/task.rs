@@ -32,6 +32,10 @@ pub(crate) struct TaskRef {
     closed: AtomicBool,
     /// Virtual time and visibility when last asked.
     known: Mutex<(Timestamp, Timestamp)>,
+    /// The highest virtual time the task had through this handle: its start, or set since. No
+    /// virtual time at or above it can be refused (the task's visibility is at most its virtual
+    /// time, which is at most this).
+    highest: Mutex<Timestamp>,
     /// Its label, as last set through this handle.
     name: Mutex<Option<String>>,
     /// Its shadows on other nodes, by node name (docs/PROTOCOL.md "A task spans nodes through
@@ -71,10 +75,11 @@ impl Drop for TaskRef {
 impl RemoteTask {
     pub(crate) fn new(client: Arc<Client>, id: Handle, virtual_time: Timestamp) -> RemoteTask {
         let known = Mutex::new((virtual_time, virtual_time));
+        let highest = Mutex::new(virtual_time);
         let name = Mutex::new(None);
         let (shadows, changing) = (Mutex::default(), Mutex::default());
         let closed = AtomicBool::new(false);
-        RemoteTask { inner: Arc::new(TaskRef { client, id, closed, known, name, shadows, changing }) }
+        RemoteTask { inner: Arc::new(TaskRef { client, id, closed, known, highest, name, shadows, changing }) }
     }
 
     /// The task's id, unique within the node's runtime.
@@ -101,13 +106,33 @@ impl RemoteTask {
     ///
     /// A shadow whose session on its node ended went with that session (the node closed it): it
     /// is forgotten, and the task attaches there again through a new one.
+    ///
+    /// A task without shadows moving to or above the highest virtual time it had is sent
+    /// without waiting for the node's reply, as a consume is (`direct.rs`): the node cannot
+    /// refuse it, and every later call of this client sees it applied.
     pub fn set_virtual_time(&self, v: Timestamp) -> Result<()> {
+        let request = Request::SetVirtualTime { task: self.inner.id, virtual_time: v };
+        let client = &self.inner.client;
+        if self.inner.shadows.lock().is_empty() && client.sends_directly() && !self.inner.closed.load(Ordering::SeqCst)
+        {
+            // Held across the send: two threads setting the task send in the order they checked.
+            let mut highest = self.inner.highest.lock();
+            if v >= *highest {
+                client.check_open(request.op())?;
+                client.send(request);
+                *highest = v;
+                return Ok(());
+            }
+        }
         // A task without shadows changes on one node only: no order to keep, so no lock (a GC
         // handler may move it while a call of it waits for the handler, as embedded). A shadow
         // starting meanwhile reads the home's virtual time after its takeover: at worst it keeps
         // the value the home had just before, until the next move.
         let _changing = (!self.inner.shadows.lock().is_empty()).then(|| self.inner.changing.lock());
-        self.inner.client.done(Request::SetVirtualTime { task: self.inner.id, virtual_time: v })?;
+        client.done(request)?;
+        let mut highest = self.inner.highest.lock();
+        *highest = (*highest).max(v);
+        drop(highest);
         for (node, shadow) in self.shadows_by_node() {
             if let Err(e) = shadow.client.done(Request::SetVirtualTime { task: shadow.id, virtual_time: v }) {
                 if !self.forget_if_gone(&node, &shadow) {
