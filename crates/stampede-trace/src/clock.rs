@@ -1,0 +1,138 @@
+//! A log's clock mapped onto a reference clock (another process's or host's), from timestamp
+//! exchanges made at the start and at the end of a run — the NTP estimate, each exchange giving
+//! an offset and the bound on its error.
+//!
+//! An exchange: this side reads its clock (`t0`) and sends; the reference side reads its clock on
+//! receipt (`t1`) and on reply (`t2`); this side reads its clock on receipt (`t3`). With equal
+//! delays each way the offset is `((t1 - t0) + (t2 - t3)) / 2`, and whatever the asymmetry it is
+//! wrong by at most half the round trip spent on the network, `((t3 - t0) - (t2 - t1)) / 2`. Of
+//! several exchanges the one with the least delay is kept. Exchanges at both ends of a run also
+//! give the drift between the two clocks.
+//!
+//! Guarantees: [`ClockMap::estimate`] never divides by zero and never overflows (times are i128
+//! inside); a map from no exchange is the identity, said by `None`.
+
+/// One timestamp exchange with the reference clock, each time in ns of its own clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exchange {
+    /// Sent, on this clock.
+    pub t0: u64,
+    /// Received, on the reference clock.
+    pub t1: u64,
+    /// Replied, on the reference clock.
+    pub t2: u64,
+    /// Reply received, on this clock.
+    pub t3: u64,
+}
+
+impl Exchange {
+    /// The reference clock minus this clock, ns, by this exchange.
+    pub fn offset(&self) -> i128 {
+        ((self.t1 as i128 - self.t0 as i128) + (self.t2 as i128 - self.t3 as i128)) / 2
+    }
+
+    /// The round trip spent outside the reference side, ns (never below 0).
+    pub fn delay(&self) -> i128 {
+        ((self.t3 as i128 - self.t0 as i128) - (self.t2 as i128 - self.t1 as i128)).max(0)
+    }
+
+    /// This clock's time at the exchange's middle.
+    fn middle(&self) -> i128 {
+        (self.t0 as i128 + self.t3 as i128) / 2
+    }
+}
+
+/// `reference = t + offset + drift × (t − at)`: this clock's times on the reference clock.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClockMap {
+    /// The offset at `at`, ns.
+    pub offset_ns: i128,
+    /// This clock's time at which `offset_ns` holds.
+    pub at: i128,
+    /// Reference ns gained per ns of this clock (0: no drift measured).
+    pub drift: f64,
+    /// The bound on the offset's error, ns (half the least delay).
+    pub error_ns: i128,
+}
+
+impl ClockMap {
+    /// The identity: a log on the reference clock itself.
+    pub const IDENTITY: ClockMap = ClockMap { offset_ns: 0, at: 0, drift: 0.0, error_ns: 0 };
+
+    /// The map the exchanges give: the least-delay exchange of `start`, and with `end` the drift
+    /// between the two. `None` without any exchange.
+    pub fn estimate(start: &[Exchange], end: &[Exchange]) -> Option<ClockMap> {
+        let best = |exchanges: &[Exchange]| exchanges.iter().copied().min_by_key(Exchange::delay);
+        let first = best(start).or_else(|| best(end))?;
+        let mut map =
+            ClockMap { offset_ns: first.offset(), at: first.middle(), drift: 0.0, error_ns: first.delay() / 2 };
+        if let (Some(first), Some(last)) = (best(start), best(end)) {
+            let span = last.middle() - first.middle();
+            if span > 0 {
+                map.drift = (last.offset() - first.offset()) as f64 / span as f64;
+                map.error_ns = map.error_ns.max(last.delay() / 2);
+            }
+        }
+        Some(map)
+    }
+
+    /// `t` of this clock on the reference clock, ns.
+    pub fn to_reference(&self, t: u64) -> i128 {
+        let since = t as i128 - self.at;
+        t as i128 + self.offset_ns + (self.drift * since as f64).round() as i128
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An exchange with a clock `offset` ahead and `drift`, delays `out` and `back`, sent at `t0`.
+    fn exchange(t0: u64, offset: i64, drift: f64, out: u64, back: u64) -> Exchange {
+        let reference = |t: u64| (t as f64 + offset as f64 + drift * t as f64).round() as u64;
+        let t1 = reference(t0 + out);
+        let t2 = t1 + 1_000;
+        Exchange { t0, t1, t2, t3: t0 + out + 1_000 + back }
+    }
+
+    #[test]
+    fn symmetric_delays_give_the_offset_exactly() {
+        let map = ClockMap::estimate(&[exchange(1_000_000, 5_000_000, 0.0, 30_000, 30_000)], &[]).unwrap();
+        assert_eq!(map.offset_ns, 5_000_000);
+        assert_eq!(map.to_reference(2_000_000), 7_000_000);
+        assert_eq!(map.error_ns, 30_000);
+    }
+
+    #[test]
+    fn asymmetric_delays_stay_within_the_bound_and_the_least_delay_wins() {
+        let exchanges = [
+            exchange(10_000_000, -3_000_000, 0.0, 90_000, 10_000),
+            exchange(20_000_000, -3_000_000, 0.0, 12_000, 8_000),
+            exchange(30_000_000, -3_000_000, 0.0, 400_000, 10_000),
+        ];
+        let map = ClockMap::estimate(&exchanges, &[]).unwrap();
+        assert!((map.offset_ns - -3_000_000).abs() <= map.error_ns, "{map:?}");
+        assert_eq!(map.error_ns, 10_000, "the second exchange has the least delay");
+    }
+
+    #[test]
+    fn exchanges_at_both_ends_give_the_drift() {
+        let drift = 50e-6; // 50 ppm
+        let start = [exchange(1_000_000_000, 7_000, drift, 20_000, 20_000)];
+        let end = [exchange(61_000_000_000, 7_000, drift, 20_000, 20_000)];
+        let map = ClockMap::estimate(&start, &end).unwrap();
+        assert!((map.drift - drift).abs() < 1e-9, "{map:?}");
+        for t in [1_000_000_000u64, 31_000_000_000, 61_000_000_000] {
+            let expected = (t as f64 + 7_000.0 + drift * t as f64).round() as i128;
+            assert!((map.to_reference(t) - expected).abs() <= 1_000, "t {t}: {} vs {expected}", map.to_reference(t));
+        }
+    }
+
+    #[test]
+    fn no_exchange_no_map_and_extremes_do_not_overflow() {
+        assert_eq!(ClockMap::estimate(&[], &[]), None);
+        let wild = Exchange { t0: u64::MAX, t1: 0, t2: u64::MAX, t3: 0 };
+        let map = ClockMap::estimate(&[wild], &[wild]).unwrap();
+        let _ = map.to_reference(u64::MAX);
+    }
+}
