@@ -50,8 +50,10 @@ echo "== Python tests"
 .venv/bin/python -m pytest -q python/tests
 
 echo "== Remote benchmark, smoke run (docs/BENCHMARKS.md \"remote\"): every row once, tiny counts, figures meaningless"
-cargo build -q -p stampede-bench --bin remote
+cargo build -q -p stampede-bench --bin remote --bin trace
 target/debug/remote --quick >/dev/null
+echo "== Event log benchmark, smoke run (docs/BENCHMARKS.md \"trace\")"
+target/debug/trace --quick >/dev/null
 
 echo "== Conformance: the Python semantic suites in the serve, mesh and split configurations"
 for configuration in serve mesh split; do

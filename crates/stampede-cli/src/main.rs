@@ -10,6 +10,9 @@
 //! - `stampede dashboard --connect <endpoint> [--port <port>]` — serves a live web dashboard of a
 //!   node's runtime (see [`dashboard`]); `stampede serve --dashboard <port>` serves one of its own.
 //!
+//! - `stampede trace export <dir> -o trace.json`, `stampede trace report <dir>` — the event logs
+//!   of a traced run (`STAMPEDE_TRACE=<dir>`) as a Perfetto trace or a table (see [`trace`]).
+//!
 //! Each takes the TLS flags of [`tls`] for `tls/<host>:<port>` and `quic/<host>:<port>` endpoints (`docs/SECURITY.md`).
 //!
 //! Errors are printed as `stampede: <message>` on stderr with exit status 1; usage errors exit 2.
@@ -21,6 +24,7 @@ mod replay;
 mod serve;
 mod tail;
 mod tls;
+mod trace;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -192,6 +196,29 @@ enum Command {
     /// Reads a password from standard input (one line) and prints its Argon2id hash, for the
     /// `password` of a user in an --access policy file.
     HashPassword,
+    /// The event logs of a traced run (STAMPEDE_TRACE=<dir>): a Perfetto trace, or where each
+    /// thread's time went.
+    Trace {
+        #[command(subcommand)]
+        action: TraceAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum TraceAction {
+    /// Writes the merged logs as a Chrome trace JSON file (open it in ui.perfetto.dev).
+    Export {
+        /// The directory the run logged into.
+        dir: std::path::PathBuf,
+        /// The JSON file to write.
+        #[arg(short, long, default_value = "trace.json")]
+        output: std::path::PathBuf,
+    },
+    /// Prints each thread's wall time split into application, blocking, runtime and messaging.
+    Report {
+        /// The directory the run logged into.
+        dir: std::path::PathBuf,
+    },
 }
 
 /// `none`, `lz4` or `zstd`.
@@ -276,6 +303,8 @@ fn main() -> ExitCode {
             })
         }
         Command::HashPassword => hash_password(),
+        Command::Trace { action: TraceAction::Export { dir, output } } => trace::export(&dir, &output),
+        Command::Trace { action: TraceAction::Report { dir } } => trace::report(&dir),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,7 +8,7 @@
 //!
 //! - [`record`]: the fixed-size binary record and the event kinds; decoding hostile bytes is a
 //!   typed error, never a panic.
-//! - [`file`]: a process's log file, chunk after chunk as the writer flushes; read back whole up
+//! - [`mod@file`]: a process's log file, chunk after chunk as the writer flushes; read back whole up
 //!   to a crash's cut.
 //! - [`clock`]: a log's clock mapped onto a reference clock from timestamp exchanges (offset and
 //!   drift, with the error bound the exchanges allow).

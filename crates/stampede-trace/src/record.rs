@@ -37,9 +37,9 @@ pub enum Kind {
     Reclaim,
     /// A GC handler running (span; `name`, `ts`).
     GcHandler,
-    /// A pacer sleeping until its next tick (span).
+    /// A pacer sleeping until its next tick (span; `ts`: the virtual time it waits for).
     PacerSleep,
-    /// A frame later than its tick (instant; `ts`: how late, in ns).
+    /// A frame later than its tick (instant; `ts`: the virtual time, `bytes`: how late, ns).
     LateFrame,
     /// A temporal join matching a tuple (span; `name`: the join's, `ts`).
     Join,

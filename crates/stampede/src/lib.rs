@@ -71,6 +71,7 @@ mod space;
 pub mod split;
 mod sync;
 pub mod task;
+pub mod trace;
 mod wait;
 pub mod watch;
 

@@ -35,8 +35,13 @@ impl Pacer {
     pub fn sync(&mut self, vt: Timestamp) -> Pace {
         let pace = self.rule.decide(vt, self.start.elapsed());
         match pace {
-            Pace::Early(wait) => sleep_until(self.rule.due(vt).and_then(|due| self.start.checked_add(due)), wait),
+            Pace::Early(wait) => {
+                let _sleeping = crate::trace::span(crate::trace::Kind::PacerSleep, 0, vt as u64, 0);
+                sleep_until(self.rule.due(vt).and_then(|due| self.start.checked_add(due)), wait);
+            }
             Pace::Late(lateness) => {
+                let late_ns = u64::try_from(lateness.as_nanos()).unwrap_or(u64::MAX);
+                crate::trace::event(crate::trace::Kind::LateFrame, crate::trace::Phase::Instant, 0, vt as u64, late_ns);
                 if let Some(on_late) = self.on_late.as_mut() {
                     on_late(vt, lateness);
                 }

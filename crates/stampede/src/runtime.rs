@@ -183,6 +183,7 @@ pub struct ClientTls {
 /// A remote runtime's blocking calls block the calling thread (call them outside async code);
 /// the `_async` forms and readiness futures do not. See `docs/NODES.md` and `docs/SECURITY.md`.
 pub fn connect_with(endpoint: &str, options: &ConnectOptions) -> Result<Runtime> {
+    crate::trace::enable_from_env();
     Ok(Runtime(Backend::Remote(crate::remote::client::connect(endpoint, options)?)))
 }
 
@@ -202,6 +203,7 @@ pub fn connect_to(endpoint: &str, node: &str, timeout: Option<Duration>) -> Resu
 impl Runtime {
     /// A new, empty runtime in this process. Several may coexist; they share nothing.
     pub fn new() -> Runtime {
+        crate::trace::enable_from_env();
         Runtime(Backend::Local(local::runtime::Runtime::new()))
     }
 
@@ -377,7 +379,8 @@ impl Runtime {
     /// the node are closed (claims released, open items back) by the time this returns, and the
     /// client leaves the fabric. Idempotent.
     pub fn close(&self) {
-        forward!(&self.0, rt => rt.close())
+        forward!(&self.0, rt => rt.close());
+        crate::trace::flush();
     }
 
     /// Checks, under the locks that make each comparison atomic, that every live task's

@@ -77,6 +77,8 @@ pub(crate) struct Shared<S> {
     listed_at: AtomicI64,
     /// Recycled payload buffers for copy-in.
     pub(crate) buffers: Arc<Buffers>,
+    /// Its name's index in the event log's name table, once traced (`trace.rs`).
+    trace_name: std::sync::OnceLock<u32>,
     /// Puts that ended `Full` (the item was not stored): the producers' drops, for tools.
     dropped: AtomicU64,
     /// A channel's disk tier, if it has one (never a queue).
@@ -139,6 +141,18 @@ impl ContainerState for QueueState {
     }
 }
 
+impl<S> Shared<S> {
+    /// The container's name in the event log (0 while tracing is off).
+    #[inline]
+    pub(crate) fn trace_name(&self) -> u32 {
+        if crate::trace::enabled() {
+            *self.trace_name.get_or_init(|| crate::trace::intern(&self.name))
+        } else {
+            0
+        }
+    }
+}
+
 impl<S: ContainerState> Shared<S> {
     pub(crate) fn new(
         key: ContainerKey,
@@ -160,6 +174,7 @@ impl<S: ContainerState> Shared<S> {
             producers_closed: AtomicBool::new(false),
             listed_at: AtomicI64::new(INFINITY),
             buffers: Arc::default(),
+            trace_name: std::sync::OnceLock::new(),
             dropped: AtomicU64::new(0),
             disk: disk.map(Tier::new),
         })
@@ -1259,9 +1274,15 @@ impl Space {
         shared.freed.notify();
         let local: Vec<ReclaimHandler> = shared.handlers.read().clone();
         let global: Vec<ReclaimHandler> = self.handlers.read().clone();
+        let name = shared.trace_name();
         for item in items {
-            for handler in local.iter().chain(&global) {
-                handler(&shared.name, item);
+            let (ts, bytes) = (item.ts as u64, item.payload.len() as u64);
+            crate::trace::event(crate::trace::Kind::Reclaim, crate::trace::Phase::Instant, name, ts, bytes);
+            if !local.is_empty() || !global.is_empty() {
+                let _handling = crate::trace::span(crate::trace::Kind::GcHandler, name, ts, bytes);
+                for handler in local.iter().chain(&global) {
+                    handler(&shared.name, item);
+                }
             }
         }
     }

@@ -159,11 +159,14 @@ pub(crate) fn blocking<T>(
     mut attempt: impl FnMut() -> Result<T>,
 ) -> Result<T> {
     let deadline = deadline(timeout);
+    let mut waiting = None;
     loop {
         match attempt() {
             Err(e) if e.is_transient() && deadline.is_none_or(|d| Instant::now() < d) => {}
             other => return other,
         }
+        // From the first "not yet" to the return: the call's blocking time in the event log.
+        waiting.get_or_insert_with(|| crate::trace::span(crate::trace::Kind::Wait, 0, 0, 0));
         if signal.spin() {
             continue;
         }

@@ -23,6 +23,7 @@ use crate::disk::DiskStats;
 use crate::payload::IntoPayload;
 use crate::runtime::Info;
 use crate::space::{ChannelShared, Held, HorizonWait, Space, TaskShared};
+use crate::trace::{self, Kind};
 use crate::wait::{self, Changed};
 
 /// A named channel of timestamped items (cheap to clone).
@@ -177,6 +178,7 @@ impl ChannelOutput {
     /// `BelowVisibility`, `DuplicateTimestamp`, `Full`, `Closed`.
     pub fn put_with(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
         let shared = &self.channel.shared;
+        let _span = trace::span(Kind::Put, shared.trace_name(), ts as u64, payload.payload_bytes() as u64);
         shared.count_drop(self.admit(ts, payload).and_then(|payload| {
             self.spill()?;
             wait::blocking(&shared.freed, options.timeout, || self.try_put(ts, &payload, options.refcount))
@@ -289,12 +291,19 @@ impl ChannelInput {
     /// long as needed, `Some(Duration::ZERO)` never waits. Errors: `NotAvailable` (with the
     /// neighbouring timestamps), `AlreadyConsumed`, `Reclaimed`, `InvalidTimestamp`, `Closed`.
     pub fn get(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
+        let span = trace::span(Kind::Get, self.channel.shared.trace_name(), 0, 0);
         let selector = selector.into();
-        if let Some(done) = wait::at_once(self.try_get(selector), timeout) {
-            return done;
+        let got = match wait::at_once(self.try_get(selector), timeout) {
+            Some(done) => done,
+            None => {
+                let mut registered = None;
+                wait::blocking(&self.channel.shared.changed, timeout, || self.try_registered(selector, &mut registered))
+            }
+        };
+        if let Ok(item) = &got {
+            span.end_with(item.ts as u64, item.payload.len() as u64);
         }
-        let mut registered = None;
-        wait::blocking(&self.channel.shared.changed, timeout, || self.try_registered(selector, &mut registered))
+        got
     }
 
     /// The async form of [`get`](Self::get), for tokio.
@@ -353,6 +362,7 @@ impl ChannelInput {
     /// Marks the item at `ts` consumed on this connection. A no-op for an item already consumed
     /// or reclaimed; `NotAvailable` for a timestamp never put.
     pub fn consume(&self, ts: Timestamp) -> Result<()> {
+        let _span = trace::span(Kind::Consume, self.channel.shared.trace_name(), ts as u64, 0);
         let (_, reclaimed) = self.channel.space.run(&*self.channel.shared, &self.task, |s, _, ts_min| {
             let mut fx = Effects::default();
             s.consume(self.conn, ts, ts_min, &mut fx)?;

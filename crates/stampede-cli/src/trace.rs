@@ -1,0 +1,76 @@
+//! `stampede trace export <dir> -o trace.json` and `stampede trace report <dir>`: the event logs
+//! of a directory (`STAMPEDE_TRACE=<dir>`, one `.stlog` file per process) merged on one clock
+//! (`stampede-trace`), as a Perfetto / Chrome trace or as a table of where each thread's time
+//! went (`docs/TRACING.md`).
+
+use std::path::{Path, PathBuf};
+
+use stampede_trace::breakdown::Breakdown;
+use stampede_trace::merge::Timeline;
+
+type BoxResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Every log of `dir`, read and merged.
+fn timeline(dir: &Path) -> BoxResult<Timeline> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "stlog"))
+        .collect();
+    paths.sort();
+    if paths.is_empty() {
+        return Err(
+            format!("{} holds no .stlog file: run the application with STAMPEDE_TRACE={0}", dir.display()).into()
+        );
+    }
+    let mut logs = Vec::with_capacity(paths.len());
+    for path in &paths {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        logs.push(stampede_trace::file::read(&bytes).map_err(|e| format!("{}: {e}", path.display()))?);
+    }
+    Ok(Timeline::merge(logs))
+}
+
+/// `stampede trace export`: writes the trace JSON to `output`.
+pub fn export(dir: &Path, output: &Path) -> BoxResult<()> {
+    let timeline = timeline(dir)?;
+    let trace = stampede_trace::perfetto::export(&timeline);
+    std::fs::write(output, serde_json::to_vec(&trace)?).map_err(|e| format!("{}: {e}", output.display()))?;
+    let events = trace["traceEvents"].as_array().map_or(0, Vec::len);
+    println!(
+        "{}: {events} trace events from {} process(es); open it in https://ui.perfetto.dev",
+        output.display(),
+        timeline.processes.len()
+    );
+    Ok(())
+}
+
+/// `stampede trace report`: one row per thread, its wall time and the share of each part.
+pub fn report(dir: &Path) -> BoxResult<()> {
+    let timeline = timeline(dir)?;
+    println!(
+        "{:<28} {:>10} {:>7} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9}",
+        "process / thread", "wall ms", "app %", "block %", "runtime%", "alloc", "lock", "gc", "message %"
+    );
+    for (p, process) in timeline.processes.iter().enumerate() {
+        for (th, thread) in process.threads.iter().enumerate() {
+            let records: Vec<_> = timeline.thread_events(p, th).map(|e| e.record).collect();
+            let b = Breakdown::of_thread(&records);
+            let share = |part: u64| if b.wall == 0 { 0.0 } else { 100.0 * part as f64 / b.wall as f64 };
+            let label = format!("{} / {}", process.name.rsplit('/').next().unwrap_or(&process.name), thread.name);
+            println!(
+                "{:<28} {:>10.1} {:>7.1} {:>8.1} {:>8.1} {:>6.1} {:>6.1} {:>6.1} {:>9.1}",
+                label,
+                b.wall as f64 / 1e6,
+                share(b.application),
+                share(b.blocking),
+                share(b.runtime),
+                share(b.allocation),
+                share(b.locking),
+                share(b.gc),
+                share(b.messaging)
+            );
+        }
+    }
+    Ok(())
+}
