@@ -190,12 +190,16 @@ fn clients_share_a_channel_and_a_queue() {
         let frames = setup.create_channel("frames", Limits::unbounded()).unwrap();
         let jobs = setup.create_queue("jobs", Limits::items(4)).unwrap();
 
+        // The reader attaches before the camera's first put: a task at INFINITY attaching later
+        // would find the frames already put consumed on its new connection (SPEC §2).
+        let (attached, reader_attached) = std::sync::mpsc::channel();
         let reader = {
             let endpoint = endpoint.clone();
             thread::spawn(move || {
                 let rt = client(&endpoint);
                 let task = rt.task(INFINITY).unwrap();
                 let inp = task.attach_input(&rt.channel("frames").unwrap()).unwrap();
+                attached.send(()).unwrap();
                 let mut seen = Vec::new();
                 while seen.len() < FRAMES as usize {
                     let item = inp.get(OLDEST_UNSEEN, Some(WAIT)).unwrap();
@@ -232,6 +236,7 @@ fn clients_share_a_channel_and_a_queue() {
             })
             .collect();
 
+        reader_attached.recv_timeout(WAIT).expect("the reader attaches");
         let writer = client(&endpoint);
         let camera = writer.task(0).unwrap();
         let out = camera.attach_output(&writer.channel("frames").unwrap()).unwrap();
