@@ -77,6 +77,7 @@ from ._stampede import (
     Recorder,
     Runtime,
     Selector,
+    Span,
     StampedeError,
     Storage,
     Stream,
@@ -86,6 +87,8 @@ from ._stampede import (
     __version__,
     connect,
     replay,
+    span,
+    trace_flush,
 )
 
 __all__ = [
@@ -124,6 +127,7 @@ __all__ = [
     "Recorder",
     "Runtime",
     "Selector",
+    "Span",
     "StampedeError",
     "Stream",
     "Task",
@@ -134,4 +138,6 @@ __all__ = [
     "__version__",
     "connect",
     "replay",
+    "span",
+    "trace_flush",
 ]

@@ -41,6 +41,7 @@ __all__ = [
     "Recorder",
     "Runtime",
     "Selector",
+    "Span",
     "StampedeError",
     "Stream",
     "TS_MAX",
@@ -51,6 +52,8 @@ __all__ = [
     "Watch",
     "connect",
     "replay",
+    "span",
+    "trace_flush",
     "__version__",
 ]
 
@@ -390,6 +393,14 @@ class Runtime:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool: ...
+
+@final
+class Span:
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *_exc: object) -> bool: ...
+
+def span(name: str) -> Span: ...
+def trace_flush() -> None: ...
 
 @final
 class Pacer:

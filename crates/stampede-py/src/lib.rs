@@ -19,6 +19,7 @@
 //! - [`watch`] — `Watch`: the name service's events as an iterator.
 //! - [`dashboard`] — `Dashboard`: the live web dashboard of a runtime (`stampede-dashboard`).
 //! - [`record`] — `Recorder` and `replay`: MCAP recordings (`stampede-record`).
+//! - [`trace`] — `span` and `trace_flush`: the event log (`stampede::trace`).
 //!
 //! The binding uses only the public API of the `stampede` crate (`stampede-node` to serve, `stampede-dashboard` for dashboards). The Python package
 //! (`python/stampede`) re-exports everything from here and adds type stubs.
@@ -38,6 +39,7 @@ mod reclaim;
 mod record;
 mod runtime;
 mod task;
+mod trace;
 mod wait;
 mod watch;
 
@@ -66,6 +68,9 @@ fn _stampede(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dashboard::Dashboard>()?;
     m.add_class::<record::Recorder>()?;
     m.add_function(wrap_pyfunction!(record::replay, m)?)?;
+    m.add_class::<trace::Span>()?;
+    m.add_function(wrap_pyfunction!(trace::span, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::trace_flush, m)?)?;
     errors::register(m)?;
 
     let py = m.py();
