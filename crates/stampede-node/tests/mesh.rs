@@ -194,8 +194,10 @@ fn a_node_expelled_while_alive_rejoins_as_a_new_incarnation() {
             eventually(SETTLE, || counters.restarts.load(Ordering::Relaxed) == 1),
             "a learns it was fenced and restarts once: {counters:?}"
         );
+        // A call that waits for the node's answer says so (a move of the task's virtual time
+        // upwards would be sent without waiting: docs/NODES.md, "What differs").
         assert!(
-            matches!(old_task.set_virtual_time(6), Err(stampede::Error::Closed { .. })),
+            matches!(old_task.spawn(6), Err(stampede::Error::Closed { .. })),
             "the sessions of a's old incarnation ended"
         );
         assert!(eventually(SETTLE, || peer("a").incarnation > a_peer.incarnation), "a joined again, anew");
