@@ -23,6 +23,15 @@ const REFUSED_TIMEOUT: Duration = Duration::from_secs(2);
 /// Slack beyond a client's timeout before a refusal counts as a hang (zenoh's own steps).
 const HANG_SLACK: Duration = Duration::from_secs(5);
 
+/// Runs one test of this file at a time, under the watchdog. In parallel, the refused handshakes
+/// of some tests made the zenoh sessions of others (all in this one process) miss replies for
+/// 5 s on a loaded 2-core machine (seen in CI, and with two CPU hogs here: 2 runs in 12).
+fn serially<T>(test: &'static str, body: impl FnOnce() -> T) -> T {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    with_watchdog(test, body)
+}
+
 /// A test CA, a certificate for the node (127.0.0.1 and localhost) and one for a client, both
 /// signed by it, and another CA that signed nothing here — as PEM files in a directory.
 struct Pki {
@@ -122,7 +131,7 @@ fn assert_refused(endpoint: &str, options: &ConnectOptions) -> String {
 /// the payload all cross the TLS link — over TCP (`tls/`) and over QUIC (`quic/`).
 #[test]
 fn a_client_over_tls_puts_and_gets() {
-    with_watchdog("a_client_over_tls_puts_and_gets", || {
+    serially("a_client_over_tls_puts_and_gets", || {
         for scheme in ["tls", "quic"] {
             puts_and_gets_over(scheme);
         }
@@ -152,7 +161,7 @@ fn puts_and_gets_over(scheme: &str) {
 /// timeout.
 #[test]
 fn a_client_trusting_another_ca_is_unreachable() {
-    with_watchdog("a_client_trusting_another_ca_is_unreachable", || {
+    serially("a_client_trusting_another_ca_is_unreachable", || {
         let pki = Pki::new();
         let (node, port) = tls_node(&pki, false);
         let message = assert_refused(
@@ -168,7 +177,7 @@ fn a_client_trusting_another_ca_is_unreachable() {
 /// and one with a certificate signed by the node's CA is served.
 #[test]
 fn mutual_tls_requires_a_client_certificate() {
-    with_watchdog("mutual_tls_requires_a_client_certificate", || {
+    serially("mutual_tls_requires_a_client_certificate", || {
         let pki = Pki::new();
         let (node, port) = tls_node(&pki, true);
         let endpoint = format!("tls/127.0.0.1:{port}");
@@ -184,7 +193,7 @@ fn mutual_tls_requires_a_client_certificate() {
 /// A plain `tcp/` client cannot talk to a `tls/` listener: `Unreachable` within its timeout.
 #[test]
 fn a_plain_tcp_client_cannot_talk_to_a_tls_listener() {
-    with_watchdog("a_plain_tcp_client_cannot_talk_to_a_tls_listener", || {
+    serially("a_plain_tcp_client_cannot_talk_to_a_tls_listener", || {
         let pki = Pki::new();
         let (node, port) = tls_node(&pki, false);
         assert_refused(&format!("tcp/127.0.0.1:{port}"), &options(REFUSED_TIMEOUT, None));
@@ -197,7 +206,7 @@ fn a_plain_tcp_client_cannot_talk_to_a_tls_listener() {
 /// certificate without its key, TLS files for a `tcp/` endpoint.
 #[test]
 fn unusable_tls_configurations_are_invalid_arguments() {
-    with_watchdog("unusable_tls_configurations_are_invalid_arguments", || {
+    serially("unusable_tls_configurations_are_invalid_arguments", || {
         let pki = Pki::new();
         let endpoint = format!("tls/127.0.0.1:{}", free_port());
         let serve = |tls: Option<TlsOptions>| {
@@ -228,7 +237,7 @@ fn unusable_tls_configurations_are_invalid_arguments() {
 /// if zenoh's access control did not keep those keys.
 #[test]
 fn the_mesh_keys_are_kept_to_the_nodes() {
-    with_watchdog("the_mesh_keys_are_kept_to_the_nodes", || {
+    serially("the_mesh_keys_are_kept_to_the_nodes", || {
         let pki = Pki::new();
         let (open_nodes, seen) = forge_mesh_messages(&pki, Vec::new());
         assert!(seen.tokens > 0, "without --mesh-node-cn a client sees the nodes' mesh tokens");

@@ -115,7 +115,9 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         Some(credentials) => (Some(credentials.user.clone()), Some(credentials.password.clone())),
         None => (None, None),
     };
-    match client.call_after_declarations(Request::Open { user, password })? {
+    // The node answers `Open` once it sees the session's liveliness token, which it waits for up
+    // to its liveliness timeout: the query waits that long too (and the usual margin).
+    match client.call_on(Request::Open { user, password }, None, liveliness_timeout, None)? {
         (Reply::Opened(secret), _) => {
             let _ = client.secret.set(secret);
         }
