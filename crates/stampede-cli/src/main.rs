@@ -214,10 +214,17 @@ enum TraceAction {
         #[arg(short, long, default_value = "trace.json")]
         output: std::path::PathBuf,
     },
-    /// Prints each thread's wall time split into application, blocking, runtime and messaging.
+    /// Prints each thread's wall time split into application, blocking, runtime and messaging,
+    /// and draws it as a chart (PNG, with matplotlib: $STAMPEDE_PYTHON, default python3).
     Report {
         /// The directory the run logged into.
         dir: std::path::PathBuf,
+        /// The chart's PNG file [default: <dir>/breakdown.png].
+        #[arg(long)]
+        chart: Option<std::path::PathBuf>,
+        /// Prints the table only.
+        #[arg(long, conflicts_with = "chart")]
+        no_chart: bool,
     },
 }
 
@@ -304,7 +311,10 @@ fn main() -> ExitCode {
         }
         Command::HashPassword => hash_password(),
         Command::Trace { action: TraceAction::Export { dir, output } } => trace::export(&dir, &output),
-        Command::Trace { action: TraceAction::Report { dir } } => trace::report(&dir),
+        Command::Trace { action: TraceAction::Report { dir, chart, no_chart } } => {
+            let chart = (!no_chart).then(|| chart.unwrap_or_else(|| dir.join("breakdown.png")));
+            trace::report(&dir, chart.as_deref())
+        }
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,

@@ -28,6 +28,7 @@ fn timeline(dir: &Path) -> BoxResult<Timeline> {
         let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
         logs.push(stampede_trace::file::read(&bytes).map_err(|e| format!("{}: {e}", path.display()))?);
     }
+    stampede_trace::merge::reconcile(&mut logs);
     Ok(Timeline::merge(logs))
 }
 
@@ -45,21 +46,23 @@ pub fn export(dir: &Path, output: &Path) -> BoxResult<()> {
     Ok(())
 }
 
-/// `stampede trace report`: one row per thread, its wall time and the share of each part.
-pub fn report(dir: &Path) -> BoxResult<()> {
+/// `stampede trace report`: one row per thread, its wall time and the share of each part; and
+/// the same as a chart, `chart` (a PNG drawn by matplotlib), unless `None`.
+pub fn report(dir: &Path, chart: Option<&Path>) -> BoxResult<()> {
     let timeline = timeline(dir)?;
     println!(
-        "{:<28} {:>10} {:>7} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9}",
+        "{:<40} {:>10} {:>7} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9}",
         "process / thread", "wall ms", "app %", "block %", "runtime%", "alloc", "lock", "gc", "message %"
     );
+    let mut rows = Vec::new();
     for (p, process) in timeline.processes.iter().enumerate() {
         for (th, thread) in process.threads.iter().enumerate() {
             let records: Vec<_> = timeline.thread_events(p, th).map(|e| e.record).collect();
             let b = Breakdown::of_thread(&records);
             let share = |part: u64| if b.wall == 0 { 0.0 } else { 100.0 * part as f64 / b.wall as f64 };
-            let label = format!("{} / {}", process.name.rsplit('/').next().unwrap_or(&process.name), thread.name);
+            let label = format!("{}[{}] / {}", process.name, process.pid, thread.name);
             println!(
-                "{:<28} {:>10.1} {:>7.1} {:>8.1} {:>8.1} {:>6.1} {:>6.1} {:>6.1} {:>9.1}",
+                "{:<40} {:>10.1} {:>7.1} {:>8.1} {:>8.1} {:>6.1} {:>6.1} {:>6.1} {:>9.1}",
                 label,
                 b.wall as f64 / 1e6,
                 share(b.application),
@@ -70,7 +73,52 @@ pub fn report(dir: &Path) -> BoxResult<()> {
                 share(b.gc),
                 share(b.messaging)
             );
+            rows.push(serde_json::json!({
+                "label": label, "wall_ns": b.wall, "wall_ms": b.wall as f64 / 1e6, "application": b.application,
+                "blocking": b.blocking, "runtime": b.runtime, "allocation": b.allocation, "locking": b.locking,
+                "gc": b.gc, "messaging": b.messaging,
+            }));
         }
     }
+    if let Some(chart) = chart {
+        let title = format!("Where the time goes: {}", dir.display());
+        draw(&serde_json::json!({"title": title, "rows": rows}), chart);
+    }
     Ok(())
+}
+
+/// The chart's script, run by `$STAMPEDE_PYTHON` (default `python3`).
+const CHART_SCRIPT: &str = include_str!("trace_chart.py");
+
+/// Draws the chart of `report` into `chart`; says why not if it cannot (the table stands).
+fn draw(report: &serde_json::Value, chart: &Path) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let python = std::env::var("STAMPEDE_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    let spawned = Command::new(&python)
+        .arg("-c")
+        .arg(CHART_SCRIPT)
+        .arg(chart)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("chart: not drawn: cannot run {python} ({e}); set STAMPEDE_PYTHON to a Python with matplotlib");
+            return;
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(report.to_string().as_bytes());
+    }
+    match child.wait_with_output() {
+        Ok(out) if out.status.success() => println!("chart: {}", chart.display()),
+        Ok(out) if out.status.code() == Some(3) => eprintln!(
+            "chart: not drawn: {python} has no matplotlib (pip install matplotlib, or set STAMPEDE_PYTHON to a Python \
+             that has it)"
+        ),
+        Ok(out) => eprintln!("chart: not drawn: {python} failed: {}", String::from_utf8_lossy(&out.stderr).trim()),
+        Err(e) => eprintln!("chart: not drawn: {e}"),
+    }
 }

@@ -7,6 +7,7 @@
 //! `stampede/<node>/session/*` closes a client's session when its token disappears.
 
 use stampede::mesh_link::MeshLink;
+use stampede::trace::{Kind, Phase};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, Weak};
@@ -244,6 +245,9 @@ impl Node {
         let workers = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(WORKER_THREADS)
             .thread_name("stampede-node")
+            // In the event log, a worker waiting for work is blocking, not the node's own code.
+            .on_thread_park(|| stampede::trace::event(Kind::Wait, Phase::Begin, 0, 0, 0))
+            .on_thread_unpark(|| stampede::trace::event(Kind::Wait, Phase::End, 0, 0, 0))
             .enable_all()
             .build()
             .map_err(|e| unreachable(format!("the node's worker threads could not start: {e}")))?;

@@ -6,6 +6,7 @@
 //! [`REMOTE_WAIT_SLICE`](stampede::remote::REMOTE_WAIT_SLICE), whatever the request asks; the client
 //! re-issues "not yet" slices until its own deadline (see `docs/NODES.md`).
 
+use stampede::trace::{self, Kind};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,6 +65,7 @@ pub(crate) async fn answer(node: &Arc<NodeShared>, message: &[u8], passed: Optio
         Ok(served) => served,
         Err(e) => (Reply::Error(WireError::from(&e)), Vec::new()),
     };
+    let _encoding = trace::span(Kind::Serialise, 0, 0, 0);
     Answer { header: encode(&reply), payloads }
 }
 
@@ -113,11 +115,15 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
     if message.len() > message_bytes_max {
         return Err(refuse(format!("a request of {} bytes (at most {message_bytes_max})", message.len())));
     }
+    // In the event log, as on the client: (de)serialisation. The spans of the node's side never
+    // cross an await (a task may resume on another worker thread).
+    let decoding = trace::span(Kind::Serialise, 0, 0, message.len() as u64);
     let (header, body) = match passed {
         None => decode_request(message).map(|(header, payload)| (header, Body::Inline(payload))),
         Some(passed) => decode_request_passed(message).map(|header| (header, Body::Passed(passed))),
     }
     .map_err(|e| refuse(e.to_string()))?;
+    drop(decoding);
     match header.request {
         Request::Hello => Ok((Reply::Hello(hello(node)), Vec::new())),
         Request::Open { user, password } => open(node, &header.session, user.as_deref(), password.as_deref()).await,
@@ -241,6 +247,7 @@ async fn token_alive(node: &NodeShared, id: &str) -> bool {
 
 /// Runs one request of an open session.
 async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, body: Body<'_>) -> Result<Served> {
+    let received_ns = stampede::trace::monotonic_ns();
     let op = request.op();
     let runtime = &node.runtime;
     let reply = match request {
@@ -490,6 +497,11 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, bo
             }
         }
         Request::Collect => Reply::Count(runtime.collect() as u64),
+        Request::TraceClock => Reply::TraceClock {
+            host: stampede::trace::host_name(),
+            received_ns,
+            replied_ns: stampede::trace::monotonic_ns(),
+        },
         Request::Hello | Request::Open { .. } | Request::Close => {
             let reason = "answered before a session is looked up".into();
             return Err(Error::InvalidArgument { op, name: session.id.clone(), reason });

@@ -78,6 +78,7 @@ fn request() -> impl Strategy<Value = Request> {
         Just(Request::TsMin),
         Just(Request::Stats),
         Just(Request::Collect),
+        Just(Request::TraceClock),
         Just(Request::CheckInvariants),
         any::<u64>().prop_map(|container| Request::Timestamps { container }),
         any::<u64>().prop_map(|container| Request::Settledness { container }),
@@ -219,6 +220,11 @@ fn reply() -> impl Strategy<Value = (Reply, Vec<u8>)> {
             ),
         (peer(), any::<u64>(), any::<i64>()).prop_map(|(from, id, visibility)| Reply::Moved { from, id, visibility }),
         Just(Reply::Done),
+        (".{0,20}", any::<u64>(), any::<u64>()).prop_map(|(host, received_ns, replied_ns)| Reply::TraceClock {
+            host,
+            received_ns,
+            replied_ns
+        }),
         any::<[u8; 16]>().prop_map(Reply::Opened),
         (any::<u64>(), any::<bool>(), text(), proptest::option::of(any::<u64>())).prop_map(
             |(id, queue, name, capacity)| Reply::Container(ContainerInfo {

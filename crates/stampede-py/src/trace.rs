@@ -16,6 +16,7 @@ pub(crate) struct Span {
 #[pymethods]
 impl Span {
     fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        name_this_thread(slf.py());
         *slf.open.lock() = Some(stampede::trace::user_span(&slf.name));
         slf
     }
@@ -28,6 +29,25 @@ impl Span {
 
     fn __repr__(&self) -> String {
         format!("span({:?})", self.name)
+    }
+}
+
+/// Names the calling Python thread in the event log after `threading.current_thread().name`,
+/// once per thread (the runtime cannot name an interpreter's threads). Off, a flag's load.
+pub(crate) fn name_this_thread(py: Python<'_>) {
+    thread_local! {
+        static NAMED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if !stampede::trace::enabled() || NAMED.with(|named| named.replace(true)) {
+        return;
+    }
+    let name = py
+        .import("threading")
+        .and_then(|threading| threading.call_method0("current_thread"))
+        .and_then(|thread| thread.getattr("name"))
+        .and_then(|name| name.extract::<String>());
+    if let Ok(name) = name {
+        stampede::trace::name_thread(&name);
     }
 }
 

@@ -23,6 +23,7 @@ pub(crate) fn blocking<T: Send>(
     timeout: Option<Duration>,
     op: impl Fn(Option<Duration>) -> stampede::Result<T> + Sync,
 ) -> PyResult<T> {
+    crate::trace::name_this_thread(py);
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
         let (slice, last) = match deadline {
@@ -45,5 +46,6 @@ pub(crate) fn blocking<T: Send>(
 
 /// Runs a non-waiting operation with the GIL released (it may take locks, run GC handlers).
 pub(crate) fn released<T: Send>(py: Python<'_>, op: impl FnOnce() -> stampede::Result<T> + Send) -> PyResult<T> {
+    crate::trace::name_this_thread(py);
     py.detach(op).map_err(to_pyerr)
 }

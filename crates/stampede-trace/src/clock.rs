@@ -78,8 +78,82 @@ impl ClockMap {
 
     /// `t` of this clock on the reference clock, ns.
     pub fn to_reference(&self, t: u64) -> i128 {
-        let since = t as i128 - self.at;
-        t as i128 + self.offset_ns + (self.drift * since as f64).round() as i128
+        self.apply(t as i128)
+    }
+
+    fn apply(&self, t: i128) -> i128 {
+        let since = t - self.at;
+        t + self.offset_ns + (self.drift * since as f64).round() as i128
+    }
+
+    /// This map, then `next` (this clock onto a middle clock, then that onto `next`'s reference).
+    pub fn then(&self, next: &ClockMap) -> ClockMap {
+        // next(self(t)) = t + o1 + d1 (t - a1) + o2 + d2 (t + o1 + d1 (t - a1) - a2), at a1.
+        ClockMap {
+            offset_ns: self.offset_ns
+                + next.offset_ns
+                + (next.drift * (self.at + self.offset_ns - next.at) as f64).round() as i128,
+            at: self.at,
+            drift: self.drift + next.drift + self.drift * next.drift,
+            error_ns: self.error_ns + next.error_ns,
+        }
+    }
+
+    /// The reference clock's times on this clock (the map the other way).
+    pub fn inverse(&self) -> ClockMap {
+        // t = u - o + (u - (a + o)) (1 / (1 + d) - 1); a drift of -1 or below is no clock.
+        let rate = 1.0 + self.drift;
+        let drift = if rate > 0.0 { 1.0 / rate - 1.0 } else { 0.0 };
+        ClockMap { offset_ns: -self.offset_ns, at: self.at + self.offset_ns, drift, error_ns: self.error_ns }
+    }
+}
+
+/// A writer's counter read together with its host's monotonic clock, at one moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reading {
+    pub ticks: u64,
+    pub ns: u64,
+}
+
+/// A writer's counter (the cycle counter) on its host's monotonic clock, from the readings the
+/// writer logged: linear between two consecutive readings, and beyond the first or last by the
+/// rate of the nearest pair — so the logs of every process of a host share one clock, whatever
+/// each writer's counter.
+///
+/// Guarantees: readings that go back on either clock are ignored; with one reading the counter
+/// is taken to tick in ns; with none, its values are ns already. Never panics, never overflows.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct TickMap {
+    readings: Vec<Reading>,
+}
+
+impl TickMap {
+    pub fn new(mut readings: Vec<Reading>) -> TickMap {
+        readings.sort_by_key(|r| (r.ticks, r.ns));
+        let mut kept: Vec<Reading> = Vec::with_capacity(readings.len());
+        for reading in readings {
+            if kept.last().is_none_or(|last| reading.ticks > last.ticks && reading.ns >= last.ns) {
+                kept.push(reading);
+            }
+        }
+        TickMap { readings: kept }
+    }
+
+    /// `ticks` on the host's monotonic clock, ns.
+    pub fn ns(&self, ticks: u64) -> u64 {
+        let (a, b) = match self.readings.as_slice() {
+            [] => return ticks,
+            [only] => {
+                return (only.ns as i128 + (ticks as i128 - only.ticks as i128)).clamp(0, u64::MAX as i128) as u64
+            }
+            readings => {
+                let after = readings.partition_point(|r| r.ticks <= ticks).clamp(1, readings.len() - 1);
+                (readings[after - 1], readings[after])
+            }
+        };
+        let rate = (b.ns - a.ns) as f64 / (b.ticks - a.ticks) as f64;
+        let ns = a.ns as f64 + (ticks as f64 - a.ticks as f64) * rate;
+        ns.round().clamp(0.0, u64::MAX as f64) as u64
     }
 }
 
@@ -126,6 +200,35 @@ mod tests {
             let expected = (t as f64 + 7_000.0 + drift * t as f64).round() as i128;
             assert!((map.to_reference(t) - expected).abs() <= 1_000, "t {t}: {} vs {expected}", map.to_reference(t));
         }
+    }
+
+    /// Composition and inverse agree with applying the maps one after the other.
+    #[test]
+    fn maps_compose_and_invert() {
+        let f = ClockMap { offset_ns: 3_700_000_000, at: 5_000_000_000, drift: 40e-6, error_ns: 10 };
+        let g = ClockMap { offset_ns: -1_200_000, at: 9_000_000_000, drift: -15e-6, error_ns: 20 };
+        for t in [0u64, 5_000_000_000, 60_000_000_000] {
+            let through = g.apply(f.to_reference(t));
+            assert!((f.then(&g).to_reference(t) - through).abs() <= 2, "t {t}");
+            assert!((f.inverse().apply(f.to_reference(t)) - t as i128).abs() <= 2, "t {t}");
+        }
+        assert_eq!(f.then(&g).error_ns, 30);
+    }
+
+    /// The counter maps onto the monotonic clock through the readings, beyond them by the
+    /// nearest pair's rate; readings that go back are ignored.
+    #[test]
+    fn ticks_map_through_the_readings() {
+        let r = |ticks, ns| Reading { ticks, ns };
+        let map = TickMap::new(vec![r(3_000, 2_000), r(1_000, 1_000), r(2_000, 900), r(5_000, 2_500)]);
+        assert_eq!(map.ns(1_000), 1_000);
+        assert_eq!(map.ns(2_000), 1_500);
+        assert_eq!(map.ns(4_000), 2_250);
+        assert_eq!(map.ns(0), 500);
+        assert_eq!(map.ns(7_000), 3_000);
+        assert_eq!(TickMap::new(vec![]).ns(42), 42);
+        assert_eq!(TickMap::new(vec![r(10, 100)]).ns(15), 105);
+        let _ = TickMap::new(vec![r(0, u64::MAX), r(u64::MAX, u64::MAX)]).ns(u64::MAX);
     }
 
     #[test]

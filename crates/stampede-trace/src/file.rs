@@ -8,19 +8,25 @@
 //!   Records  (1): tid: u64 | records (a multiple of RECORD_BYTES)
 //!   Thread   (2): tid: u64 | name (UTF-8, to the end)
 //!   Name     (3): index: u32 (the next in order, from 0) | name (UTF-8, to the end)
-//!   Exchange (4): at the end of the run: u8 (0 start, 1 end) | t0 t1 t2 t3: u64
+//!   Exchange (4): u8 (0 at the run's start, 1 at its end) | t0 t1 t2 t3: u64 | peer host (UTF-8)
+//!   Clock    (5): ticks: u64 | ns: u64 (the writer's counter and the host's monotonic clock, read
+//!                 together)
 //! ```
+//!
+//! Records carry the writer's counter (`t`); [`read`] puts them on the host's monotonic clock
+//! through the log's clock readings ([`TickMap`]), so that the logs of one host share a clock.
+//! An exchange's `t0` and `t3` are this host's monotonic clock, `t1` and `t2` the peer host's.
 //!
 //! Guarantees: [`read`] of any bytes is a log or a typed [`FileError`], never a panic, and never
 //! allocates more than the bytes it was given; a chunk cut short at the end (the crash) is
 //! dropped, a chunk longer than [`CHUNK_BYTES_MAX`] or of an unknown tag is refused.
 
-use crate::clock::{ClockMap, Exchange};
-use crate::merge::{ProcessLog, ThreadLog};
+use crate::clock::{ClockMap, Exchange, Reading, TickMap};
+use crate::merge::{PeerExchange, ProcessLog, ThreadLog};
 use crate::record::{DecodeError, Record, RECORD_BYTES};
 
 /// The file's first bytes.
-pub const MAGIC: &[u8; 8] = b"STMPTRC1";
+pub const MAGIC: &[u8; 8] = b"STMPTRC2";
 
 /// Longest chunk a reader accepts (a writer's buffer is far smaller).
 pub const CHUNK_BYTES_MAX: usize = 64 << 20;
@@ -34,8 +40,10 @@ pub enum Chunk {
     Thread { tid: u64, name: String },
     /// One entry of the name table.
     Name { index: u32, name: String },
-    /// A timestamp exchange with the reference clock, at the run's start or end.
-    Exchange { at_end: bool, exchange: Exchange },
+    /// A timestamp exchange with another host's clock (`peer`), at the run's start or end.
+    Exchange { at_end: bool, peer: String, exchange: Exchange },
+    /// The writer's counter and the host's monotonic clock, read together.
+    Clock(Reading),
 }
 
 /// Why bytes are not a log.
@@ -115,13 +123,15 @@ impl Chunk {
             }
             Chunk::Thread { tid, name } => (2, [&tid.to_le_bytes()[..], name.as_bytes()].concat()),
             Chunk::Name { index, name } => (3, [&index.to_le_bytes()[..], name.as_bytes()].concat()),
-            Chunk::Exchange { at_end, exchange } => {
+            Chunk::Exchange { at_end, peer, exchange } => {
                 let mut body = vec![u8::from(*at_end)];
                 for t in [exchange.t0, exchange.t1, exchange.t2, exchange.t3] {
                     body.extend_from_slice(&t.to_le_bytes());
                 }
+                body.extend_from_slice(peer.as_bytes());
                 (4, body)
             }
+            Chunk::Clock(reading) => (5, [reading.ticks.to_le_bytes(), reading.ns.to_le_bytes()].concat()),
         };
         let mut out = Vec::with_capacity(5 + body.len());
         out.push(tag);
@@ -131,16 +141,24 @@ impl Chunk {
     }
 }
 
-/// A log's bytes as one process's log, its clock mapped by its exchanges (the identity without
-/// any: the reference's own log, or a single process).
+/// A log's bytes as one process's log: its records on its host's monotonic clock, its exchanges
+/// with other hosts kept for [`crate::merge::reconcile`] (its clock map is the identity until then).
 pub fn read(bytes: &[u8]) -> Result<ProcessLog, FileError> {
     let rest = bytes.strip_prefix(MAGIC.as_slice()).ok_or(FileError::NotALog)?;
     let mut at = Cursor { bytes: rest, offset: MAGIC.len() };
     let host = at.text().ok_or(FileError::Header)?;
     let pid = at.u32().ok_or(FileError::Header)?;
     let name = at.text().ok_or(FileError::Header)?;
-    let mut log = ProcessLog { host, pid, name, names: Vec::new(), threads: Vec::new(), clock: ClockMap::IDENTITY };
-    let (mut start, mut end) = (Vec::new(), Vec::new());
+    let mut log = ProcessLog {
+        host,
+        pid,
+        name,
+        names: Vec::new(),
+        threads: Vec::new(),
+        clock: ClockMap::IDENTITY,
+        exchanges: Vec::new(),
+    };
+    let mut readings = Vec::new();
     while !at.bytes.is_empty() {
         let offset = at.offset;
         let (Some(tag), Some(length)) = (at.u8(), at.u32()) else { break };
@@ -179,17 +197,27 @@ pub fn read(bytes: &[u8]) -> Result<ProcessLog, FileError> {
                 }
             }
             4 => {
-                if body.len() != 33 {
-                    return Err(malformed("an exchange chunk is 33 bytes"));
+                if body.len() < 33 {
+                    return Err(malformed("an exchange chunk is at least 33 bytes"));
                 }
                 let t = |i: usize| u64::from_le_bytes(body[1 + 8 * i..9 + 8 * i].try_into().expect("8 bytes"));
                 let exchange = Exchange { t0: t(0), t1: t(1), t2: t(2), t3: t(3) };
-                if body[0] == 0 { &mut start } else { &mut end }.push(exchange);
+                let peer = utf8(&body[33..]).ok_or_else(|| malformed("a peer host that is not UTF-8"))?;
+                log.exchanges.push(PeerExchange { peer, at_end: body[0] != 0, exchange });
+            }
+            5 => {
+                let fields: [u8; 16] = body.try_into().map_err(|_| malformed("a clock chunk is 16 bytes"))?;
+                let (ticks, ns) = fields.split_at(8);
+                let u64_of = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+                readings.push(Reading { ticks: u64_of(ticks), ns: u64_of(ns) });
             }
             tag => return Err(FileError::UnknownTag { offset, tag }),
         }
     }
-    log.clock = ClockMap::estimate(&start, &end).unwrap_or(ClockMap::IDENTITY);
+    let ticks = TickMap::new(readings);
+    for record in log.threads.iter_mut().flat_map(|thread| thread.records.iter_mut()) {
+        record.t = ticks.ns(record.t);
+    }
     Ok(log)
 }
 
@@ -253,7 +281,13 @@ mod tests {
             Chunk::Records { tid: 7, records: vec![record(10), record(20)] },
             Chunk::Records { tid: 8, records: vec![record(15)] },
             Chunk::Records { tid: 7, records: vec![record(30)] },
-            Chunk::Exchange { at_end: false, exchange: Exchange { t0: 100, t1: 1_100, t2: 1_100, t3: 100 } },
+            Chunk::Exchange {
+                at_end: false,
+                peer: "host-b".into(),
+                exchange: Exchange { t0: 100, t1: 1_100, t2: 1_100, t3: 100 },
+            },
+            Chunk::Clock(Reading { ticks: 0, ns: 1_000 }),
+            Chunk::Clock(Reading { ticks: 100, ns: 1_200 }),
         ] {
             file.extend(chunk.encode());
         }
@@ -267,8 +301,10 @@ mod tests {
         assert_eq!(log.name_of(1), "camera/frames");
         let threads: Vec<_> = log.threads.iter().map(|t| (t.tid, t.name.as_str(), t.records.len())).collect();
         assert_eq!(threads, vec![(7, "digitizer", 3), (8, "thread 8", 1)]);
-        assert_eq!(log.threads[0].records.iter().map(|r| r.t).collect::<Vec<_>>(), vec![10, 20, 30]);
-        assert_eq!(log.clock.offset_ns, 1_000);
+        // A tick is 2 ns, tick 0 is 1 000 ns on the host's monotonic clock.
+        assert_eq!(log.threads[0].records.iter().map(|r| r.t).collect::<Vec<_>>(), vec![1_020, 1_040, 1_060]);
+        assert_eq!(log.exchanges.len(), 1);
+        assert_eq!((log.exchanges[0].peer.as_str(), log.exchanges[0].exchange.offset()), ("host-b", 1_000));
     }
 
     /// Cut anywhere after the header, the log keeps every chunk written whole before the cut.

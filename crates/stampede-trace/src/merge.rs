@@ -1,11 +1,16 @@
 //! The logs of several threads, processes and hosts as one timeline on a reference clock.
 //!
+//! The logs of one host share its monotonic clock ([`crate::file::read`]); [`reconcile`] maps
+//! each other host's clock onto the reference host's through the exchanges the logs hold (a
+//! client's with its node), composing maps along a chain of hosts where no direct exchange was
+//! made.
+//!
 //! Guarantees: the timeline holds every record of every log once, ordered by its time on the
 //! reference clock (ties: process, thread, then the record's place in its thread's log, so a
 //! thread's records keep their order); a name index a log does not have reads as
 //! [`UNKNOWN_NAME`], never a panic.
 
-use crate::clock::ClockMap;
+use crate::clock::{ClockMap, Exchange};
 use crate::record::Record;
 
 /// What a record's name reads as when its log's name table has no such entry.
@@ -33,6 +38,80 @@ pub struct ProcessLog {
     pub threads: Vec<ThreadLog>,
     /// Its clock on the reference clock ([`ClockMap::IDENTITY`] for the reference's own log).
     pub clock: ClockMap,
+    /// Its timestamp exchanges with other hosts.
+    pub exchanges: Vec<PeerExchange>,
+}
+
+/// One timestamp exchange of a log with another host.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerExchange {
+    /// The other host.
+    pub peer: String,
+    /// Made at the end of the run (else at its start).
+    pub at_end: bool,
+    pub exchange: Exchange,
+}
+
+/// Sets every log's clock map onto the reference host's clock: the host the logs exchanged with
+/// most (a node), else the first log's. A host with no chain of exchanges to the reference keeps
+/// the identity (its logs are taken as on the reference clock); the reference host's own logs
+/// keep the identity.
+pub fn reconcile(processes: &mut [ProcessLog]) {
+    let mut hosts: Vec<String> = Vec::new();
+    for process in processes.iter() {
+        for host in std::iter::once(&process.host).chain(process.exchanges.iter().map(|e| &e.peer)) {
+            if !hosts.contains(host) {
+                hosts.push(host.clone());
+            }
+        }
+    }
+    let index = |host: &str| hosts.iter().position(|h| *h == host).expect("every host is listed");
+    // The best map of each (host, peer) pair: the least error among the logs that exchanged.
+    let mut edges: Vec<(usize, usize, ClockMap)> = Vec::new();
+    for process in processes.iter() {
+        let mut peers: Vec<&str> = process.exchanges.iter().map(|e| e.peer.as_str()).collect();
+        peers.sort_unstable();
+        peers.dedup();
+        for peer in peers.into_iter().filter(|peer| *peer != process.host) {
+            let of = |at_end: bool| -> Vec<Exchange> {
+                process.exchanges.iter().filter(|e| e.peer == peer && e.at_end == at_end).map(|e| e.exchange).collect()
+            };
+            let Some(map) = ClockMap::estimate(&of(false), &of(true)) else { continue };
+            let (from, to) = (index(&process.host), index(peer));
+            match edges.iter_mut().find(|(f, t, _)| (*f, *t) == (from, to)) {
+                Some(edge) if edge.2.error_ns > map.error_ns => edge.2 = map,
+                Some(_) => {}
+                None => edges.push((from, to, map)),
+            }
+        }
+    }
+    let mut peered = vec![0usize; hosts.len()];
+    for (_, to, _) in &edges {
+        peered[*to] += 1;
+    }
+    let reference = (0..hosts.len()).max_by_key(|h| (peered[*h], std::cmp::Reverse(*h))).unwrap_or(0);
+    let mut maps: Vec<Option<ClockMap>> = vec![None; hosts.len()];
+    if let Some(map) = maps.get_mut(reference) {
+        *map = Some(ClockMap::IDENTITY);
+    }
+    // Each pass maps at least one more host, or ends.
+    loop {
+        let mut grew = false;
+        for (from, to, map) in &edges {
+            match (maps[*from], maps[*to]) {
+                (None, Some(onward)) => maps[*from] = Some(map.then(&onward)),
+                (Some(onward), None) => maps[*to] = Some(map.inverse().then(&onward)),
+                _ => continue,
+            }
+            grew = true;
+        }
+        if !grew {
+            break;
+        }
+    }
+    for process in processes.iter_mut() {
+        process.clock = maps[index(&process.host)].unwrap_or(ClockMap::IDENTITY);
+    }
 }
 
 impl ProcessLog {
@@ -107,6 +186,7 @@ mod tests {
             names: vec![String::new(), "frames".into()],
             threads: vec![thread],
             clock,
+            exchanges: Vec::new(),
         }
     }
 
@@ -135,6 +215,47 @@ mod tests {
             ]
         );
         assert_eq!(timeline.name_of(&timeline.events[0]), "frames");
+    }
+
+    /// Exchanges as a log on a clock `offset` ns behind its peer's would record them (20 µs each
+    /// way), at `t0` of its own clock.
+    fn exchanges(peer: &str, offset: i128, at: &[(u64, bool)]) -> Vec<PeerExchange> {
+        let on_peer = |t: u64| (t as i128 + offset) as u64;
+        at.iter()
+            .map(|&(t0, at_end)| PeerExchange {
+                peer: peer.into(),
+                at_end,
+                exchange: Exchange { t0, t1: on_peer(t0 + 20_000), t2: on_peer(t0 + 21_000), t3: t0 + 41_000 },
+            })
+            .collect()
+    }
+
+    /// A node's host is the reference (both clients exchanged with it); a host that exchanged
+    /// only with a client's host is mapped through it; logs of one host share its map.
+    #[test]
+    fn hosts_reconcile_onto_the_node_through_chains_of_exchanges() {
+        let on = |host: &str, pid, exchanges| ProcessLog {
+            host: host.into(),
+            exchanges,
+            ..process(pid, ClockMap::IDENTITY, vec![])
+        };
+        let ends = [(1_000_000_000, false), (9_000_000_000, true)];
+        let mut logs = vec![
+            on("a", 1, exchanges("node", 2_000_000, &ends)),
+            on("node", 2, vec![]),
+            on("b", 3, exchanges("node", -5_000_000, &ends)),
+            on("c", 4, exchanges("a", 7_000_000, &ends[..1])),
+            on("a", 5, vec![]),
+            on("lonely", 6, vec![]),
+        ];
+        reconcile(&mut logs);
+        let at = |p: usize, t: u64| logs[p].clock.to_reference(t);
+        assert_eq!(at(1, 123), 123, "the node's host is the reference");
+        assert_eq!(at(0, 5_000_000_000), 5_002_000_000);
+        assert_eq!(at(4, 5_000_000_000), 5_002_000_000, "another log of host a");
+        assert_eq!(at(2, 5_000_000_000), 4_995_000_000);
+        assert_eq!(at(3, 5_000_000_000), 5_009_000_000, "c → a → node");
+        assert_eq!(at(5, 77), 77, "no chain: the identity");
     }
 
     #[test]

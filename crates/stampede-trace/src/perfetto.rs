@@ -1,8 +1,9 @@
 //! A [`Timeline`] as Chrome trace JSON, which ui.perfetto.dev and `chrome://tracing` open: one
 //! track per thread (named after its process and thread), a complete slice (`"ph": "X"`) per
-//! span, an instant per instant record, and a flow arrow from each put to every get that
-//! returned the item it put (same channel name, same timestamp), across threads, processes and
-//! hosts.
+//! span, an instant per instant record, and a flow arrow from each item's first put to every get
+//! that returned it (same channel name, same timestamp), across threads, processes and hosts. (A
+//! remote put is logged twice, by the client and by the node that stores the item: the arrow
+//! starts at the client's, which began first.)
 //!
 //! Guarantees: times are µs since the timeline's first event; every flow has its start (`"s"`)
 //! inside the put's slice and its end (`"f"`, bound to the enclosing slice) inside the get's, on
@@ -14,7 +15,7 @@ use std::collections::HashMap;
 use serde_json::{json, Value};
 
 use crate::merge::{Event, Timeline};
-use crate::record::{Kind, Phase};
+use crate::record::{Kind, Phase, NO_ITEM};
 
 /// One span of one thread, on the reference clock.
 struct Slice {
@@ -65,13 +66,16 @@ pub fn export(timeline: &Timeline) -> Value {
             "tid": event.thread, "ts": us(event.t), "args": {"ts": event.record.ts, "bytes": event.record.bytes},
         }));
     }
-    let mut puts: HashMap<(&str, u64), Vec<&Slice>> = HashMap::new();
+    let mut puts: HashMap<(&str, u64), &Slice> = HashMap::new();
     for slice in slices.iter().filter(|s| s.kind == Kind::Put) {
-        puts.entry((slice.name.as_str(), slice.ts)).or_default().push(slice);
+        let first = puts.entry((slice.name.as_str(), slice.ts)).or_insert(slice);
+        if slice.begin < first.begin {
+            *first = slice;
+        }
     }
     let mut id = 0u64;
-    for get in slices.iter().filter(|s| s.kind == Kind::Get && !s.unfinished) {
-        for put in puts.get(&(get.name.as_str(), get.ts)).into_iter().flatten() {
+    for get in slices.iter().filter(|s| s.kind == Kind::Get && !s.unfinished && s.ts != NO_ITEM) {
+        if let Some(put) = puts.get(&(get.name.as_str(), get.ts)) {
             id += 1;
             events.push(json!({
                 "ph": "s", "id": id, "name": "item", "cat": "item", "pid": put.process, "tid": put.thread, "ts": us(put.begin),
@@ -157,6 +161,7 @@ mod tests {
             names: vec![String::new(), "frames".into()],
             threads: vec![ThreadLog { tid: 7, name: "task".into(), records }],
             clock: ClockMap::IDENTITY,
+            exchanges: Vec::new(),
         }
     }
 

@@ -14,6 +14,9 @@
 //! Guarantees: [`Record::decode`] of any 32 bytes is a record or a typed [`DecodeError`]; a
 //! record encodes and decodes to itself.
 
+/// A get's `ts` when it returned no item (no timestamp is that large).
+pub const NO_ITEM: u64 = u64::MAX;
+
 /// Bytes of one encoded record.
 pub const RECORD_BYTES: usize = 32;
 
@@ -23,13 +26,14 @@ pub const RECORD_BYTES: usize = 32;
 pub enum Kind {
     /// A channel or queue `put` call (span; `name`, `ts`, `bytes`).
     Put,
-    /// A `get` call (span; `name`, and at its end the `ts` and `bytes` of the item got).
+    /// A `get` call (span; `name`, and at its end the `ts` and `bytes` of the item got, or
+    /// [`NO_ITEM`] when it got none).
     Get,
     /// Waiting inside a call for an item or for room (span, nested in a call).
     Wait,
     /// A `consume` (span; `name`, `ts`).
     Consume,
-    /// A claim on ts_min moved: a virtual time set, a task closed (span).
+    /// A claim on ts_min moved (span; `ts`: the virtual time set, `u64::MAX` for a task closed).
     Claim,
     /// A GC sweep (span, inside the call that triggered it).
     GcSweep,

@@ -1,12 +1,13 @@
-//! Two synthetic processes on hosts whose clocks differ by a known offset and drift, written as
-//! log files, read back, reconciled and merged (issue 13 item 5): every get comes after the put
+//! Two synthetic processes on hosts whose clocks differ by a known offset and drift (the
+//! consumer's records in ticks of a counter running at 2.5 per ns), written as log files, read
+//! back, reconciled and merged (issue 13 item 5): every get comes after the put
 //! of its item on the reference clock, each flow joins them, and every thread's breakdown adds
 //! up to its wall time.
 
 use stampede_trace::breakdown::Breakdown;
-use stampede_trace::clock::Exchange;
+use stampede_trace::clock::{Exchange, Reading};
 use stampede_trace::file::{self, Chunk};
-use stampede_trace::merge::Timeline;
+use stampede_trace::merge::{self, Timeline};
 use stampede_trace::perfetto;
 use stampede_trace::record::{Kind, Phase, Record};
 
@@ -16,6 +17,11 @@ const DRIFT: f64 = 40e-6;
 
 fn consumer_clock(reference: f64) -> u64 {
     ((reference + OFFSET_NS) * (1.0 + DRIFT)) as u64
+}
+
+/// The consumer's counter at `ns` of its host's monotonic clock.
+fn ticks(ns: u64) -> u64 {
+    ns * 5 / 2
 }
 
 fn record(t: u64, kind: Kind, phase: Phase, ts: u64) -> Record {
@@ -39,12 +45,12 @@ fn logs_from_two_hosts_reconcile_merge_and_break_down() {
         let t = base + i as f64 * 1e6;
         puts.push(record(t as u64, Kind::Put, Phase::Begin, i));
         puts.push(record((t + 50e3) as u64, Kind::Put, Phase::End, i));
-        gets.push(record(consumer_clock(t - 500e3), Kind::Get, Phase::Begin, 0));
-        gets.push(record(consumer_clock(t - 490e3), Kind::Wait, Phase::Begin, 0));
-        gets.push(record(consumer_clock(t + 110e3), Kind::Wait, Phase::End, 0));
-        gets.push(record(consumer_clock(t + 120e3), Kind::Get, Phase::End, i));
-        gets.push(record(consumer_clock(t + 120e3), Kind::User, Phase::Begin, 0));
-        gets.push(record(consumer_clock(t + 420e3), Kind::User, Phase::End, 0));
+        gets.push(record(ticks(consumer_clock(t - 500e3)), Kind::Get, Phase::Begin, 0));
+        gets.push(record(ticks(consumer_clock(t - 490e3)), Kind::Wait, Phase::Begin, 0));
+        gets.push(record(ticks(consumer_clock(t + 110e3)), Kind::Wait, Phase::End, 0));
+        gets.push(record(ticks(consumer_clock(t + 120e3)), Kind::Get, Phase::End, i));
+        gets.push(record(ticks(consumer_clock(t + 120e3)), Kind::User, Phase::Begin, 0));
+        gets.push(record(ticks(consumer_clock(t + 420e3)), Kind::User, Phase::End, 0));
     }
     let names = [Chunk::Name { index: 0, name: String::new() }, Chunk::Name { index: 1, name: "camera/frames".into() }];
     let mut producer = file::header("host-a", 1, "camera");
@@ -55,13 +61,16 @@ fn logs_from_two_hosts_reconcile_merge_and_break_down() {
     let end = base + frames as f64 * 1e6;
     let chunks = names.iter().cloned().chain([
         Chunk::Records { tid: 5, records: gets },
-        Chunk::Exchange { at_end: false, exchange: exchange(base - 1e9) },
-        Chunk::Exchange { at_end: true, exchange: exchange(end + 1e9) },
+        Chunk::Clock(Reading { ticks: ticks(consumer_clock(base - 2e9)), ns: consumer_clock(base - 2e9) }),
+        Chunk::Clock(Reading { ticks: ticks(consumer_clock(end + 2e9)), ns: consumer_clock(end + 2e9) }),
+        Chunk::Exchange { at_end: false, peer: "host-a".into(), exchange: exchange(base - 1e9) },
+        Chunk::Exchange { at_end: true, peer: "host-a".into(), exchange: exchange(end + 1e9) },
     ]);
     for chunk in chunks {
         consumer.extend(chunk.encode());
     }
-    let logs = vec![file::read(&producer).unwrap(), file::read(&consumer).unwrap()];
+    let mut logs = vec![file::read(&producer).unwrap(), file::read(&consumer).unwrap()];
+    merge::reconcile(&mut logs);
     let timeline = Timeline::merge(logs);
 
     // Reconciled: each get ends 120 µs after its put began, within 1 µs.

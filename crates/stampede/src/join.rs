@@ -249,6 +249,7 @@ impl ExactJoin {
     /// The next tuple, waiting up to `timeout` (`None`: as long as it takes). Consumes the
     /// previous tuple first.
     pub fn next(&mut self, timeout: Option<Duration>) -> Result<Joined> {
+        let span = crate::trace::span(crate::trace::Kind::Join, 0, 0, 0);
         if let Some(ts) = self.core.outstanding.take() {
             for i in 0..self.core.inputs.len() {
                 self.core.release(i, ts)?;
@@ -257,6 +258,7 @@ impl ExactJoin {
         let policy = self.policy;
         let joined = self.core.wait(timeout, |core| step(core, policy))?;
         self.core.outstanding = Some(joined.ts);
+        span.end_with(joined.ts as u64, 0);
         Ok(joined)
     }
 }
@@ -340,6 +342,7 @@ impl ApproxJoin {
 
     /// The next pivot item with its matches, waiting up to `timeout`.
     pub fn next(&mut self, timeout: Option<Duration>) -> Result<Matched> {
+        let _span = crate::trace::span(crate::trace::Kind::Join, 0, 0, 0);
         if let Some(ts) = self.core.outstanding.take() {
             self.core.release(0, ts)?;
             // No later pivot (> ts) can match anything at or below ts - tolerance.

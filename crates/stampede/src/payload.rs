@@ -38,6 +38,8 @@ impl Buffers {
     /// Copies `parts`, concatenated, into one buffer (recycled when large enough to matter).
     pub fn copy(self: &Arc<Self>, parts: &[&[u8]]) -> Bytes {
         let len: usize = parts.iter().map(|p| p.len()).sum();
+        // In the event log: the runtime's allocation (a buffer taken, and the bytes copied in).
+        let _allocating = crate::trace::span(crate::trace::Kind::Alloc, 0, 0, len as u64);
         if len < POOL_BYTES_MIN {
             return Bytes::from(parts.concat());
         }

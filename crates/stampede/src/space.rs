@@ -37,7 +37,7 @@ use std::time::Duration;
 use crate::disk::{Store, Tier};
 use crate::mesh_link::{Floor, Linked};
 use crate::payload::Buffers;
-use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Mutex, RwLock};
+use crate::sync::{lock_traced, AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::wait::Signal;
 use crate::watch::{self, NameLog, Watch, WatchEvent};
 use stampede_core::mesh::MoveId;
@@ -145,11 +145,7 @@ impl<S> Shared<S> {
     /// The container's name in the event log (0 while tracing is off).
     #[inline]
     pub(crate) fn trace_name(&self) -> u32 {
-        if crate::trace::enabled() {
-            *self.trace_name.get_or_init(|| crate::trace::intern(&self.name))
-        } else {
-            0
-        }
+        crate::trace::cached_name(&self.trace_name, &self.name)
     }
 }
 
@@ -1046,8 +1042,8 @@ impl Space {
         task: &TaskShared,
         op: impl FnOnce(&mut S, &mut TaskState, Timestamp) -> Result<(R, Effects)>,
     ) -> Result<(R, Vec<Item>)> {
-        let mut guard = container.state.lock();
-        let mut state = task.state.lock();
+        let mut guard = lock_traced(&container.state);
+        let mut state = lock_traced(&task.state);
         let (value, fx) = op(&mut guard, &mut state, self.ts_min())?;
         let Effects { mut claims, opens, reclaimed, put } = fx;
         let mut others = OpenChanges::new();
@@ -1081,7 +1077,7 @@ impl Space {
         if claims.is_empty() && put.is_none() && listing.is_none() {
             return None;
         }
-        let mut tracking = self.tracking.lock();
+        let mut tracking = lock_traced(&self.tracking);
         tracking.list(listing);
         let mut advanced = tracking.apply(claims);
         if let Some(ts) = put {
@@ -1192,6 +1188,7 @@ impl Space {
     /// their listing; `None` (ts_min did not advance) does nothing.
     fn sweep_due(&self, due: Option<Due>) -> usize {
         let Some(due) = due else { return 0 };
+        let _sweeping = crate::trace::span(crate::trace::Kind::GcSweep, 0, 0, 0);
         let mut total = 0;
         let mut items = Vec::new();
         for (popped, key) in due {

@@ -18,6 +18,16 @@ pub(crate) use shuttle::sync::MutexGuard;
 #[cfg(feature = "shuttle")]
 pub(crate) use shuttled::{Mutex, RwLock};
 
+/// Locks `mutex`; when another thread holds it, the wait is a `Lock` span of the event log (an
+/// uncontended lock logs nothing: one `try_lock`).
+pub(crate) fn lock_traced<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    if let Some(guard) = mutex.try_lock() {
+        return guard;
+    }
+    let _waiting = crate::trace::span(crate::trace::Kind::Lock, 0, 0, 0);
+    mutex.lock()
+}
+
 /// `parking_lot`'s guard-returning API over shuttle's poisoning locks (a poisoned lock means a
 /// thread panicked under it: the test has failed already, so propagate).
 #[cfg(feature = "shuttle")]

@@ -38,6 +38,7 @@ impl Task {
     /// Sets the virtual time; `v` must be `>= visibility` (else `BelowVisibility`). Advancing it
     /// may advance ts_min and reclaim items before this returns.
     pub fn set_virtual_time(&self, v: Timestamp) -> Result<()> {
+        let _span = crate::trace::span(crate::trace::Kind::Claim, 0, v as u64, 0);
         forward!(&self.0, t => t.set_virtual_time(v))
     }
 
@@ -89,6 +90,7 @@ impl Task {
     /// Ends the task now: detaches its connections (their later use fails `Closed`) and releases
     /// its claim on ts_min.
     pub fn close(&self) {
+        let _span = crate::trace::span(crate::trace::Kind::Claim, 0, u64::MAX, 0);
         forward!(&self.0, t => t.close())
     }
 }

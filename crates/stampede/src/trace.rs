@@ -16,8 +16,11 @@
 //!   calls [`flush`] (and the main thread's when the process exits normally) (which returns once the writer thread wrote everything handed to it); a
 //!   process that crashes keeps every record handed over before (`stampede-trace`'s reader keeps
 //!   every whole chunk).
-//! - Times are ns since [`enable`], from the cycle counter (x86_64: `rdtsc`, calibrated against the
-//!   monotonic clock when enabled), else from the monotonic clock.
+//! - Records carry the cycle counter (x86_64: `rdtsc`; elsewhere ns of a process-local clock);
+//!   the writer thread logs a reading of the counter with the host's monotonic clock when enabled
+//!   and every [`CLOCK_READING_EVERY`], and the reader maps the records through them, so the logs
+//!   of every process of a host share one clock. [`exchange_clocks`] logs timestamp exchanges
+//!   with another host (a client's with its node) that map hosts onto one another.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -25,19 +28,31 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use stampede_trace::clock::{Exchange, Reading};
 use stampede_trace::file::{self, Chunk};
 use stampede_trace::record::Record;
-pub use stampede_trace::record::{Kind, Phase};
+pub use stampede_trace::record::{Kind, Phase, NO_ITEM};
 
 /// Records a thread buffers before handing them to the writer thread (128 KiB).
 pub const RECORDS_PER_BUFFER: usize = 4096;
 
 /// Most full buffers waiting for the writer thread.
 pub const BUFFERS_WAITING_MAX: usize = 64;
+
+/// The environment variable overriding the host name logs and exchanges use (processes on one
+/// machine that should be reconciled as hosts of their own, as the tests do).
+pub const TRACE_HOST_ENV: &str = "STAMPEDE_TRACE_HOST";
+
+/// How often the writer thread logs a reading of the cycle counter with the monotonic clock
+/// (the reader interpolates between readings).
+pub const CLOCK_READING_EVERY: Duration = Duration::from_millis(100);
+
+/// Timestamp exchanges [`exchange_clocks`] makes at a time (the reader keeps the quickest).
+pub const EXCHANGES_PER_ROUND: usize = 5;
 
 /// The environment variable naming the directory a process logs into.
 pub const TRACE_ENV: &str = "STAMPEDE_TRACE";
@@ -49,10 +64,19 @@ static LOG: OnceLock<Log> = OnceLock::new();
 struct Log {
     path: PathBuf,
     to_writer: SyncSender<Message>,
-    names: Mutex<HashMap<String, u32>>,
+    names: Mutex<Names>,
+    /// Names, thread names and exchanges for the writer thread, which writes them before its
+    /// next chunk (logged without waiting for it).
+    pending: Mutex<Vec<Chunk>>,
     next_thread: AtomicU64,
     dropped: AtomicU64,
-    clock: Clock,
+}
+
+/// The log's name table: the writer thread writes each entry before the next chunk it writes.
+#[derive(Default)]
+struct Names {
+    index: HashMap<String, u32>,
+    list: Vec<String>,
 }
 
 enum Message {
@@ -61,32 +85,7 @@ enum Message {
     Flush(SyncSender<()>),
 }
 
-/// The cycle counter, and how to turn its ticks into ns since [`enable`].
-struct Clock {
-    ticks0: u64,
-    ns_per_tick: f64,
-}
-
-impl Clock {
-    /// Calibrated over [`CALIBRATION`] against the monotonic clock.
-    fn calibrate() -> Clock {
-        let (start, ticks0) = (Instant::now(), ticks());
-        std::thread::sleep(CALIBRATION);
-        let (elapsed, ticked) = (start.elapsed(), ticks().wrapping_sub(ticks0));
-        let ns_per_tick =
-            if cfg!(target_arch = "x86_64") && ticked > 0 { elapsed.as_nanos() as f64 / ticked as f64 } else { 1.0 };
-        Clock { ticks0, ns_per_tick }
-    }
-
-    fn ns(&self, ticks: u64) -> u64 {
-        (ticks.saturating_sub(self.ticks0) as f64 * self.ns_per_tick) as u64
-    }
-}
-
-/// How long [`enable`] calibrates the cycle counter.
-const CALIBRATION: Duration = Duration::from_millis(20);
-
-/// The cycle counter (x86_64), else ns of the monotonic clock since the first call.
+/// The cycle counter (x86_64), else ns of a process-local monotonic clock since the first call.
 #[inline]
 fn ticks() -> u64 {
     #[cfg(target_arch = "x86_64")]
@@ -108,23 +107,23 @@ pub fn enable(dir: &Path) -> std::io::Result<PathBuf> {
         return Ok(log.path.clone());
     }
     std::fs::create_dir_all(dir)?;
-    let host =
-        std::fs::read_to_string("/proc/sys/kernel/hostname").map_or_else(|_| "host".into(), |h| h.trim().to_owned());
+    let host = host_name();
     let pid = std::process::id();
     let path = dir.join(format!("{host}-{pid}.stlog"));
     let mut out = File::create(&path)?;
-    let name = std::env::args().next().unwrap_or_default();
+    let name = process_name(std::env::args());
     out.write_all(&file::header(&host, pid, &name))?;
     let (to_writer, from_threads) = sync_channel(BUFFERS_WAITING_MAX);
+    let names = Names { index: HashMap::from([(String::new(), 0)]), list: vec![String::new()] };
     let log = Log {
         path: path.clone(),
         to_writer,
-        names: Mutex::new(HashMap::from([(String::new(), 0)])),
+        names: Mutex::new(names),
+        pending: Mutex::new(vec![Chunk::Name { index: 0, name: String::new() }]),
         next_thread: AtomicU64::new(1),
         dropped: AtomicU64::new(0),
-        clock: Clock::calibrate(),
     };
-    out.write_all(&Chunk::Name { index: 0, name: String::new() }.encode())?;
+    out.write_all(&Chunk::Clock(reading()).encode())?;
     if LOG.set(log).is_err() {
         // Another thread enabled it meanwhile: its log stands.
         return Ok(LOG.get().expect("set").path.clone());
@@ -156,25 +155,92 @@ pub(crate) fn enable_from_env() {
     }
 }
 
-/// The writer thread: appends each chunk, times converted to ns, and answers flushes.
+/// The writer thread: appends each chunk (after the names, thread names and exchanges logged
+/// since the last), a clock reading every [`CLOCK_READING_EVERY`], and answers flushes.
 fn write_chunks(mut out: File, from_threads: &Receiver<Message>) {
     let Some(log) = LOG.get() else { return };
-    while let Ok(message) = from_threads.recv() {
+    let mut last_reading = Instant::now();
+    loop {
+        let message = match from_threads.recv_timeout(CLOCK_READING_EVERY) {
+            Ok(message) => Some(message),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        // A write that fails loses its chunk, not the application.
+        let pending = std::mem::take(&mut *log.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        for chunk in pending {
+            let _ = out.write_all(&chunk.encode());
+        }
+        let flushing = matches!(message, Some(Message::Flush(_)));
+        if flushing || last_reading.elapsed() >= CLOCK_READING_EVERY {
+            let _ = out.write_all(&Chunk::Clock(reading()).encode());
+            last_reading = Instant::now();
+        }
         match message {
-            Message::Chunk(mut chunk) => {
-                if let Chunk::Records { records, .. } = &mut chunk {
-                    for record in records.iter_mut() {
-                        record.t = log.clock.ns(record.t);
-                    }
-                }
-                // A write that fails loses this chunk, not the application.
+            Some(Message::Chunk(chunk)) => {
                 let _ = out.write_all(&chunk.encode());
             }
-            Message::Flush(done) => {
+            Some(Message::Flush(done)) => {
                 let _ = out.flush();
                 let _ = done.send(());
             }
+            None => {}
         }
+    }
+}
+
+/// The cycle counter and the host's monotonic clock, read together (the counter's reading is
+/// the middle of two around the clock's).
+fn reading() -> Reading {
+    let before = ticks();
+    let ns = monotonic_ns();
+    let after = ticks();
+    Reading { ticks: before + after.wrapping_sub(before) / 2, ns }
+}
+
+/// The host's monotonic clock (`CLOCK_MONOTONIC`, shared by its processes), ns.
+pub fn monotonic_ns() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (now.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64)
+}
+
+/// What a process is called in tables and tracks: its program's name and subcommand (`stampede
+/// serve`), or for a Python interpreter its module (`-m`) or script.
+fn process_name(mut args: impl Iterator<Item = String>) -> String {
+    let base =
+        |path: &str| Path::new(path).file_name().map_or_else(|| path.to_owned(), |n| n.to_string_lossy().into_owned());
+    let program = base(&args.next().unwrap_or_default());
+    let first = args.next();
+    match first.as_deref() {
+        Some("-m") if program.starts_with("python") => args.next().unwrap_or(program),
+        Some("-c") if program.starts_with("python") => format!("{program} -c"),
+        Some(script) if program.starts_with("python") && !script.starts_with('-') => base(script),
+        Some(command) if !command.starts_with('-') => format!("{program} {command}"),
+        _ => program,
+    }
+}
+
+/// This host's name, as logs and clock exchanges name it: `$STAMPEDE_TRACE_HOST` if set, else
+/// the kernel's host name. Logs of one host name are read as sharing one monotonic clock.
+pub fn host_name() -> String {
+    if let Some(host) = std::env::var(TRACE_HOST_ENV).ok().filter(|h| !h.is_empty()) {
+        return host;
+    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map_or_else(|_| "host".into(), |h| h.trim().to_owned())
+}
+
+/// Logs [`EXCHANGES_PER_ROUND`] timestamp exchanges with another host (when tracing is on):
+/// `ask` sends a request and returns the peer's host and its monotonic clock on the request's
+/// receipt and on its reply, or `None` (that exchange is skipped). `at_end`: the run's end (else
+/// its start); exchanges at both ends give the drift between the hosts' clocks.
+pub fn exchange_clocks(at_end: bool, mut ask: impl FnMut() -> Option<(String, u64, u64)>) {
+    let Some(log) = LOG.get() else { return };
+    for _ in 0..EXCHANGES_PER_ROUND {
+        let t0 = monotonic_ns();
+        let Some((peer, t1, t2)) = ask() else { continue };
+        let t3 = monotonic_ns();
+        let exchange = Exchange { t0, t1, t2, t3 };
+        log.pending.lock().unwrap_or_else(|e| e.into_inner()).push(Chunk::Exchange { at_end, peer, exchange });
     }
 }
 
@@ -194,15 +260,25 @@ pub fn dropped() -> u64 {
 pub fn intern(name: &str) -> u32 {
     let Some(log) = LOG.get() else { return 0 };
     let mut names = log.names.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(&index) = names.get(name) {
+    if let Some(&index) = names.index.get(name) {
         return index;
     }
-    let index = names.len() as u32;
-    names.insert(name.to_owned(), index);
-    // Under the lock: the table's entries reach the file in index order. Waits if the writer is
-    // behind (rare: once per name).
-    let _ = log.to_writer.send(Message::Chunk(Chunk::Name { index, name: name.to_owned() }));
+    let index = names.list.len() as u32;
+    names.index.insert(name.to_owned(), index);
+    names.list.push(name.to_owned());
+    // Under the names' lock: the entries reach the writer in index order. Never waits for it.
+    log.pending.lock().unwrap_or_else(|e| e.into_inner()).push(Chunk::Name { index, name: name.to_owned() });
     index
+}
+
+/// `name`'s index in the log, looked up once per `cell` (0 while tracing is off).
+#[inline]
+pub(crate) fn cached_name(cell: &OnceLock<u32>, name: &str) -> u32 {
+    if enabled() {
+        *cell.get_or_init(|| intern(name))
+    } else {
+        0
+    }
 }
 
 /// A thread's records not yet handed over.
@@ -224,7 +300,7 @@ impl Buffer {
         if !self.named {
             self.named = true;
             let name = std::thread::current().name().map_or_else(|| format!("thread {}", self.tid), str::to_owned);
-            let _ = log.to_writer.send(Message::Chunk(Chunk::Thread { tid: self.tid, name }));
+            log.pending.lock().unwrap_or_else(|e| e.into_inner()).push(Chunk::Thread { tid: self.tid, name });
         }
         if self.records.is_empty() {
             return;
@@ -266,6 +342,18 @@ fn push(record: Record) {
         if buffer.records.len() >= RECORDS_PER_BUFFER {
             buffer.hand_over();
         }
+    });
+}
+
+/// Names the calling thread in the log (by default it is the thread's own name, or `thread
+/// <n>`): for threads the runtime cannot name, such as a Python interpreter's.
+pub fn name_thread(name: &str) {
+    let Some(log) = LOG.get() else { return };
+    let _ = BUFFER.try_with(|buffer| {
+        let Ok(mut buffer) = buffer.try_borrow_mut() else { return };
+        buffer.named = true;
+        let chunk = Chunk::Thread { tid: buffer.tid, name: name.to_owned() };
+        log.pending.lock().unwrap_or_else(|e| e.into_inner()).push(chunk);
     });
 }
 
@@ -332,5 +420,21 @@ impl Drop for Span {
                 bytes: self.bytes,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::process_name;
+
+    #[test]
+    fn processes_are_named_after_their_program_module_or_script() {
+        let name = |args: &[&str]| process_name(args.iter().map(|a| (*a).to_owned()));
+        assert_eq!(name(&["/usr/bin/stampede", "serve", "--listen", "x"]), "stampede serve");
+        assert_eq!(name(&["/x/.venv/bin/python", "-m", "stampede.apps.kiosk", "--headless"]), "stampede.apps.kiosk");
+        assert_eq!(name(&["python3.11", "/tmp/camera.py"]), "camera.py");
+        assert_eq!(name(&["python3", "-c", "print()"]), "python3 -c");
+        assert_eq!(name(&["./digitizer_tracker", "--frames", "3"]), "digitizer_tracker");
+        assert_eq!(name(&[]), "");
     }
 }

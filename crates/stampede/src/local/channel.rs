@@ -23,7 +23,7 @@ use crate::disk::DiskStats;
 use crate::payload::IntoPayload;
 use crate::runtime::Info;
 use crate::space::{ChannelShared, Held, HorizonWait, Space, TaskShared};
-use crate::trace::{self, Kind};
+use crate::trace::{self, Kind, NO_ITEM};
 use crate::wait::{self, Changed};
 
 /// A named channel of timestamped items (cheap to clone).
@@ -291,7 +291,7 @@ impl ChannelInput {
     /// long as needed, `Some(Duration::ZERO)` never waits. Errors: `NotAvailable` (with the
     /// neighbouring timestamps), `AlreadyConsumed`, `Reclaimed`, `InvalidTimestamp`, `Closed`.
     pub fn get(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
-        let span = trace::span(Kind::Get, self.channel.shared.trace_name(), 0, 0);
+        let span = trace::span(Kind::Get, self.channel.shared.trace_name(), NO_ITEM, 0);
         let selector = selector.into();
         let got = match wait::at_once(self.try_get(selector), timeout) {
             Some(done) => done,

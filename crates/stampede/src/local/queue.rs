@@ -10,6 +10,7 @@ use stampede_core::{ConnId, Effects, Item, Limits, Payload, QueueItem, Result, S
 use crate::payload::IntoPayload;
 use crate::runtime::Info;
 use crate::space::{Held, QueueShared, Space, TaskShared};
+use crate::trace::{self, Kind, NO_ITEM};
 use crate::wait::{self, Changed};
 
 /// A named FIFO queue of timestamped items (cheap to clone).
@@ -115,6 +116,7 @@ impl QueueOutput {
     /// wait for room in a bounded queue.
     pub fn put(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
         let shared = &self.queue.shared;
+        let _span = trace::span(Kind::Put, shared.trace_name(), ts as u64, payload.payload_bytes() as u64);
         shared.count_drop(
             self.admit(ts, payload)
                 .and_then(|payload| wait::blocking(&shared.freed, timeout, || self.try_put(ts, &payload))),
@@ -187,11 +189,18 @@ impl QueueInput {
     /// Blocked getters are served first come, first served; a getter that gives up passes its
     /// turn on.
     pub fn get(&self, timeout: Option<Duration>) -> Result<QueueItem> {
-        if let Some(done) = wait::at_once(self.try_get(None), timeout) {
-            return done;
+        let span = trace::span(Kind::Get, self.queue.shared.trace_name(), NO_ITEM, 0);
+        let got = match wait::at_once(self.try_get(None), timeout) {
+            Some(done) => done,
+            None => {
+                let mut place = Place { input: self, ticket: None };
+                wait::blocking(&self.queue.shared.changed, timeout, || self.try_get(Some(&mut place.ticket)))
+            }
+        };
+        if let Ok(got) = &got {
+            span.end_with(got.item.ts as u64, got.item.data().len() as u64);
         }
-        let mut place = Place { input: self, ticket: None };
-        wait::blocking(&self.queue.shared.changed, timeout, || self.try_get(Some(&mut place.ticket)))
+        got
     }
 
     /// The async form of [`get`](Self::get). Cancelling it (dropping the future) takes nothing
@@ -231,6 +240,7 @@ impl QueueInput {
 
     fn consume_at(&self, seq: Option<u64>, ts: Timestamp) -> Result<()> {
         let shared = &self.queue.shared;
+        let _span = trace::span(Kind::Consume, shared.trace_name(), ts as u64, 0);
         let (_, reclaimed) = self.queue.space.run(&**shared, &self.task, |s, _, _| {
             let mut fx = Effects::default();
             s.consume(self.conn, seq, ts, &mut fx)?;

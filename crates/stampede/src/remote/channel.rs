@@ -14,6 +14,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::payload::Buffers;
+use crate::trace::{self, Kind, NO_ITEM};
 use crate::wait::Changed;
 use crate::{Error, IntoPayload, Item, Limits, Payload, PutOptions, Result, Retention, Selector, Timestamp};
 
@@ -81,6 +82,7 @@ pub(crate) struct RemoteChannelOutput {
 impl RemoteChannelOutput {
     /// Puts with a reference count and/or a timeout (as [`crate::ChannelOutput::put_with`]).
     pub fn put_with(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
+        let _span = trace::span(Kind::Put, self.link.trace_name(), ts as u64, payload.payload_bytes() as u64);
         let payload = self.admit(ts, payload)?;
         let codec = payload.codec.name().to_owned();
         let connection = self.link.id;
@@ -178,9 +180,14 @@ impl RemoteChannelInput {
     /// Gets an item (as [`crate::ChannelInput::get`]); it becomes open on this connection.
     /// `timeout`: `None` waits as long as needed, `Some(Duration::ZERO)` never waits.
     pub fn get(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
+        let span = trace::span(Kind::Get, self.link.trace_name(), NO_ITEM, 0);
         let selector = selector.into().into();
         let connection = self.link.id;
-        self.got(self.link.waiting(timeout, None, |wait_us| Request::Get { connection, selector, wait_us }))
+        let got = self.got(self.link.waiting(timeout, None, |wait_us| Request::Get { connection, selector, wait_us }));
+        if let Ok(item) = &got {
+            span.end_with(item.ts as u64, item.data().len() as u64);
+        }
+        got
     }
 
     /// [`get`](Self::get) without blocking a thread.
@@ -232,6 +239,7 @@ impl RemoteChannelInput {
     /// the node if the connection or its channel went meanwhile, which a later call reports.
     /// Any other timestamp waits for the node's answer (`NotAvailable` for one never put).
     pub fn consume(&self, ts: Timestamp) -> Result<()> {
+        let _span = trace::span(Kind::Consume, self.link.trace_name(), ts as u64, 0);
         let request = Request::Consume { connection: self.link.id, ts };
         if self.got.lock().remove(&ts) {
             return self.link.send(request);

@@ -13,6 +13,7 @@
 //! client's token disappears with it, to the same effect. So an item is never taken by a client
 //! that is alive and does not see it.
 
+use crate::trace::{self, Kind};
 use std::borrow::Cow;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -120,6 +121,7 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
     match client.call_on(Request::Open { user, password }, None, liveliness_timeout, None)? {
         (Reply::Opened(secret), _) => {
             let _ = client.secret.set(secret);
+            client.exchange_trace_clocks(false);
         }
         _ => return Err(unexpected("connect", client.node())),
     }
@@ -602,15 +604,25 @@ impl Client {
         direct: Option<&Direct>,
     ) -> std::result::Result<(Reply, Bytes), String> {
         let timeout = wait.saturating_add(QUERY_MARGIN);
+        // In the event log: encoding and decoding are serialisation; the round trip is messaging,
+        // or blocking when the node may park the request (a get waiting for its item).
+        let serialise = trace::span(Kind::Serialise, 0, 0, 0);
+        let round_trip = if wait.is_zero() { Kind::Send } else { Kind::Wait };
         if let Some(direct) = direct {
             let header = encode(&self.header(request));
+            drop(serialise);
             // A large payload to a node on this host goes as a shared-memory segment.
             let passed = payload.as_ref().filter(|_| direct.passes_segments()).and_then(shared::share);
             let parts: &[&[u8]] = match (&payload, &passed) {
                 (Some(payload), None) => &[&header, payload],
                 _ => &[&header],
             };
-            let (message, shared) = direct.exchange(parts, passed.as_ref().map(|(d, _)| d.as_fd()), timeout)?;
+            let bytes = parts.iter().map(|part| part.len() as u64).sum();
+            let (message, shared) = {
+                let _trip = trace::span(round_trip, 0, 0, bytes);
+                direct.exchange(parts, passed.as_ref().map(|(d, _)| d.as_fd()), timeout)?
+            };
+            let _decode = trace::span(Kind::Serialise, 0, 0, message.len() as u64);
             return match shared {
                 Some(shared) => {
                     let reply = decode_reply_passed(&message, shared.len())
@@ -620,9 +632,14 @@ impl Client {
                 None => reply_of(message),
             };
         }
-        let replies =
-            self.query(request, payload, timeout).wait().map_err(|e| format!("zenoh refused the query: {e}"))?;
-        answer(replies.recv().ok(), timeout)
+        let query = self.query(request, payload, timeout);
+        drop(serialise);
+        let reply = {
+            let _trip = trace::span(round_trip, 0, 0, 0);
+            query.wait().map_err(|e| format!("zenoh refused the query: {e}"))?.recv().ok()
+        };
+        let _decode = trace::span(Kind::Serialise, 0, 0, 0);
+        answer(reply, timeout)
     }
 
     /// [`exchange`](Self::exchange) without blocking a thread.
@@ -682,6 +699,9 @@ impl Client {
 
     /// Ends the session and leaves the fabric. Idempotent.
     pub(crate) fn close(&self) {
+        if !self.is_closed() && self.ended.lock().is_none() {
+            self.exchange_trace_clocks(true);
+        }
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -713,6 +733,19 @@ impl Client {
             dispatch.close();
         }
         let _ = self.zenoh.close().wait();
+    }
+
+    /// Logs timestamp exchanges with the node's host when this process traces: at the session's
+    /// start and end (`at_end`), so that the post-mortem merge maps the hosts' clocks onto one
+    /// another, drift included (`docs/TRACING.md`).
+    fn exchange_trace_clocks(&self, at_end: bool) {
+        if !crate::trace::enabled() {
+            return;
+        }
+        crate::trace::exchange_clocks(at_end, || match self.call(Request::TraceClock, None, Duration::ZERO) {
+            Ok((Reply::TraceClock { host, received_ns, replied_ns }, _)) => Some((host, received_ns, replied_ns)),
+            _ => None,
+        });
     }
 
     pub(crate) fn is_closed(&self) -> bool {

@@ -185,12 +185,19 @@ pub(crate) struct Link {
     pub(crate) id: Handle,
     /// The channel's or queue's name, for errors.
     pub(crate) name: Arc<str>,
+    /// The name's index in the event log, once traced.
+    trace_name: std::sync::OnceLock<u32>,
     detached: AtomicBool,
 }
 
 impl Link {
     pub(crate) fn new(client: Arc<Client>, task: Arc<TaskRef>, id: Handle, name: Arc<str>) -> Link {
-        Link { client, _task: task, id, name, detached: AtomicBool::new(false) }
+        Link { client, _task: task, id, name, trace_name: std::sync::OnceLock::new(), detached: AtomicBool::new(false) }
+    }
+
+    /// The container's name in the event log (0 while tracing is off).
+    pub(crate) fn trace_name(&self) -> u32 {
+        crate::trace::cached_name(&self.trace_name, &self.name)
     }
 
     /// `Closed` (the embedded error) once detached, without asking the node.

@@ -10,6 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::payload::Buffers;
+use crate::trace::{self, Kind, NO_ITEM};
 use crate::wait::Changed;
 use crate::{IntoPayload, Payload, QueueItem, Result, Timestamp};
 
@@ -44,6 +45,7 @@ impl RemoteQueueOutput {
     /// Appends `payload` at `ts` (as [`crate::QueueOutput::put`]); `timeout` bounds the wait
     /// for room in a bounded queue.
     pub fn put(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {
+        let _span = trace::span(Kind::Put, self.link.trace_name(), ts as u64, payload.payload_bytes() as u64);
         let payload = self.admit(ts, payload)?;
         let codec = payload.codec.name().to_owned();
         let connection = self.link.id;
@@ -98,8 +100,13 @@ impl RemoteQueueInput {
     /// Takes the oldest waiting item (as [`crate::QueueInput::get`]); it is open on this
     /// connection until consumed. `NotAvailable` when the timeout expires.
     pub fn get(&self, timeout: Option<Duration>) -> Result<QueueItem> {
+        let span = trace::span(Kind::Get, self.link.trace_name(), NO_ITEM, 0);
         let connection = self.link.id;
-        self.got(self.link.waiting(timeout, None, |wait_us| Request::QueueGet { connection, wait_us }))
+        let got = self.got(self.link.waiting(timeout, None, |wait_us| Request::QueueGet { connection, wait_us }));
+        if let Ok(got) = &got {
+            span.end_with(got.item.ts as u64, got.item.data().len() as u64);
+        }
+        got
     }
 
     /// [`get`](Self::get) without blocking a thread.
@@ -122,11 +129,13 @@ impl RemoteQueueInput {
 
     /// Consumes an item this connection got; the queue reclaims it.
     pub fn consume(&self, item: &QueueItem) -> Result<()> {
+        let _span = trace::span(Kind::Consume, self.link.trace_name(), item.item.ts as u64, 0);
         self.link.done(Request::QueueConsume { connection: self.link.id, seq: Some(item.seq), ts: item.item.ts })
     }
 
     /// Consumes the oldest item open on this connection at `ts`.
     pub fn consume_ts(&self, ts: Timestamp) -> Result<()> {
+        let _span = trace::span(Kind::Consume, self.link.trace_name(), ts as u64, 0);
         self.link.done(Request::QueueConsume { connection: self.link.id, seq: None, ts })
     }
 

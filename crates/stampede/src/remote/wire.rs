@@ -30,7 +30,7 @@ use stampede_core::Peer;
 
 /// The wire format's version, the first byte of every message. Bump it on any change to the
 /// types below.
-pub const VERSION: u8 = 9;
+pub const VERSION: u8 = 10;
 
 /// Largest request header a node decodes (names are at most `NAME_BYTES_MAX` bytes; codec names
 /// and session ids are short): a request whose header does not fit is refused.
@@ -208,6 +208,9 @@ pub enum Request {
     TsMin,
     Stats,
     Collect,
+    /// The node's host and its monotonic clock, for a traced client's clock exchange
+    /// (`docs/TRACING.md`). Replied [`Reply::TraceClock`].
+    TraceClock,
     /// The names under `prefix` with their kinds (what a watch starts with).
     Listing {
         prefix: String,
@@ -309,6 +312,7 @@ impl Request {
             Request::TsMin => "ts_min",
             Request::Stats => "stats",
             Request::Collect => "collect",
+            Request::TraceClock => "trace_clock",
         }
     }
 }
@@ -359,6 +363,13 @@ pub enum Reply {
         visibility: Timestamp,
     },
     Error(WireError),
+    /// The node's host, and its monotonic clock (ns) when it received the request and when it
+    /// replied.
+    TraceClock {
+        host: String,
+        received_ns: u64,
+        replied_ns: u64,
+    },
 }
 
 /// What a node tells a client on first contact.
