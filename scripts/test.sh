@@ -36,7 +36,7 @@ mvn -q -B -f java/pom.xml test -Dstampede.serve="$PWD/target/debug/stampede"
 
 echo "== Python package"
 . scripts/python-env.sh
-python_env pytest ruff mypy playwright mcap matplotlib
+python_env pytest ruff mypy playwright mcap matplotlib jsonschema
 
 echo "== Debian's Chromium for the dashboard's browser test (Playwright drives it; no browser download)"
 if ! command -v chromium >/dev/null; then

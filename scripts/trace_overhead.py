@@ -3,7 +3,7 @@ pipeline unpaced (wall time for a fixed number of frames) and the Smart Kiosk at
 time per frame the digitizer put), each run alternately with STAMPEDE_TRACE unset and set, in the
 same session. Prints one JSON line per run and one per pipeline with the median ratio.
 
-    python3 scripts/trace_overhead.py [--runs 5] [--frames 3000] [--kiosk-seconds 8]
+    python3 scripts/trace_overhead.py [--runs 7] [--frames 50000] [--kiosk-seconds 8]
 
 Needs the release example (`cargo build --release -p stampede --example digitizer_tracker`) and
 the .venv with the Python package (`./scripts/test.sh` or `. scripts/python-env.sh; python_env`).
@@ -77,8 +77,8 @@ def pipeline(name: str, runs: int, measure) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--frames", type=int, default=3000)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--frames", type=int, default=50000)
     parser.add_argument("--kiosk-seconds", type=float, default=8.0)
     args = parser.parse_args()
 

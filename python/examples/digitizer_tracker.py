@@ -8,6 +8,12 @@ to it. The run is bounded by ``--frames`` and ``--seconds``; it prints frames/s,
 by the tracker, tracking error and live items.
 
     python examples/digitizer_tracker.py --frames 90 --fps 30
+
+With ``--connect`` the channel is on a node (``stampede serve``) and ``--role camera`` or
+``--role tracker`` runs one side per process (docs/TRACING.md traces such a run):
+
+    python examples/digitizer_tracker.py --connect tcp/127.0.0.1:7447 --role tracker &
+    python examples/digitizer_tracker.py --connect tcp/127.0.0.1:7447 --role camera --frames 300
 """
 
 from __future__ import annotations
@@ -70,19 +76,23 @@ def digitizer(
 
 def tracker(rt: stampede.Runtime, frames: stampede.Channel, report: dict) -> None:
     with rt.task(virtual_time=stampede.INFINITY) as task, task.attach_input(frames) as inp:
-        processed, skipped, errors, last = 0, 0, 0, -1
+        processed, skipped, errors, last, first_at, last_at = 0, 0, 0, -1, 0.0, 0.0
         while True:
             try:
-                item = inp.get(stampede.NEWEST_UNSEEN, timeout=1.0)
+                # The first frame may come from a camera process that is still starting.
+                item = inp.get(stampede.NEWEST_UNSEEN, timeout=30.0 if last < 0 else 1.0)
             except (stampede.NotAvailable, stampede.Closed):
                 break
+            last_at = time.monotonic()
+            first_at = first_at or last_at
             y, x = locate(item.array())  # zero-copy, read-only view of the stored frame
             errors += (y, x) != truth(item.ts)
             skipped += item.ts - last - 1
             last = item.ts
             processed += 1
             inp.consume_until(item.ts)  # this frame and every older one are garbage to us
-        report.update(processed=processed, skipped=skipped, errors=errors, last=last)
+        seconds = last_at - first_at
+        report.update(processed=processed, skipped=skipped, errors=errors, last=last, seconds=seconds)
 
 
 def main() -> None:
@@ -90,32 +100,47 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=150, help="frames to produce")
     parser.add_argument("--fps", type=float, default=30.0, help="digitizer rate")
     parser.add_argument("--seconds", type=float, default=10.0, help="stop after this long")
+    parser.add_argument(
+        "--connect", metavar="ENDPOINT", help="use the node there instead of an embedded runtime"
+    )
+    parser.add_argument(
+        "--role", choices=["both", "camera", "tracker"], default="both", help="the side(s) this process runs"
+    )
     args = parser.parse_args()
 
-    with stampede.Runtime() as rt:
-        frames = rt.create_channel("kiosk/frames", capacity=8)
-        reclaimed = []
+    runtime = stampede.connect(args.connect, timeout=30) if args.connect else stampede.Runtime()
+    with runtime as rt:
+        try:
+            frames = rt.create_channel("kiosk/frames", capacity=8)
+        except stampede.AlreadyExists:  # the other side's process made it
+            frames = rt.lookup("kiosk/frames")
+        reclaimed: list = []
         frames.on_reclaim(reclaimed.append)
         stop = threading.Event()
         report: dict = {}
-        threads = [
-            threading.Thread(target=digitizer, args=(rt, frames, args.frames, args.fps, stop)),
-            threading.Thread(target=tracker, args=(rt, frames, report)),
-        ]
-        start = time.monotonic()
-        for t in threads:
-            t.start()
-        threads[0].join(args.seconds)
-        stop.set()
-        threads[0].join()
-        elapsed = time.monotonic() - start  # the digitizer's run; the tracker then drains
-        threads[1].join()
-        stats = frames.stats()
-        print(
-            f"tracker: {report['processed']} frames in {elapsed:.2f} s "
-            f"({report['processed'] / elapsed:.1f} frames/s), skipped {report['skipped']}, "
-            f"tracking errors {report['errors']}"
+        camera = threading.Thread(
+            target=digitizer, args=(rt, frames, args.frames, args.fps, stop), name="digitizer"
         )
+        follower = threading.Thread(target=tracker, args=(rt, frames, report), name="tracker")
+        runs_camera, runs_tracker = args.role != "tracker", args.role != "camera"
+        start = time.monotonic()
+        for thread, runs in ((follower, runs_tracker), (camera, runs_camera)):
+            if runs:
+                thread.start()
+        if runs_camera:
+            camera.join(args.seconds)
+            stop.set()
+            camera.join()
+        elapsed = time.monotonic() - start  # the digitizer's run; the tracker then drains
+        if runs_tracker:
+            follower.join()
+            elapsed = elapsed if runs_camera else report["seconds"]
+            print(
+                f"tracker: {report['processed']} frames in {elapsed:.2f} s "
+                f"({report['processed'] / max(elapsed, 1e-9):.1f} frames/s), skipped {report['skipped']}, "
+                f"tracking errors {report['errors']}"
+            )
+        stats = frames.stats()
         print(
             f"channel: puts {stats['puts']}, reclaimed {stats['reclaimed']} "
             f"(GC handler saw {len(reclaimed)}), live items {stats['live_items']}, ts_min {rt.ts_min}"

@@ -8,10 +8,31 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
+import jsonschema
 from conftest import NODE_START_S, listening, stampede_bin
 
 import stampede
+
+#: The trace format's JSON Schema, written independently of the exporter. (The `perfetto`
+#: package's trace processor would be the better reader, but it downloads its binary at run time
+#: from outside the package registries, which tests here may not.)
+SCHEMA = json.loads((Path(__file__).parent / "trace_event.schema.json").read_text())
+
+
+def exported(logs: Path, out: Path) -> list[dict]:
+    """`stampede trace export` of `logs` into `out`: its events, checked against the schema and
+    every flow's two ends present (each id once as a start and once as an end)."""
+    subprocess.run([stampede_bin(), "trace", "export", str(logs), "-o", str(out)], check=True, timeout=60)
+    trace = json.loads(out.read_text())
+    jsonschema.validate(trace, SCHEMA)
+    events = trace["traceEvents"]
+    starts = [e["id"] for e in events if e["ph"] == "s"]
+    ends = [e["id"] for e in events if e["ph"] == "f"]
+    assert sorted(starts) == sorted(ends) and len(set(starts)) == len(starts), "every flow has both its ends"
+    return events
+
 
 PROGRAM = textwrap.dedent(
     """
@@ -48,9 +69,7 @@ def test_a_traced_python_process_reads_back_with_its_spans(tmp_path):
     report = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60).stdout
     rows = [line for line in report.splitlines()[1:] if line.strip()]
     assert len(rows) == 2, f"the main thread and the camera's: {report}"
-    out = tmp_path / "trace.json"
-    subprocess.run([stampede_bin(), "trace", "export", str(tmp_path), "-o", str(out)], check=True, timeout=60)
-    events = json.loads(out.read_text())["traceEvents"]
+    events = exported(tmp_path, tmp_path / "trace.json")
     slices = [e for e in events if e["ph"] == "X"]
     assert sum(e["name"] == "span track" for e in slices) == 50, "every `with stampede.span` block"
     assert sum(e["name"] == "put camera/frames" for e in slices) == 50
@@ -126,9 +145,7 @@ def test_a_traced_pipeline_across_processes_and_hosts_merges(tmp_path):
         node.terminate()
         node.wait(timeout=NODE_START_S)
     assert len(list(logs.glob("*.stlog"))) == 3, "the node's log and each client's"
-    out = tmp_path / "trace.json"
-    subprocess.run([stampede_bin(), "trace", "export", str(logs), "-o", str(out)], check=True, timeout=60)
-    events = json.loads(out.read_text())["traceEvents"]
+    events = exported(logs, tmp_path / "trace.json")
     processes = {
         e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"
     }
@@ -147,7 +164,14 @@ def test_a_traced_pipeline_across_processes_and_hosts_merges(tmp_path):
     # Reconciled through the exchanges (the three "hosts" share one clock, so any error in the
     # maps shows): no get ends before the put of its item began.
     assert all(ends[i]["ts"] >= starts[i]["ts"] for i in starts), "a flow that goes back in time"
+    chart = tmp_path / "breakdown.png"
     report = subprocess.run(
-        [stampede_bin(), "trace", "report", str(logs)], capture_output=True, text=True, check=True, timeout=60
+        [stampede_bin(), "trace", "report", str(logs), "--chart", str(chart)],
+        env={**os.environ, "STAMPEDE_PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     ).stdout
-    assert "message %" in report
+    assert "message %" in report and f"chart: {chart}" in report
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "the chart is a PNG"

@@ -46,8 +46,8 @@ pub fn export(dir: &Path, output: &Path) -> BoxResult<()> {
     Ok(())
 }
 
-/// `stampede trace report`: one row per thread, its wall time and the share of each part; and
-/// the same as a chart, `chart` (a PNG drawn by matplotlib), unless `None`.
+/// `stampede trace report`: one row per thread that logged over some time, its wall time and the
+/// share of each part; and the same as a chart, `chart` (a PNG drawn by matplotlib), unless `None`.
 pub fn report(dir: &Path, chart: Option<&Path>) -> BoxResult<()> {
     let timeline = timeline(dir)?;
     println!(
@@ -59,6 +59,9 @@ pub fn report(dir: &Path, chart: Option<&Path>) -> BoxResult<()> {
         for (th, thread) in process.threads.iter().enumerate() {
             let records: Vec<_> = timeline.thread_events(p, th).map(|e| e.record).collect();
             let b = Breakdown::of_thread(&records);
+            if b.wall == 0 {
+                continue; // a thread that logged one moment: no time to split
+            }
             let share = |part: u64| if b.wall == 0 { 0.0 } else { 100.0 * part as f64 / b.wall as f64 };
             let label = format!("{}[{}] / {}", process.name, process.pid, thread.name);
             println!(
@@ -81,7 +84,8 @@ pub fn report(dir: &Path, chart: Option<&Path>) -> BoxResult<()> {
         }
     }
     if let Some(chart) = chart {
-        let title = format!("Where the time goes: {}", dir.display());
+        let run = dir.canonicalize().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+        let title = format!("Where the time goes: {}", run.unwrap_or_else(|| dir.display().to_string()));
         draw(&serde_json::json!({"title": title, "rows": rows}), chart);
     }
     Ok(())

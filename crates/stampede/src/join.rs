@@ -203,7 +203,11 @@ impl Inputs {
             if let Some(value) = step(self)? {
                 return Ok(value);
             }
-            if !waiter.wait(deadline) {
+            let progressed = {
+                let _waiting = crate::trace::span(crate::trace::Kind::Wait, 0, 0, 0);
+                waiter.wait(deadline)
+            };
+            if !progressed {
                 return step(self)?.ok_or_else(|| Error::NotAvailable {
                     op: "join",
                     name: self.name(),

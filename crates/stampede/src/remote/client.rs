@@ -605,9 +605,14 @@ impl Client {
     ) -> std::result::Result<(Reply, Bytes), String> {
         let timeout = wait.saturating_add(QUERY_MARGIN);
         // In the event log: encoding and decoding are serialisation; the round trip is messaging,
-        // or blocking when the node may park the request (a get waiting for its item).
+        // or blocking when the node may park the request waiting for an item or a change (a put
+        // parked for room, rarer, counts as messaging).
+        let waits_for_items = matches!(
+            request,
+            Request::Get { .. } | Request::QueueGet { .. } | Request::WaitChanged { .. } | Request::WaitProgress { .. }
+        );
+        let round_trip = if waits_for_items && !wait.is_zero() { Kind::Wait } else { Kind::Send };
         let serialise = trace::span(Kind::Serialise, 0, 0, 0);
-        let round_trip = if wait.is_zero() { Kind::Send } else { Kind::Wait };
         if let Some(direct) = direct {
             let header = encode(&self.header(request));
             drop(serialise);
