@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -260,3 +261,28 @@ def test_a_camera_killed_and_restarted_reaches_a_display_that_was_never_restarte
         finally:
             again.kill()
             again.wait()
+
+
+def test_the_digitizer_tracker_example_runs_one_side_per_process(endpoint):
+    """`python/examples/digitizer_tracker.py --connect … --role …` (docs/TRACING.md): the tracker
+    process follows the camera process's frames through the node, and finds every square."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "digitizer_tracker.py"
+    side = [sys.executable, str(example), "--connect", endpoint, "--role"]
+    tracker = subprocess.Popen([*side, "tracker"], stdout=subprocess.PIPE, text=True)
+    try:
+        # The tracker makes the channel, then attaches at once; the camera's 2 s of frames start
+        # after the channel exists.
+        with stampede.connect(endpoint, timeout=NODE_START_S) as rt:
+            deadline = time.monotonic() + NODE_START_S
+            while "kiosk/frames" not in rt.names() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        camera = subprocess.run(
+            [*side, "camera", "--frames", "120", "--fps", "60"], timeout=PROCESS_S, check=True
+        )
+        assert camera.returncode == 0
+        out = finish(tracker)
+    finally:
+        tracker.kill()
+        tracker.wait()
+    line = next(line for line in out.splitlines() if line.startswith("tracker:"))
+    assert "tracking errors 0" in line and not line.startswith("tracker: 0 frames"), out

@@ -28,7 +28,14 @@ fn timeline(dir: &Path) -> BoxResult<Timeline> {
         let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
         logs.push(stampede_trace::file::read(&bytes).map_err(|e| format!("{}: {e}", path.display()))?);
     }
-    stampede_trace::merge::reconcile(&mut logs);
+    let unreconciled = stampede_trace::merge::reconcile(&mut logs);
+    for host in &unreconciled.hosts {
+        eprintln!(
+            "note: no clock exchange links host {host} to host {} (a traced client exchanges with its node); \
+             {host}'s times are taken as {}'s",
+            unreconciled.reference, unreconciled.reference
+        );
+    }
     Ok(Timeline::merge(logs))
 }
 
@@ -91,14 +98,22 @@ pub fn report(dir: &Path, chart: Option<&Path>) -> BoxResult<()> {
     Ok(())
 }
 
-/// The chart's script, run by `$STAMPEDE_PYTHON` (default `python3`).
+/// The chart's script, run by `$STAMPEDE_PYTHON` (default: the repository's `.venv` when run from
+/// its root, where `./scripts/test.sh` installs matplotlib, else `python3`).
 const CHART_SCRIPT: &str = include_str!("trace_chart.py");
 
 /// Draws the chart of `report` into `chart`; says why not if it cannot (the table stands).
 fn draw(report: &serde_json::Value, chart: &Path) {
     use std::io::Write;
     use std::process::{Command, Stdio};
-    let python = std::env::var("STAMPEDE_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    let venv = Path::new(".venv/bin/python");
+    let python = std::env::var("STAMPEDE_PYTHON").unwrap_or_else(|_| {
+        if venv.exists() {
+            venv.display().to_string()
+        } else {
+            "python3".to_owned()
+        }
+    });
     let spawned = Command::new(&python)
         .arg("-c")
         .arg(CHART_SCRIPT)

@@ -54,9 +54,9 @@ pub struct PeerExchange {
 
 /// Sets every log's clock map onto the reference host's clock: the host the logs exchanged with
 /// most (a node), else the first log's. A host with no chain of exchanges to the reference keeps
-/// the identity (its logs are taken as on the reference clock); the reference host's own logs
-/// keep the identity.
-pub fn reconcile(processes: &mut [ProcessLog]) {
+/// the identity (its logs are taken as on the reference clock): returned, after the reference,
+/// so that the caller can say so. The reference host's own logs keep the identity.
+pub fn reconcile(processes: &mut [ProcessLog]) -> Unreconciled {
     let mut hosts: Vec<String> = Vec::new();
     for process in processes.iter() {
         for host in std::iter::once(&process.host).chain(process.exchanges.iter().map(|e| &e.peer)) {
@@ -112,6 +112,21 @@ pub fn reconcile(processes: &mut [ProcessLog]) {
     for process in processes.iter_mut() {
         process.clock = maps[index(&process.host)].unwrap_or(ClockMap::IDENTITY);
     }
+    let hosts_with_logs: Vec<&String> = processes.iter().map(|p| &p.host).collect();
+    Unreconciled {
+        reference: hosts.get(reference).cloned().unwrap_or_default(),
+        hosts: (0..hosts.len())
+            .filter(|h| maps[*h].is_none() && hosts_with_logs.contains(&&hosts[*h]))
+            .map(|h| hosts[h].clone())
+            .collect(),
+    }
+}
+
+/// The hosts [`reconcile`] could not map onto the reference host (no chain of exchanges).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Unreconciled {
+    pub reference: String,
+    pub hosts: Vec<String>,
 }
 
 impl ProcessLog {
@@ -248,7 +263,8 @@ mod tests {
             on("a", 5, vec![]),
             on("lonely", 6, vec![]),
         ];
-        reconcile(&mut logs);
+        let unreconciled = reconcile(&mut logs);
+        assert_eq!(unreconciled, Unreconciled { reference: "node".into(), hosts: vec!["lonely".into()] });
         let at = |p: usize, t: u64| logs[p].clock.to_reference(t);
         assert_eq!(at(1, 123), 123, "the node's host is the reference");
         assert_eq!(at(0, 5_000_000_000), 5_002_000_000);
