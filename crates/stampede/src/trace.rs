@@ -231,13 +231,15 @@ pub fn host_name() -> String {
 
 /// Logs [`EXCHANGES_PER_ROUND`] timestamp exchanges with another host (when tracing is on):
 /// `ask` sends a request and returns the peer's host and its monotonic clock on the request's
-/// receipt and on its reply, or `None` (that exchange is skipped). `at_end`: the run's end (else
-/// its start); exchanges at both ends give the drift between the hosts' clocks.
+/// receipt and on its reply, or `None` (then no further exchange is made, so that a close never
+/// waits on an unreachable node five times over). `at_end`: the run's end (else its start);
+/// exchanges at both ends give the drift between the hosts' clocks.
 pub fn exchange_clocks(at_end: bool, mut ask: impl FnMut() -> Option<(String, u64, u64)>) {
     let Some(log) = LOG.get() else { return };
     for _ in 0..EXCHANGES_PER_ROUND {
         let t0 = monotonic_ns();
-        let Some((peer, t1, t2)) = ask() else { continue };
+        // A peer that does not answer one exchange is not asked again (each may wait seconds).
+        let Some((peer, t1, t2)) = ask() else { break };
         let t3 = monotonic_ns();
         let exchange = Exchange { t0, t1, t2, t3 };
         log.pending.lock().unwrap_or_else(|e| e.into_inner()).push(Chunk::Exchange { at_end, peer, exchange });
