@@ -57,6 +57,10 @@ pub fn export(dir: &Path, output: &Path) -> BoxResult<()> {
 /// share of each part; and the same as a chart, `chart` (a PNG drawn by matplotlib), unless `None`.
 pub fn report(dir: &Path, chart: Option<&Path>) -> BoxResult<()> {
     let timeline = timeline(dir)?;
+    if let Some(chart) = chart {
+        // A chart that cannot be written fails the command before the table, with the reason.
+        std::fs::File::create(chart).map_err(|e| format!("the chart {}: {e}", chart.display()))?;
+    }
     println!(
         "{:<40} {:>10} {:>7} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9}",
         "process / thread", "wall ms", "app %", "block %", "runtime%", "alloc", "lock", "gc", "message %"
@@ -104,6 +108,18 @@ const CHART_SCRIPT: &str = include_str!("trace_chart.py");
 
 /// Draws the chart of `report` into `chart`; says why not if it cannot (the table stands).
 fn draw(report: &serde_json::Value, chart: &Path) {
+    match run_chart_script(report, chart) {
+        Ok(()) => println!("chart: {}", chart.display()),
+        Err(why) => {
+            // The empty file made to check the path is not left behind as a chart.
+            let _ = std::fs::remove_file(chart);
+            eprintln!("chart: not drawn: {why}");
+        }
+    }
+}
+
+/// Runs the chart's script on `report`; why it drew nothing, if it did not.
+fn run_chart_script(report: &serde_json::Value, chart: &Path) -> Result<(), String> {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let venv = Path::new(".venv/bin/python");
@@ -114,30 +130,23 @@ fn draw(report: &serde_json::Value, chart: &Path) {
             "python3".to_owned()
         }
     });
-    let spawned = Command::new(&python)
+    let mut child = Command::new(&python)
         .arg("-c")
         .arg(CHART_SCRIPT)
         .arg(chart)
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(e) => {
-            eprintln!("chart: not drawn: cannot run {python} ({e}); set STAMPEDE_PYTHON to a Python with matplotlib");
-            return;
-        }
-    };
+        .spawn()
+        .map_err(|e| format!("cannot run {python} ({e}); set STAMPEDE_PYTHON to a Python with matplotlib"))?;
     if let Some(mut stdin) = child.stdin.take() {
         let _ = stdin.write_all(report.to_string().as_bytes());
     }
-    match child.wait_with_output() {
-        Ok(out) if out.status.success() => println!("chart: {}", chart.display()),
-        Ok(out) if out.status.code() == Some(3) => eprintln!(
-            "chart: not drawn: {python} has no matplotlib (pip install matplotlib, or set STAMPEDE_PYTHON to a Python \
-             that has it)"
-        ),
-        Ok(out) => eprintln!("chart: not drawn: {python} failed: {}", String::from_utf8_lossy(&out.stderr).trim()),
-        Err(e) => eprintln!("chart: not drawn: {e}"),
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    match out.status.code() {
+        _ if out.status.success() => Ok(()),
+        Some(3) => Err(format!(
+            "{python} has no matplotlib (pip install matplotlib, or set STAMPEDE_PYTHON to a Python that has it)"
+        )),
+        _ => Err(format!("{python} failed: {}", String::from_utf8_lossy(&out.stderr).trim())),
     }
 }

@@ -247,7 +247,6 @@ async fn token_alive(node: &NodeShared, id: &str) -> bool {
 
 /// Runs one request of an open session.
 async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, body: Body<'_>) -> Result<Served> {
-    let received_ns = stampede::trace::monotonic_ns();
     let op = request.op();
     let runtime = &node.runtime;
     let reply = match request {
@@ -497,11 +496,16 @@ async fn execute(node: &Arc<NodeShared>, session: &Session, request: Request, bo
             }
         }
         Request::Collect => Reply::Count(runtime.collect() as u64),
-        Request::TraceClock => Reply::TraceClock {
-            host: stampede::trace::host_name(),
-            received_ns,
-            replied_ns: stampede::trace::monotonic_ns(),
-        },
+        // Read here, not on every request's arrival: the node serves this one at once, so the
+        // two readings bound the same instant.
+        Request::TraceClock => {
+            let received_ns = stampede::trace::monotonic_ns();
+            Reply::TraceClock {
+                host: stampede::trace::host_name(),
+                received_ns,
+                replied_ns: stampede::trace::monotonic_ns(),
+            }
+        }
         Request::Hello | Request::Open { .. } | Request::Close => {
             let reason = "answered before a session is looked up".into();
             return Err(Error::InvalidArgument { op, name: session.id.clone(), reason });

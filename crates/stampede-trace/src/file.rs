@@ -75,7 +75,7 @@ impl std::fmt::Display for FileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FileError::NotALog => {
-                write!(f, "not a Stampede trace log (no {:?} at its start)", std::str::from_utf8(MAGIC).unwrap_or(""))
+                write!(f, "not a Stampede trace log of this release (no {:?} at its start; read a log with the release that wrote it)", std::str::from_utf8(MAGIC).unwrap_or(""))
             }
             FileError::Header => write!(f, "the log's header is cut short or damaged"),
             FileError::UnknownTag { offset, tag } => write!(f, "byte {offset}: unknown chunk tag {tag}"),

@@ -74,18 +74,10 @@ fn logs_from_two_hosts_reconcile_merge_and_break_down() {
     let timeline = Timeline::merge(logs);
 
     // Reconciled: each get ends 120 µs after its put began, within 1 µs.
-    let put_begins: Vec<i128> = timeline
-        .events
-        .iter()
-        .filter(|e| e.record.kind == Kind::Put && e.record.phase == Phase::Begin)
-        .map(|e| e.t)
-        .collect();
-    let get_ends: Vec<i128> = timeline
-        .events
-        .iter()
-        .filter(|e| e.record.kind == Kind::Get && e.record.phase == Phase::End)
-        .map(|e| e.t)
-        .collect();
+    let times = |kind: Kind, phase: Phase| -> Vec<i128> {
+        timeline.events.iter().filter(|e| e.record.kind == kind && e.record.phase == phase).map(|e| e.t).collect()
+    };
+    let (put_begins, get_ends) = (times(Kind::Put, Phase::Begin), times(Kind::Get, Phase::End));
     assert_eq!((put_begins.len(), get_ends.len()), (frames as usize, frames as usize));
     for (put, get) in put_begins.iter().zip(&get_ends) {
         assert!((get - put - 120_000).abs() <= 1_000, "put {put}, get {get}: {} ns apart", get - put);

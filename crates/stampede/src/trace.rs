@@ -64,19 +64,13 @@ static LOG: OnceLock<Log> = OnceLock::new();
 struct Log {
     path: PathBuf,
     to_writer: SyncSender<Message>,
-    names: Mutex<Names>,
+    /// The name table: each name's index, in the order the writer thread writes them.
+    names: Mutex<HashMap<String, u32>>,
     /// Names, thread names and exchanges for the writer thread, which writes them before its
     /// next chunk (logged without waiting for it).
     pending: Mutex<Vec<Chunk>>,
     next_thread: AtomicU64,
     dropped: AtomicU64,
-}
-
-/// The log's name table: the writer thread writes each entry before the next chunk it writes.
-#[derive(Default)]
-struct Names {
-    index: HashMap<String, u32>,
-    list: Vec<String>,
 }
 
 enum Message {
@@ -103,30 +97,32 @@ fn ticks() -> u64 {
 /// Starts logging this process into `dir` (created if missing), as `<host>-<pid>.stlog`; the
 /// file's path. Once per process: a second call returns the first one's path.
 pub fn enable(dir: &Path) -> std::io::Result<PathBuf> {
+    // One thread at a time: two racing would both create (and truncate) the same file.
+    static ENABLING: Mutex<()> = Mutex::new(());
+    let _enabling = ENABLING.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(log) = LOG.get() {
         return Ok(log.path.clone());
     }
     std::fs::create_dir_all(dir)?;
     let host = host_name();
     let pid = std::process::id();
-    let path = dir.join(format!("{host}-{pid}.stlog"));
+    let path = dir.join(log_file_name(&host, pid));
     let mut out = File::create(&path)?;
     let name = process_name(std::env::args());
     out.write_all(&file::header(&host, pid, &name))?;
     let (to_writer, from_threads) = sync_channel(BUFFERS_WAITING_MAX);
-    let names = Names { index: HashMap::from([(String::new(), 0)]), list: vec![String::new()] };
     let log = Log {
         path: path.clone(),
         to_writer,
-        names: Mutex::new(names),
+        names: Mutex::new(HashMap::from([(String::new(), 0)])),
         pending: Mutex::new(vec![Chunk::Name { index: 0, name: String::new() }]),
         next_thread: AtomicU64::new(1),
         dropped: AtomicU64::new(0),
     };
     out.write_all(&Chunk::Clock(reading()).encode())?;
-    if LOG.set(log).is_err() {
-        // Another thread enabled it meanwhile: its log stands.
-        return Ok(LOG.get().expect("set").path.clone());
+    if let Err(log) = LOG.set(log) {
+        // Only a thread holding ENABLING sets the log, and it was not set above.
+        return Ok(log.path);
     }
     std::thread::Builder::new().name("stampede-trace".into()).spawn(move || write_chunks(out, &from_threads))?;
     // The main thread's buffer is never dropped (a process's exit does not run its thread-local
@@ -135,6 +131,14 @@ pub fn enable(dir: &Path) -> std::io::Result<PathBuf> {
     unsafe { libc::atexit(flush_at_exit) };
     ENABLED.store(true, Ordering::Release);
     Ok(path)
+}
+
+/// `<host>-<pid>.stlog`, the host name made a plain file name: `$STAMPEDE_TRACE_HOST` may hold
+/// anything (`/`, `..`), and the log must stay in its directory.
+fn log_file_name(host: &str, pid: u32) -> String {
+    let host: String =
+        host.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
+    format!("{}-{pid}.stlog", host.trim_start_matches('.'))
 }
 
 extern "C" fn flush_at_exit() {
@@ -262,12 +266,11 @@ pub fn dropped() -> u64 {
 pub fn intern(name: &str) -> u32 {
     let Some(log) = LOG.get() else { return 0 };
     let mut names = log.names.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(&index) = names.index.get(name) {
+    if let Some(&index) = names.get(name) {
         return index;
     }
-    let index = names.list.len() as u32;
-    names.index.insert(name.to_owned(), index);
-    names.list.push(name.to_owned());
+    let index = names.len() as u32;
+    names.insert(name.to_owned(), index);
     // Under the names' lock: the entries reach the writer in index order. Never waits for it.
     log.pending.lock().unwrap_or_else(|e| e.into_inner()).push(Chunk::Name { index, name: name.to_owned() });
     index
@@ -427,7 +430,15 @@ impl Drop for Span {
 
 #[cfg(test)]
 mod tests {
-    use super::process_name;
+    use super::{log_file_name, process_name};
+
+    #[test]
+    fn a_log_file_stays_in_its_directory_whatever_the_host_name() {
+        assert_eq!(log_file_name("vm-1", 42), "vm-1-42.stlog");
+        assert_eq!(log_file_name("../../etc/x", 7), "_.._etc_x-7.stlog");
+        assert_eq!(log_file_name("..", 7), "-7.stlog");
+        assert_eq!(log_file_name("a b/c", 1), "a_b_c-1.stlog");
+    }
 
     #[test]
     fn processes_are_named_after_their_program_module_or_script() {
