@@ -54,6 +54,8 @@ cargo build -q -p stampede-bench --bin remote --bin trace
 target/debug/remote --quick >/dev/null
 echo "== Event log benchmark, smoke run (docs/BENCHMARKS.md \"trace\")"
 target/debug/trace --quick >/dev/null
+echo "== Videoconference benchmark, smoke run (docs/BENCHMARKS.md \"conference\"): K=2 and 3, 2 s each"
+.venv/bin/python python/bench/bench_conference.py --quick >/dev/null
 
 echo "== Conformance: the Python semantic suites in the serve, mesh and split configurations"
 for configuration in serve mesh split; do

@@ -2,8 +2,8 @@
 `scripts/test.sh`; no browser is downloaded). First a digitizer putting moving frames with an
 overlay box, then the main job itself — the Smart Kiosk process with its dashboard, stopped by
 Ctrl-C: the page must show changing frames and numbers that update, and the kiosk must print its
-summary when interrupted. Screenshots are saved for people to look at (`target/dashboard.png`,
-`target/kiosk-dashboard.png`)."""
+summary when interrupted; and the videoconference's mixer. Screenshots are saved for people to
+look at (`target/dashboard.png`, `target/kiosk-dashboard.png`, `target/conference-dashboard.png`)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import stampede
+from stampede.apps.conference import COMPOSITE, Conference
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 TARGET = Path(__file__).resolve().parents[2] / "target"
@@ -116,6 +117,19 @@ def test_the_kiosk_serves_its_dashboard_and_stops_on_ctrl_c() -> None:
         if kiosk.poll() is None:
             kiosk.kill()
             kiosk.wait(timeout=10)
+
+
+def test_the_conference_mixer_serves_the_composite_on_its_dashboard() -> None:
+    """The videoconference's mixer with its dashboard, three participant processes: the page shows
+    the composite changing and each participant's camera task with its fps
+    (`target/conference-dashboard.png`)."""
+    sync_playwright = _playwright()
+    with Conference(30.0, 74, threads=True, mesh=False, dashboard=True) as conference:
+        for name in ("alice", "bob", "carol"):
+            conference.join(name)
+        assert conference.dashboard_url is not None
+        screenshot = TARGET / "conference-dashboard.png"
+        _check_page(sync_playwright, conference.dashboard_url, "alice/camera", COMPOSITE, screenshot)
 
 
 def _check_page(sync_playwright: Any, url: str, producer: str, channel: str, screenshot: Path) -> None:

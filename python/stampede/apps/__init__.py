@@ -11,6 +11,8 @@ Layout:
 - :mod:`stampede.apps.colour_tracker` — digitizer → background subtraction → histogram → tracker.
 - :mod:`stampede.apps.motion_mixer` — several cameras, a motion detector each, a mixer joining them
   by timestamp and picking the camera with the most motion.
+- :mod:`stampede.apps.conference` — the videoconference: participant processes, a mixer joining
+  their frames by exact timestamp into a composite every display shows.
 
 Each application runs with ``python -m stampede.apps.<name> --headless --seconds 10`` and ends its
 output with one JSON line (docs/APPLICATIONS.md).
