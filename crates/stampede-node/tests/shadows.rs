@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use stampede::{ChannelOptions, Error, Limits, Runtime, INFINITY};
+use stampede::{ChannelOptions, ConnectOptions, Error, Limits, Runtime, INFINITY};
 use support::{eventually, live, two_nodes, two_nodes_with, with_watchdog, TestNode, CONNECT_TIMEOUT};
 
 /// How long the mesh may take to reach a value (several message rounds on loopback: far less).
@@ -362,6 +362,40 @@ fn a_task_spans_two_nodes_through_its_shadows() {
         for node in [&a.node, &b] {
             let counters = node.mesh_counters().unwrap();
             assert_eq!(counters.malformed.load(Ordering::Relaxed) + counters.refused.load(Ordering::Relaxed), 0);
+        }
+    })
+}
+
+/// A client's session on another node of this host, opened through the node it connected to,
+/// sends its requests on that node's direct path (its Unix socket), not through zenoh and the
+/// first node. A 2 MiB item put and got there travels as shared memory, whole. With `zenoh_only`,
+/// no request takes a direct path and the client works the same.
+#[test]
+fn a_session_on_another_node_of_this_host_takes_its_direct_path() {
+    with_watchdog("a_session_on_another_node_of_this_host_takes_its_direct_path", || {
+        let (a, b, _b_rt, _b_dir) = two_nodes();
+        for zenoh_only in [false, true] {
+            let options = ConnectOptions { timeout: Some(CONNECT_TIMEOUT), zenoh_only, ..ConnectOptions::default() };
+            let client = stampede::connect_with(&a.endpoint, &options).unwrap();
+            let before = b.direct_requests();
+            let ch = client.create_channel(&format!("frames-{zenoh_only}"), on_node("b")).unwrap();
+            let ts = client.ts_min();
+            let producer = client.task(ts).unwrap();
+            let out = producer.attach_output(&ch).unwrap();
+            let reader = client.task(INFINITY).unwrap();
+            let inp = reader.attach_input(&ch).unwrap();
+            let frame: Vec<u8> = (0..2 << 20).map(|i| (i % 251) as u8).collect();
+            out.put(ts, frame.clone()).unwrap();
+            let item = inp.get(ts, Some(CONNECT_TIMEOUT)).unwrap();
+            assert!(item.payload.data[..] == frame[..], "the 2 MiB item, whole");
+            inp.consume(ts).unwrap();
+            let direct = b.direct_requests() - before;
+            if zenoh_only {
+                assert_eq!(direct, 0, "zenoh_only: every request is a zenoh query");
+            } else {
+                assert!(direct >= 4, "create, attaches, put, get, consume on b: {direct} on b's direct path");
+            }
+            client.close();
         }
     })
 }

@@ -94,8 +94,12 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         .declare_keyexpr(fabric::rpc_key(&hello.node))
         .wait()
         .map_err(|e| unreachable(format!("zenoh refused the node's key: {e}")))?;
-    // Through another node, or asked not to: zenoh carries the requests.
-    let direct = (node.is_none() && !options.zenoh_only).then(|| Direct::reach(endpoint, &hello.direct)).flatten();
+    // Asked not to, or through another node that runs elsewhere: zenoh carries the requests.
+    let direct = match (options.zenoh_only, node) {
+        (true, _) => None,
+        (false, None) => Direct::reach(endpoint, &hello.direct),
+        (false, Some(_)) => Direct::reach_elsewhere(&hello.direct),
+    };
     let client = Client {
         zenoh: Fabric(Some(zenoh)),
         rpc_key,

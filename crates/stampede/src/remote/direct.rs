@@ -1,6 +1,7 @@
 //! The client's direct request path: requests on the node's own sockets — an abstract Unix
 //! socket for a client on the node's host, TCP elsewhere — instead of zenoh queries, where the
-//! node offers them ([`DirectPath`] in its hello). Why: a zenoh query costs ~2.5 raw TCP round
+//! node offers them ([`DirectPath`] in its hello). A session on another node of the mesh, opened
+//! through the first, takes that node's Unix socket when the node runs on this host. Why: a zenoh query costs ~2.5 raw TCP round
 //! trips on our machines, a framed socket about one (`docs/ARCHITECTURE.md` "The request path").
 //!
 //! The frames carry the very messages of the zenoh path (`wire.rs`), each after its length
@@ -104,6 +105,19 @@ impl Direct {
                 candidates.push(Address::Tcp(format!("{host}:{direct}")));
             }
         }
+        Self::first_reached(candidates)
+    }
+
+    /// The direct path to a node reached through another node: its Unix socket, if the node runs
+    /// on this host. Only there does the socket connect: its abstract name holds the node's
+    /// zenoh id, and abstract names are the host's (its network namespace's). So a large item
+    /// read there is passed as shared memory, not copied at each zenoh hop. `None`: zenoh.
+    pub(crate) fn reach_elsewhere(offered: &DirectPath) -> Option<Direct> {
+        Self::first_reached(offered.unix.iter().map(|name| Address::Unix(name.clone())).collect())
+    }
+
+    /// The first of `candidates` that connects (its first connection is kept).
+    fn first_reached(candidates: Vec<Address>) -> Option<Direct> {
         candidates.into_iter().find_map(|address| {
             let direct = Direct {
                 address,
