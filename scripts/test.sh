@@ -4,19 +4,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== Rust tests"
+echo "== [${SECONDS} s] Rust tests"
 # The binding crate is a Python extension (it links against the interpreter at import time);
 # it is tested from Python below.
 cargo test --workspace --exclude stampede-py --all-targets
 cargo test --workspace --exclude stampede-py --doc
 
-echo "== Interleavings (seeded scheduler, 2000 seeds; replay one with STAMPEDE_SEED=n)"
+echo "== [${SECONDS} s] Interleavings (seeded scheduler, 2000 seeds; replay one with STAMPEDE_SEED=n)"
 STAMPEDE_SEEDS="${STAMPEDE_SEEDS:-2000}" cargo test -p stampede --features shuttle --test interleavings
 
-echo "== Mesh simulation (2000 seeds ran in the Rust tests above; replay one with STAMPEDE_MESH_SEED=n): the protocol faults it must catch"
+echo "== [${SECONDS} s] Mesh simulation (2000 seeds ran in the Rust tests above; replay one with STAMPEDE_MESH_SEED=n): the protocol faults it must catch"
 cargo test -p stampede-core --features mutations --test mesh_simulation mutations
 
-echo "== Conformance (SPEC §7): the Rust semantic suites against a client of a stampede serve process,"
+echo "== [${SECONDS} s] Conformance (SPEC §7): the Rust semantic suites against a client of a stampede serve process,"
 echo "   against a client of node b whose session is on node a, in a mesh a <- b <- c, and (split) against"
 echo "   a client whose tasks are on node b and whose channels are on node a, the nodes sharing ts_min"
 cargo build -q -p stampede-cli
@@ -26,19 +26,19 @@ for configuration in serve mesh split; do
         --test vectors
 done
 
-echo "== C client (docs/C.md): API tests and the shared vectors, linked shared and static, under valgrind,"
+echo "== [${SECONDS} s] C client (docs/C.md): API tests and the shared vectors, linked shared and static, under valgrind,"
 echo "   and the vectors against a stampede serve node; every exported symbol is stp_*"
 make -s -C c PROFILE=debug test valgrind test-serve test-handlers symbols
 
-echo "== Java client (docs/JAVA.md): the shared vectors and API tests, embedded and on stampede serve nodes"
+echo "== [${SECONDS} s] Java client (docs/JAVA.md): the shared vectors and API tests, embedded and on stampede serve nodes"
 cargo build -q -p stampede-jni
 mvn -q -B -f java/pom.xml test -Dstampede.serve="$PWD/target/debug/stampede"
 
-echo "== Python package"
+echo "== [${SECONDS} s] Python package"
 . scripts/python-env.sh
 python_env pytest ruff mypy playwright mcap matplotlib jsonschema
 
-echo "== Debian's Chromium for the dashboard's browser test (Playwright drives it; no browser download)"
+echo "== [${SECONDS} s] Debian's Chromium for the dashboard's browser test (Playwright drives it; no browser download)"
 if ! command -v chromium >/dev/null; then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"
@@ -46,18 +46,18 @@ if ! command -v chromium >/dev/null; then
         || echo "   could not install chromium: the browser test will say it is skipped"
 fi
 
-echo "== Python tests"
+echo "== [${SECONDS} s] Python tests"
 .venv/bin/python -m pytest -q python/tests
 
-echo "== Remote benchmark, smoke run (docs/BENCHMARKS.md \"remote\"): every row once, tiny counts, figures meaningless"
+echo "== [${SECONDS} s] Remote benchmark, smoke run (docs/BENCHMARKS.md \"remote\"): every row once, tiny counts, figures meaningless"
 cargo build -q -p stampede-bench --bin remote --bin trace
 target/debug/remote --quick >/dev/null
-echo "== Event log benchmark, smoke run (docs/BENCHMARKS.md \"trace\")"
+echo "== [${SECONDS} s] Event log benchmark, smoke run (docs/BENCHMARKS.md \"trace\")"
 target/debug/trace --quick >/dev/null
-echo "== Videoconference benchmark, smoke run (docs/BENCHMARKS.md \"conference\"): K=2 and 3, 2 s each"
+echo "== [${SECONDS} s] Videoconference benchmark, smoke run (docs/BENCHMARKS.md \"conference\"): K=2 and 3, 2 s each"
 .venv/bin/python python/bench/bench_conference.py --quick >/dev/null
 
-echo "== Conformance: the Python semantic suites in the serve, mesh and split configurations"
+echo "== [${SECONDS} s] Conformance: the Python semantic suites in the serve, mesh and split configurations"
 for configuration in serve mesh split; do
     STAMPEDE_CONFIGURATION=$configuration .venv/bin/python -m pytest -q -rs python/tests/test_channel.py \
         python/tests/test_gc.py python/tests/test_queue.py python/tests/test_correlation.py \
