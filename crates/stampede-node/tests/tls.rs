@@ -193,6 +193,44 @@ fn a_tls_link_carries_requests_and_replies_at_once() {
     });
 }
 
+/// A call waiting over TLS wakes when its link goes away: a get parked on the node ends when
+/// another thread closes the client, and one parked when the node closes ends too, each well
+/// before its own wait. The patched link closes with a TLS close_notify (third_party/README.md):
+/// the other side must still see the link end.
+#[test]
+fn a_wait_over_tls_wakes_when_the_client_or_the_node_closes() {
+    serially("a_wait_over_tls_wakes_when_the_client_or_the_node_closes", || {
+        /// Far longer than the test: a call that returns did not simply time out.
+        const PARKED: Duration = Duration::from_secs(60);
+        let pki = Pki::new();
+        let (node, port) = tls_node(&pki, false);
+        let endpoint = format!("tls/127.0.0.1:{port}");
+        let connect = || connect_with(&endpoint, &options(CONNECT_TIMEOUT, Some(pki.client("ca.pem", false)))).unwrap();
+        let owner = connect();
+        let channel = owner.create_channel("secure/parked", Limits::unbounded()).unwrap();
+        let _producer = owner.task(0).unwrap();
+        for closing_node in [false, true] {
+            let client = connect();
+            let reader = client.task(INFINITY).unwrap();
+            let input = reader.attach_input(&client.channel(channel.name()).unwrap()).unwrap();
+            let started = Instant::now();
+            let ended = std::thread::scope(|scope| {
+                let parked = scope.spawn(|| input.get(5, Some(PARKED)));
+                std::thread::sleep(Duration::from_millis(300));
+                if closing_node {
+                    node.close();
+                } else {
+                    client.close();
+                }
+                parked.join().unwrap()
+            });
+            let error = ended.expect_err("no item 5 was ever put");
+            assert!(matches!(error, Error::Closed { .. } | Error::Unreachable { .. }), "{closing_node}: {error}");
+            assert!(started.elapsed() < PARKED / 2, "{closing_node}: woke after {:?}", started.elapsed());
+        }
+    });
+}
+
 /// A client that trusts another CA fails the handshake: `Unreachable` naming TLS, within its
 /// timeout.
 #[test]
