@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -27,6 +29,7 @@ from stampede.apps.conference import (
     Participant,
     SyntheticCamera,
     frame_now,
+    main,
     read_stamp,
 )
 
@@ -177,3 +180,29 @@ def test_a_display_counts_a_composite_it_cannot_read_and_a_tile_of_another_times
         ]:
             alice.show(502, hostile)
         assert (alice.own_tile, alice.mismatched, alice.wrong) == (1, 1, 3)
+
+
+def test_bad_arguments_and_an_absent_node_are_one_line_errors():
+    """A name that is not one segment is a usage error (exit 2) before any connection; a node that
+    is not there is one line naming the endpoint (exit 1), not a traceback."""
+    with pytest.raises(SystemExit) as usage:
+        main(["participant", "--connect", "tcp/127.0.0.1:1", "--name", "a/b"])
+    assert usage.value.code == 2
+    absent = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stampede.apps.conference",
+            "participant",
+            "--connect",
+            "nonsense",
+            "--name",
+            "alice",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert absent.returncode == 1, absent.stderr
+    assert absent.stderr.startswith("conference: ") and "nonsense" in absent.stderr, absent.stderr
+    assert "Traceback" not in absent.stderr, absent.stderr

@@ -810,6 +810,8 @@ def main(argv: list[str] | None = None) -> dict:
     elif args.role == "participant":
         if args.size_kb <= 0 or args.size_kb > 10_000:
             parser.error("--size-kb must be in (0, 10000]")
+        if not args.name or "/" in args.name:
+            parser.error("--name must be one name segment: not empty, no '/'")
         with stampede.connect(args.connect, timeout=10) as rt:
             p = Participant(rt, args.name, int(args.size_kb * 1000), args.fps, args.record_ts)
             print(f"{args.name} joined: {p.camera.nbytes} bytes a frame", file=sys.stderr, flush=True)
@@ -872,3 +874,5 @@ if __name__ == "__main__":
         main(sys.argv[1:])
     except KeyboardInterrupt:
         sys.exit(130)
+    except stampede.StampedeError as e:  # a node not there, a refused endpoint: one line, no trace
+        sys.exit(f"conference: {e}")
