@@ -116,6 +116,11 @@ fn options(timeout: Duration, tls: Option<ClientTls>) -> ConnectOptions {
     ConnectOptions { timeout: Some(timeout), tls, ..ConnectOptions::default() }
 }
 
+/// A client of `endpoint` that trusts the test CA and presents no certificate.
+fn trusting_client(pki: &Pki, endpoint: &str) -> Runtime {
+    connect_with(endpoint, &options(CONNECT_TIMEOUT, Some(pki.client("ca.pem", false)))).unwrap()
+}
+
 /// Connects as `options` say and expects `Unreachable` naming TLS, within the timeout (plus
 /// [`HANG_SLACK`]): a refused handshake never hangs.
 fn assert_refused(endpoint: &str, options: &ConnectOptions) -> String {
@@ -142,10 +147,10 @@ fn puts_and_gets_over(scheme: &str) {
     let pki = Pki::new();
     let (node, port) = secure_node(&pki, false, scheme);
     let endpoint = format!("{scheme}/127.0.0.1:{port}");
-    let producer = connect_with(&endpoint, &options(CONNECT_TIMEOUT, Some(pki.client("ca.pem", false)))).unwrap();
+    let producer = trusting_client(&pki, &endpoint);
     assert_eq!(producer.node(), Some("secure"));
     producer.create_channel("secure/frames", Limits::unbounded()).unwrap();
-    let consumer = connect_with(&endpoint, &options(CONNECT_TIMEOUT, Some(pki.client("ca.pem", false)))).unwrap();
+    let consumer = trusting_client(&pki, &endpoint);
     let reader = consumer.task(INFINITY).unwrap();
     let input = reader.attach_input(&consumer.channel("secure/frames").unwrap()).unwrap();
     let camera = producer.task(0).unwrap();
@@ -170,7 +175,7 @@ fn a_tls_link_carries_requests_and_replies_at_once() {
         let pki = Pki::new();
         let (_node, port) = tls_node(&pki, false);
         let endpoint = format!("tls/127.0.0.1:{port}");
-        let client = connect_with(&endpoint, &options(CONNECT_TIMEOUT, Some(pki.client("ca.pem", false)))).unwrap();
+        let client = trusting_client(&pki, &endpoint);
         let channel = client.create_channel("secure/both-ways", Limits::unbounded()).unwrap();
         let camera = client.task(0).unwrap();
         let output = camera.attach_output(&channel).unwrap();
@@ -205,7 +210,7 @@ fn a_wait_over_tls_wakes_when_the_client_or_the_node_closes() {
         let pki = Pki::new();
         let (node, port) = tls_node(&pki, false);
         let endpoint = format!("tls/127.0.0.1:{port}");
-        let connect = || connect_with(&endpoint, &options(CONNECT_TIMEOUT, Some(pki.client("ca.pem", false)))).unwrap();
+        let connect = || trusting_client(&pki, &endpoint);
         let owner = connect();
         let channel = owner.create_channel("secure/parked", Limits::unbounded()).unwrap();
         let _producer = owner.task(0).unwrap();
