@@ -869,10 +869,16 @@ def run_conference(args: argparse.Namespace) -> dict:
     return {"role": "run", "mixer": mixer, "participants": participants}
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """``python -m stampede.apps.conference``: Ctrl-C exits 130; a node not there or a refused
+    endpoint is one line on stderr and exit 1, not a traceback."""
     try:
         main(sys.argv[1:])
     except KeyboardInterrupt:
         sys.exit(130)
-    except stampede.StampedeError as e:  # a node not there, a refused endpoint: one line, no trace
+    except stampede.StampedeError as e:
         sys.exit(f"conference: {e}")
+
+
+if __name__ == "__main__":
+    cli()
