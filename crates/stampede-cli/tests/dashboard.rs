@@ -5,104 +5,35 @@
 //! Every wait is bounded by [`WAIT`]; every process is killed when its guard drops, and by the
 //! watchdog before it aborts a hung test.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::Mutex;
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use stampede::Limits;
 
-#[path = "../../stampede/tests/support/mod.rs"]
-mod shared;
+mod process;
+use process::{with_watchdog, Process, WAIT};
 
-const WATCHDOG: Duration = Duration::from_secs(120);
-/// Longest wait for a line, a node or a condition.
-const WAIT: Duration = Duration::from_secs(30);
-
-/// Processes started by this test binary and not yet reaped, for the watchdog.
-static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
-
-fn with_watchdog<T>(test: &'static str, body: impl FnOnce() -> T) -> T {
-    shared::with_watchdog_for(test, WATCHDOG, kill_children, body)
+/// A `stampede` process with `args`, and `env` added to its environment.
+fn stampede(args: &[&str], env: &[(&str, &str)]) -> Process {
+    Process::spawn(Command::new(env!("CARGO_BIN_EXE_stampede")).args(args).envs(env.iter().copied()))
 }
 
-fn kill_children() {
-    for pid in CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-    }
+/// The address in the process's next line, `dashboard on http://<address>/`.
+fn dashboard_address(process: &Process) -> SocketAddr {
+    let line = process.line(|_| true);
+    let url = line.strip_prefix("dashboard on ").unwrap_or_else(|| panic!("unexpected line {line:?}"));
+    let address = url.strip_prefix("http://").and_then(|rest| rest.strip_suffix('/')).expect("an http URL");
+    address.parse().expect("host:port")
 }
 
-/// A `stampede` process, killed and reaped when dropped; its stdout read line by line.
-struct Process {
-    child: Child,
-    lines: Receiver<String>,
-}
-
-impl Process {
-    fn spawn(args: &[&str]) -> Process {
-        Process::spawn_with(args, &[])
-    }
-
-    /// Spawns with `env` added to the environment.
-    fn spawn_with(args: &[&str], env: &[(&str, &str)]) -> Process {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_stampede"))
-            .args(args)
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("stampede starts");
-        CHILDREN.lock().unwrap().push(child.id());
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (send, lines) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if send.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Process { child, lines }
-    }
-
-    /// The next line of stdout, within [`WAIT`].
-    fn line(&self) -> String {
-        self.lines.recv_timeout(WAIT).expect("a line from the process in time")
-    }
-
-    /// The address in a `dashboard on http://<address>/` line.
-    fn dashboard_address(&self) -> SocketAddr {
-        let line = self.line();
-        let url = line.strip_prefix("dashboard on ").unwrap_or_else(|| panic!("unexpected line {line:?}"));
-        let address = url.strip_prefix("http://").and_then(|rest| rest.strip_suffix('/')).expect("an http URL");
-        address.parse().expect("host:port")
-    }
-
-    /// SIGTERM, then the exit status (within [`WAIT`]).
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "the process did not exit within {WAIT:?}");
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).retain(|&pid| pid != self.child.id());
-    }
+/// SIGTERM, then the exit status (within [`WAIT`]).
+fn terminate(process: &mut Process) -> std::process::ExitStatus {
+    process.signal("TERM");
+    process.wait()
 }
 
 /// `GET path`: status and body.
@@ -149,9 +80,9 @@ fn serve_with_a_dashboard() {
     with_watchdog("serve_with_a_dashboard", || {
         let dir = tempfile::tempdir().unwrap();
         let endpoint = unix_endpoint(&dir);
-        let mut node = Process::spawn(&["serve", "--listen", &endpoint, "--dashboard", "0", "--image", "camera/left"]);
-        assert_eq!(node.line(), format!("listening on {endpoint}"));
-        let address = node.dashboard_address();
+        let mut node = stampede(&["serve", "--listen", &endpoint, "--dashboard", "0", "--image", "camera/left"], &[]);
+        assert_eq!(node.line(|_| true), format!("listening on {endpoint}"));
+        let address = dashboard_address(&node);
         let (status, page) = http_get(address, "/");
         assert!(status == 200 && page.contains("id=\"channels\""), "{status} {page}");
 
@@ -160,7 +91,7 @@ fn serve_with_a_dashboard() {
         let snapshot = snapshot_mentioning(address, "\"name\":\"camera/left\"");
         assert!(snapshot.contains("\"status\":\"waiting\""), "no frame yet: {snapshot}");
         client.close();
-        assert!(node.terminate().success());
+        assert!(terminate(&mut node).success());
     });
 }
 
@@ -170,16 +101,16 @@ fn dashboard_of_a_remote_node() {
     with_watchdog("dashboard_of_a_remote_node", || {
         let dir = tempfile::tempdir().unwrap();
         let endpoint = unix_endpoint(&dir);
-        let node = Process::spawn(&["serve", "--listen", &endpoint, "--name", "kiosk"]);
-        assert_eq!(node.line(), format!("listening on {endpoint}"));
+        let node = stampede(&["serve", "--listen", &endpoint, "--name", "kiosk"], &[]);
+        assert_eq!(node.line(|_| true), format!("listening on {endpoint}"));
         let client = stampede::connect(&endpoint, Some(WAIT)).unwrap();
         client.create_channel("tracker/boxes", Limits::unbounded()).unwrap();
 
-        let mut dashboard = Process::spawn(&["dashboard", "--connect", &endpoint, "--port", "0", "--refresh", "0.05"]);
-        let address = dashboard.dashboard_address();
+        let mut dashboard = stampede(&["dashboard", "--connect", &endpoint, "--port", "0", "--refresh", "0.05"], &[]);
+        let address = dashboard_address(&dashboard);
         let snapshot = snapshot_mentioning(address, "\"name\":\"tracker/boxes\"");
         assert!(snapshot.contains("\"node\":\"kiosk\""), "{snapshot}");
-        assert!(dashboard.terminate().success());
+        assert!(terminate(&mut dashboard).success());
         client.close();
     });
 }
@@ -205,9 +136,9 @@ fn serve_with_access_and_a_dashboard_asks_for_a_login() {
         )
         .unwrap();
         let policy = policy.to_str().unwrap();
-        let mut node = Process::spawn(&["serve", "--listen", &endpoint, "--access", policy, "--dashboard", "0"]);
-        assert_eq!(node.line(), format!("listening on {endpoint}"));
-        let address = node.dashboard_address();
+        let mut node = stampede(&["serve", "--listen", &endpoint, "--access", policy, "--dashboard", "0"], &[]);
+        assert_eq!(node.line(|_| true), format!("listening on {endpoint}"));
+        let address = dashboard_address(&node);
         for (login, why) in [
             (None, "no credentials"),
             (Some(("display", "wrong")), "a wrong password"),
@@ -236,15 +167,15 @@ fn serve_with_access_and_a_dashboard_asks_for_a_login() {
 
         // A client's dashboard, connected as camera, asks for camera's own login.
         let args = ["dashboard", "--connect", &endpoint, "--user", "camera", "--port", "0"];
-        let mut client_dashboard = Process::spawn_with(&args, &[("STAMPEDE_PASSWORD", "cam")]);
-        let client_address = client_dashboard.dashboard_address();
+        let mut client_dashboard = stampede(&args, &[("STAMPEDE_PASSWORD", "cam")]);
+        let client_address = dashboard_address(&client_dashboard);
         for login in [None, Some(("display", "disp")), Some(("camera", "wrong"))] {
             assert_eq!(http_get_as(client_address, "/api/snapshot", login).0, 401, "{login:?}");
         }
         let (status, body) = http_get_as(client_address, "/api/snapshot", Some(("camera", "cam")));
         assert_eq!(status, 200, "{body}");
-        assert!(client_dashboard.terminate().success());
+        assert!(terminate(&mut client_dashboard).success());
         camera.close();
-        assert!(node.terminate().success());
+        assert!(terminate(&mut node).success());
     });
 }

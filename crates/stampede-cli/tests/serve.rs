@@ -5,24 +5,15 @@
 //! (and by the watchdog before it aborts a hung test). Endpoints are Unix sockets in a directory
 //! of the test's own, or a TCP port the system just handed out, so parallel tests never collide.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::Mutex;
+use std::process::Command;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use stampede::{Error, Limits, Selector, INFINITY, OLDEST_UNSEEN};
 
-/// The watchdog every Stampede test crate shares.
-#[path = "../../stampede/tests/support/mod.rs"]
-mod shared;
-use stampede::{connect, Runtime as RemoteRuntime};
+mod process;
+use process::{client, eventually, serve, unix_endpoint, with_watchdog, Process, WAIT, WATCHDOG};
 
-/// Longest any one test may run before the watchdog kills its processes and aborts.
-const WATCHDOG: Duration = Duration::from_secs(120);
-/// Longest wait for a process's line, a node, or a condition.
-const WAIT: Duration = Duration::from_secs(30);
 /// The liveliness timeout the killed-client test gives its node.
 const LIVELINESS_TIMEOUT_S: &str = "2";
 /// The environment variable that makes `holder_child_process` act as the killed client.
@@ -30,107 +21,6 @@ const HOLDER_ENV: &str = "STAMPEDE_TEST_HOLDER_ENDPOINT";
 
 /// What the holder prints once it holds its items.
 const HOLDING: &str = "holder: holding";
-
-/// Processes started by this test binary and not yet reaped, for the watchdog.
-static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
-
-/// Runs `body` under the shared watchdog: if it has not returned within [`WATCHDOG`], this
-/// binary's child processes are killed and the process aborts, naming `test`.
-fn with_watchdog<T>(test: &'static str, body: impl FnOnce() -> T) -> T {
-    shared::with_watchdog_for(test, WATCHDOG, kill_children, body)
-}
-
-/// Kills every child process this binary started and has not reaped.
-fn kill_children() {
-    for pid in CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-    }
-}
-
-/// A child process, killed and reaped when dropped; its stdout read line by line on a thread.
-struct Process {
-    child: Child,
-    lines: Receiver<String>,
-}
-
-impl Process {
-    fn spawn(command: &mut Command) -> Process {
-        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("the process starts");
-        CHILDREN.lock().unwrap().push(child.id());
-        let stdout = child.stdout.take().expect("piped stdout");
-        Process { child, lines: read_lines(stdout) }
-    }
-
-    /// The next line of stdout that `wanted` accepts (others are skipped), within [`WAIT`].
-    fn line(&self, wanted: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if wanted(&line) => return line,
-                Ok(_) => {}
-                Err(e) => panic!("no expected line from the process within {WAIT:?}: {e}"),
-            }
-        }
-    }
-
-    /// Sends `signal` (`TERM`, `KILL`) to the process.
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill").args([&format!("-{signal}"), &self.child.id().to_string()]).status();
-        assert!(status.expect("kill runs").success());
-    }
-
-    /// Waits (within [`WAIT`]) for the process to exit; its exit status.
-    fn wait(&mut self) -> std::process::ExitStatus {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "the process did not exit within {WAIT:?}");
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).retain(|&pid| pid != self.child.id());
-    }
-}
-
-fn read_lines(stdout: ChildStdout) -> Receiver<String> {
-    let (send, lines) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            if send.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    lines
-}
-
-/// `stampede serve` on `endpoint`, once it printed that it listens.
-fn serve(endpoint: &str, extra: &[&str]) -> Process {
-    let process =
-        Process::spawn(Command::new(env!("CARGO_BIN_EXE_stampede")).args(["serve", "--listen", endpoint]).args(extra));
-    let line = process.line(|_| true);
-    assert_eq!(line, format!("listening on {endpoint}"));
-    process
-}
-
-/// A Unix-socket endpoint in `dir`.
-fn unix_endpoint(dir: &tempfile::TempDir) -> String {
-    format!("unixsock-stream/{}", dir.path().join("node.sock").display())
-}
-
-fn client(endpoint: &str) -> RemoteRuntime {
-    connect(endpoint, Some(WAIT)).expect("the client connects")
-}
 
 /// `stampede ls` against `endpoint`: its stdout lines.
 fn ls(endpoint: &str, prefix: &str) -> Vec<String> {
@@ -140,15 +30,6 @@ fn ls(endpoint: &str, prefix: &str) -> Vec<String> {
         .expect("stampede ls runs");
     assert!(output.status.success(), "stampede ls failed: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8(output.stdout).expect("utf-8").lines().map(str::to_owned).collect()
-}
-
-/// Waits (within [`WAIT`]) until `condition` holds.
-fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !condition() {
-        assert!(Instant::now() < deadline, "{what}: not within {WAIT:?}");
-        thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// `stampede serve` on TCP prints exactly `listening on <endpoint>`, serves `stampede ls`, and

@@ -423,9 +423,13 @@ fn declare(
 
 /// Answers one query: decodes, serves, replies. A reply that cannot be sent means the client is
 /// gone; its session closes through liveliness.
+///
+/// The reply is handed to zenoh on a blocking thread: zenoh blocks the thread that sends into a
+/// full link until the link drains or closes, and a stopped client's link stays full — on a
+/// worker, two such replies would stall every client of the node.
 async fn answer(node: Arc<NodeShared>, query: Query) {
     let message = query.payload().map(|p| p.to_bytes()).unwrap_or_default();
     let reply = serve::serve(&node, &message).await;
     drop(message);
-    let _ = query.reply(query.key_expr().clone(), reply).await;
+    let _ = tokio::task::spawn_blocking(move || query.reply(query.key_expr().clone(), reply).wait()).await;
 }

@@ -12,6 +12,15 @@
 //! the node closes the session, and whatever the lost reply carried goes back on the node. A dead
 //! client's token disappears with it, to the same effect. So an item is never taken by a client
 //! that is alive and does not see it.
+//!
+//! **Nothing delivered after its session ended.** The node ends a session whose client went
+//! silent no sooner than the lease (its liveliness timeout) after the client's last message, and
+//! a request is a message. So the reply to a request that may hold something on the node is
+//! taken only within [`LEASE_SHARE`] of the lease after the request was sent (and within the
+//! call's own deadline), and only while this client has not closed or ended the session: a reply
+//! read later — the process was stopped, starved or paused past its lease — is dropped, the call
+//! fails `Closed`, and the session is ended, so that whatever the reply carried stays with the
+//! node, which gave it back or reclaimed it (or does so now).
 
 use crate::trace::{self, Kind};
 use std::borrow::Cow;
@@ -38,7 +47,7 @@ use crate::remote::wire::{
 };
 use crate::remote::LIVELINESS_TIMEOUT_DEFAULT;
 use crate::remote::{fabric, shared};
-use crate::remote::{CLIENT_CLOSED, QUERY_MARGIN, REMOTE_WAIT_SLICE};
+use crate::remote::{CLIENT_CLOSED, QUERY_MARGIN, REMOTE_WAIT_SLICE, REPLY_LATE};
 use crate::runtime::{ClientTls, ConnectOptions};
 use crate::wait::{Changed, Signal};
 use stampede_core::name::check_name;
@@ -49,6 +58,16 @@ const UNFINISHED_SENDS_MAX: usize = 256;
 
 /// Pause between attempts to reach a node that is not there yet.
 const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// The share of the lease after sending a request that may hold something on the node within
+/// which its reply is taken. The node cannot have ended the session for silence before the whole
+/// lease passed; the rest is room for the two hosts' clocks and the instants between this check
+/// and the caller.
+const LEASE_SHARE: f64 = 0.75;
+
+/// A wait slice is at most this share of the lease, so that a reply that waited a whole slice
+/// still has room within [`LEASE_SHARE`] of it.
+const SLICES_PER_LEASE: u32 = 4;
 
 /// Connects to the node listening on `endpoint` (`tcp/127.0.0.1:7447`, `tls/<host>:<port>`, `quic/<host>:<port>`,
 /// `unixsock-stream/<path>`) and opens a session there. `options.timeout`: how long to keep trying
@@ -105,7 +124,10 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         rpc_key,
         session,
         endpoint: endpoint.to_owned(),
-        wait_slice: REMOTE_WAIT_SLICE.min(Duration::from_millis(hello.wait_slice_ms)),
+        wait_slice: REMOTE_WAIT_SLICE
+            .min(Duration::from_millis(hello.wait_slice_ms))
+            .min(liveliness_timeout / SLICES_PER_LEASE),
+        lease: liveliness_timeout,
         hello,
         token: Mutex::new(Some(token)),
         ended: Mutex::new(None),
@@ -244,6 +266,9 @@ pub(crate) struct Client {
     pub(crate) hello: Hello,
     /// The longest wait one request asks of the node.
     wait_slice: Duration,
+    /// After how long without a message from this client the node ends its session (its
+    /// liveliness timeout, which this client announced as its lease).
+    lease: Duration,
     /// Dropped (undeclared) when the session ends, which makes the node close it.
     token: Mutex<Option<LivelinessToken>>,
     /// Why the session ended early (a lost reply), if it did.
@@ -330,7 +355,8 @@ impl Client {
             if direct.is_none() {
                 self.finish_direct_sends();
             }
-            self.exchange(request, payload, wait, direct)
+            let sent = Instant::now();
+            (self.exchange(request, payload, wait, direct), sent.elapsed())
         });
         let dispatch = self.reclaims.lock().clone();
         if let Some(dispatch) = dispatch {
@@ -338,7 +364,7 @@ impl Client {
             // handlers before the call returns, as embedded.
             dispatch.barrier();
         }
-        self.conclude(op, holds_on_node, answer)
+        self.conclude(op, holds_on_node, wait, answer)
     }
 
     /// Registers a GC handler: `Global` for every channel and queue of the node, `Container`
@@ -373,17 +399,33 @@ impl Client {
         self.done(Request::OnReclaim { container })
     }
 
-    /// A call's result from the exchange's: the node's error unchanged, fabric trouble as
-    /// `Unreachable` (ending the session when the request may have taken items).
+    /// A call's result from the exchange's (and how long after sending the request it ended):
+    /// the node's error unchanged, fabric trouble as `Unreachable` (ending the session when the
+    /// request may have taken items), and the reply of a request that may hold something on the
+    /// node only while the session lives and within its deadline — else the call fails `Closed`
+    /// and the session ends (so does a lost reply waited for a whole lease: the process was
+    /// stopped or starved past it, and the node may have ended the session meanwhile).
     fn conclude(
         &self,
         op: &'static str,
         holds_on_node: bool,
-        answer: std::result::Result<(Reply, Bytes), String>,
+        wait: Duration,
+        (answer, taken): (std::result::Result<(Reply, Bytes), String>, Duration),
     ) -> Result<(Reply, Bytes)> {
+        let late = match &answer {
+            Ok(_) => taken > self.reply_deadline(true, wait),
+            Err(_) => taken >= self.lease,
+        };
         match answer {
             Ok((Reply::Error(e), _)) => Err(e.into()),
-            Ok(answer) => Ok(answer),
+            Ok(answer) if !holds_on_node => Ok(answer),
+            _ if late && holds_on_node && !self.closed.load(Ordering::SeqCst) => {
+                self.end(format!("a reply to {op} was not read within {taken:?} of its request"));
+                Err(Error::Closed { name: self.node().to_owned(), reason: REPLY_LATE })
+            }
+            // Closed or ended by another thread meanwhile: the node gave back what the reply
+            // carried, or will.
+            Ok(answer) => self.check_open(op).map(|()| answer),
             // Closed while the call was under way (another thread): as embedded, the call ends
             // `Closed`; whatever it may have taken went back with the session.
             Err(_) if self.closed.load(Ordering::SeqCst) => {
@@ -411,12 +453,13 @@ impl Client {
         self.finish_sends_async().await;
         // Reads replies that came long ago, in the usual case: a short block at most.
         blocking(|| self.finish_direct_sends());
-        let answer = self.exchange_async(request, payload, wait).await;
+        let sent = Instant::now();
+        let answer = (self.exchange_async(request, payload, wait).await, sent.elapsed());
         let dispatch = self.reclaims.lock().clone();
         if let Some(dispatch) = dispatch {
             dispatch.barrier_async().await;
         }
-        self.conclude(op, holds_on_node, answer)
+        self.conclude(op, holds_on_node, wait, answer)
     }
 
     /// The client's zenoh session.
@@ -607,7 +650,7 @@ impl Client {
         wait: Duration,
         direct: Option<&Direct>,
     ) -> std::result::Result<(Reply, Bytes), String> {
-        let timeout = wait.saturating_add(QUERY_MARGIN);
+        let timeout = self.reply_deadline(request.holds_on_node(), wait);
         // In the event log: encoding and decoding are serialisation; the round trip is messaging,
         // or blocking when the node may park the request waiting for an item or a change (a put
         // parked for room, rarer, counts as messaging).
@@ -658,10 +701,22 @@ impl Client {
         payload: Option<Bytes>,
         wait: Duration,
     ) -> std::result::Result<(Reply, Bytes), String> {
-        let timeout = wait.saturating_add(QUERY_MARGIN);
+        let timeout = self.reply_deadline(request.holds_on_node(), wait);
         let replies =
             self.query(request, payload, timeout).await.map_err(|e| format!("zenoh refused the query: {e}"))?;
         answer(replies.recv_async().await.ok(), timeout)
+    }
+
+    /// How long after sending a request that waits at most `wait` on the node its reply is
+    /// waited for: the wait plus [`QUERY_MARGIN`], and, for a request that may hold something on
+    /// the node (`holds_on_node`), at most [`LEASE_SHARE`] of the lease — later the node may have
+    /// ended the session, and the reply is not taken.
+    fn reply_deadline(&self, holds_on_node: bool, wait: Duration) -> Duration {
+        let deadline = wait.saturating_add(QUERY_MARGIN);
+        match holds_on_node {
+            true => deadline.min(self.lease.mul_f64(LEASE_SHARE)),
+            false => deadline,
+        }
     }
 
     /// The query carrying `request` (and the payload after its header), answered within `timeout`.

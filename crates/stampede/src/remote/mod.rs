@@ -47,3 +47,8 @@ pub const LIVELINESS_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 
 /// The reason of the `Closed` error of a call on a client after its runtime was closed.
 pub const CLIENT_CLOSED: &str = "the client was closed";
+
+/// The reason of the `Closed` error of a call whose reply came after the call's deadline: the
+/// node may have ended the session meanwhile (`client.rs`), so the reply was dropped.
+pub const REPLY_LATE: &str = "the reply came after the call's deadline (was this process stopped or starved?): \
+     the node may have ended the session and given back or reclaimed what the reply carried; connect again";
