@@ -22,7 +22,7 @@
 //! once after every claim is released.
 //!
 //! ```text
-//! cargo test -p stampede-core --test mesh_simulation                         # STAMPEDE_MESH_SEEDS (default 2000, 1000 in debug)
+//! cargo test -p stampede-core --test mesh_simulation                         # STAMPEDE_MESH_SEEDS (default 2000)
 //! STAMPEDE_MESH_SEED=1234 cargo test -p stampede-core --test mesh_simulation  # one seed, replayed exactly
 //! STAMPEDE_MESH_UNFIXED=1 …                                                   # without the stand-in for a core fix (suspicion.rs)
 //! cargo test -p stampede-core --features mutations --test mesh_simulation     # and the mutations it must catch
@@ -37,9 +37,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use mesh_sim::{Counts, Failure, World, LIVENESS_ROUNDS_MAX};
 use support::with_watchdog;
 
-/// Seeds run by default (fewer in a debug build, as CI runs it: about 5 s); `STAMPEDE_MESH_SEEDS`
+/// Seeds run by default (CI runs them in a debug build: about 10 s); `STAMPEDE_MESH_SEEDS`
 /// overrides, `STAMPEDE_MESH_SEED` replays one.
-const SEEDS_DEFAULT: u64 = if cfg!(debug_assertions) { 1000 } else { 2000 };
+const SEEDS_DEFAULT: u64 = 2000;
 
 fn seeds() -> Vec<u64> {
     let var = |name| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
