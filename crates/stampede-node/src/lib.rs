@@ -46,9 +46,11 @@ pub mod mesh;
 mod names;
 pub mod node;
 mod reclaim;
+mod replies;
 mod serve;
 mod session;
 
 pub use access::AccessPolicy;
 pub use node::{Node, NodeOptions, TlsOptions};
 pub use reclaim::RECLAIM_OUTBOX_MAX;
+pub use replies::REPLIES_KEPT_MAX;

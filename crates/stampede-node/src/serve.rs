@@ -31,10 +31,8 @@ use stampede::remote::REMOTE_WAIT_SLICE;
 use crate::access::{self, Right};
 use crate::node::NodeShared;
 use crate::reclaim;
+use crate::replies::{Served, Turn, REPLIES_KEPT_MAX};
 use crate::session::{self, Connection, Move, Session};
-
-/// A reply header and the payloads that follow it.
-type Served = (Reply, Vec<Bytes>);
 
 /// A reply as sent: its encoded header, and the payloads that follow it.
 pub(crate) struct Answer {
@@ -148,13 +146,68 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
             let session = session
                 .filter(|s| access::same_secret(&s.secret, &header.secret))
                 .ok_or_else(|| session::closed(&header.session))?;
-            let served = execute(node, &session, request, body).await;
-            // Items this request reclaimed reach the client before its reply.
-            reclaim::send(node, &session).await;
-            served
+            session.replies.lock().acknowledge(&header.acks);
+            match header.seq {
+                0 => run(node, &session, request, body).await,
+                seq => at_most_once(node, &session, seq, request, body).await,
+            }
         }
     }
 }
+
+/// Runs a request of an open session; the items it reclaimed reach the client before its reply.
+async fn run(node: &Arc<NodeShared>, session: &Session, request: Request, body: Body<'_>) -> Result<Served> {
+    let served = execute(node, session, request, body).await;
+    reclaim::send(node, session).await;
+    served
+}
+
+/// Runs the session's request numbered `seq` at most once (`replies.rs`): a repeat of it — the
+/// client's retry after a lost reply — gets the first reply, waiting for it if need be.
+async fn at_most_once(
+    node: &Arc<NodeShared>,
+    session: &Session,
+    seq: u64,
+    request: Request,
+    body: Body<'_>,
+) -> Result<Served> {
+    /// Forgets the request as under way if it stops before its reply (the node closing).
+    struct Running<'a> {
+        session: &'a Session,
+        seq: u64,
+    }
+    impl Drop for Running<'_> {
+        fn drop(&mut self) {
+            self.session.replies.lock().abandoned(self.seq);
+        }
+    }
+    loop {
+        let turn = session.replies.lock().turn(seq);
+        match turn {
+            Turn::Run => break,
+            Turn::Answered(served) => return Ok(served),
+            // Rare (the client gave up on the first before it ended: a loaded node); the first
+            // ends within its wait slice.
+            Turn::Wait => tokio::time::sleep(REPEAT_POLL).await,
+            Turn::Forgotten => {
+                let reason = format!(
+                    "request #{seq} is older than the {REPLIES_KEPT_MAX} replies a session keeps and may have run; \
+                     connect again"
+                );
+                return Err(Error::InvalidArgument { op: request.op(), name: session.id.clone(), reason });
+            }
+        }
+    }
+    // Dropped after the reply is recorded, it changes nothing.
+    let _running = Running { session, seq };
+    let served =
+        run(node, session, request, body).await.unwrap_or_else(|e| (Reply::Error(WireError::from(&e)), Vec::new()));
+    session.replies.lock().answered(seq, &served);
+    Ok(served)
+}
+
+/// Between two looks at a repeated request's first run.
+const REPEAT_POLL: Duration = Duration::from_millis(1);
 
 fn hello(node: &NodeShared) -> Hello {
     let options = &node.options;

@@ -22,6 +22,7 @@ use stampede_core::Peer;
 
 use crate::access::{Right, Rights};
 use crate::reclaim::{Outbox, Sending};
+use crate::replies::Replies;
 
 /// The reason of the `Closed` error of a request in a session that ended.
 pub const SESSION_CLOSED: &str =
@@ -64,6 +65,8 @@ pub(crate) struct Session {
     owned: Mutex<Owned>,
     /// Items reclaimed for the client's GC handlers, not sent yet (`reclaim.rs`).
     pub(crate) outbox: Mutex<Outbox>,
+    /// The replies of its numbered requests not yet acknowledged (`replies.rs`).
+    pub(crate) replies: Mutex<Replies>,
     pub(crate) sending: Sending,
 }
 
@@ -103,7 +106,7 @@ impl Owned {
 impl Session {
     pub(crate) fn new(id: String, handles_max: usize, secret: Secret, rights: Option<Rights>) -> Session {
         let (owned, outbox, sending) = (Mutex::default(), Mutex::default(), Sending::default());
-        Session { id, secret, rights, handles_max, owned, outbox, sending }
+        Session { id, secret, rights, handles_max, owned, outbox, replies: Mutex::default(), sending }
     }
 
     /// `Ok` if this session's user has `right` on `name` (always, on a node without a policy).

@@ -86,8 +86,7 @@ fn another_sessions_id_without_its_secret_is_refused() {
         let tokens = intruder.liveliness().get(fabric::sessions_key("test")).wait().unwrap();
         let victim =
             tokens.recv().unwrap().result().unwrap().key_expr().as_str().rsplit('/').next().unwrap().to_owned();
-        let header =
-            RequestHeader { session: victim, secret: [0; 16], request: Request::Names { prefix: String::new() } };
+        let header = RequestHeader::new(victim, [0; 16], Request::Names { prefix: String::new() });
         let replies = intruder.get(fabric::rpc_key("test")).payload(encode(&header)).wait().unwrap();
         let reply = replies.recv().unwrap();
         let bytes = reply.result().unwrap().payload().to_bytes().into_owned();

@@ -276,7 +276,7 @@ fn a_shadow_cannot_start_below_its_move() {
         let mut call = |node: &str, request: Request| {
             let secret = secrets.get(node).copied().unwrap_or_default();
             let id = if matches!(request, Request::Hello) { String::new() } else { session.clone() };
-            let header = RequestHeader { session: id, secret, request };
+            let header = RequestHeader::new(id, secret, request);
             let replies = raw.get(fabric::rpc_key(node)).payload(encode(&header)).wait().unwrap();
             let bytes = replies.recv().unwrap().result().unwrap().payload().to_bytes().into_owned();
             let reply = decode_reply(&bytes).unwrap().0;
@@ -457,7 +457,7 @@ fn a_move_never_taken_over_is_declined_when_its_session_ends() {
         let token = raw.liveliness().declare_token(fabric::session_key("a", &session)).wait().unwrap();
         let mut secret = [0; 16];
         let mut call = |node: &str, session: &str, request: Request| {
-            let header = RequestHeader { session: session.to_owned(), secret, request };
+            let header = RequestHeader::new(session.to_owned(), secret, request);
             let replies = raw.get(fabric::rpc_key(node)).payload(encode(&header)).wait().unwrap();
             let bytes = replies.recv().unwrap().result().unwrap().payload().to_bytes().into_owned();
             let reply = decode_reply(&bytes).unwrap().0;

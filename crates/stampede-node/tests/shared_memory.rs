@@ -161,11 +161,11 @@ fn hostile_descriptors_get_typed_errors_and_the_node_serves_on() {
         let (_, mut stream) = raw_connection(&node);
         let put = |payload: &[u8]| {
             let request = Request::Put { connection: 1, ts: 5, codec: "raw".into(), refcount: None, wait_us: 0 };
-            let mut message = encode(&RequestHeader { session: "ab".into(), secret: [0; 16], request });
+            let mut message = encode(&RequestHeader::new("ab", [0; 16], request));
             message.extend_from_slice(payload);
             message
         };
-        let hello = encode(&RequestHeader { session: String::new(), secret: [0; 16], request: Request::Hello });
+        let hello = encode(&RequestHeader::new("", [0; 16], Request::Hello));
         let (socket, _peer) = UnixStream::pair().unwrap();
         invalid_argument(exchange(&mut stream, &put(b""), &[&OwnedFd::from(socket)]), "not a sealed memfd");
         let unsealed = memfd(4096, rustix::fs::SealFlags::empty());

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use stampede::remote::wire::{
     decode_reply, decode_request, encode, ContainerInfo, DecodeError, DirectPath, Hello, ItemHeader, Reply, Request,
-    RequestHeader, WireError, WireRetention, WireSelector, WireStats, REQUEST_HEADER_BYTES_MAX, VERSION,
+    RequestHeader, WireError, WireRetention, WireSelector, WireStats, ACKS_MAX, REQUEST_HEADER_BYTES_MAX, VERSION,
 };
 use stampede::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
 
@@ -327,8 +327,8 @@ proptest! {
 
     /// Every request decodes to what was encoded, with its payload (if it carries one) intact.
     #[test]
-    fn requests_round_trip(session in "[0-9a-f]{0,32}", secret in any::<[u8; 16]>(), request in request(), payload in proptest::collection::vec(any::<u8>(), 0..32)) {
-        let header = RequestHeader { session, secret, request };
+    fn requests_round_trip(session in "[0-9a-f]{0,32}", secret in any::<[u8; 16]>(), seq in any::<u64>(), acks in proptest::collection::vec(any::<u64>(), 0..ACKS_MAX), request in request(), payload in proptest::collection::vec(any::<u8>(), 0..32)) {
+        let header = RequestHeader { seq, acks, ..RequestHeader::new(session, secret, request) };
         let payload = if header.request.carries_payload() { payload } else { Vec::new() };
         let message = with_payload(encode(&header), &payload);
         let (decoded, rest) = decode_request(&message).expect("a well-formed request decodes");
@@ -350,7 +350,7 @@ proptest! {
     #[test]
     fn mutated_messages_never_panic(request in request(), (reply, payload) in reply(),
                                     mutations in proptest::collection::vec(mutation(), 1..6)) {
-        let header = RequestHeader { session: "ab12".into(), secret: [7; 16], request };
+        let header = RequestHeader::new("ab12", [7; 16], request);
         let mut message = with_payload(encode(&header), if header.request.carries_payload() { &payload } else { &[] });
         mutate(&mut message, &mutations);
         if let Ok((decoded, rest)) = decode_request(&message) {
@@ -378,15 +378,14 @@ proptest! {
 /// A header longer than the bound is refused, even when it is otherwise well formed.
 #[test]
 fn oversized_request_header_is_refused() {
-    let header =
-        RequestHeader { session: "ab".into(), secret: [0; 16], request: Request::Lookup { name: "x".repeat(20_000) } };
+    let header = RequestHeader::new("ab", [0; 16], Request::Lookup { name: "x".repeat(20_000) });
     assert!(matches!(decode_request(&encode(&header)), Err(DecodeError::HeaderTooLarge { .. })));
 }
 
 /// Bytes after a request that carries no payload, or item lengths that do not add up, are refused.
 #[test]
 fn stray_payload_is_refused() {
-    let header = RequestHeader { session: "ab".into(), secret: [0; 16], request: Request::TsMin };
+    let header = RequestHeader::new("ab", [0; 16], Request::TsMin);
     assert!(matches!(decode_request(&with_payload(encode(&header), b"x")), Err(DecodeError::Payload(_))));
     let reply = Reply::Item(ItemHeader { ts: 1, codec: "raw".into(), len: 3 });
     assert!(matches!(decode_reply(&with_payload(encode(&reply), b"ab")), Err(DecodeError::Payload(_))));

@@ -97,7 +97,7 @@ pub fn raw_connection(node: &TestNode) -> (stampede::remote::wire::Hello, std::o
     use zenoh::Wait;
     let config = stampede::remote::fabric::client_config(&node.endpoint, Duration::from_secs(10), None).unwrap();
     let zenoh = zenoh::open(config).wait().unwrap();
-    let request = encode(&RequestHeader { session: String::new(), secret: [0; 16], request: Request::Hello });
+    let request = encode(&RequestHeader::new("", [0; 16], Request::Hello));
     let reply = zenoh.get(stampede::remote::fabric::rpc_key("test")).payload(request).wait().unwrap().recv().unwrap();
     let bytes = reply.result().unwrap().payload().to_bytes().into_owned();
     let Ok((Reply::Hello(hello), _)) = decode_reply(&bytes) else { panic!("a hello") };

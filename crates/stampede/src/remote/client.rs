@@ -13,6 +13,14 @@
 //! client's token disappears with it, to the same effect. So an item is never taken by a client
 //! that is alive and does not see it.
 //!
+//! **Requests at most once.** Every request of the session but `Open` and those sent without
+//! waiting carries a number; the node runs a numbered request once and answers a repeat with the
+//! first answer (`stampede-node`'s `replies.rs`). So a request whose reply was lost is sent again
+//! ([`REQUEST_RETRIES`] times) with its number: a retried put is not stored twice, a retried get
+//! receives the item the first one took. Each reply read is acknowledged in a later request's
+//! header, and the node then forgets it. Only when the retries' replies are lost too does the
+//! session end, as above.
+//!
 //! **Nothing delivered after its session ended.** The node ends a session whose client went
 //! silent no sooner than the lease (its liveliness timeout) after the client's last message, and
 //! a request is a message. So the reply to a request that may hold something on the node is
@@ -25,7 +33,7 @@
 use crate::trace::{self, Kind};
 use std::borrow::Cow;
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -44,6 +52,7 @@ use crate::remote::reclaim::{ContainerHandler, Dispatch, GlobalHandler};
 use crate::remote::runtime::{unexpected, RemoteRuntime};
 use crate::remote::wire::{
     decode_reply, decode_reply_passed, encode, DecodeError, Handle, Hello, Reply, Request, RequestHeader, Secret,
+    ACKS_MAX,
 };
 use crate::remote::LIVELINESS_TIMEOUT_DEFAULT;
 use crate::remote::{fabric, shared};
@@ -59,6 +68,10 @@ const UNFINISHED_SENDS_MAX: usize = 256;
 /// Pause between attempts to reach a node that is not there yet.
 const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(50);
 
+/// How many times a request whose reply was lost is sent again (with its number, so that the
+/// node answers it without running it twice) before the call gives up.
+pub const REQUEST_RETRIES: u32 = 1;
+
 /// The share of the lease after sending a request that may hold something on the node within
 /// which its reply is taken. The node cannot have ended the session for silence before the whole
 /// lease passed; the rest is room for the two hosts' clocks and the instants between this check
@@ -68,6 +81,10 @@ const LEASE_SHARE: f64 = 0.75;
 /// A wait slice is at most this share of the lease, so that a reply that waited a whole slice
 /// still has room within [`LEASE_SHARE`] of it.
 const SLICES_PER_LEASE: u32 = 4;
+
+/// What one try of a request brings: its reply (with the payload that follows it), or why none
+/// came in time.
+type Exchange = std::result::Result<(Reply, Bytes), String>;
 
 /// Connects to the node listening on `endpoint` (`tcp/127.0.0.1:7447`, `tls/<host>:<port>`, `quic/<host>:<port>`,
 /// `unixsock-stream/<path>`) and opens a session there. `options.timeout`: how long to keep trying
@@ -135,6 +152,10 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         reclaims: Mutex::new(None),
         unfinished: Mutex::new(Vec::new()),
         secret: std::sync::OnceLock::new(),
+        next_seq: AtomicU64::new(1),
+        acks: Mutex::default(),
+        #[cfg(feature = "faults")]
+        lose_replies: options.lose_replies.clone(),
         shadows: Mutex::default(),
         direct,
     };
@@ -222,7 +243,7 @@ fn brief(e: &zenoh::Error) -> String {
 /// this client is connected to.
 fn greet(zenoh: &zenoh::Session, endpoint: &str, node: Option<&str>) -> Result<Hello> {
     let unreachable = |reason: String| Error::Unreachable { op: "connect", name: endpoint.to_owned(), reason };
-    let message = encode(&RequestHeader { session: String::new(), secret: Secret::default(), request: Request::Hello });
+    let message = encode(&RequestHeader::new("", Secret::default(), Request::Hello));
     let replies = zenoh
         .get(fabric::rpc_key(node.unwrap_or("*")))
         .payload(message)
@@ -280,6 +301,13 @@ pub(crate) struct Client {
     unfinished: Mutex<Vec<zenoh::handlers::FifoChannelHandler<zenoh::query::Reply>>>,
     /// The session's secret, once the node opened it.
     secret: std::sync::OnceLock<Secret>,
+    /// The next request number (`RequestHeader::seq`; 0 is never used).
+    next_seq: AtomicU64,
+    /// Numbers of requests whose replies were read and not yet acknowledged to the node.
+    acks: Mutex<Vec<u64>>,
+    /// Replies to drop on arrival, as if lost (tests only).
+    #[cfg(feature = "faults")]
+    lose_replies: Option<Arc<crate::remote::faults::LoseReplies>>,
     /// The shadows of this session's tasks on other nodes: `(node, shadow's handle there)` to
     /// the task's handle here (what a graph of several nodes folds into one task).
     pub(crate) shadows: Mutex<std::collections::HashMap<(String, Handle), Handle>>,
@@ -289,10 +317,47 @@ pub(crate) struct Client {
 }
 
 impl Client {
-    /// The header of a request of this session.
-    fn header(&self, request: Request) -> RequestHeader {
+    /// The header of request `seq` (0: not numbered) of this session, acknowledging the replies
+    /// read since the last header said so.
+    fn header(&self, seq: u64, request: Request) -> RequestHeader {
         let secret = self.secret.get().copied().unwrap_or_default();
-        RequestHeader { session: self.session.clone(), secret, request }
+        let acks = {
+            let mut acks = self.acks.lock();
+            let keep = acks.len().saturating_sub(ACKS_MAX);
+            acks.split_off(keep)
+        };
+        RequestHeader { seq, acks, ..RequestHeader::new(self.session.clone(), secret, request) }
+    }
+
+    /// The number of a new request: 0 for `Open` (answered before the session exists).
+    fn number(&self, request: &Request) -> u64 {
+        match request {
+            Request::Open { .. } => 0,
+            _ => self.next_seq.fetch_add(1, Ordering::SeqCst),
+        }
+    }
+
+    /// Whether to send request `seq` again after this try's `answer`, `taken` after sending it:
+    /// its reply was lost, it is numbered, retries are left (counted in `tries`), the client is
+    /// open, and the node cannot have ended the session meanwhile.
+    fn retries(&self, seq: u64, answer: &Exchange, taken: Duration, tries: &mut u32) -> bool {
+        let retry = answer.is_err()
+            && seq != 0
+            && *tries < REQUEST_RETRIES
+            && !self.closed.load(Ordering::SeqCst)
+            && taken < self.lease;
+        *tries += u32::from(retry);
+        retry
+    }
+
+    /// `answer` to `op`, or a lost reply where a test's fault injection says so.
+    fn injected(&self, op: &'static str, answer: Exchange) -> Exchange {
+        #[cfg(feature = "faults")]
+        if answer.is_ok() && self.lose_replies.as_ref().is_some_and(|lose| lose.lose(op)) {
+            return Err(format!("the reply to {op} was lost on purpose (a test's fault)"));
+        }
+        let _ = op;
+        answer
     }
 
     /// The node's name.
@@ -350,13 +415,21 @@ impl Client {
         let op = request.op();
         self.check_open(op)?;
         let holds_on_node = request.holds_on_node();
+        let seq = self.number(&request);
         let answer = blocking(|| {
             self.finish_sends();
             if direct.is_none() {
                 self.finish_direct_sends();
             }
-            let sent = Instant::now();
-            (self.exchange(request, payload, wait, direct), sent.elapsed())
+            let mut tries = 0;
+            loop {
+                let sent = Instant::now();
+                let answer = self.exchange(seq, request.clone(), payload.clone(), wait, direct);
+                let answer = (self.injected(op, answer), sent.elapsed());
+                if !self.retries(seq, &answer.0, answer.1, &mut tries) {
+                    break answer;
+                }
+            }
         });
         let dispatch = self.reclaims.lock().clone();
         if let Some(dispatch) = dispatch {
@@ -364,7 +437,7 @@ impl Client {
             // handlers before the call returns, as embedded.
             dispatch.barrier();
         }
-        self.conclude(op, holds_on_node, wait, answer)
+        self.conclude(op, seq, holds_on_node, wait, answer)
     }
 
     /// Registers a GC handler: `Global` for every channel and queue of the node, `Container`
@@ -408,10 +481,15 @@ impl Client {
     fn conclude(
         &self,
         op: &'static str,
+        seq: u64,
         holds_on_node: bool,
         wait: Duration,
-        (answer, taken): (std::result::Result<(Reply, Bytes), String>, Duration),
+        (answer, taken): (Exchange, Duration),
     ) -> Result<(Reply, Bytes)> {
+        if answer.is_ok() && seq != 0 {
+            // Read, late or not: the node may forget it.
+            self.acks.lock().push(seq);
+        }
         let late = match &answer {
             Ok(_) => taken > self.reply_deadline(true, wait),
             Err(_) => taken >= self.lease,
@@ -453,13 +531,21 @@ impl Client {
         self.finish_sends_async().await;
         // Reads replies that came long ago, in the usual case: a short block at most.
         blocking(|| self.finish_direct_sends());
-        let sent = Instant::now();
-        let answer = (self.exchange_async(request, payload, wait).await, sent.elapsed());
+        let seq = self.number(&request);
+        let mut tries = 0;
+        let answer = loop {
+            let sent = Instant::now();
+            let answer = self.exchange_async(seq, request.clone(), payload.clone(), wait).await;
+            let answer = (self.injected(op, answer), sent.elapsed());
+            if !self.retries(seq, &answer.0, answer.1, &mut tries) {
+                break answer;
+            }
+        };
         let dispatch = self.reclaims.lock().clone();
         if let Some(dispatch) = dispatch {
             dispatch.barrier_async().await;
         }
-        self.conclude(op, holds_on_node, wait, answer)
+        self.conclude(op, seq, holds_on_node, wait, answer)
     }
 
     /// The client's zenoh session.
@@ -471,8 +557,7 @@ impl Client {
     pub(crate) fn nodes(&self) -> Result<Vec<String>> {
         self.check_open("nodes")?;
         let unreachable = |reason: String| Error::Unreachable { op: "nodes", name: self.node().to_owned(), reason };
-        let message =
-            encode(&RequestHeader { session: String::new(), secret: Secret::default(), request: Request::Hello });
+        let message = encode(&RequestHeader::new("", Secret::default(), Request::Hello));
         let replies = blocking(|| {
             self.zenoh
                 .get(fabric::rpc_key("*"))
@@ -566,7 +651,7 @@ impl Client {
 
     fn send_now(&self, request: Request) {
         if let Some(direct) = self.direct_path() {
-            let header = encode(&self.header(request));
+            let header = encode(&self.header(0, request));
             // A send that fails is as one whose query fails: the node goes or is gone.
             let _ = direct.send(&[&header]);
             return;
@@ -574,7 +659,7 @@ impl Client {
         if self.unfinished.lock().len() >= UNFINISHED_SENDS_MAX {
             self.finish_sends();
         }
-        let message = encode(&self.header(request));
+        let message = encode(&self.header(0, request));
         let query = self.zenoh.get(&self.rpc_key).payload(message).consolidation(ConsolidationMode::None);
         if let Ok(replies) = query.timeout(QUERY_MARGIN).wait() {
             self.unfinished.lock().push(replies);
@@ -637,7 +722,7 @@ impl Client {
         if self.check_open(request.op()).is_err() {
             return;
         }
-        let query = self.query(request, None, wait.saturating_add(QUERY_MARGIN));
+        let query = self.query(0, request, None, wait.saturating_add(QUERY_MARGIN));
         let _ = blocking(|| query.callback(move |_| ended.0.notify()).wait());
     }
 
@@ -645,11 +730,12 @@ impl Client {
     /// the reason when no decodable reply came in time.
     fn exchange(
         &self,
+        seq: u64,
         request: Request,
         payload: Option<Bytes>,
         wait: Duration,
         direct: Option<&Direct>,
-    ) -> std::result::Result<(Reply, Bytes), String> {
+    ) -> Exchange {
         let timeout = self.reply_deadline(request.holds_on_node(), wait);
         // In the event log: encoding and decoding are serialisation; the round trip is messaging,
         // or blocking when the node may park the request waiting for an item or a change (a put
@@ -661,7 +747,7 @@ impl Client {
         let round_trip = if waits_for_items && !wait.is_zero() { Kind::Wait } else { Kind::Send };
         let serialise = trace::span(Kind::Serialise, 0, 0, 0);
         if let Some(direct) = direct {
-            let header = encode(&self.header(request));
+            let header = encode(&self.header(seq, request));
             drop(serialise);
             // A large payload to a node on this host goes as a shared-memory segment.
             let passed = payload.as_ref().filter(|_| direct.passes_segments()).and_then(shared::share);
@@ -684,7 +770,7 @@ impl Client {
                 None => reply_of(message),
             };
         }
-        let query = self.query(request, payload, timeout);
+        let query = self.query(seq, request, payload, timeout);
         drop(serialise);
         let reply = {
             let _trip = trace::span(round_trip, 0, 0, 0);
@@ -695,15 +781,10 @@ impl Client {
     }
 
     /// [`exchange`](Self::exchange) without blocking a thread.
-    async fn exchange_async(
-        &self,
-        request: Request,
-        payload: Option<Bytes>,
-        wait: Duration,
-    ) -> std::result::Result<(Reply, Bytes), String> {
+    async fn exchange_async(&self, seq: u64, request: Request, payload: Option<Bytes>, wait: Duration) -> Exchange {
         let timeout = self.reply_deadline(request.holds_on_node(), wait);
         let replies =
-            self.query(request, payload, timeout).await.map_err(|e| format!("zenoh refused the query: {e}"))?;
+            self.query(seq, request, payload, timeout).await.map_err(|e| format!("zenoh refused the query: {e}"))?;
         answer(replies.recv_async().await.ok(), timeout)
     }
 
@@ -722,12 +803,13 @@ impl Client {
     /// The query carrying `request` (and the payload after its header), answered within `timeout`.
     fn query(
         &self,
+        seq: u64,
         request: Request,
         payload: Option<Bytes>,
         timeout: Duration,
     ) -> zenoh::session::SessionGetBuilder<'_, '_, zenoh::handlers::DefaultHandler> {
         let mut message = ZBytes::writer();
-        message.append(ZBytes::from(encode(&self.header(request))));
+        message.append(ZBytes::from(encode(&self.header(seq, request))));
         if let Some(payload) = payload {
             message.append(ZBytes::from(payload));
         }
@@ -757,7 +839,7 @@ impl Client {
     }
 
     fn send_close(&self) {
-        let message = encode(&self.header(Request::Close));
+        let message = encode(&self.header(0, Request::Close));
         let _ = self.zenoh.get(&self.rpc_key).payload(message).timeout(QUERY_MARGIN).callback(|_| {}).wait();
     }
 
@@ -778,7 +860,7 @@ impl Client {
 
     fn leave(&self) {
         if self.ended.lock().is_none() {
-            let message = encode(&self.header(Request::Close));
+            let message = encode(&self.header(0, Request::Close));
             // Wait for the node to close the session, so that its effects (claims released) are
             // visible when close returns; the token going would do it too, a little later.
             if let Ok(replies) = self.zenoh.get(&self.rpc_key).payload(message).timeout(QUERY_MARGIN).wait() {

@@ -23,6 +23,8 @@ pub(crate) mod client;
 pub(crate) mod connection;
 pub(crate) mod direct;
 pub mod fabric;
+#[cfg(feature = "faults")]
+pub mod faults;
 pub(crate) mod queue;
 pub(crate) mod reclaim;
 pub(crate) mod runtime;

@@ -30,7 +30,7 @@ use stampede_core::Peer;
 
 /// The wire format's version, the first byte of every message. Bump it on any change to the
 /// types below.
-pub const VERSION: u8 = 10;
+pub const VERSION: u8 = 11;
 
 /// Largest request header a node decodes (names are at most `NAME_BYTES_MAX` bytes; codec names
 /// and session ids are short): a request whose header does not fit is refused.
@@ -52,8 +52,27 @@ pub struct RequestHeader {
     /// ids are visible on the fabric (liveliness keys), so a request must also prove it comes
     /// from the client that opened the session.
     pub secret: Secret,
+    /// The request's number in its session, for at-most-once execution: the node runs a numbered
+    /// request once and answers a repeat (a retry after a lost reply carries the number of the
+    /// request it repeats) with the first answer. 0: not numbered (hello, open, requests sent
+    /// without waiting for their reply).
+    pub seq: u64,
+    /// Numbers of this session's requests whose replies the client has read since it last said
+    /// so (at most [`ACKS_MAX`]): the node forgets those replies.
+    pub acks: Vec<u64>,
     /// The request.
     pub request: Request,
+}
+
+/// Most reply numbers one request header acknowledges; the client says the rest with its next
+/// requests.
+pub const ACKS_MAX: usize = 64;
+
+impl RequestHeader {
+    /// A header of `session` proving `secret`, not numbered and acknowledging nothing.
+    pub fn new(session: impl Into<String>, secret: Secret, request: Request) -> RequestHeader {
+        RequestHeader { session: session.into(), secret, seq: 0, acks: Vec::new(), request }
+    }
 }
 
 /// A session's secret: random bytes the node hands to the client that opened the session.

@@ -1,0 +1,148 @@
+//! Requests at most once: the replies of a session's numbered requests, kept until the client
+//! says it read them, so that a request repeated after its reply was lost is answered with the
+//! first answer instead of running again (a put is not stored twice, a queue item taken by a get
+//! whose reply was lost reaches that getter's retry).
+//!
+//! Guarantees, for one session:
+//! - a numbered request (`seq` ≠ 0) runs at most once: a repeat that comes while the first runs
+//!   waits for it, one that comes after gets the same reply;
+//! - a reply is kept until the client acknowledges it (`RequestHeader::acks`) or the session ends;
+//! - at most [`REPLIES_KEPT_MAX`] replies are kept: past that the lowest-numbered is forgotten,
+//!   and a request numbered at or below a forgotten one that is not kept is refused, never run
+//!   (it may have run already).
+//!
+//! Pure bookkeeping: no I/O, no clock, no waiting (the caller waits, `serve.rs`).
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use stampede::remote::wire::Reply;
+
+/// Most replies a session keeps unacknowledged. A client acknowledges each reply with its next
+/// request, so an honest one has about as many unacknowledged as it has calls under way.
+pub const REPLIES_KEPT_MAX: usize = 4096;
+
+/// A reply header and the payloads that follow it.
+pub(crate) type Served = (Reply, Vec<Bytes>);
+
+/// A numbered request's state on the node.
+enum Kept {
+    /// Under way; its reply is not known yet.
+    Running,
+    /// Answered with this.
+    Answered(Served),
+}
+
+/// What to do with a numbered request.
+pub(crate) enum Turn {
+    /// Its first coming: run it, then [`Replies::answered`] (or [`Replies::abandoned`]).
+    Run,
+    /// A repeat of one under way: look again once it may have ended.
+    Wait,
+    /// A repeat of one answered: this is its reply.
+    Answered(Served),
+    /// At or below a forgotten number and not kept: it may have run; refuse it.
+    Forgotten,
+}
+
+/// The numbered requests of one session that the client has not acknowledged.
+#[derive(Default)]
+pub(crate) struct Replies {
+    kept: BTreeMap<u64, Kept>,
+    /// The highest number forgotten to keep within [`REPLIES_KEPT_MAX`] (0: none).
+    forgotten_through: u64,
+}
+
+impl Replies {
+    /// Forgets the replies the client says it read.
+    pub(crate) fn acknowledge(&mut self, acks: &[u64]) {
+        for seq in acks {
+            self.kept.remove(seq);
+        }
+    }
+
+    /// What to do with request `seq` (≠ 0); a first coming is recorded as under way.
+    pub(crate) fn turn(&mut self, seq: u64) -> Turn {
+        debug_assert_ne!(seq, 0, "unnumbered requests are not kept");
+        match self.kept.get(&seq) {
+            Some(Kept::Answered(served)) => Turn::Answered(served.clone()),
+            Some(Kept::Running) => Turn::Wait,
+            None if seq <= self.forgotten_through => Turn::Forgotten,
+            None => {
+                self.kept.insert(seq, Kept::Running);
+                while self.kept.len() > REPLIES_KEPT_MAX {
+                    let Some((oldest, _)) = self.kept.pop_first() else { break };
+                    self.forgotten_through = self.forgotten_through.max(oldest);
+                }
+                debug_assert!(self.kept.len() <= REPLIES_KEPT_MAX);
+                Turn::Run
+            }
+        }
+    }
+
+    /// Request `seq` ran and got `served`: kept for its repeats (unless forgotten meanwhile).
+    pub(crate) fn answered(&mut self, seq: u64, served: &Served) {
+        if let Some(kept) = self.kept.get_mut(&seq) {
+            *kept = Kept::Answered(served.clone());
+        }
+    }
+
+    /// Request `seq` stopped before it had a reply (the node is closing): a repeat runs it anew.
+    pub(crate) fn abandoned(&mut self, seq: u64) {
+        if matches!(self.kept.get(&seq), Some(Kept::Running)) {
+            self.kept.remove(&seq);
+        }
+    }
+
+    /// How many replies are kept (answered or under way).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.kept.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn served(n: u64) -> Served {
+        (Reply::Count(n), vec![Bytes::from(vec![n as u8; 3])])
+    }
+
+    #[test]
+    fn a_request_runs_once_and_its_repeats_get_its_reply() {
+        let mut replies = Replies::default();
+        assert!(matches!(replies.turn(7), Turn::Run));
+        assert!(matches!(replies.turn(7), Turn::Wait), "a repeat while it runs waits");
+        replies.answered(7, &served(70));
+        let Turn::Answered(again) = replies.turn(7) else { panic!("a repeat after the reply gets it") };
+        assert_eq!(again, served(70));
+        replies.acknowledge(&[7]);
+        assert_eq!(replies.len(), 0, "an acknowledged reply is forgotten");
+    }
+
+    #[test]
+    fn an_abandoned_request_runs_again() {
+        let mut replies = Replies::default();
+        assert!(matches!(replies.turn(3), Turn::Run));
+        replies.abandoned(3);
+        assert!(matches!(replies.turn(3), Turn::Run));
+        replies.answered(3, &served(1));
+        replies.abandoned(3);
+        assert!(matches!(replies.turn(3), Turn::Answered(_)), "an answered request is not abandoned");
+    }
+
+    #[test]
+    fn past_the_bound_the_oldest_are_forgotten_and_never_run_again() {
+        let mut replies = Replies::default();
+        for seq in 1..=REPLIES_KEPT_MAX as u64 + 10 {
+            assert!(matches!(replies.turn(seq), Turn::Run));
+            replies.answered(seq, &served(seq));
+        }
+        assert_eq!(replies.len(), REPLIES_KEPT_MAX);
+        assert!(matches!(replies.turn(1), Turn::Forgotten));
+        assert!(matches!(replies.turn(10), Turn::Forgotten));
+        assert!(matches!(replies.turn(11), Turn::Answered(_)));
+        assert!(matches!(replies.turn(REPLIES_KEPT_MAX as u64 + 11), Turn::Run), "a new number runs");
+    }
+}
