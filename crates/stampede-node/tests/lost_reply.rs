@@ -1,9 +1,11 @@
 //! The client's side of the no-lost-items rule (`docs/NODES.md`): when the reply to a get that
-//! may have taken an item never comes, the client ends its session — its liveliness token goes,
-//! so a real node would release whatever the lost reply carried — and says so on later calls.
+//! may have taken an item never comes, even to its retry, the client ends its session — its
+//! liveliness token goes, so a real node would release whatever the lost reply carried — and
+//! says so on later calls.
 //!
 //! The node here is a fake on raw zenoh that answers everything but drops the query of a get
-//! without replying (zenoh then ends the query at once: a lost reply without a timeout to wait).
+//! without replying, the retry's too (zenoh then ends the query at once: a lost reply without a
+//! timeout to wait).
 
 mod support;
 
