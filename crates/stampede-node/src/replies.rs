@@ -9,7 +9,8 @@
 //! - a reply is kept until the client acknowledges it (`RequestHeader::acks`) or the session ends;
 //! - at most [`REPLIES_KEPT_MAX`] replies are kept: past that the lowest-numbered is forgotten,
 //!   and a request numbered at or below a forgotten one that is not kept is refused, never run
-//!   (it may have run already).
+//!   (it may have run already): the node then ends the session, which gives back whatever the
+//!   first run may have taken (`serve.rs`).
 //!
 //! Pure bookkeeping: no I/O, no clock, no waiting (the caller waits, `serve.rs`).
 

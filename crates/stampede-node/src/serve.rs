@@ -31,7 +31,7 @@ use stampede::remote::REMOTE_WAIT_SLICE;
 use crate::access::{self, Right};
 use crate::node::NodeShared;
 use crate::reclaim;
-use crate::replies::{Served, Turn, REPLIES_KEPT_MAX};
+use crate::replies::{Served, Turn};
 use crate::session::{self, Connection, Move, Session};
 
 /// A reply as sent: its encoded header, and the payloads that follow it.
@@ -130,10 +130,7 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
             if session.as_ref().is_some_and(|s| !access::same_secret(&s.secret, &header.secret)) {
                 return Err(session::closed(&header.session));
             }
-            // Closing tasks may run GC handlers of the node's application: not on a worker
-            // that answers other clients' waits.
-            let (closing, id) = (node.clone(), header.session.clone());
-            let _ = tokio::task::spawn_blocking(move || closing.close_session(&id)).await;
+            end_session(node, &header.session).await;
             if let Some(session) = session {
                 // Items the closing released and reclaimed reach the client before the reply.
                 reclaim::send(node, &session).await;
@@ -189,12 +186,11 @@ async fn at_most_once(
             // Rare (the client gave up on the first before it ended: a loaded node); the first
             // ends within its wait slice.
             Turn::Wait => tokio::time::sleep(REPEAT_POLL).await,
+            // It may have run and taken an item nobody will see: the session ends, which gives
+            // back whatever it holds.
             Turn::Forgotten => {
-                let reason = format!(
-                    "request #{seq} is older than the {REPLIES_KEPT_MAX} replies a session keeps and may have run; \
-                     connect again"
-                );
-                return Err(Error::InvalidArgument { op: request.op(), name: session.id.clone(), reason });
+                end_session(node, &session.id).await;
+                return Err(session::closed(&session.id));
             }
         }
     }
@@ -204,6 +200,13 @@ async fn at_most_once(
         run(node, session, request, body).await.unwrap_or_else(|e| (Reply::Error(WireError::from(&e)), Vec::new()));
     session.replies.lock().answered(seq, &served);
     Ok(served)
+}
+
+/// Closes session `id` (its tasks, claims and connections). Closing tasks may run GC handlers of
+/// the node's application: not on a worker that answers other clients' waits.
+async fn end_session(node: &Arc<NodeShared>, id: &str) {
+    let (closing, id) = (node.clone(), id.to_owned());
+    let _ = tokio::task::spawn_blocking(move || closing.close_session(&id)).await;
 }
 
 /// Between two looks at a repeated request's first run.

@@ -23,8 +23,9 @@
 //!
 //! **Nothing delivered after its session ended.** The node ends a session whose client went
 //! silent no sooner than the lease (its liveliness timeout) after the client's last message, and
-//! a request is a message. So the reply to a request that may hold something on the node is
-//! taken only within [`LEASE_SHARE`] of the lease after the request was sent (and within the
+//! the client's zenoh session sends a message at least every quarter lease. So the reply to a
+//! request that may hold something on the node is taken only within [`LEASE_SHARE`] (half) of the
+//! lease after the request was sent (and within the
 //! call's own deadline), and only while this client has not closed or ended the session: a reply
 //! read later — the process was stopped, starved or paused past its lease — is dropped, the call
 //! fails `Closed`, and the session is ended, so that whatever the reply carried stays with the
@@ -73,10 +74,12 @@ const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(50);
 pub const REQUEST_RETRIES: u32 = 1;
 
 /// The share of the lease after sending a request that may hold something on the node within
-/// which its reply is taken. The node cannot have ended the session for silence before the whole
-/// lease passed; the rest is room for the two hosts' clocks and the instants between this check
-/// and the caller.
-const LEASE_SHARE: f64 = 0.75;
+/// which its reply is taken. The node ends a silent session a lease after the last message of
+/// the client's zenoh session, which sends one (a keep-alive, if nothing else) at least every
+/// quarter lease — a request on the direct path is not one of them: so not before ¾ of the lease
+/// after any request. The rest is room for the two hosts' clocks and the instants between this
+/// check and the caller.
+const LEASE_SHARE: f64 = 0.5;
 
 /// A wait slice is at most this share of the lease, so that a reply that waited a whole slice
 /// still has room within [`LEASE_SHARE`] of it.
