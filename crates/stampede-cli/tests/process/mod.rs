@@ -117,6 +117,7 @@ pub fn unix_endpoint(dir: &tempfile::TempDir) -> String {
     format!("unixsock-stream/{}", dir.path().join("node.sock").display())
 }
 
+/// A client of the node at `endpoint`, connected within [`WAIT`].
 pub fn client(endpoint: &str) -> RemoteRuntime {
     connect(endpoint, Some(WAIT)).expect("the client connects")
 }

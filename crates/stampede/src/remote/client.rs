@@ -25,11 +25,11 @@
 //! silent no sooner than the lease (its liveliness timeout) after the client's last message, and
 //! the client's zenoh session sends a message at least every quarter lease. So the reply to a
 //! request that may hold something on the node is taken only within [`LEASE_SHARE`] (half) of the
-//! lease after the request was sent (and within the
-//! call's own deadline), and only while this client has not closed or ended the session: a reply
-//! read later — the process was stopped, starved or paused past its lease — is dropped, the call
-//! fails `Closed`, and the session is ended, so that whatever the reply carried stays with the
-//! node, which gave it back or reclaimed it (or does so now).
+//! lease after the request was sent (and within the call's own deadline), and only while this
+//! client has not closed or ended the session: a reply read later — the process was stopped,
+//! starved or paused past its lease — is dropped, the call fails `Closed`, and the session is
+//! ended, so that whatever the reply carried stays with the node, which gave it back or reclaimed
+//! it (or does so now).
 
 use crate::trace::{self, Kind};
 use std::borrow::Cow;
@@ -344,11 +344,7 @@ impl Client {
     /// its reply was lost, it is numbered, retries are left (counted in `tries`), the client is
     /// open, and the node cannot have ended the session meanwhile.
     fn retries(&self, seq: u64, answer: &Exchange, taken: Duration, tries: &mut u32) -> bool {
-        let retry = answer.is_err()
-            && seq != 0
-            && *tries < REQUEST_RETRIES
-            && !self.closed.load(Ordering::SeqCst)
-            && taken < self.lease;
+        let retry = answer.is_err() && seq != 0 && *tries < REQUEST_RETRIES && !self.is_closed() && taken < self.lease;
         *tries += u32::from(retry);
         retry
     }
@@ -493,14 +489,15 @@ impl Client {
             // Read, late or not: the node may forget it.
             self.acks.lock().push(seq);
         }
-        let late = match &answer {
-            Ok(_) => taken > self.reply_deadline(true, wait),
-            Err(_) => taken >= self.lease,
-        };
+        let late = holds_on_node
+            && match &answer {
+                Ok(_) => taken > self.reply_deadline(true, wait),
+                Err(_) => taken >= self.lease,
+            };
         match answer {
             Ok((Reply::Error(e), _)) => Err(e.into()),
             Ok(answer) if !holds_on_node => Ok(answer),
-            _ if late && holds_on_node && !self.closed.load(Ordering::SeqCst) => {
+            _ if late && !self.is_closed() => {
                 self.end(format!("a reply to {op} was not read within {taken:?} of its request"));
                 Err(Error::Closed { name: self.node().to_owned(), reason: REPLY_LATE })
             }
