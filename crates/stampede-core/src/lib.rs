@@ -19,6 +19,8 @@
 //!   items).
 //! - [`stats`] — counters.
 //! - [`pacer`] — the arithmetic of real-time pacing (SPEC §6).
+//! - [`graph`] — a snapshot of a runtime's tasks, connections and containers, for tools.
+//! - [`watch`] — what a watcher of the name service sees.
 //!
 //! Each state machine is single-threaded and deterministic; the `stampede` crate wraps them in
 //! locks, wakes waiters, applies claim updates to the node's [`progress::Progress`] and runs GC
@@ -28,6 +30,7 @@ pub mod channel;
 pub mod claims;
 pub mod effects;
 pub mod error;
+pub mod graph;
 pub mod item;
 pub mod mesh;
 pub mod name;
@@ -38,6 +41,7 @@ pub mod stats;
 pub mod task;
 pub mod time;
 pub mod tombstones;
+pub mod watch;
 
 pub use channel::{ChannelState, ConnId, Limits, Retention};
 pub use claims::Claims;
@@ -52,3 +56,4 @@ pub use queue::{QueueItem, QueueState};
 pub use stats::{ConnectionStats, Stats};
 pub use task::{TaskId, TaskState};
 pub use time::{Selector, Timestamp, INFINITY, TS_MAX};
+pub use watch::WatchEvent;

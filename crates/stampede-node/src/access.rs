@@ -35,9 +35,9 @@ use std::path::Path;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
 use serde::Deserialize;
-use stampede::remote::wire::Secret;
 use stampede::{Error, Result};
 use stampede_core::name::under;
+use stampede_wire::Secret;
 
 /// Largest policy file read.
 pub const POLICY_BYTES_MAX: u64 = 1 << 20;

@@ -24,9 +24,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
-use stampede::remote::shared;
-use stampede::remote::wire::{DirectPath, FRAME_LENGTH_BYTES, REQUEST_HEADER_BYTES_MAX};
 use stampede::{Error, Result};
+use stampede_wire::shared;
+use stampede_wire::{DirectPath, FRAME_LENGTH_BYTES, REQUEST_HEADER_BYTES_MAX};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 
 use crate::node::NodeShared;

@@ -24,7 +24,7 @@
 //! ```
 //!
 //! See `docs/NODES.md` for the design: surrogate sessions, the fabric, failures, and why no item
-//! is lost across the wire. The wire format and the key expressions are `stampede::remote`'s,
+//! is lost across the wire. The wire format and the key expressions are `stampede-wire`'s,
 //! shared with the client.
 //!
 //! # Layout

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use stampede::remote::{fabric, wire};
 use stampede::{Error, Runtime, WatchEvent};
+use stampede_wire::{self as wire, fabric};
 use zenoh::liveliness::LivelinessToken;
 use zenoh::qos::CongestionControl;
 use zenoh::Wait;

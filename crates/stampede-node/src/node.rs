@@ -1,9 +1,9 @@
 //! [`Node`]: an embedded [`Runtime`] served to remote clients over Zenoh.
 //!
 //! The node declares a queryable on `stampede/<node>/rpc`; each query is one request
-//! ([`stampede::remote::wire`]), answered by a task on the node's own tokio runtime (never on zenoh's
+//! ([`stampede_wire`]), answered by a task on the node's own tokio runtime (never on zenoh's
 //! callback threads), where blocking operations use the runtime's async forms for at most
-//! [`REMOTE_WAIT_SLICE`](stampede::remote::REMOTE_WAIT_SLICE). A liveliness subscriber on
+//! [`REMOTE_WAIT_SLICE`](stampede_wire::REMOTE_WAIT_SLICE). A liveliness subscriber on
 //! `stampede/<node>/session/*` closes a client's session when its token disappears.
 
 use stampede::mesh_link::MeshLink;
@@ -28,9 +28,9 @@ use crate::names::Names;
 use crate::reclaim::{self, Reclaims};
 use crate::serve;
 use crate::session::Session;
-use stampede::remote::fabric;
+use stampede_wire::fabric;
 
-pub use stampede::remote::LIVELINESS_TIMEOUT_DEFAULT;
+pub use stampede_wire::fabric::LIVELINESS_TIMEOUT_DEFAULT;
 /// Largest payload of one put a node accepts, by default.
 pub const PAYLOAD_BYTES_MAX_DEFAULT: usize = 64 * 1024 * 1024;
 /// Largest `payload_bytes_max` a node may be given (zenoh's largest message, less room for headers).
@@ -178,7 +178,7 @@ pub(crate) struct NodeShared {
     /// The node's participant in the distributed ts_min, with `mesh_ts_min`.
     pub(crate) mesh: OnceLock<MeshLink>,
     /// The node's own sockets ([`crate::direct`]), announced in its hello once open.
-    pub(crate) direct: OnceLock<stampede::remote::wire::DirectPath>,
+    pub(crate) direct: OnceLock<stampede_wire::DirectPath>,
     /// Requests served on the direct path.
     pub(crate) direct_requests: std::sync::atomic::AtomicU64,
 }

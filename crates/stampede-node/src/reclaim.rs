@@ -16,9 +16,9 @@ use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use stampede::remote::fabric;
-use stampede::remote::wire::{encode, Handle, ItemHeader, ReclaimEvent};
 use stampede::{Container, Item, Result};
+use stampede_wire::fabric;
+use stampede_wire::{encode, Handle, ItemHeader, ReclaimEvent};
 use zenoh::bytes::ZBytes;
 use zenoh::qos::CongestionControl;
 

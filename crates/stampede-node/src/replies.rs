@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use stampede::remote::wire::Reply;
+use stampede_wire::Reply;
 
 /// Most replies a session keeps unacknowledged. A client acknowledges each reply with its next
 /// request, so an honest one has about as many unacknowledged as it has calls under way.

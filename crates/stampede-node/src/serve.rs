@@ -3,7 +3,7 @@
 //!
 //! Every operation is the embedded one, so its result and its errors are the embedded ones. A
 //! blocking get or put waits with the runtime's async form for at most
-//! [`REMOTE_WAIT_SLICE`](stampede::remote::REMOTE_WAIT_SLICE), whatever the request asks; the client
+//! [`REMOTE_WAIT_SLICE`](stampede_wire::REMOTE_WAIT_SLICE), whatever the request asks; the client
 //! re-issues "not yet" slices until its own deadline (see `docs/NODES.md`).
 
 use stampede::trace::{self, Kind};
@@ -21,12 +21,11 @@ use zenoh::bytes::ZBytes;
 use zenoh::sample::SampleKind;
 
 use stampede::mesh_link::MeshLink;
-use stampede::remote::fabric;
-use stampede::remote::wire::{
-    self, decode_request, decode_request_passed, encode, ContainerInfo, Handle, Hello, ItemHeader, Reply, Request,
-    WireError, WireRetention, REQUEST_HEADER_BYTES_MAX,
+use stampede_wire::fabric;
+use stampede_wire::{
+    self as wire, decode_request, decode_request_passed, encode, ContainerInfo, Handle, Hello, ItemHeader, Reply,
+    Request, WireError, WireRetention, REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX,
 };
-use stampede::remote::REMOTE_WAIT_SLICE;
 
 use crate::access::{self, Right};
 use crate::node::NodeShared;

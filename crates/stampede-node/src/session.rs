@@ -16,9 +16,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use stampede::{ChannelInput, ChannelOutput, Container, Error, QueueInput, QueueOutput, Result, Task};
 
-use stampede::remote::wire::{Handle, Secret};
 use stampede_core::mesh::MoveId;
 use stampede_core::Peer;
+use stampede_wire::{Handle, Secret};
 
 use crate::access::{Right, Rights};
 use crate::reclaim::{Outbox, Sending};

@@ -7,11 +7,11 @@ mod support;
 
 use std::time::Duration;
 
-use stampede::remote::fabric;
-use stampede::remote::wire::{decode_reply, encode, Reply, Request, RequestHeader, WireError};
 use stampede::{ConnectOptions, Credentials, Error, Limits, Runtime, OLDEST_UNSEEN};
 use stampede_node::access::hash_password;
 use stampede_node::AccessPolicy;
+use stampede_wire::fabric;
+use stampede_wire::{decode_reply, encode, Reply, Request, RequestHeader, WireError};
 use support::{with_watchdog, TestNode, CONNECT_TIMEOUT};
 use zenoh::Wait;
 

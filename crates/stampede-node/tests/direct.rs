@@ -10,9 +10,9 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use stampede::remote::wire::{decode_reply, Reply, FRAME_LENGTH_BYTES};
 use stampede::{ConnectOptions, Error, Limits, INFINITY, OLDEST_UNSEEN};
 use stampede_node::direct::CONNECTIONS_PER_SESSION;
+use stampede_wire::{decode_reply, encode, Reply, Request, RequestHeader, FRAME_LENGTH_BYTES, VERSION};
 use support::{raw_connection, with_watchdog, TestNode, CONNECT_TIMEOUT};
 
 /// How soon a call blocked on the node must return once its client closes or the node goes (a
@@ -142,6 +142,39 @@ fn hostile_frames_on_the_direct_path_get_typed_errors() {
             send_frame(&mut stream, 1, &[0]);
             read_reply(&mut stream).is_some()
         });
+        node_serves(&node);
+    })
+}
+
+/// A request of another wire version — one release older, one newer — is refused with
+/// `InvalidArgument` naming both versions, on the direct path and through zenoh, and the node
+/// serves on: a client and a node of different releases say so instead of misreading each other.
+#[test]
+fn a_peer_of_another_wire_version_is_refused_naming_both_versions() {
+    with_watchdog("a_peer_of_another_wire_version_is_refused_naming_both_versions", || {
+        use zenoh::Wait;
+        let node = TestNode::new();
+        let config = stampede_wire::fabric::client_config(&node.endpoint, CONNECT_TIMEOUT, None).unwrap();
+        let zenoh = zenoh::open(config).wait().unwrap();
+        for other in [VERSION - 1, VERSION + 1] {
+            let mut message = encode(&RequestHeader::new("", [0; 16], Request::Hello));
+            message[0] = other;
+            let (_, mut stream) = raw_connection(&node);
+            send_frame(&mut stream, message.len() as u32, &message);
+            let direct = read_reply(&mut stream);
+            let query = zenoh.get(stampede_wire::fabric::rpc_key("test")).payload(message.clone()).wait().unwrap();
+            let bytes = query.recv().unwrap().result().unwrap().payload().to_bytes().into_owned();
+            let through_zenoh = decode_reply(&bytes).expect("the node answers in its own version").0;
+            for reply in [direct, Some(through_zenoh)] {
+                let Some(Reply::Error(e)) = reply else { panic!("{other}: {reply:?}") };
+                let e = Error::from(e);
+                let text = e.to_string();
+                let (theirs, ours) = (format!("speaks version {other}"), format!("this side speaks {VERSION}"));
+                assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+                assert!(text.contains(&theirs) && text.contains(&ours), "both versions named: {text}");
+            }
+        }
+        zenoh.close().wait().unwrap();
         node_serves(&node);
     })
 }

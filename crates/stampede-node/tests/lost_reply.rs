@@ -13,8 +13,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use stampede::connect;
-use stampede::remote::wire::{decode_request, encode, ContainerInfo, Hello, Reply, Request, WireRetention};
 use stampede::{Error, Limits, OLDEST_UNSEEN};
+use stampede_wire::{decode_request, encode, ContainerInfo, Hello, Reply, Request, WireRetention};
 use support::with_watchdog;
 use zenoh::sample::SampleKind;
 use zenoh::Wait;

@@ -81,7 +81,7 @@ fn hostile_mesh_messages_are_counted_and_change_nothing() {
         use zenoh::Wait;
 
         let (a, b, b_rt, _b_dir) = two_nodes();
-        let config = stampede::remote::fabric::client_config(&a.endpoint, Duration::from_secs(10), None).unwrap();
+        let config = stampede_wire::fabric::client_config(&a.endpoint, Duration::from_secs(10), None).unwrap();
         let evil = zenoh::open(config).wait().unwrap();
         let mut seed = 0x2545_f491_4f6c_dd1d_u64;
         for i in 0..300u32 {
@@ -151,7 +151,7 @@ fn a_node_expelled_while_alive_rejoins_as_a_new_incarnation() {
         let old_task = client.task(5).unwrap();
 
         // Participant x joins through b, then fences a.
-        let config = stampede::remote::fabric::client_config(&a.endpoint, Duration::from_secs(10), None).unwrap();
+        let config = stampede_wire::fabric::client_config(&a.endpoint, Duration::from_secs(10), None).unwrap();
         let fabric = zenoh::open(config).wait().unwrap();
         // A session just opened may ask before its router's tokens reached it: ask until one comes.
         let incarnation_of = |name: &str| -> u64 {

@@ -71,7 +71,7 @@ fn blocking_get_spans_slices() {
                 let ch = runtime.channel("slow").unwrap();
                 let task = runtime.task(0).unwrap();
                 let out = task.attach_output(&ch).unwrap();
-                thread::sleep(stampede::remote::REMOTE_WAIT_SLICE + Duration::from_millis(300));
+                thread::sleep(stampede_wire::REMOTE_WAIT_SLICE + Duration::from_millis(300));
                 out.put(7, &b"late"[..]).unwrap();
             })
         };

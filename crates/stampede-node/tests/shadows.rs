@@ -177,8 +177,8 @@ fn a_gc_handler_may_read_a_task_that_is_moving() {
 /// long as the session lives.
 #[test]
 fn a_lost_move_reply_ends_the_session() {
-    use stampede::remote::wire::Request;
     use stampede_core::Peer;
+    use stampede_wire::Request;
     let to = Peer { id: stampede_node::mesh::peer_id("b"), incarnation: 1 };
     assert!(Request::MoveTask { task: 1, to_node: "b".into(), to }.holds_on_node());
 }
@@ -262,8 +262,8 @@ fn a_shadow_ends_when_its_home_node_leaves() {
 #[test]
 fn a_shadow_cannot_start_below_its_move() {
     with_watchdog("a_shadow_cannot_start_below_its_move", || {
-        use stampede::remote::fabric;
-        use stampede::remote::wire::{decode_reply, encode, Reply, Request, RequestHeader};
+        use stampede_wire::fabric;
+        use stampede_wire::{decode_reply, encode, Reply, Request, RequestHeader};
         use zenoh::Wait;
 
         let (a, _b, _b_rt, _b_dir) = two_nodes();
@@ -439,8 +439,8 @@ fn a_task_cannot_span_nodes_that_share_no_ts_min() {
 #[test]
 fn a_move_never_taken_over_is_declined_when_its_session_ends() {
     with_watchdog("a_move_never_taken_over_is_declined_when_its_session_ends", || {
-        use stampede::remote::fabric;
-        use stampede::remote::wire::{decode_reply, encode, Reply, Request, RequestHeader};
+        use stampede_wire::fabric;
+        use stampede_wire::{decode_reply, encode, Reply, Request, RequestHeader};
         use zenoh::Wait;
 
         let (a, _b, b_rt, _b_dir) = two_nodes();

@@ -1,4 +1,4 @@
-//! Large payloads through shared memory on the direct Unix socket (`stampede::remote::shared`):
+//! Large payloads through shared memory on the direct Unix socket (`stampede_wire::shared`):
 //! a large item is passed as a sealed segment from the putting client to the node and from the
 //! node to the getting client, never copied on the way; every segment goes once nothing holds
 //! its item; hostile descriptors get a typed error and the node serves on.
@@ -10,9 +10,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use stampede::remote::shared::{self, SEALS, SHARED_BYTES_MIN};
-use stampede::remote::wire::{decode_reply, encode, Reply, Request, RequestHeader, FRAME_LENGTH_BYTES};
 use stampede::{ConnectOptions, Container, Error, Limits, Payload, INFINITY};
+use stampede_wire::shared::{self, SEALS, SHARED_BYTES_MIN};
+use stampede_wire::{decode_reply, encode, Reply, Request, RequestHeader, FRAME_LENGTH_BYTES};
 use support::{raw_connection, with_watchdog, TestNode, CONNECT_TIMEOUT};
 
 /// A 6 MB frame, a borrowed one copied in, a small one and a queue's item from one client to

@@ -371,12 +371,12 @@ fn forge_mesh_messages(pki: &Pki, mesh_node_cn: Vec<String>) -> (Vec<(Node, Stri
         nodes.push((Node::serve(Runtime::new(), options).expect("the node serves"), endpoint));
     }
     let (ca, certificate, key) = (pki.path("ca.pem"), pki.path("client.pem"), pki.path("client.key"));
-    let tls = stampede::remote::fabric::Tls {
+    let tls = stampede_wire::fabric::Tls {
         root_ca: Some(&ca),
         identity: Some((certificate.as_path(), key.as_path())),
         mutual: true,
     };
-    let config = stampede::remote::fabric::client_config(&nodes[0].1, Duration::from_secs(10), Some(tls)).unwrap();
+    let config = stampede_wire::fabric::client_config(&nodes[0].1, Duration::from_secs(10), Some(tls)).unwrap();
     let evil = zenoh::open(config).wait().unwrap();
     let tokens =
         evil.liveliness().get("stampede/*/mesh/*").wait().unwrap().iter().filter(|r| r.result().is_ok()).count();

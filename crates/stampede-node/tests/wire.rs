@@ -3,11 +3,11 @@
 //! clear error, never a crash of the node).
 
 use proptest::prelude::*;
-use stampede::remote::wire::{
+use stampede::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
+use stampede_wire::{
     decode_reply, decode_request, encode, ContainerInfo, DecodeError, DirectPath, Hello, ItemHeader, Reply, Request,
     RequestHeader, WireError, WireRetention, WireSelector, WireStats, ACKS_MAX, REQUEST_HEADER_BYTES_MAX, VERSION,
 };
-use stampede::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
 
 fn ts() -> impl Strategy<Value = i64> {
     prop_oneof![0i64..100, any::<i64>()]

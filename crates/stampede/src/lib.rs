@@ -57,7 +57,6 @@
 mod backend;
 pub mod channel;
 pub mod disk;
-pub mod graph;
 pub mod join;
 mod local;
 pub mod mesh_link;
@@ -87,6 +86,7 @@ pub use runtime::{
     QueueOptions, Runtime, RuntimeStats,
 };
 pub use split::{split, Gather};
+pub use stampede_core::graph;
 pub use stampede_core::{
     Codec, Error, ErrorKind, Item, Limits, Pace, Payload, QueueItem, Result, Retention, Selector, Stats, Timestamp,
     CODEC_NAME_BYTES_MAX, DETACHED, INFINITY, NAME_BYTES_MAX, TS_MAX,

@@ -10,10 +10,10 @@
 
 use std::sync::{Arc, Weak};
 
-use crate::remote::shared::{self, SHARED_BYTES_MIN};
 use crate::sync::Mutex;
 use bytes::Bytes;
 use stampede_core::{Codec, Error, Payload, Result, Timestamp, CODEC_NAME_BYTES_MAX};
+use stampede_wire::shared::{self, SHARED_BYTES_MIN};
 
 /// Most free buffers a pool keeps.
 pub const POOL_BUFFERS_MAX: usize = 8;
@@ -30,7 +30,7 @@ pub struct Buffers {
 }
 
 impl Buffers {
-    /// A pool whose large copies are shared-memory segments (see `remote/shared.rs`).
+    /// A pool whose large copies are shared-memory segments (see `stampede_wire::shared`).
     pub(crate) fn shared() -> Buffers {
         Buffers { free: Mutex::default(), shared: true }
     }

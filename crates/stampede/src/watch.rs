@@ -13,54 +13,16 @@ use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use stampede_core::name;
 use stampede_core::{Error, Result, Selector};
 
 use crate::sync::Mutex;
 use crate::wait::Signal;
 
+pub use stampede_core::WatchEvent;
+
 /// Most name changes an embedded runtime keeps for its watchers.
 pub const NAME_EVENTS_KEPT: usize = 4096;
-
-/// What a watcher sees.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum WatchEvent {
-    /// A channel or queue exists (at the start of the watch) or was created. `kind`: `"channel"`
-    /// or `"queue"`; `node`: where it lives (`None`: this process).
-    Created {
-        name: String,
-        kind: String,
-        node: Option<String>,
-    },
-    Destroyed {
-        name: String,
-        kind: String,
-        node: Option<String>,
-    },
-    /// A node is reachable (at the start of the watch) or came up.
-    NodeUp {
-        node: String,
-    },
-    NodeDown {
-        node: String,
-    },
-    /// The watcher fell behind by `missed` changes, which are gone; `names()` tells the present.
-    Lagged {
-        missed: u64,
-    },
-}
-
-impl WatchEvent {
-    /// The container name or node name the event is about (`None` for `Lagged`).
-    pub fn subject(&self) -> Option<&str> {
-        match self {
-            WatchEvent::Created { name, .. } | WatchEvent::Destroyed { name, .. } => Some(name),
-            WatchEvent::NodeUp { node } | WatchEvent::NodeDown { node } => Some(node),
-            WatchEvent::Lagged { .. } => None,
-        }
-    }
-}
 
 /// An embedded runtime's recent name changes, numbered.
 #[derive(Default)]

@@ -91,14 +91,14 @@ pub fn live(rt: &Runtime, name: &str) -> usize {
 
 /// The node's hello, asked over zenoh, and a raw connection to its direct Unix socket (what a
 /// hostile client would open).
-pub fn raw_connection(node: &TestNode) -> (stampede::remote::wire::Hello, std::os::unix::net::UnixStream) {
-    use stampede::remote::wire::{decode_reply, encode, Reply, Request, RequestHeader};
+pub fn raw_connection(node: &TestNode) -> (stampede_wire::Hello, std::os::unix::net::UnixStream) {
+    use stampede_wire::{decode_reply, encode, Reply, Request, RequestHeader};
     use std::os::linux::net::SocketAddrExt;
     use zenoh::Wait;
-    let config = stampede::remote::fabric::client_config(&node.endpoint, Duration::from_secs(10), None).unwrap();
+    let config = stampede_wire::fabric::client_config(&node.endpoint, Duration::from_secs(10), None).unwrap();
     let zenoh = zenoh::open(config).wait().unwrap();
     let request = encode(&RequestHeader::new("", [0; 16], Request::Hello));
-    let reply = zenoh.get(stampede::remote::fabric::rpc_key("test")).payload(request).wait().unwrap().recv().unwrap();
+    let reply = zenoh.get(stampede_wire::fabric::rpc_key("test")).payload(request).wait().unwrap().recv().unwrap();
     let bytes = reply.result().unwrap().payload().to_bytes().into_owned();
     let Ok((Reply::Hello(hello), _)) = decode_reply(&bytes) else { panic!("a hello") };
     let name = hello.direct.unix.clone().expect("the node offers a Unix socket");

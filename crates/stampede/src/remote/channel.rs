@@ -21,7 +21,7 @@ use crate::{Error, IntoPayload, Item, Limits, Payload, PutOptions, Result, Reten
 use crate::remote::connection::{container_handle, item, Link};
 use crate::remote::runtime::unexpected;
 use crate::remote::task::RemoteTask;
-use crate::remote::wire::{Reply, Request};
+use stampede_wire::{Reply, Request};
 
 container_handle!(RemoteChannel, "channel");
 
@@ -222,7 +222,7 @@ impl RemoteChannelInput {
                 let mut items = Vec::with_capacity(headers.len());
                 for header in headers {
                     // The lengths add up to the payload's (checked when the reply was decoded).
-                    let len = crate::remote::wire::size(header.len);
+                    let len = stampede_wire::size(header.len);
                     self.remember(header.ts);
                     items.push(item(header, data.slice(offset..offset + len)));
                     offset += len;

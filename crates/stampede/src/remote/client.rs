@@ -51,16 +51,16 @@ use crate::payload::Buffers;
 use crate::remote::direct::Direct;
 use crate::remote::reclaim::{ContainerHandler, Dispatch, GlobalHandler};
 use crate::remote::runtime::{unexpected, RemoteRuntime};
-use crate::remote::wire::{
-    decode_reply, decode_reply_passed, encode, DecodeError, Handle, Hello, Reply, Request, RequestHeader, Secret,
-    ACKS_MAX,
-};
 use crate::remote::LIVELINESS_TIMEOUT_DEFAULT;
-use crate::remote::{fabric, shared};
 use crate::remote::{CLIENT_CLOSED, QUERY_MARGIN, REMOTE_WAIT_SLICE, REPLY_LATE};
 use crate::runtime::{ClientTls, ConnectOptions};
 use crate::wait::{Changed, Signal};
 use stampede_core::name::check_name;
+use stampede_wire::{
+    decode_reply, decode_reply_passed, encode, DecodeError, Handle, Hello, Reply, Request, RequestHeader, Secret,
+    ACKS_MAX,
+};
+use stampede_wire::{fabric, shared};
 
 /// Most requests sent without waiting (drops) whose replies are not yet waited for; one more
 /// waits for them first.

@@ -13,8 +13,8 @@ use crate::{Codec, Error, Info, Item, Limits, Payload, Result, Retention, Stats,
 
 use crate::remote::client::Client;
 use crate::remote::task::{RemoteTask, TaskRef};
-use crate::remote::wire::{Handle, ItemHeader, Reply, Request, WireSelector};
 use crate::wait::Changed;
+use stampede_wire::{Handle, ItemHeader, Reply, Request, WireSelector};
 
 /// Defines a container handle type (`RemoteChannel`, `RemoteQueue`) around a [`ContainerRef`]:
 /// the struct and what both kinds offer (id, name, limits, stats, destroy, equality, debug).

@@ -4,7 +4,7 @@
 //! through the first, takes that node's Unix socket when the node runs on this host. Why: a zenoh query costs ~2.5 raw TCP round
 //! trips on our machines, a framed socket about one (`docs/ARCHITECTURE.md` "The request path").
 //!
-//! The frames carry the very messages of the zenoh path (`wire.rs`), each after its length
+//! The frames carry the very messages of the zenoh path (`stampede_wire`), each after its length
 //! ([`FRAME_LENGTH_BYTES`], little-endian); the node decodes and checks them the same way.
 //!
 //! Guarantees:
@@ -34,9 +34,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::remote::wire::{DirectPath, FRAME_LENGTH_BYTES};
-use crate::remote::{shared, QUERY_MARGIN};
+use crate::remote::QUERY_MARGIN;
 use crate::wait::Signal;
+use stampede_wire::shared;
+use stampede_wire::{DirectPath, FRAME_LENGTH_BYTES};
 
 /// Most idle connections a client keeps to its node; a call finding none opens another.
 pub const IDLE_MAX: usize = 8;
@@ -142,7 +143,7 @@ impl Direct {
     }
 
     /// Sends one request (`parts`, concatenated, are its message; `passed`, the shared-memory
-    /// segment holding its payload, see [`shared`](crate::remote::shared)) and reads the node's
+    /// segment holding its payload, see [`shared`]) and reads the node's
     /// reply message, within `timeout` for the reply, with the payload it passed as a segment.
     /// `Err`: why there is no reply (the caller treats it as a lost reply, as a zenoh query's
     /// timeout).

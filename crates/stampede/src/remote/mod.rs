@@ -6,46 +6,36 @@
 //! a wait) to the node. See `docs/NODES.md` for the design: surrogate sessions, sliced waits, and
 //! why no item is lost across the wire.
 //!
-//! - [`wire`] — the messages between a client and a node: a version byte, a postcard header, the
-//!   payload raw; decoding hostile bytes is a typed error, never a panic.
-//! - [`fabric`] — zenoh configurations and the key expressions a node answers on.
+//! The messages between a client and a node, the zenoh configurations and key expressions and the
+//! shared-memory segments are `stampede-wire`'s, shared with the node.
+//!
 //! - `client` (private) — connecting, one request, sliced waits, ending a session; `direct`
-//!   (private) — requests on the node's own sockets where it offers them, beside zenoh;
-//!   [`shared`] — large payloads as sealed shared-memory segments on the direct Unix socket.
+//!   (private) — requests on the node's own sockets where it offers them, beside zenoh.
 //! - `runtime`, `task`, `channel`, `queue`, `connection` (private) — the remote forms of the
 //!   public types; `reclaim` (private) — GC handlers run on the client for items reclaimed on
 //!   the node.
 
 use std::time::Duration;
 
+/// The node's wait slice and default lease, shared with the node (`stampede-wire`).
+pub use stampede_wire::{fabric::LIVELINESS_TIMEOUT_DEFAULT, REMOTE_WAIT_SLICE};
+
 pub(crate) mod channel;
 pub(crate) mod client;
 pub(crate) mod connection;
 pub(crate) mod direct;
-pub mod fabric;
 #[cfg(feature = "faults")]
 pub mod faults;
 pub(crate) mod queue;
 pub(crate) mod reclaim;
 pub(crate) mod runtime;
-pub mod shared;
 pub(crate) mod task;
 pub(crate) mod watch;
-pub mod wire;
-
-/// Longest wait a node performs for one request. A blocking remote get or put waits in slices of
-/// at most this, each answered (with the result or "not yet"), so that the client always sees
-/// the reply of a get that took an item while it is alive (`docs/NODES.md`).
-pub const REMOTE_WAIT_SLICE: Duration = Duration::from_secs(1);
 
 /// How much longer than the wait it asks for a client waits for a reply before it declares the
 /// node unreachable: room for the fabric's latency, the transfer of the payloads, and a loaded
 /// node. A request that may take items and whose reply does not come in time ends the session.
 pub const QUERY_MARGIN: Duration = Duration::from_secs(5);
-
-/// How long after a client vanishes without closing its link its session is closed, by default
-/// (zenoh's own default lease).
-pub const LIVELINESS_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 
 /// The reason of the `Closed` error of a call on a client after its runtime was closed.
 pub const CLIENT_CLOSED: &str = "the client was closed";

@@ -18,7 +18,7 @@ use crate::remote::channel::{check_fits, done};
 use crate::remote::connection::{container_handle, item, Link};
 use crate::remote::runtime::unexpected;
 use crate::remote::task::RemoteTask;
-use crate::remote::wire::{Reply, Request};
+use stampede_wire::{Reply, Request};
 
 container_handle!(RemoteQueue, "queue");
 

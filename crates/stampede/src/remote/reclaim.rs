@@ -24,9 +24,9 @@ use zenoh::pubsub::Subscriber;
 use zenoh::Wait;
 
 use crate::remote::connection::item;
-use crate::remote::wire::{decode_event, Handle, ReclaimEvent};
 use crate::wait::{Changed, Signal};
 use crate::Item;
+use stampede_wire::{decode_event, Handle, ReclaimEvent};
 
 /// A handler of one channel or queue.
 pub(crate) type ContainerHandler = Arc<dyn Fn(&Item) + Send + Sync>;

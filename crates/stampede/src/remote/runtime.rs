@@ -20,9 +20,9 @@ use crate::remote::queue::RemoteQueue;
 use crate::remote::reclaim::GlobalHandler;
 use crate::remote::task::RemoteTask;
 use crate::remote::watch::Subscription;
-use crate::remote::wire::{self, ContainerInfo, Reply, Request, WireRetention};
 use crate::remote::LIVELINESS_TIMEOUT_DEFAULT;
 use crate::watch::{self, Watch};
+use stampede_wire::{self as wire, ContainerInfo, Reply, Request, WireRetention};
 
 /// A client session on a node: channels, queues and tasks there, through the fabric. Cheap to
 /// clone; every clone is the same session. The session ends with [`close`](Self::close), or when

@@ -17,7 +17,7 @@ use crate::{Error, Result, Timestamp, INFINITY};
 
 use crate::remote::client::Client;
 use crate::remote::runtime::unexpected;
-use crate::remote::wire::{Handle, Reply, Request};
+use stampede_wire::{Handle, Reply, Request};
 
 /// A task on the node. Cheap to clone; every clone is the same task.
 #[derive(Clone)]

@@ -11,10 +11,10 @@ use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
 use crate::remote::client::Client;
-use crate::remote::fabric;
-use crate::remote::wire::decode_name_event;
 use crate::watch::{Known, WatchEvent, NAME_EVENTS_KEPT};
 use stampede_core::name;
+use stampede_wire::decode_name_event;
+use stampede_wire::fabric;
 
 /// The subscribers of one watch and what they delivered.
 pub(crate) struct Subscription {

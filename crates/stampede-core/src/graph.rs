@@ -1,20 +1,19 @@
 //! [`Graph`]: what a runtime holds right now — its tasks, their connections and its channels and
 //! queues with their counters — for tools (the dashboard, `stampede ls`), embedded or remote
-//! alike ([`Runtime::graph`](crate::Runtime::graph)).
+//! alike (`stampede`'s `Runtime::graph`).
 //!
 //! A graph is a snapshot taken without stopping the runtime: each task and each container is
 //! read under its own lock, one after the other, so parts may be from slightly different
 //! instants (a connection may name a container destroyed since, a counter may have moved). It
 //! holds no claim and changes nothing. Tasks and containers come in id and name order, so two
-//! graphs of an idle runtime are equal. The types serialize with serde (the wire carries them;
-//! tools emit them as JSON).
-
-use serde::{Deserialize, Serialize};
+//! graphs of an idle runtime are equal. The types serialize with serde (feature `serde`: the
+//! wire carries them; tools emit them as JSON).
 
 use crate::Timestamp;
 
 /// A snapshot of a runtime's tasks, connections and containers.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Graph {
     /// The node it describes, for a runtime connected to one (`None`: an embedded runtime, served
     /// or not).
@@ -27,10 +26,11 @@ pub struct Graph {
 }
 
 /// One open task.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TaskView {
     pub id: u64,
-    /// Its label ([`Task::set_name`](crate::Task::set_name)), if it has one.
+    /// Its label (`Task::set_name`), if it has one.
     pub name: Option<String>,
     pub virtual_time: Timestamp,
     pub visibility: Timestamp,
@@ -39,15 +39,17 @@ pub struct TaskView {
 }
 
 /// Which way a connection carries items.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum ConnectionKind {
     Input,
     Output,
 }
 
 /// One attached connection of a task.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ConnectionView {
     pub id: u64,
     /// The name of the channel or queue it is attached to.
@@ -56,12 +58,13 @@ pub struct ConnectionView {
     /// Items gotten (input) or put (output) through it so far.
     pub items: u64,
     /// Input only: items it let go without getting them (see
-    /// [`ConnectionStats::skipped`](stampede_core::ConnectionStats::skipped)).
+    /// [`ConnectionStats::skipped`](crate::ConnectionStats::skipped)).
     pub skipped: u64,
 }
 
 /// One channel or queue with its bounds and counters.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ContainerView {
     pub name: String,
     /// `"channel"` or `"queue"`.

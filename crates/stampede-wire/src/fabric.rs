@@ -4,10 +4,10 @@
 //! - `stampede/<node>/rpc` — the node's queryable; every request is a query there.
 //! - `stampede/<node>/session/<session-id>` — a client's liveliness token: the node closes the
 //!   session when it disappears.
-//! - `stampede/<node>/names` — the node's name changes ([`crate::WatchEvent`]);
+//! - `stampede/<node>/names` — the node's name changes ([`stampede_core::WatchEvent`]);
 //!   `stampede/<node>/alive` — its liveliness token (nodes up and down).
 //! - `stampede/<node>/reclaimed/<session-id>` — items reclaimed on the node for the session's GC
-//!   handlers ([`crate::remote::wire::ReclaimEvent`]).
+//!   handlers ([`crate::ReclaimEvent`]).
 //!
 //! Multicast scouting is off: nodes and clients find each other through explicit endpoints only.
 //!
@@ -20,10 +20,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::{Error, Result};
+use stampede_core::{Error, Result};
 use zenoh::Config;
 
-use crate::remote::wire::{REQUEST_HEADER_BYTES_MAX, SESSION_ID_BYTES_MAX};
+use crate::request::{REQUEST_HEADER_BYTES_MAX, SESSION_ID_BYTES_MAX};
+
+/// How long after a client vanishes without closing its link its session is closed, by default
+/// (zenoh's own default lease).
+pub const LIVELINESS_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 
 /// Room zenoh allows in one message beyond the largest payload and request header.
 const MESSAGE_SLACK_BYTES: usize = 64 * 1024;

@@ -31,7 +31,7 @@ use memmap2::Mmap;
 use parking_lot::Mutex;
 use rustix::fs::{MemfdFlags, SealFlags};
 
-use crate::remote::wire::FRAME_LENGTH_BYTES;
+use crate::reply::FRAME_LENGTH_BYTES;
 use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer, SendAncillaryMessage,
     SendFlags,

@@ -1,10 +1,10 @@
-//! Shared-memory segments (`stampede::remote::shared`) in one process: what a segment holds,
+//! Shared-memory segments (`stampede_wire::shared`) in one process: what a segment holds,
 //! and the bound on how many a process keeps (past it a received one is copied and its
 //! descriptor closed; none is made).
 
 use std::os::fd::OwnedFd;
 
-use stampede::remote::shared::{self, SEALS, SEGMENTS_MAX, SHARED_BYTES_MIN};
+use stampede_wire::shared::{self, SEALS, SEGMENTS_MAX, SHARED_BYTES_MIN};
 
 /// A sealed memfd holding `len` bytes of `byte`.
 fn sealed(len: usize, byte: u8) -> OwnedFd {

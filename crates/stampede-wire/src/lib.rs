@@ -1,0 +1,61 @@
+//! Stampede's wire: what a client and a node say to each other, shared by both sides so that
+//! neither imports the other (`stampede`'s client and `stampede-node` both depend on this crate
+//! and on `stampede-core`, nothing else of each other).
+//!
+//! A message is
+//!
+//! ```text
+//! [VERSION: u8][header: postcard][payload: raw bytes, to the end]
+//! ```
+//!
+//! The header is a [`RequestHeader`] (client → node) or a [`Reply`] (node → client), encoded with
+//! `postcard` (compact varints, no self-description, safe on hostile input). The payload — the
+//! bytes of a put, or of the items a get returns — travels raw after the header, so a 6 MB frame
+//! is never copied through serde: the sender appends it to the zenoh buffer without a copy, the
+//! receiver slices it out of the message.
+//!
+//! Guarantees:
+//! - The version byte comes first and is checked before anything else: a node and a client of
+//!   different releases fail with a clear [`DecodeError::Version`] naming both versions instead
+//!   of misreading each other; a node answers such a request with an `InvalidArgument` error
+//!   that says the same.
+//! - Decoding never panics, whatever the bytes; every failure is a [`DecodeError`] (proptest over
+//!   random and mutated messages in `stampede-node`'s `tests/wire.rs`).
+//! - Requests are bounded ([`REQUEST_HEADER_BYTES_MAX`]; the payload by the node's
+//!   `payload_bytes_max`); kept error texts by [`KEPT_TEXTS_MAX`]; shared-memory segments by
+//!   [`shared::SEGMENTS_MAX`].
+//! - Errors cross the wire unchanged ([`WireError`]).
+//!
+//! # Layout
+//!
+//! - [`request`] — [`RequestHeader`] and [`Request`]: what a client asks, and its bounds.
+//! - [`reply`] — [`Reply`] and what a node sends unasked ([`ReclaimEvent`]); [`Hello`],
+//!   [`DirectPath`] and the direct path's frame ([`FRAME_LENGTH_BYTES`]).
+//! - [`values`] — the core's selectors, retention, counters and bounds on the wire.
+//! - [`error`] — [`WireError`]: the core's errors on the wire.
+//! - [`codec`] — [`encode`] and the `decode_*` functions, [`DecodeError`].
+//! - [`fabric`] — zenoh configurations and the key expressions a node answers on.
+//! - [`shared`] — large payloads as sealed shared-memory segments on the direct Unix socket.
+
+pub mod codec;
+pub mod error;
+pub mod fabric;
+pub mod reply;
+pub mod request;
+pub mod shared;
+pub mod values;
+
+pub use codec::{
+    decode_event, decode_name_event, decode_reply, decode_reply_passed, decode_request, decode_request_passed, encode,
+    DecodeError,
+};
+pub use error::{WireError, KEPT_TEXTS_MAX, KEPT_TEXT_BYTES_MAX, TEXT_NOT_KEPT};
+pub use reply::{ContainerInfo, DirectPath, Hello, ItemHeader, ReclaimEvent, Reply, FRAME_LENGTH_BYTES};
+pub use request::{
+    Handle, Request, RequestHeader, Secret, ACKS_MAX, REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX, SESSION_ID_BYTES_MAX,
+};
+pub use values::{limits, size, WireRetention, WireSelector, WireStats};
+
+/// The wire format's version, the first byte of every message. Bump it on any change to the
+/// types of this crate. 12: the wire became its own crate (`stampede-wire`).
+pub const VERSION: u8 = 12;
