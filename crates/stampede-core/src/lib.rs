@@ -11,6 +11,8 @@
 //!   batches, the frontier ts_min, settled horizons (SPEC §3, §4).
 //! - [`mesh`] — the distributed ts_min protocol between nodes and client sessions: batches of
 //!   claim changes tagged `(sender, incarnation, seq)`, moves, doors, fences (SPEC §3, §7).
+//! - [`participant`] — a runtime's [`Progress`] and its [`Mesh`] participant with the rules that
+//!   glue them (mirror, stash, floors, doors, takeover checks): the engine's and the simulations'.
 //! - [`task`] — a task's virtual time, open items and visibility.
 //! - [`channel`] — one channel's items and per-connection item states (SPEC §2).
 //! - [`tombstones`] — timestamps of early-reclaimed items, as a bounded set of runs.
@@ -35,6 +37,7 @@ pub mod item;
 pub mod mesh;
 pub mod name;
 pub mod pacer;
+pub mod participant;
 pub mod progress;
 pub mod queue;
 pub mod stats;
@@ -51,6 +54,7 @@ pub use item::{Codec, Item, Payload, CODEC_NAME_BYTES_MAX};
 pub use mesh::{Mesh, MeshLimits, MeshRefusal, Peer};
 pub use name::NAME_BYTES_MAX;
 pub use pacer::{Pace, PaceRule};
+pub use participant::{Participant, Settled};
 pub use progress::{ContainerKey, IdMap, Location, Progress, Refusal, Update, Updates};
 pub use queue::{QueueItem, QueueState};
 pub use stats::{ConnectionStats, Stats};

@@ -1,6 +1,7 @@
 //! The link between an embedded runtime and its node's participant in the distributed ts_min
 //! protocol ([`stampede_core::mesh`], `docs/PROTOCOL.md`): what `stampede-node`'s fabric driver
-//! holds.
+//! holds. The rules that glue the runtime's progress machine to the mesh are
+//! [`stampede_core::Participant`]'s; this is the handle the driver holds on it.
 //!
 //! **Guarantees.** Once linked, every change of the runtime's claims is handed to the mesh under
 //! the same lock as the change itself (new claims before releases, in order), and the mesh's
@@ -12,12 +13,10 @@
 //! A runtime used alone (a mesh with no other participant) reclaims inside the operation that
 //! makes an item garbage, as an embedded one does.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use stampede_core::mesh::MoveId;
-use stampede_core::progress::Location;
-use stampede_core::{Error, Mesh, MeshRefusal, Peer, Result, Timestamp, Update};
+use stampede_core::{Error, Mesh, Peer, Result, Timestamp};
 
 use crate::backend::Backend;
 use crate::space::{Origin, Space};
@@ -39,75 +38,6 @@ impl std::fmt::Debug for MeshLink {
     }
 }
 
-/// What the space holds of a linked mesh (behind its progress lock).
-pub(crate) struct Linked {
-    pub(crate) mesh: Mesh,
-    /// The mesh's ts_min as mirrored at `Location::Peer(0)`.
-    pub(crate) mirror: Timestamp,
-    /// Local changes the mesh refused under backpressure, in order: they go first next time.
-    pub(crate) stash: Vec<Update>,
-    pub(crate) wake: MeshWake,
-    /// How this node's claims are shown to the mesh (a restarted participant's are raised).
-    pub(crate) floor: Floor,
-}
-
-/// How a participant shows this node's claims: as they are, or — after a restart
-/// ([`MeshLink::restart`]) — raised to a floor. A restarted participant's peers may have
-/// reclaimed past claims the node still holds (a queue's waiting items, a task of the embedded
-/// application), and would refuse them below their ts_min. Those claims only ever cover this
-/// node's own items, which its `Progress` keeps exactly; to the mesh they read as claims at the
-/// floor. Raising every update by one monotone function keeps each release matched with its claim.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Floor {
-    /// A participant linked once: claims as they are.
-    None,
-    /// Restarted, no door yet: the mesh takes none of the node's claims (the floor is the door,
-    /// unknown yet); when the door opens it takes every claim held then. The mirror the old
-    /// participant had reached is a floor too.
-    Waiting { mirror: Timestamp },
-    /// Restarted and joined: claims below `at` read as claims at `at`.
-    At(Timestamp),
-}
-
-impl Floor {
-    /// This node's claim changes as the mesh sees them. (While `Waiting`, nothing is shown: the
-    /// space keeps no stash then and refuses takeovers.)
-    fn show(self, updates: &[Update]) -> Cow<'_, [Update]> {
-        let Floor::At(floor) = self else { return Cow::Borrowed(updates) };
-        let raise = |u: &Update| match u.location {
-            Location::Watermark | Location::Peer(_) => *u,
-            _ => Update { ts: u.ts.max(floor), ..*u },
-        };
-        updates.iter().map(raise).collect()
-    }
-}
-
-impl Linked {
-    /// Hands claims a takeover just created to the mesh (shown as [`Floor`] says).
-    pub(crate) fn accept_move(&mut self, from: Peer, id: MoveId, updates: &[Update]) -> Result<(), MeshRefusal> {
-        self.mesh.accept_move(from, id, &self.floor.show(updates))
-    }
-
-    /// Hands the stashed claim changes to the mesh; `true` when none wait any more.
-    pub(crate) fn flush_stash(&mut self) -> bool {
-        if self.stash.is_empty() {
-            return true;
-        }
-        match self.mesh.apply_local(&self.floor.show(&self.stash)) {
-            Ok(()) => self.stash.clear(),
-            // Expelled (declared dead by its peers): the participant takes nothing any more and
-            // its ts_min never moves again, so neither does the mirror; keeping the updates would
-            // only grow memory with every operation.
-            Err(MeshRefusal::Expelled) => self.stash.clear(),
-            // Backpressure (the driver is behind): the updates stay stashed, in order, and go
-            // with the next change; meanwhile the mesh sees this node's claims as they were,
-            // which holds every view lower, never higher.
-            Err(_) => {}
-        }
-        self.stash.is_empty()
-    }
-}
-
 impl MeshLink {
     /// Links `mesh` to the embedded runtime `rt`: from now on its claims go to the mesh, and the
     /// mesh's ts_min holds its own. `InvalidArgument` for a remote runtime or one already linked.
@@ -120,7 +50,7 @@ impl MeshLink {
             });
         };
         let space = local.space().clone();
-        space.link_mesh(Linked { mesh, mirror: 0, stash: Vec::new(), wake, floor: Floor::None })?;
+        space.link_mesh(mesh, wake)?;
         Ok(MeshLink { space })
     }
 

@@ -35,7 +35,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::disk::{Store, Tier};
-use crate::mesh_link::{Floor, Linked};
+use crate::mesh_link::MeshWake;
 use crate::payload::Buffers;
 use crate::sync::{lock_traced, AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Mutex, RwLock};
 use crate::wait::Signal;
@@ -46,7 +46,7 @@ use stampede_core::{
     ChannelState, Codec, ConnectionStats, ContainerKey, Effects, Error, IdMap, Item, Limits, Location, OpenChange,
     OpenChanges, Progress, QueueState, Refusal, Result, Stats, TaskId, TaskState, Timestamp, Update, Updates, INFINITY,
 };
-use stampede_core::{MeshRefusal, Peer};
+use stampede_core::{Mesh, Participant, Peer};
 
 /// A GC handler: called with the container's name and each item it reclaims.
 pub type ReclaimHandler = Arc<dyn Fn(&str, &Item) + Send + Sync>;
@@ -285,14 +285,14 @@ impl Drop for TaskShared {
     }
 }
 
-/// The progress machine and the sweep index, under one lock.
+/// The participant (progress machine and mesh) and the sweep index, under one lock.
 struct Tracking {
-    progress: Progress,
+    participant: Participant,
     /// Channels listed under a lower bound of their oldest stored-or-tombstoned timestamp: what
     /// a sweep visits. Channels with nothing stored are not listed (idle channels cost nothing).
     listed: BTreeSet<(Timestamp, ContainerKey)>,
-    /// The node's mesh participant, when this space is a node in a mesh ([`crate::mesh_link`]).
-    mesh: Option<Linked>,
+    /// The driver's wake-up when this space is a node in a mesh ([`crate::mesh_link`]).
+    wake: Option<MeshWake>,
 }
 
 /// A permanent last entry of the sweep index: it keeps the index's root node allocated when no
@@ -302,7 +302,7 @@ const LISTED_SENTINEL: (Timestamp, ContainerKey) = (INFINITY, ContainerKey::MAX)
 
 impl Default for Tracking {
     fn default() -> Self {
-        Tracking { progress: Progress::default(), listed: BTreeSet::from([LISTED_SENTINEL]), mesh: None }
+        Tracking { participant: Participant::default(), listed: BTreeSet::from([LISTED_SENTINEL]), wake: None }
     }
 }
 
@@ -338,151 +338,35 @@ impl Tracking {
         }
     }
 
-    /// Hands what the progress machine recorded to the mesh, then mirrors the mesh's ts_min back
-    /// at [`Location::Peer`]`(0)`; returns the new local ts_min if the mirror let it advance. A
-    /// no-op without a mesh. Called after every change of claims, under the progress lock, so
-    /// the mesh's view of this node's claims is never behind its `Progress`.
+    /// Settles the participant ([`Participant::settle`]) and wakes the mesh's driver when the
+    /// mesh took claim changes; returns the new local ts_min if settling let it advance.
     fn settle(&mut self) -> Option<Timestamp> {
-        let linked = self.mesh.as_mut()?;
-        let outbox = self.progress.take_outbox();
-        match (linked.floor, linked.mesh.join_floor()) {
-            // A restarted participant without a door takes nothing yet; it starts from every
-            // claim held when the door opens (so nothing piles up meanwhile), raised to the
-            // floor. Doors open only under `with_mesh`, which settles: no takeover comes first.
-            (Floor::Waiting { .. }, None) => {}
-            (Floor::Waiting { mirror }, Some(door)) => {
-                linked.floor = Floor::At(door.max(mirror));
-                linked.stash = self.progress.claims_held();
-            }
-            (Floor::None | Floor::At(_), _) => linked.stash.extend(outbox),
+        let settled = self.participant.settle();
+        if settled.handed {
+            self.wake();
         }
-        if !linked.stash.is_empty() {
-            linked.flush_stash();
-            (linked.wake)();
-        }
-        let (ts_min, heard) = (linked.mesh.ts_min(), linked.mesh.watermark());
-        let mut advanced = None;
-        if ts_min > linked.mirror {
-            let mut updates = Updates::new();
-            stampede_core::progress::push_move(&mut updates, Location::Peer(0), Some(linked.mirror), Some(ts_min));
-            linked.mirror = ts_min;
-            advanced = self.apply(&updates);
-        }
-        // Puts elsewhere raise this node's watermark too, so its ts_min is the global one even
-        // when nothing was put here (SPEC §3: ts_min never runs ahead of 1 + the highest put
-        // anywhere; it may reach it).
-        if heard > self.progress.watermark() {
-            advanced = self.progress.note_put(heard - 1).or(advanced);
-        }
-        // The mirror's updates are skipped by the mesh, and the watermark came from it: nothing
-        // to hand over.
-        self.progress.take_outbox();
-        advanced
+        settled.advanced
     }
 
-    /// The lowest virtual time a root task may start at: ts_min alone, or with a mesh, also the
-    /// node's door (every other node's view stays at or below it); `None` while the node has no
-    /// door (a restarted participant joining again).
-    fn root_floor(&self) -> Option<Timestamp> {
-        let ts_min = self.progress.ts_min();
-        match &self.mesh {
-            None => Some(ts_min),
-            Some(linked) => linked.mesh.join_floor().map(|door| door.max(ts_min)),
+    /// Wakes the mesh's driver, if linked.
+    fn wake(&self) {
+        if let Some(wake) = &self.wake {
+            wake();
         }
     }
 
-    /// Refuses a root task below [`root_floor`](Self::root_floor).
-    fn check_root(&self, virtual_time: Timestamp) -> Result<()> {
-        let floor = self.root_floor().ok_or_else(|| joining("task", "try again"))?;
-        if virtual_time >= floor {
-            return Ok(());
-        }
-        let what = if floor > self.progress.ts_min() { "the node's door (docs/PROTOCOL.md)" } else { "ts_min" };
-        Err(Error::BelowVisibility { op: "task", name: "runtime".into(), ts: virtual_time, what, limit: floor })
+    fn progress(&self) -> &Progress {
+        self.participant.progress()
     }
 
-    /// Whether a shadow task at `virtual_time` may take over `from`'s move `id`: the mesh takes
-    /// it (the mover is live here, the move unresolved, no backlog), its carry is in this node's
-    /// view at or below `virtual_time` (what the client says is not trusted: a claim below the
-    /// carry could be below another node's view), and it is at or above ts_min. A move that
-    /// cannot be taken over is declined, so the mover's carry is released.
-    fn check_takeover(&mut self, from: Peer, id: MoveId, to: Peer, virtual_time: Timestamp) -> Result<()> {
-        let ts_min = self.progress.ts_min();
-        let linked = self.mesh.as_mut().ok_or_else(|| Error::InvalidArgument {
-            op: "shadow",
-            name: "runtime".into(),
-            reason: "this node shares no ts_min with other nodes (start it with --mesh-ts-min)".into(),
-        })?;
-        if linked.mesh.me() != to {
-            // Declining here would resolve that id ahead of this incarnation's own move with it.
-            return Err(Error::Unreachable {
-                op: "shadow",
-                name: "runtime".into(),
-                reason: format!(
-                    "the task moved to {to:?}, an earlier life of this node (now {:?}: it rejoined its mesh); \
-                     attach again",
-                    linked.mesh.me()
-                ),
-            });
-        }
-        // What waits must reach the mesh before the takeover's claims, in order.
-        let refused = if linked.mesh.join_floor().is_none() {
-            Err(joining("shadow", "attach again"))
-        } else if !linked.flush_stash() {
-            Err(Error::Full {
-                name: "runtime".into(),
-                ts: virtual_time,
-                reason: "the node's mesh is behind (backpressure); try again".into(),
-                can_never_fit: false,
-            })
-        } else if let Err(refusal) = linked.mesh.may_accept(from, id) {
-            Err(takeover_refused(&refusal))
-        } else if let Some(carried) = linked.mesh.carried(from, id).filter(|&carried| virtual_time < carried) {
-            Err(Error::BelowVisibility {
-                op: "shadow",
-                name: "runtime".into(),
-                ts: virtual_time,
-                what: "the task's move",
-                limit: carried,
-            })
-        } else if linked.mesh.carried(from, id).is_none() {
-            Err(Error::Unreachable {
-                op: "shadow",
-                name: "runtime".into(),
-                reason: format!("the task's move ({from:?}, {id}) has not reached this node; attach again"),
-            })
-        } else if virtual_time < ts_min {
-            Err(Error::BelowVisibility {
-                op: "shadow",
-                name: "runtime".into(),
-                ts: virtual_time,
-                what: "ts_min",
-                limit: ts_min,
-            })
-        } else {
-            return Ok(());
-        };
-        let _ = linked.mesh.decline_move(from, id);
-        refused
-    }
-
-    /// Hands the claims task `task`'s creation just recorded to the mesh as the takeover of
-    /// `from`'s move `id`; if the mesh refuses them, the task is removed again (its claims never
-    /// left this node) and the move declined.
-    fn take_over(&mut self, from: Peer, id: MoveId, task: TaskId) -> Result<()> {
-        let updates = self.progress.take_outbox();
-        let linked = self.mesh.as_mut().expect("check_takeover found a mesh");
-        let Err(refusal) = linked.accept_move(from, id, &updates) else { return Ok(()) };
-        let _ = linked.mesh.decline_move(from, id);
-        self.progress.remove_task(task);
-        self.progress.take_outbox();
-        Err(takeover_refused(&refusal))
+    fn progress_mut(&mut self) -> &mut Progress {
+        self.participant.progress_mut()
     }
 
     /// Applies a batch the driver built; a refusal is a driver bug (it would let GC reclaim a
     /// reachable item), so it panics with the offending claim.
     fn apply(&mut self, batch: &[Update]) -> Option<Timestamp> {
-        match self.progress.apply(batch) {
+        match self.participant.apply(batch) {
             Ok(advanced) => advanced,
             Err(refusal) => panic!("progress batch refused: {refusal:?}"),
         }
@@ -500,21 +384,6 @@ pub(crate) enum Origin<'a> {
     /// A shadow of a task of another node (docs/PROTOCOL.md): the takeover of that node's move
     /// `id` of the task's visibility, sent to participant `to`.
     Moved { from: Peer, id: MoveId, to: Peer },
-}
-
-/// The error while a restarted participant (its node was expelled) has no door yet: for a moment.
-fn joining(op: &'static str, then: &str) -> Error {
-    let reason = format!("this node is joining its mesh again (it has no door yet); {then}");
-    Error::Unreachable { op, name: "runtime".into(), reason }
-}
-
-/// The error for a move the mesh will not let this node take over.
-fn takeover_refused(refusal: &MeshRefusal) -> Error {
-    Error::Unreachable {
-        op: "shadow",
-        name: "runtime".into(),
-        reason: format!("the mesh refused the task's move to this node ({refusal}); attach again"),
-    }
 }
 
 /// One node's Space-Time Memory.
@@ -604,7 +473,7 @@ impl Space {
     }
 
     pub(crate) fn claim_count(&self) -> usize {
-        self.tracking.lock().progress.claim_count()
+        self.tracking.lock().progress().claim_count()
     }
 
     pub(crate) fn add_handler(&self, handler: ReclaimHandler) {
@@ -626,7 +495,7 @@ impl Space {
             }
             Entry::Queue(q) => q.key,
         };
-        self.tracking.lock().progress.add_container(key);
+        self.tracking.lock().progress_mut().add_container(key);
         let kind = entry.kind();
         names.insert(name.to_owned(), entry);
         // Recorded under the names lock, so a watcher's snapshot and the log agree.
@@ -705,7 +574,7 @@ impl Space {
             park_handovers(&mut claims, &opens);
             let mut tracking = self.tracking.lock();
             tracking.unlist(shared.key, &shared.listed_at);
-            tracking.progress.remove_container(shared.key);
+            tracking.progress_mut().remove_container(shared.key);
             let advanced = tracking.apply(&claims);
             let advanced = self.publish(&mut tracking).or(advanced);
             (opens, reclaimed, advanced)
@@ -724,62 +593,39 @@ impl Space {
 
     // ---- the mesh ------------------------------------------------------------------------------
 
-    /// Links a mesh participant: the outbox starts recording (with every claim held now, so the
-    /// mesh starts from this node's whole contribution) and the mirror holds ts_min where it is.
-    pub(crate) fn link_mesh(&self, linked: Linked) -> Result<()> {
+    /// Links a mesh participant ([`Participant::link`]) with its driver's wake-up.
+    pub(crate) fn link_mesh(&self, mesh: Mesh, wake: MeshWake) -> Result<()> {
         self.check_open("runtime")?;
         let mut tracking = self.tracking.lock();
-        if tracking.mesh.is_some() {
-            return Err(Error::InvalidArgument {
-                op: "mesh",
-                name: "runtime".into(),
-                reason: "this runtime is already a node of a mesh".into(),
-            });
+        let settled = tracking.participant.link(mesh)?;
+        tracking.wake = Some(wake);
+        if settled.handed {
+            tracking.wake();
         }
-        let ts_min = tracking.progress.ts_min();
-        tracking.progress.record_outbox();
-        let mirror = [Update { location: Location::Peer(0), ts: ts_min, delta: 1 }];
-        tracking.apply(&mirror);
-        tracking.progress.take_outbox();
-        let held = tracking.progress.claims_held();
-        tracking.mesh = Some(Linked { mirror: ts_min, stash: held, ..linked });
-        self.publish(&mut tracking);
+        self.ts_min.store(tracking.progress().ts_min(), Ordering::Release);
         Ok(())
     }
 
     /// Replaces the linked mesh's participant by `mesh`, a restart with no door yet
-    /// ([`MeshLink::restart`](crate::mesh_link::MeshLink::restart)): the mirror stays; the claims
-    /// held when the new door opens go to the mesh then, raised to it. `InvalidArgument` for a
-    /// participant that has a door already or is another node's.
-    pub(crate) fn relink_mesh(&self, mesh: stampede_core::Mesh) -> Result<()> {
+    /// ([`Participant::relink`]), and wakes the driver.
+    pub(crate) fn relink_mesh(&self, mesh: Mesh) -> Result<()> {
         let mut tracking = self.tracking.lock();
-        let refuse =
-            |reason: &str| Error::InvalidArgument { op: "mesh", name: "runtime".into(), reason: reason.into() };
-        let linked = tracking.mesh.as_mut().ok_or_else(|| refuse("this runtime is not a node of a mesh"))?;
-        if mesh.join_floor().is_some() {
-            return Err(refuse("a restarted participant opens its door after it is linked, through its driver"));
-        }
-        if mesh.me().id != linked.mesh.me().id || mesh.me().incarnation <= linked.mesh.me().incarnation {
-            return Err(refuse("a restart is a larger incarnation of the same participant"));
-        }
-        linked.mesh = mesh;
-        linked.stash = Vec::new();
-        linked.floor = Floor::Waiting { mirror: linked.mirror };
-        (linked.wake)();
+        tracking.participant.relink(mesh)?;
+        tracking.wake();
         Ok(())
     }
 
     /// Claim changes the linked mesh has not taken yet (0 without a mesh).
     pub(crate) fn mesh_stashed(&self) -> usize {
-        self.tracking.lock().mesh.as_ref().map_or(0, |linked| linked.stash.len())
+        self.tracking.lock().participant.stashed()
     }
 
     /// Runs `f` on the linked mesh, then settles: mirrors its ts_min and sweeps what that made
     /// garbage. Panics if no mesh is linked (only a [`MeshLink`](crate::mesh_link::MeshLink)
     /// calls it).
-    pub(crate) fn with_mesh<R>(&self, f: impl FnOnce(&mut stampede_core::Mesh) -> R) -> R {
+    pub(crate) fn with_mesh<R>(&self, f: impl FnOnce(&mut Mesh) -> R) -> R {
         let mut tracking = self.tracking.lock();
-        let value = f(&mut tracking.mesh.as_mut().expect("a linked mesh").mesh);
+        let value = f(tracking.participant.mesh_mut().expect("a linked mesh"));
         let due = self.publish(&mut tracking).map(|ts_min| tracking.take_due(ts_min));
         drop(tracking);
         self.progressed();
@@ -788,19 +634,17 @@ impl Space {
     }
 
     /// Reads the linked mesh (a question that changes nothing: no settling, no wake-up).
-    pub(crate) fn read_mesh<R>(&self, f: impl FnOnce(&stampede_core::Mesh) -> R) -> R {
-        f(&self.tracking.lock().mesh.as_ref().expect("a linked mesh").mesh)
+    pub(crate) fn read_mesh<R>(&self, f: impl FnOnce(&Mesh) -> R) -> R {
+        f(self.tracking.lock().participant.mesh().expect("a linked mesh"))
     }
 
     /// Runs `f` on the linked mesh without settling: for inputs that only add this node's own
-    /// claims (nothing to mirror or reclaim), so it may run under a task's lock. Wakes the driver.
-    pub(crate) fn with_mesh_unsettled<R>(&self, f: impl FnOnce(&mut stampede_core::Mesh) -> R) -> R {
+    /// claims (nothing to mirror or reclaim), so it may run under a task's lock. What waits in
+    /// the stash goes first, in order (if the mesh takes it now). Wakes the driver.
+    pub(crate) fn with_mesh_unsettled<R>(&self, f: impl FnOnce(&mut Mesh) -> R) -> R {
         let tracking = &mut *self.tracking.lock();
-        let linked = tracking.mesh.as_mut().expect("a linked mesh");
-        // What waits goes first, in order (if the mesh takes it now).
-        linked.flush_stash();
-        let value = f(&mut linked.mesh);
-        (linked.wake)();
+        let value = f(tracking.participant.mesh_flushed().expect("a linked mesh"));
+        tracking.wake();
         value
     }
 
@@ -831,14 +675,14 @@ impl Space {
         let advanced = {
             let mut tracking = self.tracking.lock();
             match origin {
-                Origin::Root => tracking.check_root(virtual_time)?,
-                Origin::Moved { from, id, to } => tracking.check_takeover(from, id, to, virtual_time)?,
+                Origin::Root => tracking.participant.check_root(virtual_time)?,
+                Origin::Moved { from, id, to } => tracking.participant.check_takeover(from, id, to, virtual_time)?,
                 Origin::Child(_) => {}
             }
-            tracking.progress.add_task(id);
+            tracking.progress_mut().add_task(id);
             let advanced = tracking.apply(&updates);
             if let Origin::Moved { from, id: move_id, .. } = origin {
-                tracking.take_over(from, move_id, id)?;
+                tracking.participant.take_over_task(from, move_id, id)?;
             }
             self.publish(&mut tracking).or(advanced)
         };
@@ -875,7 +719,7 @@ impl Space {
             let mut state = task.state.lock();
             if state.close() {
                 let mut tracking = self.tracking.lock();
-                let advanced = tracking.progress.remove_task(task.id);
+                let advanced = tracking.progress_mut().remove_task(task.id);
                 self.publish(&mut tracking).or(advanced)
             } else {
                 None
@@ -929,7 +773,7 @@ impl Space {
         }
         // After the container forgot it (no put can pass it any more), so horizons only rise; and
         // whether or not the container is gone.
-        self.tracking.lock().progress.detach(conn, task.id);
+        self.tracking.lock().progress_mut().detach(conn, task.id);
         self.progressed();
     }
 
@@ -977,7 +821,7 @@ impl Space {
         state.check_open()?;
         let (first_claim, fx) = attach(&mut guard, &state)?;
         let mut tracking = self.tracking.lock();
-        if let Err(refusal) = tracking.progress.check_attach_input(task.id, container.key, first_claim) {
+        if let Err(refusal) = tracking.progress_mut().check_attach_input(task.id, container.key, first_claim) {
             drop(tracking);
             // Undo on the still-locked container: nobody saw the connection, and its claims were
             // never applied.
@@ -985,7 +829,7 @@ impl Space {
             debug_assert!(undo.reclaimed.is_empty(), "undoing an attach reclaims nothing");
             return Err(self.unsettle_error(&container.name, refusal));
         }
-        tracking.progress.attach_input(conn, task.id, container.key);
+        tracking.progress_mut().attach_input(conn, task.id, container.key);
         let advanced = tracking.apply(&fx.claims);
         debug_assert!(advanced.is_none(), "attaching an input only adds claims");
         // Settling may still advance ts_min: the mesh's view moved since the last change.
@@ -999,7 +843,7 @@ impl Space {
 
     /// Records output connection `conn` of `task` to a container (after its core state took it).
     pub(crate) fn attach_output(&self, key: ContainerKey, task: &TaskShared, conn: u64) {
-        self.tracking.lock().progress.attach_output(conn, task.id, key);
+        self.tracking.lock().progress_mut().attach_output(conn, task.id, key);
     }
 
     /// Closes a channel's producer set: in its core state, the progress machine and the mirror
@@ -1008,7 +852,7 @@ impl Space {
         {
             let mut state = ch.state.lock();
             state.close_producers();
-            self.tracking.lock().progress.close_producers(ch.key);
+            self.tracking.lock().progress_mut().close_producers(ch.key);
             ch.producers_closed.store(true, Ordering::SeqCst);
         }
         self.progressed();
@@ -1081,11 +925,11 @@ impl Space {
         tracking.list(listing);
         let mut advanced = tracking.apply(claims);
         if let Some(ts) = put {
-            advanced = tracking.progress.note_put(ts).or(advanced);
+            advanced = tracking.progress_mut().note_put(ts).or(advanced);
         }
         advanced = self.publish(&mut tracking).or(advanced);
         if let Some(state) = acting {
-            assert_visible(state, tracking.progress.ts_min());
+            assert_visible(state, tracking.progress().ts_min());
         }
         let due = advanced.map(|ts_min| tracking.take_due(ts_min));
         drop(tracking);
@@ -1110,12 +954,12 @@ impl Space {
         }
     }
 
-    /// Settles the mesh, if any ([`Tracking::settle`]), then mirrors ts_min for lock-free
+    /// Settles the participant ([`Tracking::settle`]), then mirrors ts_min for lock-free
     /// readers (call with the progress lock held). Returns the new ts_min if settling advanced
     /// it.
     fn publish(&self, tracking: &mut Tracking) -> Option<Timestamp> {
         let advanced = tracking.settle();
-        self.ts_min.store(tracking.progress.ts_min(), Ordering::Release);
+        self.ts_min.store(tracking.progress().ts_min(), Ordering::Release);
         advanced
     }
 
@@ -1149,7 +993,7 @@ impl Space {
         let tasks: Vec<Arc<TaskShared>> = self.tasks.lock().values().filter_map(Weak::upgrade).collect();
         for task in tasks {
             let state = task.state.lock();
-            assert_visible(&state, self.tracking.lock().progress.ts_min());
+            assert_visible(&state, self.tracking.lock().progress().ts_min());
         }
     }
 
@@ -1158,7 +1002,7 @@ impl Space {
     /// Every timestamp below the returned one is settled on `ch`: no task can still put it.
     /// Computed by the progress machine (see `stampede_core::progress`).
     pub(crate) fn settled_below(&self, ch: &ChannelShared) -> Timestamp {
-        self.tracking.lock().progress.settled_below(ch.key)
+        self.tracking.lock().progress_mut().settled_below(ch.key)
     }
 
     /// [`settled_below`](Self::settled_below) without the progress lock when the producer set is
@@ -1210,7 +1054,7 @@ impl Space {
                         Some(oldest) => {
                             let mut tracking = self.tracking.lock();
                             tracking.list(Some(Listing { key, listed_at: &ch.listed_at, oldest }));
-                            oldest < tracking.progress.ts_min()
+                            oldest < tracking.progress().ts_min()
                         }
                     }
                 };
@@ -1237,11 +1081,11 @@ impl Space {
             let mut tracking = self.tracking.lock();
             tracking.list(Some(Listing { key: ch.key, listed_at: &ch.listed_at, oldest }));
             // ts_min may have passed `newest` since the items were admitted: then nothing rises.
-            if newest >= tracking.progress.ts_min() {
-                tracking.progress.note_put(newest);
+            if newest >= tracking.progress().ts_min() {
+                tracking.progress_mut().note_put(newest);
             }
             self.publish(&mut tracking);
-            let ts_min = tracking.progress.ts_min();
+            let ts_min = tracking.progress().ts_min();
             tracking.take_due(ts_min)
         };
         self.progressed();

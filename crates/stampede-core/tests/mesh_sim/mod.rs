@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, VecDeque};
 #[cfg(feature = "mutations")]
 use stampede_core::mesh::Mutation;
 use stampede_core::mesh::{Event, Message, MoveId};
-use stampede_core::{MeshRefusal, Peer, Timestamp, INFINITY};
+use stampede_core::{Mesh, MeshLimits, MeshRefusal, Peer, Timestamp, INFINITY};
 
 use crate::support::Rng;
 use participant::{Data, Participant, TS_SPREAD};
@@ -163,7 +163,7 @@ impl World {
             self.start(slot)?;
             if slot == 0 {
                 let p = self.slots[0].live.as_mut().expect("started");
-                p.mesh.genesis().map_err(|r| Failure::Protocol(format!("genesis: {r}")))?;
+                p.mesh_mut().genesis().map_err(|r| Failure::Protocol(format!("genesis: {r}")))?;
             }
             self.after_step()?;
         }
@@ -228,23 +228,25 @@ impl World {
     fn start(&mut self, slot: usize) -> Result<(), Failure> {
         self.slots[slot].incarnation += 1;
         let peer = Peer { id: slot as u64, incarnation: self.slots[slot].incarnation };
-        let mut newcomer = Participant::new(peer);
+        #[cfg_attr(not(feature = "mutations"), allow(unused_mut))]
+        let mut mesh = Mesh::new(peer, MeshLimits::default());
         #[cfg(feature = "mutations")]
         if let Some(mutation) = self.mutation {
-            newcomer.mesh.mutate(mutation);
+            mesh.mutate(mutation);
         }
+        let mut newcomer = Participant::new(peer, mesh);
         let others: Vec<Peer> =
             self.live_slots().iter().map(|&s| self.slots[s].live.as_ref().expect("live").peer).collect();
         for &other in others.iter().chain(self.undeclared.iter()).filter(|other| other.id != peer.id) {
             self.trace(|| format!("{peer:?} learns of {other:?}"));
-            match newcomer.mesh.peer_joined(other) {
+            match newcomer.mesh_mut().peer_joined(other) {
                 // Liveliness may still list an old incarnation of a participant that restarted.
                 Ok(()) | Err(MeshRefusal::StaleIncarnation { .. }) => {}
                 Err(r) => return Err(Failure::Protocol(format!("join of {other:?}: {r}"))),
             }
         }
         for s in self.live_slots() {
-            match self.live(s).mesh.peer_joined(peer) {
+            match self.live(s).mesh_mut().peer_joined(peer) {
                 // Expelled in this step, it restarts before the step ends.
                 Ok(()) | Err(MeshRefusal::Expelled) => {}
                 Err(r) => return Err(Failure::Protocol(format!("join of {peer:?}: {r}"))),
@@ -315,7 +317,9 @@ impl World {
         let (slot, dead) = self.declarations.swap_remove(i);
         self.trace(|| format!("declare {dead:?} dead to slot {slot}"));
         if let Some(p) = self.slots[slot].live.as_mut() {
-            p.mesh.peer_dead(dead).map_err(|r| Failure::Protocol(format!("{:?}: peer_dead({dead:?}): {r}", p.peer)))?;
+            p.mesh_mut()
+                .peer_dead(dead)
+                .map_err(|r| Failure::Protocol(format!("{:?}: peer_dead({dead:?}): {r}", p.peer)))?;
             p.sync().map_err(Failure::Protocol)?;
         }
         Ok(())
@@ -326,7 +330,7 @@ impl World {
         for newcomer in self.live_slots() {
             let p = self.slots[newcomer].live.as_ref().expect("live");
             let asked_alive = p.asked.is_some_and(|s| self.slot_of(s).is_some());
-            if p.mesh.join_floor().is_some() || asked_alive {
+            if p.mesh().join_floor().is_some() || asked_alive {
                 continue;
             }
             let peer = p.peer;
@@ -334,14 +338,14 @@ impl World {
                 .live_slots()
                 .into_iter()
                 .filter(|&s| {
-                    s != newcomer && self.slots[s].live.as_ref().is_some_and(|q| q.mesh.join_floor().is_some())
+                    s != newcomer && self.slots[s].live.as_ref().is_some_and(|q| q.mesh().join_floor().is_some())
                 })
                 .collect();
             let Some(sponsor) = self.rng.pick(&sponsors) else {
                 // Nobody can sponsor it: alone, it opens the mesh once the rest is declared dead.
                 if self.live_slots().len() == 1 {
                     let p = self.live(newcomer);
-                    if p.mesh.genesis().is_ok() {
+                    if p.mesh_mut().genesis().is_ok() {
                         p.sync().map_err(Failure::Protocol)?;
                         self.counts.geneses += 1;
                     }
@@ -454,7 +458,7 @@ impl World {
         };
         let p = self.live(slot);
         match wire {
-            Wire::Progress(message) => match p.mesh.handle_message(from, message) {
+            Wire::Progress(message) => match p.mesh_mut().handle_message(from, message) {
                 Ok(()) => p.sync().map_err(Failure::Protocol),
                 // A copy; or a fence of the receiver: `after_step` restarts it.
                 Err(MeshRefusal::Duplicate { .. } | MeshRefusal::Expelled) => Ok(()),
@@ -494,7 +498,7 @@ impl World {
         for slot in self.live_slots() {
             let p = self.live(slot);
             let from = p.peer;
-            for event in std::iter::from_fn(|| p.mesh.poll_event()).collect::<Vec<_>>() {
+            for event in std::iter::from_fn(|| p.mesh_mut().poll_event()).collect::<Vec<_>>() {
                 match event {
                     Event::Finalized { .. } => {}
                     // Liveliness answers: alive (its token is there) or dead (gone: declared
@@ -502,7 +506,7 @@ impl World {
                     Event::AskLiveliness { peer } => {
                         if self.slot_of(peer).is_some() || self.undeclared.contains(&peer) {
                             let asker = self.live(slot);
-                            match asker.mesh.peer_joined(peer) {
+                            match asker.mesh_mut().peer_joined(peer) {
                                 Ok(()) => {}
                                 // Fenced here since it asked, and its token is there: it may not
                                 // know (the node driver reminds it too).
@@ -519,7 +523,7 @@ impl World {
                         self.trace(|| format!("{from:?}: stream of {peer:?} faulted: {refusal}"));
                         self.counts.faults += 1;
                         let p = self.live(slot);
-                        match p.mesh.peer_dead(peer) {
+                        match p.mesh_mut().peer_dead(peer) {
                             Ok(()) => p.sync().map_err(Failure::Protocol)?,
                             Err(MeshRefusal::Expelled) => {}
                             Err(r) => return Err(Failure::Protocol(format!("{from:?}: peer_dead({peer:?}): {r}"))),
@@ -532,7 +536,7 @@ impl World {
                 }
             }
             let p = self.live(slot);
-            p.settled = p.settled || p.mesh.is_complete();
+            p.settled = p.settled || p.mesh().is_complete();
             for transmit in p.transmits() {
                 for to in transmit.to {
                     self.send(from, to, Wire::Progress(transmit.message.clone()));
@@ -559,7 +563,7 @@ impl World {
         let mut truth = vec![self.watermark; self.slots.len()];
         for (slot, c) in component.iter().enumerate() {
             let (Some(c), Some(p)) = (c, self.slots[slot].live.as_ref()) else { continue };
-            let floor = p.mesh.join_floor().unwrap_or(INFINITY).min(p.true_floor());
+            let floor = p.mesh().join_floor().unwrap_or(INFINITY).min(p.true_floor());
             truth[*c] = truth[*c].min(floor);
         }
         for (&(from, to, _), queue) in self.links.iter().filter(|((_, _, lane), _)| *lane == Lane::Data) {
@@ -567,7 +571,7 @@ impl World {
             let (Some(c), Some(receiver)) = (component[slot], self.slots[slot].live.as_ref()) else { continue };
             for wire in queue {
                 if let Wire::Data(d) = wire {
-                    if d.ts < truth[c] && receiver.mesh.may_accept(from, d.id).is_ok() {
+                    if d.ts < truth[c] && receiver.mesh().may_accept(from, d.id).is_ok() {
                         truth[c] = d.ts;
                     }
                 }
@@ -578,7 +582,7 @@ impl World {
 
     fn check_safety(&mut self) -> Result<(), Failure> {
         let mut truths = self.truths(false);
-        let view = |s: usize| self.slots[s].live.as_ref().expect("live").mesh.ts_min();
+        let view = |s: usize| self.slots[s].live.as_ref().expect("live").mesh().ts_min();
         if self.tracing || truths.iter().any(|&(s, truth)| view(s) > truth) {
             truths = self.truths(true);
         }
@@ -587,7 +591,7 @@ impl World {
                 .iter()
                 .map(|&(s, truth)| {
                     let p = self.slots[s].live.as_ref().expect("live");
-                    format!("{}:{}/{}/{truth}", p.peer.id, p.mesh.ts_min(), p.true_floor())
+                    format!("{}:{}/{}/{truth}", p.peer.id, p.mesh().ts_min(), p.true_floor())
                 })
                 .collect();
             format!("views (id:ts_min/floor/truth) {views:?}")
@@ -595,10 +599,10 @@ impl World {
         for (slot, truth) in truths {
             let step = self.step;
             let p = self.live(slot);
-            let ts_min = p.mesh.ts_min();
+            let ts_min = p.mesh().ts_min();
             if ts_min > truth {
                 if std::env::var_os("STAMPEDE_MESH_TRACE").is_some() {
-                    eprintln!("{:#?}", p.mesh);
+                    eprintln!("{:#?}", p.mesh());
                 }
                 let what = format!("step {step}: {:?} has ts_min {ts_min} above the true minimum {truth}", p.peer);
                 return Err(Failure::Safety(what));
@@ -639,7 +643,7 @@ impl World {
             let joining = self
                 .live_slots()
                 .iter()
-                .any(|&s| self.slots[s].live.as_ref().is_some_and(|p| p.mesh.join_floor().is_none()));
+                .any(|&s| self.slots[s].live.as_ref().is_some_and(|p| p.mesh().join_floor().is_none()));
             if busy.is_empty() && !joining && self.declarations.is_empty() && self.undeclared.is_empty() {
                 self.rounds_max = self.rounds_max.max(round);
                 return self.check_liveness();
@@ -661,16 +665,16 @@ impl World {
     fn check_liveness(&mut self) -> Result<(), Failure> {
         let live: Vec<&Participant> = self.slots.iter().filter_map(|s| s.live.as_ref()).collect();
         for p in &live {
-            if !p.mesh.is_complete() {
+            if !p.mesh().is_complete() {
                 return Err(Failure::Liveness(format!("{:?}: view incomplete after quiescence", p.peer)));
             }
             for q in live.iter().filter(|q| q.peer != p.peer) {
-                if let Err(r) = p.mesh.may_accept(q.peer, MoveId::MAX) {
+                if let Err(r) = p.mesh().may_accept(q.peer, MoveId::MAX) {
                     return Err(Failure::Liveness(format!("{:?} still refuses live {:?}: {r}", p.peer, q.peer)));
                 }
             }
         }
-        let heard = live.iter().map(|p| p.mesh.watermark()).max().unwrap_or(0);
+        let heard = live.iter().map(|p| p.mesh().watermark()).max().unwrap_or(0);
         let landed = live.iter().map(|p| p.watermark).max().unwrap_or(0);
         if heard > self.watermark || heard < landed {
             return Err(Failure::Liveness(format!(
@@ -680,11 +684,11 @@ impl World {
         }
         let expected = live.iter().map(|p| p.true_floor()).fold(heard, Timestamp::min);
         for p in live {
-            if p.mesh.ts_min() != expected {
-                let (peer, ts_min) = (p.peer, p.mesh.ts_min());
+            if p.mesh().ts_min() != expected {
+                let (peer, ts_min) = (p.peer, p.mesh().ts_min());
                 if std::env::var("STAMPEDE_MESH_TRACE").is_ok() {
                     for q in self.slots.iter().filter_map(|s| s.live.as_ref()) {
-                        eprintln!("{:?} ts_min {} floor {} {:?}", q.peer, q.mesh.ts_min(), q.true_floor(), q.mesh);
+                        eprintln!("{:?} ts_min {} floor {} {:?}", q.peer, q.mesh().ts_min(), q.true_floor(), q.mesh());
                     }
                 }
                 return Err(Failure::Liveness(format!(

@@ -1,12 +1,13 @@
-//! One simulated participant: the real `Mesh` and the real `Progress` side by side (as a node or
-//! session driver will hold them), and a model of its workload — tasks with virtual times and open
-//! items, items hosted here — from which the oracle reads the true claims.
+//! One simulated participant: the real [`stampede_core::Participant`] (its `Progress` and `Mesh`
+//! with the rules that glue them — mirror, stash, floors — exactly as the engine holds it), and a
+//! model of its workload — tasks with virtual times and open items, items hosted here — from which
+//! the oracle reads the true claims.
 
 use std::collections::BTreeMap;
 
 use stampede_core::mesh::{MoveId, Transmit};
 use stampede_core::progress::{push_move, TaskKey, Updates};
-use stampede_core::{Location, Mesh, MeshLimits, Peer, Progress, Timestamp, Update, INFINITY};
+use stampede_core::{Location, Mesh, Peer, Timestamp, Update, INFINITY};
 
 /// How far above its floor a task moves or puts: small, so that timestamps collide.
 pub const TS_SPREAD: u64 = 3;
@@ -44,11 +45,8 @@ pub struct Data {
 
 pub struct Participant {
     pub peer: Peer,
-    pub mesh: Mesh,
-    progress: Progress,
-    /// The mesh's ts_min mirrored into `progress` at `Location::Peer(0)`, so that the local
-    /// machine never refuses a claim the mesh covers.
-    mirror: Timestamp,
+    /// The real participant, linked to this incarnation's mesh.
+    node: stampede_core::Participant,
     pub tasks: BTreeMap<TaskKey, TaskModel>,
     /// Items hosted here and not yet given to a task: key → timestamp (claim `Queue(key)`).
     pub items: BTreeMap<u64, Timestamp>,
@@ -65,16 +63,13 @@ pub struct Participant {
 }
 
 impl Participant {
-    pub fn new(peer: Peer) -> Participant {
-        let mut progress = Progress::new();
-        progress.record_outbox();
-        progress.apply(&[Update { location: Location::Peer(0), ts: 0, delta: 1 }]).expect("the mirror at 0");
-        let mesh = Mesh::new(peer, MeshLimits::default());
+    /// A fresh runtime linked to `mesh`, the participant `peer`.
+    pub fn new(peer: Peer, mesh: Mesh) -> Participant {
+        let mut node = stampede_core::Participant::default();
+        let _ = node.link(mesh).expect("a fresh runtime links");
         Participant {
             peer,
-            mesh,
-            progress,
-            mirror: 0,
+            node,
             tasks: BTreeMap::new(),
             items: BTreeMap::new(),
             next_key: 1,
@@ -85,46 +80,57 @@ impl Participant {
         }
     }
 
+    /// The mesh participant.
+    pub fn mesh(&self) -> &Mesh {
+        self.node.mesh().expect("linked")
+    }
+
+    /// The mesh participant, for an input from the fabric; [`sync`](Self::sync) after.
+    pub fn mesh_mut(&mut self) -> &mut Mesh {
+        self.node.mesh_mut().expect("linked")
+    }
+
     fn key(&mut self) -> u64 {
         self.next_key += 1;
         self.next_key
     }
 
-    /// Applies local claim changes to `Progress`, then hands its outbox to the mesh — the path a
-    /// driver takes after every operation.
+    /// Applies local claim changes to `Progress`, then settles — the path a driver takes after
+    /// every operation.
     fn local(&mut self, updates: &[Update]) -> Result<(), String> {
-        self.progress.apply(updates).map_err(|r| format!("{:?}: progress refused {updates:?}: {r:?}", self.peer))?;
+        self.apply(updates, "progress")?;
         self.sync()
     }
 
-    /// Hands the `Progress` outbox to the mesh and mirrors the mesh's ts_min back.
+    fn apply(&mut self, updates: &[Update], what: &str) -> Result<(), String> {
+        let peer = self.peer;
+        self.node.apply(updates).map(drop).map_err(|r| format!("{peer:?}: {what} refused {updates:?}: {r:?}"))
+    }
+
+    /// Settles the participant: its claim changes go to the mesh, the mesh's ts_min comes back.
+    /// Every change reaches the mesh: the simulation's links never push back, so nothing may
+    /// stay stashed (unless the mesh expelled this participant).
     pub fn sync(&mut self) -> Result<(), String> {
-        let outbox = self.progress.take_outbox();
-        self.mesh.apply_local(&outbox).map_err(|r| format!("{:?}: mesh refused {outbox:?}: {r}", self.peer))?;
-        let ts_min = self.mesh.ts_min();
-        if ts_min > self.mirror {
-            let mut updates = Updates::new();
-            push_move(&mut updates, Location::Peer(0), Some(self.mirror), Some(ts_min));
-            self.progress.apply(&updates).map_err(|r| format!("{:?}: mirror refused: {r:?}", self.peer))?;
-            self.mirror = ts_min;
-            let mirrored = self.progress.take_outbox();
-            self.mesh.apply_local(&mirrored).map_err(|r| format!("{:?}: mirror not skipped: {r}", self.peer))?;
+        let _ = self.node.settle();
+        if self.node.stashed() > 0 {
+            return Err(format!("{:?}: the mesh left {} claim changes stashed", self.peer, self.node.stashed()));
         }
         Ok(())
     }
 
     pub fn transmits(&mut self) -> Vec<Transmit> {
-        std::iter::from_fn(|| self.mesh.poll_transmit()).collect()
+        std::iter::from_fn(|| self.mesh_mut().poll_transmit()).collect()
     }
 
     // ---- workload ---------------------------------------------------------------------------
 
     /// A root task at or above the join floor (or at `INFINITY`, a reader).
     pub fn new_task(&mut self, above: u64, reader: bool) -> Result<(), String> {
-        let Some(floor) = self.mesh.join_floor() else { return Ok(()) };
+        let Some(floor) = self.node.root_floor() else { return Ok(()) };
         let vt = if reader { INFINITY } else { floor.saturating_add(above as Timestamp) };
+        self.node.check_root(vt).map_err(|e| format!("{:?}: a root task at its floor refused: {e}", self.peer))?;
         let key = self.key();
-        self.progress.add_task(key);
+        self.node.progress_mut().add_task(key);
         self.tasks.insert(key, TaskModel { vt, open: Vec::new() });
         self.local(&[Update { location: Location::Task(key), ts: vt, delta: 1 }])
     }
@@ -133,7 +139,7 @@ impl Participant {
     pub fn spawn(&mut self, parent: TaskKey, above: u64) -> Result<(), String> {
         let vt = self.tasks[&parent].visibility().saturating_add(above as Timestamp);
         let key = self.key();
-        self.progress.add_task(key);
+        self.node.progress_mut().add_task(key);
         self.tasks.insert(key, TaskModel { vt, open: Vec::new() });
         self.local(&[Update { location: Location::Task(key), ts: vt, delta: 1 }])
     }
@@ -166,8 +172,8 @@ impl Participant {
 
     pub fn local_put(&mut self, ts: Timestamp) -> Result<(), String> {
         let updates = self.host_put(ts);
-        self.progress.apply(&updates).map_err(|r| format!("{:?}: put refused: {r:?}", self.peer))?;
-        self.progress.note_put(ts);
+        self.apply(&updates, "put")?;
+        self.node.progress_mut().note_put(ts);
         self.sync()
     }
 
@@ -184,7 +190,7 @@ impl Participant {
     /// A hosted item handed to a remote task: covered by a carry before its claim goes.
     pub fn give(&mut self, to: Peer, task: TaskKey, item: u64) -> Result<Option<Data>, String> {
         let ts = self.items[&item];
-        let Ok(id) = self.mesh.send_move(to, ts) else { return Ok(None) };
+        let Ok(id) = self.mesh_mut().send_move(to, ts) else { return Ok(None) };
         self.items.remove(&item);
         self.local(&[Update { location: Location::Queue(item), ts, delta: -1 }])?;
         Ok(Some(Data { id, ts, cargo: Cargo::Item { task } }))
@@ -192,13 +198,13 @@ impl Participant {
 
     /// A put into a channel on `host`: covered by a carry; the task may move on at once.
     pub fn remote_put(&mut self, host: Peer, ts: Timestamp) -> Option<Data> {
-        let id = self.mesh.send_move(host, ts).ok()?;
+        let id = self.mesh_mut().send_move(host, ts).ok()?;
         Some(Data { id, ts, cargo: Cargo::Put })
     }
 
     pub fn sponsor(&mut self, newcomer: Peer) -> Option<Data> {
-        let floor = self.mesh.join_floor()?;
-        let id = self.mesh.send_move(newcomer, floor).ok()?;
+        let floor = self.mesh().join_floor()?;
+        let id = self.mesh_mut().send_move(newcomer, floor).ok()?;
         Some(Data { id, ts: floor, cargo: Cargo::Door })
     }
 
@@ -211,8 +217,8 @@ impl Participant {
         let model = self.tasks.remove(&task).expect("task");
         let releases: Vec<Update> =
             model.open.iter().map(|&ts| Update { location: Location::Handover(task), ts, delta: -1 }).collect();
-        self.progress.apply(&releases).map_err(|r| format!("{:?}: end refused: {r:?}", self.peer))?;
-        self.progress.remove_task(task);
+        self.apply(&releases, "end")?;
+        self.node.progress_mut().remove_task(task);
         self.sync()
     }
 
@@ -233,7 +239,7 @@ impl Participant {
     /// Data from `mover` arrives: taken over if this participant may (the mover is not fenced
     /// here, the move is new), declined if its task is gone or a door is already open.
     pub fn receive(&mut self, mover: Peer, data: Data) -> Result<(), String> {
-        if self.mesh.may_accept(mover, data.id).is_err() {
+        if self.mesh().may_accept(mover, data.id).is_err() {
             return Ok(());
         }
         let me = self.peer;
@@ -241,23 +247,21 @@ impl Participant {
         match data.cargo {
             Cargo::Put => {
                 let updates = self.host_put(data.ts);
-                self.progress.apply(&updates).map_err(|r| format!("{:?}: put refused: {r:?}", self.peer))?;
-                self.progress.note_put(data.ts);
-                let outbox = self.progress.take_outbox();
-                self.mesh.accept_move(mover, data.id, &outbox).map_err(refused)?;
+                self.apply(&updates, "put")?;
+                self.node.progress_mut().note_put(data.ts);
+                self.node.take_over_recorded(mover, data.id).map_err(refused)?;
             }
             Cargo::Item { task } if self.tasks.contains_key(&task) => {
                 let claim = [Update { location: Location::Handover(task), ts: data.ts, delta: 1 }];
-                self.progress.apply(&claim).map_err(|r| format!("{:?}: get refused: {r:?}", self.peer))?;
+                self.apply(&claim, "get")?;
                 self.tasks.get_mut(&task).expect("task").open.push(data.ts);
-                let outbox = self.progress.take_outbox();
-                self.mesh.accept_move(mover, data.id, &outbox).map_err(refused)?;
+                self.node.take_over_recorded(mover, data.id).map_err(refused)?;
             }
-            Cargo::Door if self.mesh.join_floor().is_none() => {
-                self.mesh.join(mover, data.id, data.ts).map_err(refused)?;
+            Cargo::Door if self.mesh().join_floor().is_none() => {
+                self.mesh_mut().join(mover, data.id, data.ts).map_err(refused)?;
                 self.asked = None;
             }
-            Cargo::Item { .. } | Cargo::Door => self.mesh.decline_move(mover, data.id).map_err(refused)?,
+            Cargo::Item { .. } | Cargo::Door => self.mesh_mut().decline_move(mover, data.id).map_err(refused)?,
         }
         self.sync()
     }

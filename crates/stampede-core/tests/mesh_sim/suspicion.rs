@@ -70,7 +70,9 @@ impl World {
         self.suspected.push(peer);
         let p = self.live(accuser);
         let accuser = p.peer;
-        p.mesh.peer_dead(peer).map_err(|r| Failure::Protocol(format!("{accuser:?}: peer_dead({peer:?}): {r}")))?;
+        p.mesh_mut()
+            .peer_dead(peer)
+            .map_err(|r| Failure::Protocol(format!("{accuser:?}: peer_dead({peer:?}): {r}")))?;
         p.sync().map_err(Failure::Protocol)?;
         self.trace(|| format!("{accuser:?} suspects {peer:?}, live"));
         Ok(())
@@ -99,7 +101,7 @@ impl World {
             .into_iter()
             .filter(|&s| {
                 let p = self.slots[s].live.as_ref().expect("live");
-                p.mesh.join_floor().is_some() && !self.suspected.contains(&p.peer)
+                p.mesh().join_floor().is_some() && !self.suspected.contains(&p.peer)
             })
             .collect()
     }
@@ -109,7 +111,7 @@ impl World {
     pub(super) fn remind(&mut self, slot: usize, from: Peer) {
         let me = self.live(slot).peer;
         let due = self.reminded.get(&(me, from)).is_none_or(|&at| self.clock >= at + REMIND_EVERY_TICKS);
-        if due && self.live(slot).mesh.remind(from) {
+        if due && self.live(slot).mesh_mut().remind(from) {
             self.trace(|| format!("{me:?} reminds {from:?} it was fenced"));
             self.reminded.insert((me, from), self.clock);
             self.counts.reminders += 1;
@@ -127,7 +129,7 @@ impl World {
     /// restarts).
     pub(super) fn holds_data(&mut self, slot: usize) -> bool {
         let p = self.live(slot);
-        p.settled = p.settled || p.mesh.is_complete();
+        p.settled = p.settled || p.mesh().is_complete();
         !p.settled && !self.unfixed
     }
 
@@ -152,7 +154,7 @@ impl World {
             let (q, p) = (self.slots[q].live.as_ref().expect("live"), self.slots[p].live.as_ref().expect("live"));
             // `MoveId::MAX`: a move never resolved, so only the mover's standing answers.
             (q.settled || self.unfixed)
-                && matches!(q.mesh.may_accept(p.peer, MoveId::MAX), Ok(()) | Err(MeshRefusal::UnknownPeer { .. }))
+                && matches!(q.mesh().may_accept(p.peer, MoveId::MAX), Ok(()) | Err(MeshRefusal::UnknownPeer { .. }))
         };
         let mut component: Vec<Option<usize>> =
             self.slots.iter().enumerate().map(|(s, slot)| slot.live.as_ref().map(|_| s)).collect();
