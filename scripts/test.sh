@@ -1,8 +1,25 @@
 #!/usr/bin/env bash
 # The whole test suite: Rust (unit, rules, model, stress, example, doc tests) and Python.
 # On a fresh machine it installs what it needs itself: maturin, numpy, pytest and ruff into .venv.
+#
+# --quick: the inner loop while developing (at most ~5 minutes after a build): the core, the wire,
+# the house rules, the engine in its embedded configuration (rules, model, simulations, stress)
+# and the Python semantic suites on the embedded runtime. Run the whole suite before you push.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--quick" ]; then
+    echo "== [${SECONDS} s] Quick: core, wire, house rules, the engine embedded (Rust)"
+    cargo test -q -p stampede-core -p stampede-wire -p stampede-tidy -p stampede --all-targets
+    echo "== [${SECONDS} s] Quick: the Python semantic suites on the embedded runtime"
+    . scripts/python-env.sh
+    python_env pytest
+    .venv/bin/python -m pytest -q python/tests/test_channel.py python/tests/test_gc.py python/tests/test_queue.py \
+        python/tests/test_correlation.py python/tests/test_concurrency.py python/tests/test_payload.py \
+        python/tests/test_graph.py python/tests/test_vectors.py python/tests/test_pacer.py
+    echo "== [${SECONDS} s] Quick checks passed; ./scripts/test.sh (no argument) runs the whole suite"
+    exit 0
+fi
 
 echo "== [${SECONDS} s] Rust tests"
 # The binding crate is a Python extension (it links against the interpreter at import time);

@@ -66,6 +66,7 @@ fn snapshot_mentioning(address: SocketAddr, text: &str) -> String {
             return body;
         }
         assert!(Instant::now() < deadline, "no {text} in the snapshot within {WAIT:?}: {body}");
+        // The snapshot is polled over HTTP: nothing signals the text's arrival to the test.
         thread::sleep(Duration::from_millis(50));
     }
 }

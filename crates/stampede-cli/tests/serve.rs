@@ -196,6 +196,7 @@ fn holder_child_process() {
     let jobs = task.attach_input(&rt.queue("jobs").unwrap()).unwrap();
     assert_eq!(&jobs.get(Some(WAIT)).unwrap().item.data()[..], b"job");
     println!("{HOLDING}");
+    // This child holds its task and item until the parent kills it: nothing to await (the watchdog bounds it).
     thread::sleep(WATCHDOG);
 }
 
@@ -270,6 +271,7 @@ fn a_call_under_way_fails_when_its_node_is_killed() {
                 }),
             ));
         }
+        // Nothing outside the clients observes their gets parked on node a: the pause makes the kill hit blocked calls; the result holds either way.
         thread::sleep(Duration::from_millis(300));
         a.signal("KILL");
         for (form, getter) in getters {

@@ -14,6 +14,13 @@
 //! them to disk ([`spill_candidates`](ChannelState::spill_candidates)) and swaps their bytes for
 //! equal ones backed by the disk ([`moved_to_disk`](ChannelState::moved_to_disk)): where an
 //! item's bytes live changes nothing else — item states, claims and GC are the same for both.
+//!
+//! Beside this file: `limits` (the bounds and the retention policy), `disk_tier` (the disk tier's
+//! side) and `reclaim` (reclamation below ts_min and early).
+
+mod disk_tier;
+mod limits;
+mod reclaim;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -26,93 +33,10 @@ use crate::stats::{ConnectionStats, Stats};
 use crate::task::{TaskId, TaskState};
 use crate::time::{earliest, is_item_ts, show, Selector, Timestamp, INFINITY};
 use crate::tombstones::Tombstones;
+pub use limits::{Limits, Retention};
 
 /// Identifies a connection within a node.
 pub type ConnId = u64;
-
-/// Bounds of a channel, checked on put. `None` means unbounded.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Limits {
-    /// Most items stored at once.
-    pub capacity: Option<usize>,
-    /// Most payload bytes stored at once.
-    pub bytes_max: Option<usize>,
-}
-
-impl Limits {
-    /// No bound at all.
-    pub fn unbounded() -> Limits {
-        Limits::default()
-    }
-
-    /// At most `capacity` items.
-    pub fn items(capacity: usize) -> Limits {
-        Limits { capacity: Some(capacity), bytes_max: None }
-    }
-
-    /// Adds a bound of `bytes_max` payload bytes.
-    pub fn with_bytes(self, bytes_max: usize) -> Limits {
-        Limits { bytes_max: Some(bytes_max), ..self }
-    }
-
-    /// Refuses bounds nothing could ever fit in (`capacity` or `bytes_max` of 0): every put
-    /// would fail. `op` and `name` are the creation's, for the error.
-    pub fn check(&self, op: &'static str, name: &str) -> Result<()> {
-        let zero = match (self.capacity, self.bytes_max) {
-            (Some(0), _) => "capacity",
-            (_, Some(0)) => "max_bytes",
-            _ => return Ok(()),
-        };
-        Err(Error::InvalidArgument {
-            op,
-            name: name.to_owned(),
-            reason: format!("{zero}=0 would refuse every item; give a positive bound, or None for unbounded"),
-        })
-    }
-
-    /// Fails `Full { can_never_fit: true }` when an item of `payload_bytes` at `ts` could never
-    /// fit in container `name`, however much is reclaimed: check this before copying a payload.
-    pub fn check_fits(&self, name: &str, ts: Timestamp, payload_bytes: usize) -> Result<()> {
-        match self.bytes_max {
-            Some(bytes_max) if payload_bytes > bytes_max => Err(Error::Full {
-                name: name.to_owned(),
-                ts,
-                reason: format!("the item's {payload_bytes} bytes exceed max_bytes={bytes_max}; it can never fit"),
-                can_never_fit: true,
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    /// Fails `Full` when an item of `len` bytes at `ts` does not fit next to `items`/`bytes`
-    /// already stored in container `name`; `can_never_fit` when no reclamation could make room.
-    pub fn check_room(&self, name: &str, ts: Timestamp, items: usize, bytes: usize, len: usize) -> Result<()> {
-        self.check_fits(name, ts, len)?;
-        let full = |reason: String| Error::Full { name: name.to_owned(), ts, reason, can_never_fit: false };
-        if let Some(bytes_max) = self.bytes_max {
-            if bytes.saturating_add(len) > bytes_max {
-                return Err(full(format!("{bytes} of max_bytes={bytes_max} bytes in use, the item needs {len}")));
-            }
-        }
-        match self.capacity {
-            Some(capacity) if items >= capacity => Err(full(format!("holds capacity={capacity} items"))),
-            _ => Ok(()),
-        }
-    }
-}
-
-/// When a channel may reclaim an item above ts_min (SPEC §3, "beyond the papers").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Retention {
-    /// Late joiners may read the past: an item lives until ts_min passes it (or its reference
-    /// count is reached).
-    #[default]
-    History,
-    /// Only current readers count: an item is reclaimed as soon as every input connection
-    /// attached now has consumed it (at once if none is attached). A late joiner sees only what
-    /// is still present.
-    CurrentReaders,
-}
 
 #[derive(Debug)]
 struct Stored {
@@ -195,57 +119,6 @@ impl ChannelState {
             reclaimed: 0,
             closed: None,
         }
-    }
-
-    /// Keeps track of which items are in memory, for a disk tier: every item put from now on is
-    /// in memory until [`moved_to_disk`](Self::moved_to_disk).
-    pub fn with_disk_tier(mut self) -> ChannelState {
-        self.in_memory = Some(self.items.keys().copied().collect());
-        self
-    }
-
-    /// With a disk tier, the oldest items whose payload is in memory beyond the newest `keep`
-    /// of them, in timestamp order: what the driver writes to disk next. Empty without a tier.
-    pub fn spill_candidates(&self, keep: usize) -> Vec<Item> {
-        let Some(in_memory) = &self.in_memory else { return Vec::new() };
-        let excess = in_memory.len().saturating_sub(keep);
-        in_memory.iter().take(excess).map(|&ts| Item { ts, payload: self.items[&ts].payload.clone() }).collect()
-    }
-
-    /// Swaps the in-memory bytes of the item at `ts` for `on_disk`, the same bytes read from the
-    /// disk tier. Nothing changes if the item was reclaimed meanwhile or is not in memory.
-    pub fn moved_to_disk(&mut self, ts: Timestamp, on_disk: bytes::Bytes) {
-        let Some(in_memory) = self.in_memory.as_mut() else { return };
-        let Some(stored) = self.items.get_mut(&ts) else { return };
-        if !in_memory.remove(&ts) {
-            return;
-        }
-        assert_eq!(stored.payload.data.len(), on_disk.len(), "\"{}\" ts={ts}: the disk copy differs", self.name);
-        debug_assert!(stored.payload.data == on_disk, "\"{}\" ts={ts}: the disk copy differs", self.name);
-        stored.payload.data = on_disk;
-    }
-
-    /// Puts back an item recovered from the disk tier when the channel is created (before any
-    /// connection attaches, so no connection holds it yet); the driver raises the watermark as
-    /// for a put. A timestamp already present is `DuplicateTimestamp`.
-    pub fn restore(&mut self, ts: Timestamp, payload: Payload) -> Result<()> {
-        self.check_open()?;
-        if !is_item_ts(ts) {
-            return Err(Error::InvalidTimestamp { op: "restore", name: self.name.to_string(), ts });
-        }
-        if !(self.inputs.is_empty() && self.outputs.is_empty()) {
-            return Err(Error::InvalidArgument {
-                op: "restore",
-                name: self.name.to_string(),
-                reason: "items are restored before any connection attaches".into(),
-            });
-        }
-        if self.items.contains_key(&ts) {
-            return Err(Error::DuplicateTimestamp { name: self.name.to_string(), ts });
-        }
-        self.live_bytes += payload.len();
-        self.items.insert(ts, Stored { payload, refs_left: None, holders: 0 });
-        Ok(())
     }
 
     /// The channel's name.
@@ -572,31 +445,6 @@ impl ChannelState {
         self.outputs.remove(&conn);
     }
 
-    /// Reclaims every item below `ts_min` (TGC) and forgets tombstones below it. Work is
-    /// proportional to what is reclaimed.
-    pub fn reclaim_below(&mut self, ts_min: Timestamp, reclaimed: &mut Vec<Item>) {
-        debug_assert!(
-            self.inputs.values().all(|input| input.claim().is_none_or(|claim| claim >= ts_min)),
-            "channel \"{}\" has an unconsumed item below ts_min {}",
-            self.name,
-            show(ts_min)
-        );
-        while let Some(entry) = self.items.first_entry() {
-            if *entry.key() >= ts_min {
-                break;
-            }
-            let (ts, stored) = entry.remove_entry();
-            self.live_bytes -= stored.payload.len();
-            self.reclaimed += 1;
-            reclaimed.push(Item { ts, payload: stored.payload });
-        }
-        if let Some(in_memory) = self.in_memory.as_mut() {
-            *in_memory = in_memory.split_off(&ts_min);
-        }
-        self.tombstones.remove_below(ts_min);
-        debug_assert!(self.oldest().is_none_or(|oldest| oldest >= ts_min), "an item survived a sweep below ts_min");
-    }
-
     /// Destroys the channel: every item is reclaimed, every connection's claims dropped; later
     /// operations fail `Closed` with `reason`.
     pub fn close(&mut self, reason: &'static str) -> Effects {
@@ -643,55 +491,5 @@ impl ChannelState {
     /// Timestamps of the items stored now, in order (for tests and tools).
     pub fn timestamps(&self) -> Vec<Timestamp> {
         self.items.keys().copied().collect()
-    }
-
-    /// Counts one consumption of the item at `ts` (unseen/open → consumed on one connection).
-    fn count_consumption(&mut self, ts: Timestamp, fx: &mut Effects) {
-        self.release_holder(ts, true, fx);
-    }
-
-    /// One connection stops holding the item at `ts`, by consuming it (`consumed`, which counts
-    /// against its reference count) or by detaching; reclaims it early if it became garbage.
-    fn release_holder(&mut self, ts: Timestamp, consumed: bool, fx: &mut Effects) {
-        let Some(stored) = self.items.get_mut(&ts) else { return };
-        stored.holders -= 1;
-        if consumed {
-            if let Some(refs_left) = stored.refs_left.as_mut() {
-                *refs_left = refs_left.saturating_sub(1);
-            }
-        }
-        self.reclaim_if_garbage(ts, fx);
-    }
-
-    /// Reclaims the item at `ts` early if its reference count is reached or, under
-    /// [`Retention::CurrentReaders`], no connection holds it any more. Its timestamp is kept as a
-    /// tombstone until ts_min passes it, so it cannot be put again.
-    fn reclaim_if_garbage(&mut self, ts: Timestamp, fx: &mut Effects) {
-        let Some(stored) = self.items.get(&ts) else { return };
-        let by_refcount = stored.refs_left == Some(0);
-        let by_readers = self.retention == Retention::CurrentReaders && stored.holders == 0;
-        if !(by_refcount || by_readers) {
-            return;
-        }
-        let stored = self.items.remove(&ts).expect("item present");
-        if let Some(in_memory) = self.in_memory.as_mut() {
-            in_memory.remove(&ts);
-        }
-        self.live_bytes -= stored.payload.len();
-        self.reclaimed += 1;
-        self.tombstones.insert(ts);
-        for (&conn, input) in self.inputs.iter_mut() {
-            let before = input.claim();
-            let was_open = input.open.remove(&ts);
-            if was_open {
-                fx.opens.push(OpenChange { task: input.task, ts, opened: false });
-            }
-            let was_unseen = !was_open && input.unseen.remove(&ts);
-            input.counts.skipped += u64::from(was_unseen);
-            if was_open || was_unseen {
-                push_move(&mut fx.claims, Location::Input(conn), before, input.claim());
-            }
-        }
-        fx.reclaimed.push(Item { ts, payload: stored.payload });
     }
 }

@@ -28,6 +28,8 @@
 //! locks, wakes waiters, applies claim updates to the node's [`progress::Progress`] and runs GC
 //! handlers. The [`mesh`] machine ships the same [`progress::Update`]s between participants.
 
+#![forbid(unsafe_code)]
+
 pub mod channel;
 pub mod claims;
 pub mod effects;

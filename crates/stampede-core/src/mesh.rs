@@ -31,8 +31,15 @@
 //! `peer_joined` for a peer before its messages; once the fabric declares an incarnation dead it
 //! never speaks again (the driver closes its session; a process that finds itself declared dead
 //! restarts as a new incarnation).
+//!
+//! Beside this file, in `mesh/`: `wire` (what participants send each other, and its checks),
+//! `view` (the sum of the batches applied, per owner), `local` (own claim changes, moves and
+//! joins), `seal` (own changes sealed into batches), `stream` (each peer's stream applied in
+//! order) and `members` (joins, deaths, fences, finalization).
 
+mod local;
 mod members;
+mod seal;
 mod stream;
 mod view;
 pub mod wire;
@@ -45,7 +52,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::mesh::view::View;
-use crate::progress::{IdMap, Location, Update};
+use crate::progress::IdMap;
 use crate::time::Timestamp;
 pub use view::CLAIM_COUNT_MAX;
 pub use wire::{Batch, Change, Message, MoveId, MoveRef, Peer, Seq, Site, Snapshot, Transmit};
@@ -331,117 +338,6 @@ impl Mesh {
         self.members.values().all(|m| m.snapshot && self.dependencies_met(&m.snapshot_after))
     }
 
-    // ---- local inputs ----------------------------------------------------------------------------
-
-    /// Applies a batch of this participant's own claim changes — what its `Progress` outbox
-    /// holds. `Location::Peer` updates (the driver's mirror of this machine) are skipped; a
-    /// watermark rise is gossiped. New claims below ts_min are refused (a driver bug).
-    pub fn apply_local(&mut self, updates: &[Update]) -> Result<(), MeshRefusal> {
-        self.admit()?;
-        self.commit_local(updates)?;
-        self.settle();
-        Ok(())
-    }
-
-    /// Covers data at `ts` handed to `to` (a put to a remote channel, an item given to a remote
-    /// getter, a door for a newcomer) with a carry claim, until `to` takes it over, declines it,
-    /// or is dead. Call it before releasing the claim that covered the data. The id goes with
-    /// the data.
-    pub fn send_move(&mut self, to: Peer, ts: Timestamp) -> Result<MoveId, MeshRefusal> {
-        self.admit()?;
-        match self.members.get(&to) {
-            Some(m) if m.standing == Standing::Live => {}
-            Some(_) => return Err(MeshRefusal::DeadIncarnation { peer: to }),
-            None => return Err(MeshRefusal::UnknownPeer { peer: to }),
-        }
-        if self.carries.len() >= self.limits.moves_open_max {
-            let max = self.limits.moves_open_max;
-            return Err(MeshRefusal::Oversized { what: "moves open", len: self.carries.len() + 1, max });
-        }
-        let id = self.next_move.get(&to).copied().unwrap_or(1);
-        self.commit_own(&[Change { site: Site::Carry { to, id }, ts, delta: 1 }])?;
-        self.next_move.insert(to, id + 1);
-        self.carries.insert((to, id), ts);
-        Ok(id)
-    }
-
-    /// The timestamp `from`'s move `id` to this participant carries, once `from`'s batch with
-    /// the carry is applied here (`None` before, and once the move is resolved). A takeover must
-    /// claim at or above it: the carry is what covers the data until then.
-    pub fn carried(&self, from: Peer, id: MoveId) -> Option<Timestamp> {
-        self.view.carried(from, self.me, id)
-    }
-
-    /// Whether this participant's own move `id` to `to` is still unresolved: `to` has neither
-    /// taken it over nor declined it, and is not known dead.
-    pub fn is_move_open(&self, to: Peer, id: MoveId) -> bool {
-        self.carries.contains_key(&(to, id))
-    }
-
-    /// Whether move `id` of `from` may be taken over here: `from` is live here (a fenced sender's
-    /// data is refused — its claims may already be gone elsewhere) and the move is not resolved.
-    pub fn may_accept(&self, from: Peer, id: MoveId) -> Result<(), MeshRefusal> {
-        self.check_alive()?;
-        let member = self.members.get(&from).ok_or_else(|| self.unknown(from))?;
-        if member.standing == Standing::Dying {
-            return Err(MeshRefusal::DeadIncarnation { peer: from });
-        }
-        self.check_unresolved(from, member, id)
-    }
-
-    /// Takes over move `id` of `from`: `updates` (from the local `Progress`) create the claims
-    /// that now cover the data; the mover learns it from the same batch and releases its carry.
-    pub fn accept_move(&mut self, from: Peer, id: MoveId, updates: &[Update]) -> Result<(), MeshRefusal> {
-        self.admit()?;
-        self.may_accept(from, id)?;
-        self.commit_local(updates)?;
-        self.resolve(from, id, true);
-        self.settle();
-        Ok(())
-    }
-
-    /// Joins through sponsor `from`'s move `id`: this participant's door opens at `ts`, the
-    /// sponsor's door when it sent the move.
-    pub fn join(&mut self, from: Peer, id: MoveId, ts: Timestamp) -> Result<(), MeshRefusal> {
-        if self.door.is_some() {
-            return Err(MeshRefusal::AlreadyDoored);
-        }
-        self.admit()?;
-        self.may_accept(from, id)?;
-        self.commit_own(&[Change { site: Site::Door, ts, delta: 1 }])?;
-        self.door = Some(ts);
-        self.resolve(from, id, true);
-        self.settle();
-        Ok(())
-    }
-
-    /// Refuses move `id` of `from` (the data is dropped: a getter gone, a put that failed); the
-    /// mover may release its carry.
-    pub fn decline_move(&mut self, from: Peer, id: MoveId) -> Result<(), MeshRefusal> {
-        self.check_alive()?;
-        let member = self.members.get(&from).ok_or_else(|| self.unknown(from))?;
-        self.check_unresolved(from, member, id)?;
-        self.resolve(from, id, false);
-        Ok(())
-    }
-
-    /// Opens this participant's door with nobody to sponsor it: allowed only when no other
-    /// participant is live (then no other view exists to be passed). Returns the door.
-    pub fn genesis(&mut self) -> Result<Timestamp, MeshRefusal> {
-        self.admit()?;
-        if self.door.is_some() {
-            return Err(MeshRefusal::AlreadyDoored);
-        }
-        if self.members.values().any(|m| m.standing == Standing::Live) {
-            return Err(MeshRefusal::NotAlone);
-        }
-        let door = self.view.frontier().max(self.ts_min);
-        self.commit_own(&[Change { site: Site::Door, ts: door, delta: 1 }])?;
-        self.door = Some(door);
-        self.settle();
-        Ok(door)
-    }
-
     // ---- outputs ---------------------------------------------------------------------------------
 
     /// The next message to send. Seals what is pending into a batch first.
@@ -481,132 +377,6 @@ impl Mesh {
             MeshRefusal::DeadIncarnation { peer }
         } else {
             MeshRefusal::UnknownPeer { peer }
-        }
-    }
-
-    fn check_unresolved(&self, from: Peer, member: &Member, id: MoveId) -> Result<(), MeshRefusal> {
-        let window = &member.moves;
-        if id < window.below || window.ahead.contains(&id) {
-            return Err(MeshRefusal::DuplicateMove { mover: from, id });
-        }
-        if window.ahead.len() >= self.limits.moves_ahead_max {
-            let max = self.limits.moves_ahead_max;
-            return Err(MeshRefusal::Oversized { what: "moves resolved ahead", len: window.ahead.len() + 1, max });
-        }
-        Ok(())
-    }
-
-    /// Marks move `id` of `from` resolved and tells its mover (took or declined).
-    fn resolve(&mut self, from: Peer, id: MoveId, took: bool) {
-        let window = &mut self.members.get_mut(&from).expect("checked member").moves;
-        window.ahead.insert(id);
-        while window.ahead.remove(&window.below) {
-            window.below += 1;
-        }
-        let marker = MoveRef { mover: from, id };
-        if took {
-            self.open.took.push(marker);
-        } else {
-            self.open.declined.push(marker);
-        }
-        self.seal_if_full();
-    }
-
-    /// Own claim changes from a `Progress` outbox: claims into the contribution, the watermark
-    /// into the view.
-    fn commit_local(&mut self, updates: &[Update]) -> Result<(), MeshRefusal> {
-        let mut changes = Vec::with_capacity(updates.len());
-        let mut watermark = None;
-        for u in updates {
-            match u.location {
-                Location::Peer(_) => {}
-                Location::Watermark if u.delta > 0 => watermark = watermark.max(Some(u.ts)),
-                Location::Watermark => {}
-                location => changes.push(Change { site: Site::Local(location), ts: u.ts, delta: u.delta }),
-            }
-        }
-        if let Some(ts) = watermark.filter(|ts| !(0..=crate::time::INFINITY).contains(ts)) {
-            return Err(MeshRefusal::InvalidTimestamp { ts });
-        }
-        self.commit_own(&changes)?;
-        if let Some(ts) = watermark {
-            self.view.raise_watermark(ts);
-        }
-        Ok(())
-    }
-
-    /// Checks and applies changes of this participant's own contribution, and queues them for
-    /// the next batch — new claims first, so that any cut of an oversized change is safe.
-    fn commit_own(&mut self, changes: &[Change]) -> Result<(), MeshRefusal> {
-        for change in changes {
-            if !(0..=crate::time::INFINITY).contains(&change.ts) {
-                return Err(MeshRefusal::InvalidTimestamp { ts: change.ts });
-            }
-        }
-        let mut net = self.view.check(self.me, changes, self.ts_min, self.limits.contribution_entries_max)?;
-        self.view.apply(self.me, &net);
-        net.sort_by_key(|&(_, _, delta)| delta < 0);
-        for (site, ts, delta) in net {
-            self.queue_change(Change { site, ts, delta });
-        }
-        Ok(())
-    }
-
-    /// Adds one own change to the open batch, merged with one at the same site and timestamp.
-    fn queue_change(&mut self, change: Change) {
-        let changes = &mut self.open.changes;
-        match changes.iter().position(|c| c.site == change.site && c.ts == change.ts) {
-            Some(i) => {
-                changes[i].delta += change.delta;
-                if changes[i].delta == 0 {
-                    changes.remove(i);
-                }
-            }
-            None => changes.push(change),
-        }
-        self.seal_if_full();
-    }
-
-    fn seal_if_full(&mut self) {
-        let open = &self.open;
-        let markers = open.took.len() + open.declined.len() + open.fenced.len() + open.after.len();
-        if open.changes.len() >= self.limits.batch_changes_max || markers + 1 >= self.limits.batch_markers_max {
-            self.seal();
-        }
-    }
-
-    /// Seals the open batch (if it holds anything, or the watermark rose) and queues it for
-    /// every live peer.
-    fn seal(&mut self) {
-        let open = &self.open;
-        let empty = open.changes.is_empty()
-            && open.took.is_empty()
-            && open.declined.is_empty()
-            && open.fenced.is_empty()
-            && open.after.is_empty();
-        if empty && self.view.watermark() == self.announced {
-            return;
-        }
-        let mut batch = std::mem::take(&mut self.open);
-        // Merging may have put a release before a claim: new claims first on the wire.
-        batch.changes.sort_by_key(|c| c.delta < 0);
-        self.seq += 1;
-        batch.seq = self.seq;
-        batch.watermark = self.view.watermark();
-        self.announced = batch.watermark;
-        for &(peer, seq) in &batch.after {
-            let highest = self.after_sealed.entry(peer).or_insert(seq);
-            *highest = (*highest).max(seq);
-        }
-        // Those it fences hear of it too — dying here, or finalized at once (nobody else to wait
-        // for): a fenced participant that still lives must learn it was expelled (peers that are
-        // really dead do not listen).
-        let mut to = self.live_peers();
-        to.extend(batch.fenced.iter().filter(|p| self.members.contains_key(p) || self.dead_set.contains(p)));
-        let message = Message::Batch(batch);
-        debug_assert_eq!(message.validate(&self.limits), Ok(()), "a batch this machine sealed");
-        if !to.is_empty() {
-            self.transmits.push_back(Transmit { to, message });
         }
     }
 

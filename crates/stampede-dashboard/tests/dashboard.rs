@@ -106,6 +106,7 @@ fn snapshot_when(address: SocketAddr, what: &str, ready: impl Fn(&Value) -> bool
             return s;
         }
         assert!(Instant::now() < deadline, "waited {WAIT:?} for {what}; last snapshot: {s}");
+        // The dashboard refreshes on its own clock: poll the snapshot once per refresh (bounded by WAIT).
         std::thread::sleep(REFRESH);
     }
 }
@@ -341,6 +342,7 @@ fn the_dashboard_does_not_hold_gc_back() {
             let deadline = Instant::now() + WAIT;
             while rt.ts_min() < first + 10 {
                 assert!(Instant::now() < deadline, "ts_min stuck at {} (want {})", rt.ts_min(), first + 10);
+                // ts_min advances in the runtime with no signal to the test: poll it (bounded by WAIT).
                 std::thread::sleep(Duration::from_millis(5));
             }
         }

@@ -65,6 +65,7 @@ fn close_and_the_nodes_end_wake_a_call_blocked_on_the_direct_path() {
                 let result = inp.get(OLDEST_UNSEEN, None);
                 (result, Instant::now())
             });
+            // Nothing observes the get parked on the node: the pause makes the close hit a blocked call; the result holds either way.
             std::thread::sleep(Duration::from_millis(300));
             let ended = Instant::now();
             if ending == "client closes" {

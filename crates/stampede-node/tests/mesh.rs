@@ -29,6 +29,7 @@ fn a_task_on_one_node_holds_the_other_nodes_ts_min() {
         }
         producer.set_virtual_time(INFINITY).unwrap();
         assert!(eventually(SETTLE, || b_rt.ts_min() == 5), "b's ts_min reaches 5, not past it: {}", b_rt.ts_min());
+        // An absence cannot be awaited: ts_min must stay at 5; the pause gives a wrong advance time to show.
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(b_rt.ts_min(), 5, "the task of a's client at 5 holds b's ts_min");
         assert_eq!(live(&b_rt, "frames"), 5, "nothing that task could get is reclaimed on b");
@@ -55,6 +56,7 @@ fn a_node_that_leaves_releases_what_it_held() {
         let holder = b_rt.task(3).unwrap();
         let a_task = a.runtime.task(3).unwrap();
         a_task.set_virtual_time(INFINITY).unwrap();
+        // An absence cannot be awaited: ts_min must stay at 0; the pause gives a wrong advance time to show.
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(a.runtime.ts_min(), 0, "nothing put: the watermark holds ts_min at 0");
         let ch = a.runtime.create_channel("x", Limits::unbounded()).unwrap();
@@ -219,12 +221,16 @@ fn a_node_expelled_while_alive_rejoins_as_a_new_incarnation() {
             // Refused until a's new incarnation has its door.
             match client.task(start + 5) {
                 Ok(task) => break task,
-                Err(stampede::Error::Unreachable { .. }) => std::thread::sleep(Duration::from_millis(20)),
+                Err(stampede::Error::Unreachable { .. }) => {
+                    // Nothing signals the door to a client: retry after a pause.
+                    std::thread::sleep(Duration::from_millis(20))
+                }
                 Err(e) => panic!("a task on the rejoined node: {e}"),
             }
         };
         embedded.close();
         assert!(eventually(SETTLE, || b_rt.ts_min() == start + 5), "a's new client holds b: {}", b_rt.ts_min());
+        // An absence cannot be awaited: ts_min must stay at start + 5; the pause gives a wrong advance time to show.
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(b_rt.ts_min(), start + 5, "a's new incarnation's claims are in b's view");
         holder.set_virtual_time(INFINITY).unwrap();

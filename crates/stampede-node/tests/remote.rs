@@ -71,6 +71,7 @@ fn blocking_get_spans_slices() {
                 let ch = runtime.channel("slow").unwrap();
                 let task = runtime.task(0).unwrap();
                 let out = task.attach_output(&ch).unwrap();
+                // The put must land after more than one wait slice of the remote get: the duration is the subject.
                 thread::sleep(stampede_wire::REMOTE_WAIT_SLICE + Duration::from_millis(300));
                 out.put(7, &b"late"[..]).unwrap();
             })

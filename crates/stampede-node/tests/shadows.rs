@@ -120,6 +120,7 @@ fn a_resolved_move_takes_no_handle_slot() {
         let task = client.task(5).unwrap(); // 1 on a
         frames_on_b(&b_rt);
         let _inp = task.attach_input(&client.channel("frames").unwrap()).unwrap(); // the move, resolved
+                                                                                   // The move resolves on the nodes (b's takeover reaching a) with no signal to the client: give it time; if it has not, the handle count below fails loudly.
         std::thread::sleep(Duration::from_millis(300));
         let own = client.create_channel("own", Limits::unbounded()).unwrap(); // 2 on a
         let _out = task.attach_output(&own).expect("a third handle on a: the move is no handle"); // 3 on a
@@ -334,6 +335,7 @@ fn a_task_spans_two_nodes_through_its_shadows() {
         let item = inp.get(7, Some(Duration::from_secs(5))).unwrap();
         assert_eq!(&item.payload.data[..], &[7u8]);
         assert_eq!(consumer.visibility(), 5, "nothing consumed yet: the task is at 5");
+        // An absence cannot be awaited: b's ts_min must stay at 5; the pause gives a wrong advance time to show.
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(b_rt.ts_min(), 5, "the consumer's shadow holds b at the task's virtual time");
         assert_eq!(live(&b_rt, "frames"), 5);
@@ -480,6 +482,7 @@ fn a_move_never_taken_over_is_declined_when_its_session_ends() {
         let moved = call("a", &session, Request::MoveTask { task, to_node: "b".into(), to });
         assert!(matches!(moved, Reply::Moved { visibility: 21, .. }), "{moved:?}");
         put_on_b(25);
+        // The put on b and the move reach b's view with no signal to the test: give them time; an absence (b's ts_min not past 21) is what is checked.
         std::thread::sleep(Duration::from_millis(300));
         assert_eq!(b_rt.ts_min(), 21, "the task and its open move hold b's ts_min");
         assert!(matches!(call("a", &session, Request::CloseTask { task }), Reply::Done));

@@ -221,6 +221,7 @@ fn a_wait_over_tls_wakes_when_the_client_or_the_node_closes() {
             let started = Instant::now();
             let ended = std::thread::scope(|scope| {
                 let parked = scope.spawn(|| input.get(5, Some(PARKED)));
+                // Nothing observes the get parked on the node: the pause makes the close hit a blocked call; the result holds either way.
                 std::thread::sleep(Duration::from_millis(300));
                 if closing_node {
                     node.close();
@@ -328,6 +329,7 @@ fn the_mesh_keys_are_kept_to_the_nodes() {
         drop(open_nodes);
         let (kept, seen) = forge_mesh_messages(&pki, vec!["stampede test node".into()]);
         assert_eq!(seen.tokens, 0, "a client's liveliness query on the mesh's keys is refused");
+        // An absence cannot be awaited: no forged message may arrive; the pause gives one time to show.
         std::thread::sleep(Duration::from_millis(500));
         assert_eq!(malformed(&kept), 0, "no forged message reached a node");
 
@@ -391,6 +393,7 @@ fn forge_mesh_messages(pki: &Pki, mesh_node_cn: Vec<String>) -> (Vec<(Node, Stri
     let query = evil.get("stampede/**").payload(postcard::to_allocvec(&fake).unwrap()).timeout(Duration::from_secs(2));
     let replies = query.wait().unwrap();
     while replies.recv().is_ok() {}
+    // An absence cannot be awaited: forged messages still in flight get time to reach the nodes before the checks.
     std::thread::sleep(Duration::from_millis(200));
     let _ = evil.close().wait();
     (nodes, Seen { tokens })

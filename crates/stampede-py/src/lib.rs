@@ -8,7 +8,8 @@
 //! - [`args`] — Python arguments to Rust values: wrong types raise `TypeError`, out-of-range
 //!   ints the typed error of what they are.
 //! - [`aio`] — the cancellation-safe asyncio bridge behind `get_async` / `put_async`.
-//! - [`runtime`] — `Runtime` (embedded, serving, or `connect`ed), `Channel`, `Queue`.
+//! - [`runtime`] — `Runtime` (embedded, serving, or `connect`ed) and `connect`.
+//! - [`container`] — `Channel`, `Queue`: handles of a runtime's containers.
 //! - [`task`] — `Task`.
 //! - [`connection`] — channel and queue connections, selectors, streams, asyncio forms.
 //! - [`payload`] — Python values to payloads (`raw`, `utf8`, `npy`), `.npy` headers.
@@ -29,6 +30,7 @@ use pyo3::prelude::*;
 mod aio;
 mod args;
 mod connection;
+mod container;
 mod dashboard;
 mod errors;
 mod item;
@@ -47,8 +49,8 @@ mod watch;
 fn _stampede(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<runtime::Runtime>()?;
     m.add_function(wrap_pyfunction!(runtime::connect, m)?)?;
-    m.add_class::<runtime::Channel>()?;
-    m.add_class::<runtime::Queue>()?;
+    m.add_class::<container::Channel>()?;
+    m.add_class::<container::Queue>()?;
     m.add_class::<task::Task>()?;
     m.add_class::<connection::ChannelInput>()?;
     m.add_class::<connection::ChannelOutput>()?;

@@ -8,8 +8,8 @@ use stampede::Timestamp;
 
 use crate::args::{self, At};
 use crate::connection::{ChannelInput, ChannelOutput, QueueInput, QueueOutput};
+use crate::container::{Channel, Queue};
 use crate::reclaim::Handlers;
-use crate::runtime::{Channel, Queue};
 use crate::wait;
 
 /// A task: virtual time, visibility, connections. Any thread or coroutine may drive it.

@@ -680,6 +680,7 @@ fn a_channel_destroyed_mid_drain_is_counted_once() {
             out_b.detach();
             let names = ["a".to_owned(), "b".to_owned()];
             let recorder = Recorder::start(&rt, &names, dir.path().join("d.mcap"), RecorderOptions::default()).unwrap();
+            // The instant of the destroy relative to the recorder's start is the subject: each round moves it later.
             thread::sleep(Duration::from_micros(300 * round));
             b.destroy().unwrap();
             task.close();

@@ -37,6 +37,8 @@
 //! - [`fabric`] — zenoh configurations and the key expressions a node answers on.
 //! - [`shared`] — large payloads as sealed shared-memory segments on the direct Unix socket.
 
+#![deny(unsafe_code)]
+
 pub mod codec;
 pub mod error;
 pub mod fabric;

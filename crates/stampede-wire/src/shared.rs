@@ -96,7 +96,9 @@ pub fn make(parts: &[&[u8]]) -> Option<Bytes> {
 }
 
 /// Maps the segment `descriptor` names, at most `len_max` bytes, as a payload, after checking
-/// its seals. `Err`: why it is refused (the descriptor is closed).
+/// its seals. `Err`: why it is refused (the descriptor is closed). The crate's one `unsafe`
+/// (mapping a file), allowed here alone.
+#[allow(unsafe_code)]
 pub fn map(descriptor: OwnedFd, len_max: usize) -> Result<Bytes, String> {
     let seals = rustix::fs::fcntl_get_seals(&descriptor)
         .map_err(|e| format!("the file descriptor passed is not a sealed memfd ({e})"))?;

@@ -49,10 +49,13 @@
 //!   `local` (private): the embedded forms.
 //! - `space` (private): locking, the operation path, progress tracking, GC sweeps and handlers;
 //!   `wait` (private): blocking and async waiting without lost wake-ups; `sync` (private): the
-//!   locks and atomics, swapped for shuttle's in the interleaving tests.
+//!   locks and atomics, swapped for shuttle's in the interleaving tests; `os` (private): the
+//!   calls into the OS and processor Rust cannot check, the crate's one module allowed `unsafe`.
 //!
 //! The semantics live in [`stampede_core`], a pure state machine with no I/O; this crate is the
 //! thin concurrent driver around it.
+
+#![deny(unsafe_code)]
 
 mod backend;
 pub mod channel;
@@ -61,6 +64,7 @@ pub mod join;
 mod local;
 pub mod mesh_link;
 pub mod npy;
+mod os;
 pub mod pacer;
 pub mod payload;
 pub mod queue;

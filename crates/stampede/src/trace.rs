@@ -84,8 +84,7 @@ enum Message {
 fn ticks() -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: `rdtsc` has no preconditions; every x86_64 has it.
-        unsafe { core::arch::x86_64::_rdtsc() }
+        crate::os::cycle_counter()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -127,8 +126,7 @@ pub fn enable(dir: &Path) -> std::io::Result<PathBuf> {
     std::thread::Builder::new().name("stampede-trace".into()).spawn(move || write_chunks(out, &from_threads))?;
     // The main thread's buffer is never dropped (a process's exit does not run its thread-local
     // destructors): it is flushed when the process exits normally.
-    // SAFETY: `flush_at_exit` is a plain function, safe to run during exit.
-    unsafe { libc::atexit(flush_at_exit) };
+    crate::os::at_exit(flush_at_exit);
     ENABLED.store(true, Ordering::Release);
     Ok(path)
 }

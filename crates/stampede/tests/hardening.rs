@@ -89,6 +89,7 @@ const BLOCK_GRACE: Duration = Duration::from_millis(50);
 /// for a call expected to wait until the main thread does something.
 fn blocked<T: Send + 'static>(call: impl FnOnce() -> T + Send + 'static) -> thread::JoinHandle<T> {
     let handle = thread::spawn(call);
+    // No hook observes a call parked inside the runtime: the pause only makes the wake-up path likely (see BLOCK_GRACE).
     thread::sleep(BLOCK_GRACE);
     handle
 }

@@ -188,6 +188,7 @@ fn blocking_get_wakes_on_arrival() {
     let producer = rt.task(0).unwrap();
     let out = producer.attach_output(&ch).unwrap();
     let handle = std::thread::spawn(move || {
+        // Nothing observes the get parked: the pause makes the wake-up of a blocked get likely; the result holds either way.
         std::thread::sleep(Duration::from_millis(20));
         out.put(11, &b"late"[..]).unwrap();
     });
@@ -242,6 +243,7 @@ fn blocked_get_wakes_on_destroy_and_close() {
     let inp = t.attach_input(&ch).unwrap();
     let destroyer = ch.clone();
     let h = std::thread::spawn(move || {
+        // Nothing observes the get parked: the pause makes the wake-up of a blocked get likely; the result holds either way.
         std::thread::sleep(Duration::from_millis(20));
         destroyer.destroy().unwrap();
     });
@@ -253,6 +255,7 @@ fn blocked_get_wakes_on_destroy_and_close() {
     let inp = t.attach_input(&other).unwrap();
     let closer = rt.clone();
     let h = std::thread::spawn(move || {
+        // Nothing observes the get parked: the pause makes the wake-up of a blocked get likely; the result holds either way.
         std::thread::sleep(Duration::from_millis(20));
         closer.close();
     });
@@ -367,6 +370,7 @@ fn bounded_channel_full_and_blocking() {
     assert!(matches!(out.put_with(2, &b"c"[..], wait), Err(Error::Full { .. })));
 
     let h = std::thread::spawn(move || {
+        // Nothing observes the put parked on a full channel: the pause makes its wake-up likely; the result holds either way.
         std::thread::sleep(Duration::from_millis(20));
         inp.consume_until(0).unwrap();
         inp
@@ -403,6 +407,7 @@ async fn async_get_and_put() {
     let err = inp.get_async(OLDEST_UNSEEN, Some(Duration::from_millis(10))).await.unwrap_err();
     assert!(matches!(err, Error::NotAvailable { .. }));
     let (item, ()) = tokio::join!(async { inp.get_async(Selector::At(4), None).await.unwrap() }, async {
+        // Nothing observes the get pending: the pause makes its wake-up likely; the result holds either way.
         tokio::time::sleep(Duration::from_millis(5)).await;
         out.put_async(4, &b"x"[..], PutOptions::default()).await.unwrap();
     });

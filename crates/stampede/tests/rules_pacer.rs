@@ -27,6 +27,7 @@ fn late_calls_on_late() {
     let mut pacer = Pacer::new(Duration::from_millis(1), Duration::from_millis(2))
         .unwrap()
         .on_late(move |vt, lateness| c.lock().unwrap().push((vt, lateness)));
+    // Lateness is the subject: real time must pass the pacer's deadline, there is no condition to await.
     std::thread::sleep(Duration::from_millis(20));
     assert!(matches!(pacer.sync(1), Pace::Late(l) if l >= Duration::from_millis(17)));
     let calls = calls.lock().unwrap();

@@ -77,6 +77,7 @@ impl Process {
                 return status;
             }
             assert!(Instant::now() < deadline, "the process did not exit within {WAIT:?}");
+            // The poll interval: a child's exit has no signal but `try_wait` here (bounded by WAIT).
             thread::sleep(Duration::from_millis(20));
         }
     }
@@ -127,6 +128,7 @@ pub fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT;
     while !condition() {
         assert!(Instant::now() < deadline, "{what}: not within {WAIT:?}");
+        // The poll interval of `eventually`: the condition has no signal to wait on (bounded by WAIT).
         thread::sleep(Duration::from_millis(20));
     }
 }

@@ -7,6 +7,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 
 use super::*;
+use crate::progress::{Location, Update};
 use crate::time::{INFINITY, TS_MAX};
 
 #[derive(Clone, Debug)]

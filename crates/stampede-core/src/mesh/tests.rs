@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::*;
+use crate::progress::{Location, Update};
 
 fn peer(id: u64) -> Peer {
     Peer { id, incarnation: 1 }

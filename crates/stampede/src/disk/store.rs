@@ -16,7 +16,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -320,7 +319,7 @@ impl Store {
         let fail = |what: &str, e: io::Error| storage_error("put", &self.name, &path, what, e);
         let file =
             OpenOptions::new().read(true).write(true).create_new(true).open(&path).map_err(|e| fail("create", e))?;
-        let opened = allocate(&file, size).map_err(|e| fail("allocate", e)).and_then(|()| {
+        let opened = crate::os::allocate(&file, size).map_err(|e| fail("allocate", e)).and_then(|()| {
             // The new file's directory entry must be durable too, or a crash could lose the
             // extent whose records were synced.
             sync_dir(dir).map_err(|e| fail("sync the directory of", e))?;
@@ -396,24 +395,7 @@ fn storage_error(op: &'static str, name: &str, path: &Path, what: &str, e: io::E
 
 /// Maps `file` read-only and shared: writes through the file are visible in the mapping.
 fn map(file: &File) -> io::Result<Bytes> {
-    // SAFETY: the mapping is of an extent file this store created or recovered under the
-    // channel directory's lock; records are only appended past what is mapped into items, and
-    // this process never truncates an extent (deleting unlinks it; the mapping stays valid). The
-    // lock is advisory: another process truncating an extent would make reads fault (SIGBUS),
-    // so the directories must belong to the runtime (docs/RECORDING.md).
-    let mapping = unsafe { memmap2::Mmap::map(file)? };
-    Ok(Bytes::from_owner(mapping))
-}
-
-/// Reserves `size` bytes for `file` on its disk, so a full disk fails here, before any item
-/// depends on the extent.
-fn allocate(file: &File, size: u64) -> io::Result<()> {
-    let size = libc::off_t::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
-    // SAFETY: a valid open file descriptor; posix_fallocate touches no memory of ours.
-    match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size) } {
-        0 => Ok(()),
-        errno => Err(io::Error::from_raw_os_error(errno)),
-    }
+    Ok(Bytes::from_owner(crate::os::map_extent(file)?))
 }
 
 /// Removes a channel directory's `LOCK` file and the directory if nothing else is in it.
@@ -430,9 +412,6 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 /// Opens and exclusively `flock`s `<dir>/LOCK`, without waiting.
 fn lock(dir: &Path) -> io::Result<File> {
     let file = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("LOCK"))?;
-    // SAFETY: a valid open file descriptor; flock touches no memory of ours.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::os::lock_exclusive(&file)?;
     Ok(file)
 }

@@ -1,6 +1,6 @@
 //! The embedded runtime's [`Graph`]: its open tasks with their connections, and its containers,
 //! each read under its own lock and none held while another is taken (the lock order of
-//! `space.rs` never comes into play).
+//! `space` never comes into play).
 
 use stampede_core::{ConnectionStats, Limits, Stats};
 

@@ -9,8 +9,11 @@
 //! The messages between a client and a node, the zenoh configurations and key expressions and the
 //! shared-memory segments are `stampede-wire`'s, shared with the node.
 //!
-//! - `client` (private) — connecting, one request, sliced waits, ending a session; `direct`
-//!   (private) — requests on the node's own sockets where it offers them, beside zenoh.
+//! - `client` (private) — a client's session on one node, the rules that keep items from being
+//!   lost or delivered twice, in parts: `connect` (reaching a node, the hello, opening the
+//!   session), `exchange` (one request and its reply, retries, the lateness rule), `waits`
+//!   (sliced waits), `sends` (requests sent without waiting), `close` (ending a session).
+//! - `direct` (private) — requests on the node's own sockets where it offers them, beside zenoh.
 //! - `runtime`, `task`, `channel`, `queue`, `connection` (private) — the remote forms of the
 //!   public types; `reclaim` (private) — GC handlers run on the client for items reclaimed on
 //!   the node.
@@ -41,6 +44,6 @@ pub const QUERY_MARGIN: Duration = Duration::from_secs(5);
 pub const CLIENT_CLOSED: &str = "the client was closed";
 
 /// The reason of the `Closed` error of a call whose reply came after the call's deadline: the
-/// node may have ended the session meanwhile (`client.rs`), so the reply was dropped.
+/// node may have ended the session meanwhile (`client/exchange.rs`), so the reply was dropped.
 pub const REPLY_LATE: &str = "the reply came after the call's deadline (was this process stopped or starved?): \
      the node may have ended the session and given back or reclaimed what the reply carried; connect again";

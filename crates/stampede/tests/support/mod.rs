@@ -25,6 +25,7 @@ pub fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool 
         if condition() {
             return true;
         }
+        // The poll interval of `eventually`: the condition has no signal to wait on.
         thread::sleep(Duration::from_millis(10));
     }
     condition()

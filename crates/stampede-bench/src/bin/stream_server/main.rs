@@ -30,58 +30,44 @@
 //! time (a reader stops at twice its planned duration + 2 s). `--csv path` writes every frame's
 //! delay (`k,fps,size,stream,frame,delay_us,utilisation,case`) for
 //! `scripts/plot_stream_server.py`. MB = 10^6 bytes.
+//!
+//! Here: the settings, the setup, the grid and the measurements; beside it, `stream` (the stored
+//! streams and their readers), `figures` (what a result line reports) and `seed` (the seed's own
+//! loads and the size fit, against its figures).
+
+mod figures;
+mod seed;
+mod stream;
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::Barrier;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use stampede::{Channel, ChannelInput, ChannelOptions, DiskTier, Pacer, Runtime, Selector, Task};
+use stampede::{DiskTier, Runtime, Task};
 use stampede_bench::cli::Options;
 use stampede_bench::page_cache;
-use stampede_bench::payload::{checksum, fill_random};
-use stampede_bench::pipe::ts_of;
 use stampede_bench::report::Line;
-use stampede_bench::stats::{elapsed_ns, mb_per_s, percentile, std_dev_ns, LinearFit};
+use stampede_bench::stats::{elapsed_ns, mb_per_s};
+
+use crate::figures::{Cache, Figures};
+use crate::stream::{read, store, Outcome, Plan, Stream};
 
 type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 const BENCH: &str = "stream_server";
 const SUBJECT: &str = "stampede disk tier";
-const SEED: &str = "GigaView (seed 001: simulated, 8 disks on 4 T9000 nodes)";
 
 /// The seed's frames: 400 KB.
 const FRAME_BYTES: usize = 409_600;
-/// Seed §5.2: one stream of 400 KB frames at 32 frames/s is 70 % utilisation of the GigaView.
-const SEED_FPS: f64 = 32.0;
-const SEED_UTILISATION: f64 = 0.70;
-/// The seed's MB/s per frame/s: "36 frames/s (14.4 MBytes/s)", so 400 KB = 0.4 MB.
-const SEED_FRAME_MB: f64 = 0.4;
-/// Seed §5.3: one stream's maximum access delay, and three streams' (8, 7 and 6 frames per
-/// time-slice, starting together: 27 frames/s, 60 % utilisation).
-const SEED_SINGLE_MAX_DELAY_MS: f64 = 50.0;
-const SEED_MIXED_MAX_DELAY_MS: f64 = 130.0;
-const SEED_MIXED_RATES: [f64; 3] = [8.0, 7.0, 6.0];
-const SEED_MIXED_UTILISATION: f64 = 0.60;
-/// Seed §3.1–3.2: the model's components, Delay = Latency + Size/Throughput: disks rated 10 ms
-/// and 4 MB/s, T9000 links 5 µs and 8 MB/s. The seed fits no line to the whole server.
-const SEED_DISK_LATENCY_US: f64 = 10_000.0;
-const SEED_DISK_MB_PER_S: f64 = 4.0;
-const SEED_LINK_LATENCY_US: f64 = 5.0;
-const SEED_LINK_MB_PER_S: f64 = 8.0;
-
 /// Newest items a channel keeps in memory: all frames but the last are on disk.
 const MEMORY_ITEMS: usize = 1;
 /// Frame sizes of the fit: 25 KB … 800 KB.
 const FIT_SIZES: [usize; 6] = [25_600, 51_200, 102_400, 204_800, 409_600, 819_200];
-/// A get of a stored frame never waits for a put; the timeout only bounds a bug.
-const GET_TIMEOUT: Duration = Duration::from_secs(10);
 /// At most this fraction of the tier resident after eviction, and a measurement counts as cold.
 const COLD_RESIDENT_MAX: f64 = 0.05;
-/// Bytes per MiB, for `resident_mib`.
-const MIB: f64 = 1_048_576.0;
 
 /// What the command line and `--quick` decide.
 struct Settings {
@@ -161,107 +147,6 @@ impl Drop for Scratch {
         }
     }
 }
-
-/// A stored stream: its channel, and each frame's checksum taken at the put.
-struct Stream {
-    channel: Channel,
-    sums: Vec<u64>,
-    frame_bytes: usize,
-    /// Frames on disk (the oldest ones): the only ones read.
-    on_disk: usize,
-}
-
-/// One reader's part of a configuration.
-#[derive(Clone, Copy, Debug)]
-struct Plan {
-    stream: usize,
-    /// `None`: unpaced, each frame due when it is asked for.
-    fps: Option<f64>,
-    frames: usize,
-}
-
-/// What one reader saw.
-struct Outcome {
-    plan: Plan,
-    /// Each frame's delay (completion − due), in frame order; shorter than planned if the
-    /// reader hit its time limit.
-    delays_ns: Vec<u64>,
-    /// From the start to the last completion.
-    span_ns: u64,
-    /// Frames whose bytes did not sum to what was put.
-    bad_frames: usize,
-}
-
-/// A configuration's delays, over all its streams, in µs.
-struct Figures {
-    frames: usize,
-    frames_planned: usize,
-    p50_us: f64,
-    p90_us: f64,
-    p99_us: f64,
-    max_us: f64,
-    mean_us: f64,
-    jitter_us: f64,
-    offered_fps: f64,
-    achieved_fps: f64,
-    achieved_mb_per_s: f64,
-    bad_frames: usize,
-}
-
-impl Figures {
-    fn of(outcomes: &[Outcome], frame_bytes: usize) -> Figures {
-        let mut all: Vec<u64> = outcomes.iter().flat_map(|o| o.delays_ns.iter().copied()).collect();
-        assert!(!all.is_empty(), "a configuration read no frame");
-        all.sort_unstable();
-        let mean_ns = all.iter().map(|&d| d as f64).sum::<f64>() / all.len() as f64;
-        let fps = |o: &Outcome| o.delays_ns.len() as f64 / (o.span_ns.max(1) as f64 / 1e9);
-        let achieved_fps: f64 = outcomes.iter().map(fps).sum();
-        let us = |p: f64| percentile(&all, p) as f64 / 1e3;
-        Figures {
-            frames: all.len(),
-            frames_planned: outcomes.iter().map(|o| o.plan.frames).sum(),
-            p50_us: us(50.0),
-            p90_us: us(90.0),
-            p99_us: us(99.0),
-            max_us: us(100.0),
-            mean_us: mean_ns / 1e3,
-            jitter_us: std_dev_ns(&all, mean_ns) / 1e3,
-            offered_fps: outcomes.iter().filter_map(|o| o.plan.fps).sum(),
-            achieved_fps,
-            achieved_mb_per_s: achieved_fps * frame_bytes as f64 / 1e6,
-            bad_frames: outcomes.iter().map(|o| o.bad_frames).sum(),
-        }
-    }
-
-    /// Adds the delay figures, frame counts and checksum failures to `line`.
-    fn fields(&self, line: Line) -> Line {
-        line.field("frames", self.frames as u64)
-            .field("frames_planned", self.frames_planned as u64)
-            .field("p50_us", self.p50_us)
-            .field("p90_us", self.p90_us)
-            .field("p99_us", self.p99_us)
-            .field("max_us", self.max_us)
-            .field("mean_us", self.mean_us)
-            .field("jitter_us", self.jitter_us)
-            .field("bad_frames", self.bad_frames as u64)
-    }
-}
-
-/// How cold the tier was when a measurement started.
-struct Cache {
-    method: String,
-    resident_bytes: u64,
-    cold: bool,
-}
-
-impl Cache {
-    fn fields(&self, line: Line) -> Line {
-        line.field("cache", if self.cold { "cold" } else { "warm cache" })
-            .field("resident_mib", self.resident_bytes as f64 / MIB)
-            .field("evict", self.method.as_str())
-    }
-}
-
 /// The whole run: the runtime, its stored streams and what is being written out.
 struct Server {
     runtime: Runtime,
@@ -420,121 +305,6 @@ impl Server {
         Ok(figures)
     }
 
-    /// The seed's own loads, and the lines comparing with its figures.
-    fn seed_cases(
-        &mut self,
-        settings: &Settings,
-        max_bytes_per_s: f64,
-        grid: &[(usize, f64, f64, Figures)],
-    ) -> BoxResult<()> {
-        let seed_capacity_mb_s = SEED_FPS * SEED_FRAME_MB / SEED_UTILISATION;
-        Line::new(BENCH, "capacity (100 % utilisation)", SUBJECT)
-            .field("mb_per_s", max_bytes_per_s / 1e6)
-            .field("seed_mb_per_s", seed_capacity_mb_s)
-            .ratio(SEED, max_bytes_per_s / 1e6 / seed_capacity_mb_s)
-            .emit();
-
-        let single = self.measure(
-            &format!("seed load: K=1 F={SEED_FPS}fps S={FRAME_BYTES}B"),
-            "seed_load",
-            &[settings.plan(0, SEED_FPS)],
-            max_bytes_per_s,
-        )?;
-        let utilisation = SEED_FPS * FRAME_BYTES as f64 / max_bytes_per_s;
-        Line::new(BENCH, "seed load: utilisation of 1 stream at 32 fps", SUBJECT)
-            .field("utilisation", utilisation)
-            .field("seed_utilisation", SEED_UTILISATION)
-            .field("max_delay_ms", single.max_us / 1e3)
-            .field("seed_max_delay_ms", SEED_SINGLE_MAX_DELAY_MS)
-            .ratio(SEED, utilisation / SEED_UTILISATION)
-            .emit();
-
-        let at_70 = grid.iter().find(|g| g.0 == 1 && (g.1 - SEED_UTILISATION).abs() < 1e-9);
-        if let Some((_, _, fps, figures)) = at_70 {
-            Line::new(BENCH, "single stream at 70 % utilisation", SUBJECT)
-                .field("fps", *fps)
-                .field("achieved_fps", figures.achieved_fps)
-                .field("seed_fps", SEED_FPS)
-                .field("mb_per_s", figures.achieved_mb_per_s)
-                .field("seed_mb_per_s", SEED_FPS * SEED_FRAME_MB)
-                .field("p50_ms", figures.p50_us / 1e3)
-                .field("max_ms", figures.max_us / 1e3)
-                .field("jitter_ms", figures.jitter_us / 1e3)
-                .field("seed_max_delay_ms", SEED_SINGLE_MAX_DELAY_MS)
-                .ratio(SEED, figures.achieved_fps / SEED_FPS)
-                .emit();
-        }
-
-        let total_fps = SEED_MIXED_UTILISATION * max_bytes_per_s / FRAME_BYTES as f64;
-        let weights: f64 = SEED_MIXED_RATES.iter().sum();
-        let plans: Vec<Plan> =
-            SEED_MIXED_RATES.iter().enumerate().map(|(k, r)| settings.plan(k, total_fps * r / weights)).collect();
-        let mixed = self.measure(
-            "seed multi-user: K=3 rates 8:7:6, 60 %, starting together",
-            "seed_mixed",
-            &plans,
-            max_bytes_per_s,
-        )?;
-        // The seed's single-stream maximum (50 ms) is at 70 %: the same case here, if measured.
-        let (single_case, single_max_us) = match at_70 {
-            Some(g) => ("K=1 at 70 %", g.3.max_us),
-            None => ("K=1 at 32 fps", single.max_us),
-        };
-        Line::new(BENCH, "multi-user max delay over single-stream max delay", SUBJECT)
-            .field("max_ms", mixed.max_us / 1e3)
-            .field("single_case", single_case)
-            .field("single_max_ms", single_max_us / 1e3)
-            .field("seed_max_ms", SEED_MIXED_MAX_DELAY_MS)
-            .field("seed_single_max_ms", SEED_SINGLE_MAX_DELAY_MS)
-            .field("seed_ratio", SEED_MIXED_MAX_DELAY_MS / SEED_SINGLE_MAX_DELAY_MS)
-            .ratio(
-                "the same ratio in the seed",
-                (mixed.max_us / single_max_us) / (SEED_MIXED_MAX_DELAY_MS / SEED_SINGLE_MAX_DELAY_MS),
-            )
-            .emit();
-        Ok(())
-    }
-
-    /// Delay of a cold, unpaced frame read against frame size, and the least-squares line.
-    fn size_fit(&mut self, settings: &Settings) -> BoxResult<()> {
-        let mut means = Vec::new();
-        let mut every = Vec::new();
-        for (i, &size) in settings.fit_sizes.iter().enumerate() {
-            let stream = settings.streams + i;
-            let plan = Plan { stream, fps: None, frames: self.streams[stream].on_disk };
-            let cache = self.evict()?;
-            let outcomes = self.run(&[plan])?;
-            self.write_csv(&outcomes, None, "fit")?;
-            let figures = Figures::of(&outcomes, size);
-            means.push((size as f64, figures.mean_us));
-            every.extend(outcomes[0].delays_ns.iter().map(|&d| (size as f64, d as f64 / 1e3)));
-            let line = Line::new(BENCH, &format!("size fit: 1 reader, cold, unpaced, S={size}B"), SUBJECT)
-                .field("frame_bytes", size as u64)
-                .field("mb_per_s", figures.achieved_mb_per_s);
-            cache.fields(figures.fields(line)).emit();
-        }
-        let (Some(fit), Some(fit_frames)) = (LinearFit::of(&means), LinearFit::of(&every)) else {
-            return Err("size fit: fewer than two frame sizes".into());
-        };
-        // Delay in µs against size in bytes: the slope is µs per byte, so 1/slope is bytes per µs = MB/s.
-        let throughput = |fit: &LinearFit| if fit.slope > 0.0 { 1.0 / fit.slope } else { f64::INFINITY };
-        Line::new(BENCH, "size fit: Delay = Latency + Size/Throughput", SUBJECT)
-            .field("latency_us", fit.intercept)
-            .field("throughput_mb_per_s", throughput(&fit))
-            .field("r2", fit.r2)
-            .field("per_frame_latency_us", fit_frames.intercept)
-            .field("per_frame_throughput_mb_per_s", throughput(&fit_frames))
-            .field("per_frame_r2", fit_frames.r2)
-            .field("seed_disk_latency_us", SEED_DISK_LATENCY_US)
-            .field("seed_disk_mb_per_s", SEED_DISK_MB_PER_S)
-            .field("seed_link_latency_us", SEED_LINK_LATENCY_US)
-            .field("seed_link_mb_per_s", SEED_LINK_MB_PER_S)
-            .field("seed_disk_latency_over_latency", SEED_DISK_LATENCY_US / fit.intercept)
-            .ratio("seed disk model (10 ms + size / 4 MB/s), throughput", throughput(&fit) / SEED_DISK_MB_PER_S)
-            .emit();
-        Ok(())
-    }
-
     /// Runs one reader thread per plan, all starting together.
     fn run(&self, plans: &[Plan]) -> BoxResult<Vec<Outcome>> {
         let readers = plans
@@ -578,73 +348,4 @@ impl Server {
         }
         Ok(())
     }
-}
-
-/// Creates channel `name` with `tier` and puts `frames` distinct frames of `frame_bytes` at
-/// timestamps 0, 1, …; returns their checksums.
-fn store(
-    runtime: &Runtime,
-    producer: &Task,
-    tier: &DiskTier,
-    name: &str,
-    frames: usize,
-    frame_bytes: usize,
-) -> BoxResult<Stream> {
-    let channel =
-        runtime.create_channel(name, ChannelOptions { disk: Some(tier.clone()), ..ChannelOptions::default() })?;
-    let out = producer.attach_output(&channel)?;
-    let seed = u64::from(name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))));
-    let mut frame = vec![0u8; frame_bytes];
-    let mut sums = Vec::with_capacity(frames);
-    for i in 0..frames {
-        fill_random(&mut frame, seed << 32 | i as u64);
-        sums.push(checksum(&frame));
-        out.put(ts_of(i), frame.as_slice())?;
-    }
-    let disk = channel.disk_stats().ok_or_else(|| format!("{name}: created with a disk tier, but has none"))?;
-    if disk.items != frames - MEMORY_ITEMS || disk.bytes != disk.items * frame_bytes {
-        return Err(format!(
-            "{name}: {frames} frames put with memory_items={MEMORY_ITEMS}, but the tier holds {} items, {} bytes",
-            disk.items, disk.bytes
-        )
-        .into());
-    }
-    Ok(Stream { channel, sums, frame_bytes, on_disk: disk.items })
-}
-
-/// One reader: waits for `barrier`, then gets frames `0..plan.frames` of its stream, each at its
-/// due time (`plan.fps`) or back to back, reading every byte. Stops early at twice the planned
-/// duration + 2 s.
-fn read(input: &ChannelInput, sums: &[u64], plan: Plan, barrier: &Barrier) -> BoxResult<Outcome> {
-    barrier.wait();
-    let tick = plan.fps.map(|fps| Duration::from_secs_f64(1.0 / fps));
-    let mut pacer = tick.map(|tick| Pacer::new(tick, tick)).transpose()?;
-    let start = Instant::now();
-    let limit = tick.map_or(Duration::from_secs(60), |tick| tick * plan.frames as u32 * 2 + Duration::from_secs(2));
-    let mut delays_ns = Vec::with_capacity(plan.frames);
-    let (mut bad_frames, mut last_done) = (0, start);
-    for (i, &put_sum) in sums.iter().enumerate().take(plan.frames) {
-        if start.elapsed() > limit {
-            break;
-        }
-        let ts = ts_of(i);
-        let due = match (pacer.as_mut(), tick) {
-            (Some(pacer), Some(tick)) => {
-                let vt = ts + 1;
-                pacer.sync(vt);
-                start + tick * u32::try_from(vt)?
-            }
-            _ => Instant::now(),
-        };
-        let item = input.get(Selector::At(ts), Some(GET_TIMEOUT))?;
-        let sum = checksum(item.data());
-        let done = Instant::now();
-        bad_frames += usize::from(sum != put_sum);
-        drop(item);
-        input.consume(ts)?;
-        delays_ns.push(u64::try_from(done.saturating_duration_since(due).as_nanos()).unwrap_or(u64::MAX));
-        last_done = done;
-    }
-    let span_ns = u64::try_from((last_done - start).as_nanos()).unwrap_or(u64::MAX);
-    Ok(Outcome { plan, delays_ns, span_ns, bad_frames })
 }

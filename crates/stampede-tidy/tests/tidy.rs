@@ -1,0 +1,73 @@
+//! Runs the house rules (`stampede_tidy`) over the repository; a failure lists every violation
+//! with what to do about it.
+
+use std::path::{Path, PathBuf};
+
+use stampede_tidy::{
+    rust_files, too_long, undocumented, unexplained_sleeps, unsafe_outside, unsafe_without_safety, Source,
+};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository's root")
+}
+
+/// Every crate directory under `crates/`.
+fn crates() -> Vec<PathBuf> {
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
+        .expect("crates/")
+        .map(|entry| entry.expect("an entry").path())
+        .filter(|path| path.join("Cargo.toml").is_file())
+        .collect();
+    crates.sort();
+    crates
+}
+
+/// The Rust sources under `crates/<crate>/<sub>` of every crate.
+fn sources(sub: &str) -> Vec<Source> {
+    let root = root();
+    crates()
+        .iter()
+        .map(|dir| dir.join(sub))
+        .filter(|dir| dir.is_dir())
+        .flat_map(|dir| rust_files(&root, &dir).expect("readable sources"))
+        .collect()
+}
+
+fn assert_none(rule: &str, violations: Vec<String>) {
+    assert!(violations.is_empty(), "{rule}: {} violation(s):\n{}", violations.len(), violations.join("\n"));
+}
+
+#[test]
+fn sources_are_short_and_documented() {
+    let sources = sources("src");
+    assert!(sources.len() > 100, "the walk found the crates' sources ({})", sources.len());
+    assert_none("short files", too_long(&sources));
+    assert_none("module docs", undocumented(&sources));
+}
+
+#[test]
+fn unsafe_lives_where_it_is_allowed() {
+    let root = root();
+    let lib =
+        |krate: &str| std::fs::read_to_string(root.join("crates").join(krate).join("src/lib.rs")).expect("lib.rs");
+    assert!(lib("stampede-core").contains("#![forbid(unsafe_code)]"), "stampede-core forbids unsafe code");
+    for (krate, allowed) in [("stampede", "src/os.rs"), ("stampede-wire", "src/shared.rs")] {
+        assert!(lib(krate).contains("#![deny(unsafe_code)]"), "{krate} denies unsafe code");
+        let sources = rust_files(&root, &root.join("crates").join(krate).join("src")).expect("sources");
+        let allowed = Path::new("crates").join(krate).join(allowed);
+        assert_none(krate, unsafe_outside(&sources, &[allowed.as_path()]));
+        assert_none(krate, unsafe_without_safety(&sources));
+    }
+}
+
+#[test]
+fn sleeps_in_tests_say_why() {
+    let mut sources = sources("tests");
+    sources.extend(sources_named("src", "tests.rs"));
+    assert_none("sleeps in tests", unexplained_sleeps(&sources));
+}
+
+/// The sources under `crates/*/<sub>` named `name` (unit-test modules kept in their own file).
+fn sources_named(sub: &str, name: &str) -> Vec<Source> {
+    sources(sub).into_iter().filter(|s| s.path.file_name().is_some_and(|n| n == name)).collect()
+}

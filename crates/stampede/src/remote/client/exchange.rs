@@ -1,0 +1,323 @@
+//! One request and its reply: numbering (requests at most once), retries of a lost reply, the
+//! exchange on the direct path or as a zenoh query, and the rule that decides what a reply means.
+//!
+//! A request that may hold something on the node is answered only within its deadline and
+//! [`LEASE_SHARE`] of the lease, and while the session lives; else the call fails and the session
+//! ends, so whatever the reply carried stays with the node (see the module doc of `client`).
+
+use crate::trace::{self, Kind};
+use std::borrow::Cow;
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::{Error, Result};
+use bytes::Bytes;
+use zenoh::bytes::ZBytes;
+use zenoh::query::ConsolidationMode;
+use zenoh::Wait;
+
+use crate::remote::direct::Direct;
+use crate::remote::runtime::unexpected;
+use crate::remote::{CLIENT_CLOSED, QUERY_MARGIN, REPLY_LATE};
+use stampede_wire::shared;
+use stampede_wire::{decode_reply, decode_reply_passed, encode, Handle, Reply, Request, RequestHeader, ACKS_MAX};
+
+use super::{blocking, Client, LEASE_SHARE, REQUEST_RETRIES};
+
+/// What one try of a request brings: its reply (with the payload that follows it), or why none
+/// came in time.
+type Exchange = std::result::Result<(Reply, Bytes), String>;
+
+impl Client {
+    /// The header of request `seq` (0: not numbered) of this session, acknowledging the replies
+    /// read since the last header said so.
+    pub(super) fn header(&self, seq: u64, request: Request) -> RequestHeader {
+        let secret = self.secret.get().copied().unwrap_or_default();
+        let acks = {
+            let mut acks = self.acks.lock();
+            let keep = acks.len().saturating_sub(ACKS_MAX);
+            acks.split_off(keep)
+        };
+        RequestHeader { seq, acks, ..RequestHeader::new(self.session.clone(), secret, request) }
+    }
+
+    /// The number of a new request: 0 for `Open` (answered before the session exists).
+    fn number(&self, request: &Request) -> u64 {
+        match request {
+            Request::Open { .. } => 0,
+            _ => self.next_seq.fetch_add(1, Ordering::SeqCst),
+        }
+    }
+
+    /// Whether to send request `seq` again after this try's `answer`, `taken` after sending it:
+    /// its reply was lost, it is numbered, retries are left (counted in `tries`), the client is
+    /// open, and the node cannot have ended the session meanwhile.
+    fn retries(&self, seq: u64, answer: &Exchange, taken: Duration, tries: &mut u32) -> bool {
+        let retry = answer.is_err() && seq != 0 && *tries < REQUEST_RETRIES && !self.is_closed() && taken < self.lease;
+        *tries += u32::from(retry);
+        retry
+    }
+
+    /// `answer` to `op`, or a lost reply where a test's fault injection says so.
+    fn injected(&self, op: &'static str, answer: Exchange) -> Exchange {
+        #[cfg(feature = "faults")]
+        if answer.is_ok() && self.lose_replies.as_ref().is_some_and(|lose| lose.lose(op)) {
+            return Err(format!("the reply to {op} was lost on purpose (a test's fault)"));
+        }
+        let _ = op;
+        answer
+    }
+
+    /// One request and its reply (with the payload that follows it). `wait` is how long the node
+    /// may wait before answering. The node's errors come back unchanged; fabric trouble is
+    /// `Unreachable`, and ends the session if the request may have taken items.
+    pub(crate) fn call(&self, request: Request, payload: Option<Bytes>, wait: Duration) -> Result<(Reply, Bytes)> {
+        self.call_on(request, payload, wait, self.direct_path())
+    }
+
+    /// [`call`](Self::call) as a zenoh query, whatever path the session's requests take: the
+    /// node serves it after the declarations this client made on zenoh before it (a watch's
+    /// subscribers), which a request on the direct path may overtake.
+    pub(crate) fn call_after_declarations(&self, request: Request) -> Result<(Reply, Bytes)> {
+        self.call_on(request, None, Duration::ZERO, None)
+    }
+
+    pub(super) fn call_on(
+        &self,
+        request: Request,
+        payload: Option<Bytes>,
+        wait: Duration,
+        direct: Option<&Direct>,
+    ) -> Result<(Reply, Bytes)> {
+        let op = request.op();
+        self.check_open(op)?;
+        let holds_on_node = request.holds_on_node();
+        let seq = self.number(&request);
+        let answer = blocking(|| {
+            self.finish_sends();
+            if direct.is_none() {
+                self.finish_direct_sends();
+            }
+            let mut tries = 0;
+            loop {
+                let sent = Instant::now();
+                let answer = self.exchange(seq, request.clone(), payload.clone(), wait, direct);
+                let answer = (self.injected(op, answer), sent.elapsed());
+                if !self.retries(seq, &answer.0, answer.1, &mut tries) {
+                    break answer;
+                }
+            }
+        });
+        let dispatch = self.reclaims.lock().clone();
+        if let Some(dispatch) = dispatch {
+            // The node sent the items this request reclaimed before its reply: run their
+            // handlers before the call returns, as embedded.
+            dispatch.barrier();
+        }
+        self.conclude(op, seq, holds_on_node, wait, answer)
+    }
+
+    /// A call's result from the exchange's (and how long after sending the request it ended):
+    /// the node's error unchanged, fabric trouble as `Unreachable` (ending the session when the
+    /// request may have taken items), and the reply of a request that may hold something on the
+    /// node only while the session lives and within its deadline — else the call fails `Closed`
+    /// and the session ends (so does a lost reply waited for a whole lease: the process was
+    /// stopped or starved past it, and the node may have ended the session meanwhile).
+    fn conclude(
+        &self,
+        op: &'static str,
+        seq: u64,
+        holds_on_node: bool,
+        wait: Duration,
+        (answer, taken): (Exchange, Duration),
+    ) -> Result<(Reply, Bytes)> {
+        if answer.is_ok() && seq != 0 {
+            // Read, late or not: the node may forget it.
+            self.acks.lock().push(seq);
+        }
+        let late = holds_on_node
+            && match &answer {
+                Ok(_) => taken > self.reply_deadline(true, wait),
+                Err(_) => taken >= self.lease,
+            };
+        match answer {
+            Ok((Reply::Error(e), _)) => Err(e.into()),
+            Ok(answer) if !holds_on_node => Ok(answer),
+            _ if late && !self.is_closed() => {
+                self.end(format!("a reply to {op} was not read within {taken:?} of its request"));
+                Err(Error::Closed { name: self.node().to_owned(), reason: REPLY_LATE })
+            }
+            // Closed or ended by another thread meanwhile: the node gave back what the reply
+            // carried, or will.
+            Ok(answer) => self.check_open(op).map(|()| answer),
+            // Closed while the call was under way (another thread): as embedded, the call ends
+            // `Closed`; whatever it may have taken went back with the session.
+            Err(_) if self.closed.load(Ordering::SeqCst) => {
+                Err(Error::Closed { name: self.node().to_owned(), reason: CLIENT_CLOSED })
+            }
+            Err(reason) => {
+                if holds_on_node {
+                    self.end(format!("a reply to {op} was lost ({reason})"));
+                }
+                Err(Error::Unreachable { op, name: self.node().to_owned(), reason })
+            }
+        }
+    }
+
+    /// [`call`](Self::call) without blocking a thread.
+    pub(crate) async fn call_async(
+        &self,
+        request: Request,
+        payload: Option<Bytes>,
+        wait: Duration,
+    ) -> Result<(Reply, Bytes)> {
+        let op = request.op();
+        self.check_open(op)?;
+        let holds_on_node = request.holds_on_node();
+        self.finish_sends_async().await;
+        // Reads replies that came long ago, in the usual case: a short block at most.
+        blocking(|| self.finish_direct_sends());
+        let seq = self.number(&request);
+        let mut tries = 0;
+        let answer = loop {
+            let sent = Instant::now();
+            let answer = self.exchange_async(seq, request.clone(), payload.clone(), wait).await;
+            let answer = (self.injected(op, answer), sent.elapsed());
+            if !self.retries(seq, &answer.0, answer.1, &mut tries) {
+                break answer;
+            }
+        };
+        let dispatch = self.reclaims.lock().clone();
+        if let Some(dispatch) = dispatch {
+            dispatch.barrier_async().await;
+        }
+        self.conclude(op, seq, holds_on_node, wait, answer)
+    }
+
+    /// A request answered by a new handle (a task, a connection).
+    pub(crate) fn handle(&self, request: Request) -> Result<Handle> {
+        let op = request.op();
+        match self.call(request, None, Duration::ZERO)?.0 {
+            Reply::Handle(handle) => Ok(handle),
+            _ => Err(unexpected(op, self.node())),
+        }
+    }
+
+    /// A request answered by `Done`.
+    pub(crate) fn done(&self, request: Request) -> Result<()> {
+        let op = request.op();
+        match self.call(request, None, Duration::ZERO)?.0 {
+            Reply::Done => Ok(()),
+            _ => Err(unexpected(op, self.node())),
+        }
+    }
+
+    /// The request's exchange with the node, on `direct` or else as a zenoh query: `Err` with
+    /// the reason when no decodable reply came in time.
+    fn exchange(
+        &self,
+        seq: u64,
+        request: Request,
+        payload: Option<Bytes>,
+        wait: Duration,
+        direct: Option<&Direct>,
+    ) -> Exchange {
+        let timeout = self.reply_deadline(request.holds_on_node(), wait);
+        // In the event log: encoding and decoding are serialisation; the round trip is messaging,
+        // or blocking when the node may park the request waiting for an item or a change (a put
+        // parked for room, rarer, counts as messaging).
+        let waits_for_items = matches!(
+            request,
+            Request::Get { .. } | Request::QueueGet { .. } | Request::WaitChanged { .. } | Request::WaitProgress { .. }
+        );
+        let round_trip = if waits_for_items && !wait.is_zero() { Kind::Wait } else { Kind::Send };
+        let serialise = trace::span(Kind::Serialise, 0, 0, 0);
+        if let Some(direct) = direct {
+            let header = encode(&self.header(seq, request));
+            drop(serialise);
+            // A large payload to a node on this host goes as a shared-memory segment.
+            let passed = payload.as_ref().filter(|_| direct.passes_segments()).and_then(shared::share);
+            let parts: &[&[u8]] = match (&payload, &passed) {
+                (Some(payload), None) => &[&header, payload],
+                _ => &[&header],
+            };
+            let bytes = parts.iter().map(|part| part.len() as u64).sum();
+            let (message, shared) = {
+                let _trip = trace::span(round_trip, 0, 0, bytes);
+                direct.exchange(parts, passed.as_ref().map(|(d, _)| d.as_fd()), timeout)?
+            };
+            let _decode = trace::span(Kind::Serialise, 0, 0, message.len() as u64);
+            return match shared {
+                Some(shared) => {
+                    let reply = decode_reply_passed(&message, shared.len())
+                        .map_err(|e| format!("the node's reply is unreadable: {e}"))?;
+                    Ok((reply, shared))
+                }
+                None => reply_of(message),
+            };
+        }
+        let query = self.query(seq, request, payload, timeout);
+        drop(serialise);
+        let reply = {
+            let _trip = trace::span(round_trip, 0, 0, 0);
+            query.wait().map_err(|e| format!("zenoh refused the query: {e}"))?.recv().ok()
+        };
+        let _decode = trace::span(Kind::Serialise, 0, 0, 0);
+        answer(reply, timeout)
+    }
+
+    /// [`exchange`](Self::exchange) without blocking a thread.
+    async fn exchange_async(&self, seq: u64, request: Request, payload: Option<Bytes>, wait: Duration) -> Exchange {
+        let timeout = self.reply_deadline(request.holds_on_node(), wait);
+        let replies =
+            self.query(seq, request, payload, timeout).await.map_err(|e| format!("zenoh refused the query: {e}"))?;
+        answer(replies.recv_async().await.ok(), timeout)
+    }
+
+    /// How long after sending a request that waits at most `wait` on the node its reply is
+    /// waited for: the wait plus [`QUERY_MARGIN`], and, for a request that may hold something on
+    /// the node (`holds_on_node`), at most [`LEASE_SHARE`] of the lease — later the node may have
+    /// ended the session, and the reply is not taken.
+    fn reply_deadline(&self, holds_on_node: bool, wait: Duration) -> Duration {
+        let deadline = wait.saturating_add(QUERY_MARGIN);
+        match holds_on_node {
+            true => deadline.min(self.lease.mul_f64(LEASE_SHARE)),
+            false => deadline,
+        }
+    }
+
+    /// The query carrying `request` (and the payload after its header), answered within `timeout`.
+    pub(super) fn query(
+        &self,
+        seq: u64,
+        request: Request,
+        payload: Option<Bytes>,
+        timeout: Duration,
+    ) -> zenoh::session::SessionGetBuilder<'_, '_, zenoh::handlers::DefaultHandler> {
+        let mut message = ZBytes::writer();
+        message.append(ZBytes::from(encode(&self.header(seq, request))));
+        if let Some(payload) = payload {
+            message.append(ZBytes::from(payload));
+        }
+        self.zenoh.get(&self.rpc_key).payload(message.finish()).consolidation(ConsolidationMode::None).timeout(timeout)
+    }
+}
+
+/// The reply a query received (`None`: none within `timeout`), decoded, with its payload.
+fn answer(reply: Option<zenoh::query::Reply>, timeout: Duration) -> std::result::Result<(Reply, Bytes), String> {
+    let reply = reply.ok_or_else(|| format!("no reply from the node (waited at most {timeout:?})"))?;
+    let sample = reply.into_result().map_err(|e| format!("the fabric answered with an error: {e:?}"))?;
+    let bytes = match sample.payload().to_bytes() {
+        Cow::Owned(bytes) => Bytes::from(bytes),
+        Cow::Borrowed(bytes) => Bytes::copy_from_slice(bytes),
+    };
+    reply_of(bytes)
+}
+
+/// A reply message decoded, with its payload (a slice of `bytes`, not a copy).
+fn reply_of(bytes: Bytes) -> std::result::Result<(Reply, Bytes), String> {
+    let (reply, payload) = decode_reply(&bytes).map_err(|e| format!("the node's reply is unreadable: {e}"))?;
+    let payload = bytes.slice_ref(payload);
+    Ok((reply, payload))
+}

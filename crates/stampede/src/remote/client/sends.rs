@@ -1,0 +1,71 @@
+//! Requests sent without waiting for their replies (drops, detaches), and waiting for them to be
+//! applied before the next call.
+//!
+//! A call made after a send sees the send's effect on the node, as embedded: the replies of the
+//! sends made as zenoh queries (at most [`UNFINISHED_SENDS_MAX`] unfinished) are waited for first,
+//! and a call made as a zenoh query first waits until the node applied the direct path's sends (a
+//! call on the direct path follows them on their connection).
+
+use crate::remote::QUERY_MARGIN;
+use stampede_wire::{encode, Request};
+use zenoh::query::ConsolidationMode;
+use zenoh::Wait;
+
+use super::{blocking, Client};
+
+/// Most requests sent without waiting (drops) whose replies are not yet waited for; one more
+/// waits for them first.
+const UNFINISHED_SENDS_MAX: usize = 256;
+
+impl Client {
+    /// Sends `request` without waiting for its reply (drops and detaches).
+    pub(crate) fn send(&self, request: Request) {
+        if self.check_open(request.op()).is_err() {
+            return;
+        }
+        blocking(|| self.send_now(request));
+    }
+
+    fn send_now(&self, request: Request) {
+        if let Some(direct) = self.direct_path() {
+            let header = encode(&self.header(0, request));
+            // A send that fails is as one whose query fails: the node goes or is gone.
+            let _ = direct.send(&[&header]);
+            return;
+        }
+        if self.unfinished.lock().len() >= UNFINISHED_SENDS_MAX {
+            self.finish_sends();
+        }
+        let message = encode(&self.header(0, request));
+        let query = self.zenoh.get(&self.rpc_key).payload(message).consolidation(ConsolidationMode::None);
+        if let Ok(replies) = query.timeout(QUERY_MARGIN).wait() {
+            self.unfinished.lock().push(replies);
+        }
+    }
+
+    /// Waits for the replies of the requests sent without waiting (drops), each at most until
+    /// its query times out: a call made after a drop sees the drop's effect on the node, as
+    /// embedded, although the node serves requests concurrently.
+    pub(super) fn finish_sends(&self) {
+        let unfinished = std::mem::take(&mut *self.unfinished.lock());
+        for replies in unfinished {
+            let _ = replies.recv();
+        }
+    }
+
+    /// Waits until the node applied the sends of the direct path, for a request that does not
+    /// follow them on their connection (a zenoh query).
+    pub(super) fn finish_direct_sends(&self) {
+        if let Some(direct) = &self.direct {
+            direct.finish_sends(QUERY_MARGIN);
+        }
+    }
+
+    /// [`finish_sends`](Self::finish_sends) without blocking a thread.
+    pub(super) async fn finish_sends_async(&self) {
+        let unfinished = std::mem::take(&mut *self.unfinished.lock());
+        for replies in unfinished {
+            let _ = replies.recv_async().await;
+        }
+    }
+}
