@@ -25,9 +25,14 @@ use zenoh::Config;
 
 use crate::request::{REQUEST_HEADER_BYTES_MAX, SESSION_ID_BYTES_MAX};
 
-/// How long after a client vanishes without closing its link its session is closed, by default
-/// (zenoh's own default lease).
-pub const LIVELINESS_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+/// How long after a client vanishes without closing its link (a crash, a host gone, a cable cut)
+/// its session is closed, by default: the zenoh lease a client announces. Until then the session's
+/// claims hold ts_min everywhere, so it is short; a live client's link is never silent that long
+/// (zenoh sends a keep-alive four times per lease).
+pub const LIVELINESS_TIMEOUT_DEFAULT: Duration = Duration::from_secs(3);
+
+/// Longest zenoh waits to open a link, when the caller gives no shorter bound (zenoh's default).
+pub const OPEN_TIMEOUT_MAX: Duration = Duration::from_secs(10);
 
 /// Room zenoh allows in one message beyond the largest payload and request header.
 const MESSAGE_SLACK_BYTES: usize = 64 * 1024;
@@ -223,6 +228,14 @@ fn pem_path<'a>(op: &'static str, path: &'a Path, what: &str) -> Result<&'a str>
         return Err(refuse(format!("this TLS file does not hold {expected}")));
     }
     path.to_str().ok_or_else(|| refuse("a TLS file's path must be UTF-8".into()))
+}
+
+/// Bounds the time zenoh takes to open the link of `config` (its TCP, TLS or QUIC connection and
+/// zenoh's handshake) by `timeout` (at most [`OPEN_TIMEOUT_MAX`]): against a listener that accepts
+/// and never speaks, a connect returns when its caller's timeout is up.
+pub fn bound_open(config: &mut Config, timeout: Duration) -> Result<()> {
+    let ms = u64::try_from(timeout.min(OPEN_TIMEOUT_MAX).as_millis()).unwrap_or(u64::MAX).max(1);
+    insert(config, "connect", "transport/unicast/open_timeout", &ms.to_string())
 }
 
 fn base_config(op: &'static str, mode: &str, lease: Duration) -> Result<Config> {

@@ -304,9 +304,9 @@ fn zero_bounds_are_refused_at_creation() {
     assert!(rt.names("").unwrap().is_empty());
 }
 
-/// Defect 13: names follow SPEC §15 (segments of letters, digits and `_ - . :`, no `.`/`..`,
-/// at most `NAME_BYTES_MAX` bytes) in `create_channel`, `create_queue` and `lookup`, each
-/// refusal an `InvalidArgument` naming the rule; and `names(prefix)` selects whole segments.
+/// Defect 13: names follow docs/SEMANTICS.md, "Names" (segments of letters, digits and `_ - . :`,
+/// no `.`/`..`, at most `NAME_BYTES_MAX` bytes) in `create_channel`, `create_queue` and `lookup`,
+/// each refusal an `InvalidArgument` naming the rule; and `names(prefix)` selects whole segments.
 #[test]
 fn names_are_checked_and_selected_hierarchically() {
     let rt = Runtime::new();
@@ -609,4 +609,27 @@ fn npy_payloads_with_object_or_malformed_headers_are_refused_at_put() {
     assert_eq!(ch.stats().live_items, 0);
     out.put(1, npy("'<f4'", &[0; 4])).unwrap();
     assert_eq!(ch.timestamps(), vec![1]);
+}
+
+/// `connect` honours its timeout whatever the peer does: against a TCP listener that accepts and
+/// never speaks (no zenoh handshake, no hello) it fails `Unreachable` when its 2 s are up — not
+/// after zenoh's own 10 s open timeout. The watchdog (4× the timeout) only catches a call that
+/// does not return; the overshoot is measured by no test.
+#[test]
+fn connect_returns_by_its_timeout_against_a_silent_listener() {
+    const TIMEOUT: Duration = Duration::from_secs(2);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("tcp/{}", listener.local_addr().unwrap());
+    // Accepted connections are held open, silent, until the test ends.
+    thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().map_while(Result::ok).collect();
+        drop(held);
+    });
+    let e = support::with_watchdog_for(
+        "connect_returns_by_its_timeout_against_a_silent_listener",
+        TIMEOUT * 4,
+        || {},
+        || stampede::connect(&endpoint, Some(TIMEOUT)).map(drop).unwrap_err(),
+    );
+    assert!(matches!(e, stampede::Error::Unreachable { .. }), "{e}");
 }

@@ -131,8 +131,10 @@ fn reach(
     deadline: Option<Instant>,
 ) -> Result<(zenoh::Session, Hello)> {
     let unreachable = |reason: String| Error::Unreachable { op: "connect", name: endpoint.to_owned(), reason };
-    let config = fabric::client_config(endpoint, lease, tls)?;
+    let mut config = fabric::client_config(endpoint, lease, tls)?;
     let zenoh = loop {
+        // Each attempt ends by the deadline, even against a listener that never speaks.
+        fabric::bound_open(&mut config, left(deadline).unwrap_or(fabric::OPEN_TIMEOUT_MAX))?;
         match zenoh::open(config.clone()).wait() {
             Ok(zenoh) => break zenoh,
             Err(_) if deadline.is_none_or(|d| Instant::now() + CONNECT_RETRY_PAUSE < d) => {
@@ -150,7 +152,7 @@ fn reach(
         }
     };
     loop {
-        match greet(&zenoh, endpoint, node) {
+        match greet(&zenoh, endpoint, node, deadline) {
             Ok(hello) => return Ok((zenoh, hello)),
             // A node behind the router may not be routed to yet.
             Err(Error::Unreachable { .. }) if deadline.is_none_or(|d| Instant::now() + CONNECT_RETRY_PAUSE < d) => {
@@ -179,6 +181,11 @@ fn fabric_tls(tls: Option<&ClientTls>) -> Result<Option<fabric::Tls<'_>>> {
     Ok(Some(fabric::Tls { root_ca: tls.root_ca.as_deref(), identity, mutual: identity.is_some() }))
 }
 
+/// The time left until `deadline` (`None`: no deadline); zero once it passed.
+fn left(deadline: Option<Instant>) -> Option<Duration> {
+    deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()))
+}
+
 /// A zenoh error's message without the source location zenoh appends to it.
 fn brief(e: &zenoh::Error) -> String {
     let text = e.to_string();
@@ -187,14 +194,14 @@ fn brief(e: &zenoh::Error) -> String {
 
 /// Asks every node reachable for its [`Hello`] (or only `node`); keeps `node`'s, else the one
 /// this client is connected to.
-fn greet(zenoh: &zenoh::Session, endpoint: &str, node: Option<&str>) -> Result<Hello> {
+fn greet(zenoh: &zenoh::Session, endpoint: &str, node: Option<&str>, deadline: Option<Instant>) -> Result<Hello> {
     let unreachable = |reason: String| Error::Unreachable { op: "connect", name: endpoint.to_owned(), reason };
     let message = encode(&RequestHeader::new("", Secret::default(), Request::Hello));
     let replies = zenoh
         .get(fabric::rpc_key(node.unwrap_or("*")))
         .payload(message)
         .consolidation(ConsolidationMode::None)
-        .timeout(QUERY_MARGIN)
+        .timeout(left(deadline).map_or(QUERY_MARGIN, |left| left.min(QUERY_MARGIN)))
         .wait()
         .map_err(|e| unreachable(format!("zenoh refused the query: {e}")))?;
     let routers: Vec<String> = zenoh.info().routers_zid().wait().map(|zid| zid.to_string()).collect();
