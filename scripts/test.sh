@@ -33,7 +33,7 @@ STAMPEDE_SEEDS="${STAMPEDE_SEEDS:-2000}" cargo test -p stampede --features shutt
 echo "== [${SECONDS} s] Mesh simulation (2000 seeds ran in the Rust tests above; replay one with STAMPEDE_MESH_SEED=n): the protocol faults it must catch"
 cargo test -p stampede-core --features mutations --test mesh_simulation mutations
 
-echo "== [${SECONDS} s] Conformance (SPEC §7): the Rust semantic suites against a client of a stampede serve process,"
+echo "== [${SECONDS} s] Conformance (docs/NODES.md, location transparency): the Rust semantic suites against a client of a stampede serve process,"
 echo "   against a client of node b whose session is on node a, in a mesh a <- b <- c, and (split) against"
 echo "   a client whose tasks are on node b and whose channels are on node a, the nodes sharing ts_min"
 cargo build -q -p stampede-cli

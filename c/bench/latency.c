@@ -15,8 +15,9 @@
  *
  *   latency [--quick] [--connect <endpoint>]
  *
- * Prints one JSON object per line (SPEC §13; fields as crates/stampede-bench/src/report.rs:
- * bench, case, impl, p50_us, p99_us, mean_us, round_trips).
+ * Prints one JSON object per line (docs/BENCHMARKS.md, "How every benchmark measures and reports";
+ * fields as crates/stampede-bench/src/report.rs: bench, case, impl, p50_us, p99_us, mean_us,
+ * round_trips).
  */
 #define _GNU_SOURCE
 #include <inttypes.h>

@@ -42,9 +42,10 @@ import org.stampede.Task;
  *       (Rust: {@code remote}, impl "stampede remote (serve, tcp loopback)").</li>
  * </ul>
  *
- * Usage: {@code Latency [--quick] [--connect <endpoint>]}. Prints one JSON object per line (SPEC §13;
- * fields as crates/stampede-bench/src/report.rs: bench, case, impl, p50_us, p99_us, mean_us,
- * round_trips, ratio_vs, ratio).
+ * Usage: {@code Latency [--quick] [--connect <endpoint>]}. Prints one JSON object per line
+ * (docs/BENCHMARKS.md, "How every benchmark measures and reports"; fields as
+ * crates/stampede-bench/src/report.rs: bench, case, impl, p50_us, p99_us, mean_us, round_trips,
+ * ratio_vs, ratio).
  */
 public final class Latency {
     static final int SMALL_BYTES = 8;

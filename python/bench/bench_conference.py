@@ -17,8 +17,8 @@ Figures, over the steady seconds (after the warm-up, without the last partial se
 - ``skipped_per_s``: frames the mixer skipped (not there by their deadline) per second, summed
   over participants, over the steady seconds.
 
-Prints one JSON object per line (SPEC §13), and with ``--plot DIR`` draws PNGs beside D-Stampede's
-figures. Nothing here asserts a speed.
+Prints one JSON object per line (docs/BENCHMARKS.md, "How every benchmark measures and reports"),
+and with ``--plot DIR`` draws PNGs beside D-Stampede's figures. Nothing here asserts a speed.
 
     python bench/bench_conference.py [--quick] [--fps 30] [--ks 2,3,...] [--sizes 74,...]
         [--nodes one,mesh] [--mixers single,threads] [--plot docs/figures]

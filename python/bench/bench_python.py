@@ -1,4 +1,5 @@
-"""Python-side benchmarks of Stampede, each beside its reference in the same run (SPEC §13).
+"""Python-side benchmarks of Stampede, each beside its reference in the same run
+(docs/BENCHMARKS.md, "How every benchmark measures and reports").
 
 Prints one JSON object per line: {"bench", "case", "p50_us", "p99_us", "ratio_vs", "ratio"}
 where ratio = p50(stampede) / p50(reference).

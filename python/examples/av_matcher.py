@@ -1,4 +1,5 @@
-"""Audio/video matcher: an approximate join of 30 fps frames with 20 ms audio blocks (SPEC §4).
+"""Audio/video matcher: an approximate join of 30 fps frames with 20 ms audio blocks
+(docs/CORRELATION.md, "Approximate join").
 
 Timestamps are milliseconds. A video task puts a NumPy frame every 1000/30 ms (timestamps 0, 33,
 67, 100, ...); an audio task puts a 20 ms block of a synthetic sine every 20 ms (0, 20, 40, ...),

@@ -1,4 +1,4 @@
-"""Digitizer → tracker (SPEC §14 Smart Kiosk, first stage), in Python.
+"""Digitizer → tracker (docs/APPLICATIONS.md, "Smart Kiosk": its first stage), in Python.
 
 A digitizer thread paced by ``Pacer`` at ``--fps`` renders synthetic frames: a bright square
 moving over a dark background, whose true position is known. A tracker thread reads the

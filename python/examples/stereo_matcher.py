@@ -1,4 +1,5 @@
-"""Stereo matcher: two paced cameras correlated by an exact join (SPEC §4, §14).
+"""Stereo matcher: two paced cameras correlated by an exact join
+(docs/CORRELATION.md, "Exact join").
 
 Two camera threads, each a task paced by ``Pacer`` at ``--fps``, render synthetic NumPy frames of
 a bright square moving over a dark background; the right camera sees it shifted left by a known,

@@ -1,7 +1,8 @@
 """Stampede: time-indexed channels shared by threads, processes and machines (Space-Time Memory).
 
 Channels hold at most one item per timestamp and are read by timestamp; tasks hold a virtual
-time; everything below the global ts_min is garbage-collected. See SPEC §15 for the surface::
+time; everything below the global ts_min is garbage-collected. The surface (docs/SEMANTICS.md,
+"The API in every language")::
 
     import stampede
 
@@ -20,18 +21,19 @@ awaitables for asyncio. Payloads: bytes-like objects (codec "raw"), str ("utf8")
 ("npy"); ``item.data`` is a read-only zero-copy memoryview and ``item.array()`` a read-only
 zero-copy ndarray.
 
-Across processes and machines (SPEC §7): ``stampede.connect("tcp/127.0.0.1:7447")`` returns a
+Across processes and machines (docs/NODES.md): ``stampede.connect("tcp/127.0.0.1:7447")`` returns a
 ``Runtime`` with the same API whose channels live on a node (``stampede serve``, or
 ``Runtime(listen="tcp/127.0.0.1:7447")`` in another process); see docs/NODES.md.
 
-Temporal correlation (SPEC §4): ``ExactJoin`` (tuples of items sharing a timestamp, policies
-"wait_all", "partial", "skip") and ``ApproxJoin`` (closest match within a tolerance) take over
-their input connections; ``Channel.settled_below`` / ``close_producers()``, ``ChannelOutput.demand()``
-and ``create_channel(..., retention="current_readers")`` complete the picture (docs/CORRELATION.md).
+Temporal correlation (docs/CORRELATION.md): ``ExactJoin`` (tuples of items sharing a timestamp,
+policies "wait_all", "partial", "skip") and ``ApproxJoin`` (closest match within a tolerance) take
+over their input connections; ``Channel.settled_below`` / ``close_producers()``,
+``ChannelOutput.demand()`` and ``create_channel(..., retention="current_readers")`` complete the
+picture (docs/CORRELATION.md).
 
-Recordings (SPEC §10): ``Recorder(rt, "camera/", "run.mcap")`` writes every item of the channels
-it selects to an MCAP file until ``stop()``; ``replay(rt, "run.mcap", rate=1.0)`` puts them back
-at the recorded pace (docs/RECORDING.md).
+Recordings (docs/RECORDING.md): ``Recorder(rt, "camera/", "run.mcap")`` writes every item of the
+channels it selects to an MCAP file until ``stop()``; ``replay(rt, "run.mcap", rate=1.0)`` puts them
+back at the recorded pace (docs/RECORDING.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Shared fixtures: a fresh runtime per test, and a watchdog instead of wall-clock assertions.
 
-The `rt` fixture is the conformance switch (SPEC §7 location transparency). Every test that takes
-`rt` runs unchanged against, with ``STAMPEDE_CONFIGURATION`` =
+The `rt` fixture is the conformance switch (location transparency: docs/NODES.md,
+"Embedded by default, one API everywhere"). Every test that takes `rt` runs unchanged against, with
+``STAMPEDE_CONFIGURATION`` =
 
 - ``embedded`` (the default): a runtime in this process;
 - ``serve``: a client of a fresh ``stampede serve`` process;
@@ -69,7 +70,7 @@ def listening(proc: subprocess.Popen[str]) -> bool:
 
 
 #: How long the split configuration's nodes may take to reclaim once the last blocker moved: a
-#: few message rounds on loopback (SPEC §3 "live": within a bounded time).
+#: few message rounds on loopback (docs/PROTOCOL.md, "Why it is live": within a bounded time).
 MESH_SETTLE_S = 10.0
 
 

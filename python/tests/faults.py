@@ -1,6 +1,8 @@
 """Fault injection: a mesh of three `stampede serve` nodes (a ← b ← c) with paced producer and
 consumer client processes on each node, while a seeded chaos loop SIGKILLs and restarts clients
-and, less often, whole nodes (SPEC §3 "A producer can always join", §7 failures, §12 no hang).
+and, less often, whole nodes (a producer can always join: docs/SEMANTICS.md,
+"Virtual time, visibility, GC"; failures: docs/NODES.md, "Failures and liveliness"; no hang:
+docs/SEMANTICS.md, "Errors").
 
 Per node X: one producer puts 30 fps frames (alternately raw bytes and a small NumPy array, each
 carrying its timestamp and a CRC-32 of a body derived from it) into ``faults/X``; two consumers
@@ -254,7 +256,7 @@ class Client:
             start = max(now_ms(self.t0), self.counts["last_ts"] + 1)
             try:
                 try:
-                    task = self.call(self.rt.task, start)  # a root task: SPEC §3, a producer can always join
+                    task = self.call(self.rt.task, start)  # a root task: a producer can always join
                 except st.BelowVisibility as e:
                     self.counts["join_refused"] += 1
                     self.emit("fail", what=f"root task at {start} refused: {e}")

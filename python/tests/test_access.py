@@ -1,4 +1,4 @@
-"""Users and rights per name prefix from Python (SPEC §7 "Security", docs/SECURITY.md): a node
+"""Users and rights per name prefix from Python (docs/SECURITY.md): a node
 started with `Runtime(listen=..., access="policy.toml")` admits only its users, and a client
 without a right gets `stampede.PermissionDenied` naming the name and the right, never data.
 

@@ -1,4 +1,4 @@
-"""The seeds' applications (SPEC §14) checked against their ground truth, not eyeballed.
+"""The seeds' applications (docs/APPLICATIONS.md) checked against their ground truth, not eyeballed.
 
 Every run is bounded by a frame count (``max_frames``), at 160x120, at rates a 2-core machine
 keeps up with; no test asserts a duration. The scenes have Gaussian sensor noise, illumination

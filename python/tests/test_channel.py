@@ -1,5 +1,5 @@
-"""SPEC §2 — channel semantics, exercised from Python: put rules, selectors, item states,
-get_range, consume, attach/detach, copy-in and copy-out, errors with their messages."""
+"""Channel semantics (docs/SEMANTICS.md, "Channels"), exercised from Python: put rules, selectors,
+item states, get_range, consume, attach/detach, copy-in and copy-out, errors with their messages."""
 
 from __future__ import annotations
 
@@ -355,8 +355,9 @@ def test_serial_order_under_threads(rt):
 
 
 def test_info_codec_and_placement(rt):
-    """The name service (SPEC §7): info() tells name, kind, node, bounds, codec and description;
-    a put of another codec is refused; a node that does not exist is refused saying so."""
+    """The name service (docs/NODES.md, "The name service"): info() tells name, kind, node, bounds,
+    codec and description; a put of another codec is refused; a node that does not exist is refused
+    saying so."""
     ch = rt.create_channel("camera/left", capacity=4, codec="utf8", description="left camera")
     info = ch.info()
     assert info == {

@@ -1,5 +1,6 @@
-"""The videoconference (SPEC §14): the mixer's exact join and skips, in one process and step by
-step; then a conference of real processes in which a participant is killed and restarted.
+"""The videoconference (docs/APPLICATIONS.md, "Videoconference"): the mixer's exact join and skips,
+in one process and step by step; then a conference of real processes in which a participant is
+killed and restarted.
 
 No test asserts a duration: the process test checks *which* composites the survivors got (their
 timestamps are frame numbers of the wall clock, so "while the participant was gone" is a range of

@@ -1,4 +1,4 @@
-"""SPEC §4 and the end of §3 from Python — settled timestamps, exact and approximate joins,
+"""Temporal correlation from Python — settled timestamps, exact and approximate joins,
 demand feedback and the current-readers retention policy (docs/CORRELATION.md)."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The disk tier from Python (SPEC §10): history beyond memory read back as arrays without a copy,
-its statistics, and clear errors for bad settings and missing directories."""
+"""The disk tier from Python (docs/RECORDING.md, "The disk tier: history beyond memory"): history
+beyond memory read back as arrays without a copy, its statistics, and clear errors for bad settings
+and missing directories."""
 
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 seeded chaos loop SIGKILLs and restarts producer and consumer client processes and, less often,
 whole nodes (the harness is `faults.py`; its long mode is in docs/CHECKS.md). Afterwards no call
 hung, every item a consumer got was intact and in order, every restarted producer joined again
-(SPEC §3), live items stayed bounded, ts_min advanced on every node, and every node is alive.
-Every wait is bounded; every process is killed in the harness's `finally`."""
+(docs/SEMANTICS.md, "Virtual time, visibility, GC"), live items stayed bounded, ts_min advanced on
+every node, and every node is alive. Every wait is bounded; every process is killed in the harness's
+`finally`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SPEC §3 — virtual time, visibility, ts_min, reference counts and GC handlers from Python."""
+"""Virtual time, visibility, ts_min, reference counts and GC handlers from Python
+(docs/SEMANTICS.md, "Virtual time, visibility, GC")."""
 
 from __future__ import annotations
 

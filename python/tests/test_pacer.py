@@ -1,4 +1,5 @@
-"""SPEC §6 — Pacer from Python: waits when early, calls on_late (which may skip ahead) when late."""
+"""Pacer from Python (docs/SEMANTICS.md, "Pacing"): waits when early, calls on_late (which may skip
+ahead) when late."""
 
 from __future__ import annotations
 

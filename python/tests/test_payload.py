@@ -1,5 +1,5 @@
-"""SPEC §8 — payloads from Python: bytes-like (raw), str (utf8), NumPy arrays (npy) with
-zero-copy, read-only views out."""
+"""Payloads from Python (docs/SEMANTICS.md, "Payloads and codecs"): bytes-like (raw), str (utf8),
+NumPy arrays (npy) with zero-copy, read-only views out."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Real processes on one host sharing channels through a `stampede serve` node (SPEC §7): two
+"""Real processes on one host sharing channels through a `stampede serve` node (docs/NODES.md): two
 client processes, a queue with workers in separate processes, an exact join fed by producers in
 separate processes, a 6 MB NumPy frame crossing between processes through shared memory, a
 camera process on one node putting into a channel on another, and a camera process killed and
@@ -53,7 +53,8 @@ def finish(proc: subprocess.Popen[str]) -> str:
 
 def test_two_client_processes_share_a_channel(endpoint):
     """A producer process and a consumer process: every frame, in order, and a 6 MB NumPy frame
-    that arrives as an equal, read-only array viewing a shared-memory segment (SPEC §7)."""
+    that arrives as an equal, read-only array viewing a shared-memory segment (docs/NODES.md,
+    "The fabric")."""
     with stampede.connect(endpoint, timeout=NODE_START_S) as rt:
         rt.create_channel("camera/frames")
         consumer_code = """
@@ -211,10 +212,10 @@ def test_an_embedded_runtime_serves_another_process(tmp_path):
 
 
 def test_a_camera_killed_and_restarted_reaches_a_display_that_was_never_restarted(endpoint):
-    """SPEC §3 "A producer can always join": a display at INFINITY connects first; a camera process
-    connects later at virtual time 0 and its frames arrive; the camera is killed (SIGKILL, holding
-    its task at virtual time 100) and restarted at 100, above its last timestamp, and the same
-    display gets the new frames."""
+    """A producer can always join (docs/SEMANTICS.md, "Virtual time, visibility, GC"): a display at
+    INFINITY connects first; a camera process connects later at virtual time 0 and its frames
+    arrive; the camera is killed (SIGKILL, holding its task at virtual time 100) and restarted at
+    100, above its last timestamp, and the same display gets the new frames."""
     display_body = """
         frames = rt.create_channel("camera/frames")
         print("ready", flush=True)

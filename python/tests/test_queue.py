@@ -1,5 +1,5 @@
-"""SPEC §5 — queues from Python: FIFO by insertion, each item to exactly one getter, reclaimed
-on consume, open items count in the getter's visibility."""
+"""Queues from Python (docs/SEMANTICS.md, "Queues"): FIFO by insertion, each item to exactly one
+getter, reclaimed on consume, open items count in the getter's visibility."""
 
 from __future__ import annotations
 

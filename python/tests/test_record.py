@@ -1,5 +1,5 @@
-"""Recording and replay (SPEC §10): MCAP files that an independent reader (the ``mcap`` package)
-reads, round trips that give back every item byte for byte, the kiosk recorded and replayed
+"""Recording and replay (docs/RECORDING.md): MCAP files that an independent reader (the ``mcap``
+package) reads, round trips that give back every item byte for byte, the kiosk recorded and replayed
 through the command line, and a recorder killed mid-run leaving a readable file.
 
 Every wait is bounded and every spawned process is stopped in a ``finally``.

@@ -1,4 +1,4 @@
-"""TLS endpoints from Python (SPEC §7 "Security", docs/SECURITY.md): `Runtime(listen="tls/...",
+"""TLS endpoints from Python (docs/SECURITY.md): `Runtime(listen="tls/...",
 tls_certificate=..., tls_private_key=...)` serves clients that trust its CA through
 `stampede.connect(..., tls_root_ca=...)`; a client trusting another CA, a client without a
 certificate in mutual mode, and a plain `tcp/` client are refused with Unreachable within their

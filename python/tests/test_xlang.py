@@ -1,6 +1,7 @@
-"""The cross-language test (issue 16, SPEC §8): a C producer, a Java consumer and a Python consumer
-on one node exchange one item of each standard codec — raw, utf8, json and npy — and agree on every
-byte; the Java and Python consumers decode the npy header to the same dtype and shape.
+"""The cross-language test (issue 16, docs/SEMANTICS.md, "Payloads and codecs"): a C producer, a
+Java consumer and a Python consumer on one node exchange one item of each standard codec — raw,
+utf8, json and npy — and agree on every byte; the Java and Python consumers decode the npy header
+to the same dtype and shape.
 
 The C program is built by ``make -C c`` (``c/tests/xlang_producer.c``), the Java one runs from the
 compiled classes (``java/examples/XlangConsumer.java``); both need their native library built first

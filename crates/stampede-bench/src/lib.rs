@@ -1,4 +1,5 @@
-//! Benchmark programs for Stampede (SPEC §13): each measures the runtime side by side with its
+//! Benchmark programs for Stampede (docs/BENCHMARKS.md,
+//! "How every benchmark measures and reports"): each measures the runtime side by side with its
 //! reference in the same run and prints one JSON object per result line to stdout.
 //!
 //! The binaries in `src/bin/` are thin: what they share lives here.

@@ -2,7 +2,8 @@
 
 use std::hint::black_box;
 
-/// One 320×240 RGB frame: the seeds' image size (SPEC §13).
+/// One 320×240 RGB frame: the seeds' image size (docs/BENCHMARKS.md,
+/// "How every benchmark measures and reports").
 pub const IMAGE_BYTES: usize = 230_400;
 
 /// A small message: one 64-bit word.

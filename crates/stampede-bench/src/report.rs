@@ -1,4 +1,5 @@
-//! One JSON object per result line (SPEC §13): `{"bench": ..., "case": ..., ...}`.
+//! One JSON object per result line (docs/BENCHMARKS.md,
+//! "How every benchmark measures and reports"): `{"bench": ..., "case": ..., ...}`.
 
 use serde_json::Value;
 

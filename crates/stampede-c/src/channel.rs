@@ -1,5 +1,6 @@
-//! Channels and their connections (SPEC §2): `stp_channel`, `stp_channel_output` (put) and
-//! `stp_channel_input` (get with every selector, get_range, consume, consume_until).
+//! Channels and their connections (docs/SEMANTICS.md, "Channels"): `stp_channel`,
+//! `stp_channel_output` (put) and `stp_channel_input` (get with every selector, get_range, consume,
+//! consume_until).
 //!
 //! Connections are made by `stp_task_attach_input` / `stp_task_attach_output` (task.rs).
 //! Detaching (`*_detach`) is idempotent and may be called from another thread while a get or put

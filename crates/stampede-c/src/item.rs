@@ -1,5 +1,5 @@
-//! `stp_item`: a zero-copy, read-only view of an item gotten from a channel or queue (SPEC §2
-//! copy-out semantics), and `stp_items`, the list `get_range` returns.
+//! `stp_item`: a zero-copy, read-only view of an item gotten from a channel or queue (copy-out:
+//! docs/SEMANTICS.md, "Channels"), and `stp_items`, the list `get_range` returns.
 //!
 //! The handle holds the Rust [`Item`], whose payload is a reference-counted `Bytes`: the pointer
 //! `stp_item_data` returns is into the very buffer the channel stores, shared by every getter,

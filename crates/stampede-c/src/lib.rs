@@ -1,4 +1,4 @@
-//! Stampede's C ABI (SPEC §8, issue 16): `include/stampede.h`, every symbol prefixed `stp_`
+//! Stampede's C ABI (docs/C.md, issue 16): `include/stampede.h`, every symbol prefixed `stp_`
 //! (`STP_` for constants), over the Rust client — so a C program uses an embedded runtime or a
 //! session on a node with the same calls, rules and errors as Rust and Python. `docs/C.md` is the
 //! user's guide; the header is generated from this crate by cbindgen (`header.rs` says how and

@@ -1,6 +1,6 @@
-//! `.npy` headers for C readers (SPEC §8): what an `"npy"` item holds — dtype, shape, order and
-//! where the data starts — decoded by [`stampede::npy`] (the one parser every client shares; this
-//! file only copies its answer out).
+//! `.npy` headers for C readers (docs/SEMANTICS.md, "npy payloads"): what an `"npy"` item holds —
+//! dtype, shape, order and where the data starts — decoded by [`stampede::npy`] (the one parser
+//! every client shares; this file only copies its answer out).
 //!
 //! The whole payload is checked as a put checks it (`stampede::npy::check_payload`): a
 //! well-formed header, no Python objects, and exactly `data_bytes` bytes of data after the

@@ -1,6 +1,6 @@
-//! Queues and their connections (SPEC §5): FIFO by insertion, each item to exactly one getter,
-//! reclaimed when that getter consumes it. Connections detach and free as a channel's
-//! (channel.rs).
+//! Queues and their connections (docs/SEMANTICS.md, "Queues"): FIFO by insertion, each item to
+//! exactly one getter, reclaimed when that getter consumes it. Connections detach and free as a
+//! channel's (channel.rs).
 
 use std::ffi::{c_char, c_int, CString};
 use std::sync::Arc;

@@ -1,6 +1,7 @@
-//! GC handlers written in C (SPEC §3): a function and a `user` pointer the runtime calls for
-//! each item a channel or queue reclaims (`stp_channel_on_reclaim`, `stp_queue_on_reclaim`), or
-//! every container of a runtime reclaims (`stp_runtime_on_reclaim`).
+//! GC handlers written in C (docs/SEMANTICS.md, "Virtual time, visibility, GC"): a function and a
+//! `user` pointer the runtime calls for each item a channel or queue reclaims
+//! (`stp_channel_on_reclaim`, `stp_queue_on_reclaim`), or every container of a runtime reclaims
+//! (`stp_runtime_on_reclaim`).
 //!
 //! A handler runs on the thread whose operation made the item garbage (through a client: on a
 //! thread of the client), after the runtime's locks are released and before that operation

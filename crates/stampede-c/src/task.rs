@@ -1,5 +1,5 @@
-//! Tasks (SPEC §1, §3): the holders of virtual time, and the attach calls that make their
-//! connections.
+//! Tasks (docs/SEMANTICS.md, "Terms" and "Virtual time, visibility, GC"): the holders of virtual
+//! time, and the attach calls that make their connections.
 //!
 //! A task lives while its handle or any of its connections lives, or until `stp_task_close`,
 //! which detaches every connection it holds and releases its claim on ts_min (so a task that

@@ -1,4 +1,4 @@
-//! `stampede`: the command line of Stampede (SPEC §7), thin over the library.
+//! `stampede`: the command line of Stampede (docs/NODES.md), thin over the library.
 //!
 //! - `stampede serve --listen <endpoint> ...` — runs a node (see [`serve`]).
 //! - `stampede ls [prefix] --connect <endpoint>` — lists the names on a node (see [`ls`]).

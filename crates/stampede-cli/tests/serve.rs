@@ -72,7 +72,8 @@ fn clients_share_a_channel_and_a_queue() {
         let jobs = setup.create_queue("jobs", Limits::items(4)).unwrap();
 
         // The reader attaches before the camera's first put: a task at INFINITY attaching later
-        // would find the frames already put consumed on its new connection (SPEC §2).
+        // would find the frames already put consumed on its new connection (docs/SEMANTICS.md,
+        // "Channels").
         let (attached, reader_attached) = std::sync::mpsc::channel();
         let reader = {
             let endpoint = endpoint.clone();
@@ -243,11 +244,12 @@ fn tail_follows_a_channel_until_it_goes() {
     });
 }
 
-/// SPEC §7 (failures): a call under way when its node is killed (SIGKILL: no goodbye on the
-/// fabric) fails `Unreachable` — zenoh ends the query when the node's link or route goes — and
-/// never hangs: blocking gets and their async form, all waiting for ever, of a client connected to
-/// the node and of one whose session is on it through another node (measured: within 6 ms of the
-/// kill, against the slice and reply margin of 6 s that bound a query otherwise).
+/// Failures (docs/NODES.md, "Failures and liveliness"): a call under way when its node is killed
+/// (SIGKILL: no goodbye on the fabric) fails `Unreachable` — zenoh ends the query when the node's
+/// link or route goes — and never hangs: blocking gets and their async form, all waiting for ever,
+/// of a client connected to the node and of one whose session is on it through another node
+/// (measured: within 6 ms of the kill, against the slice and reply margin of 6 s that bound a query
+/// otherwise).
 #[test]
 fn a_call_under_way_fails_when_its_node_is_killed() {
     with_watchdog("a_call_under_way_fails_when_its_node_is_killed", || {

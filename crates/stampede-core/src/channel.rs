@@ -1,4 +1,4 @@
-//! One channel's items and its input connections' item states (SPEC §2).
+//! One channel's items and its input connections' item states (docs/SEMANTICS.md, "Channels").
 //!
 //! Representation: the items in an ordered map by timestamp; per input connection the sets of
 //! timestamps that are *unseen* and *open* there — every other present item is *consumed* there.
@@ -9,11 +9,12 @@
 //! Invariants (asserted after GC): no unseen or open timestamp lies below ts_min, so reclaiming
 //! everything below ts_min can never take an item a connection may still get.
 //!
-//! Disk tier (SPEC §10): a channel made [`with_disk_tier`](ChannelState::with_disk_tier) also
-//! keeps the set of timestamps whose payload is still in memory. The driver writes the oldest of
-//! them to disk ([`spill_candidates`](ChannelState::spill_candidates)) and swaps their bytes for
-//! equal ones backed by the disk ([`moved_to_disk`](ChannelState::moved_to_disk)): where an
-//! item's bytes live changes nothing else — item states, claims and GC are the same for both.
+//! Disk tier (docs/RECORDING.md, "The disk tier: history beyond memory"): a channel made
+//! [`with_disk_tier`](ChannelState::with_disk_tier) also keeps the set of timestamps whose payload
+//! is still in memory. The driver writes the oldest of them to disk
+//! ([`spill_candidates`](ChannelState::spill_candidates)) and swaps their bytes for equal ones
+//! backed by the disk ([`moved_to_disk`](ChannelState::moved_to_disk)): where an item's bytes live
+//! changes nothing else — item states, claims and GC are the same for both.
 //!
 //! Beside this file: `limits` (the bounds and the retention policy), `disk_tier` (the disk tier's
 //! side) and `reclaim` (reclamation below ts_min and early).
@@ -41,7 +42,8 @@ pub type ConnId = u64;
 #[derive(Debug)]
 struct Stored {
     payload: Payload,
-    /// Consumptions still needed before the item is reclaimed early (SPEC §3 REF), if declared.
+    /// Consumptions still needed before the item is reclaimed early (docs/SEMANTICS.md,
+    /// "Virtual time, visibility, GC": reference counts), if declared.
     refs_left: Option<u32>,
     /// Input connections on which the item is unseen or open.
     holders: u32,
@@ -81,7 +83,7 @@ pub struct ChannelState {
     limits: Limits,
     retention: Retention,
     /// Once set, no new output connection may attach (settledness then depends on the current
-    /// producers only, SPEC §4).
+    /// producers only: docs/CORRELATION.md, "Settled timestamps").
     producers_closed: bool,
     items: BTreeMap<Timestamp, Stored>,
     /// Timestamps reclaimed early by reference count, kept until ts_min passes them so that a
@@ -151,8 +153,8 @@ impl ChannelState {
         self.items.range(ts..).next().map(|(&ts, _)| ts)
     }
 
-    /// `put(ts, payload, refcount)` through output connection `conn` of `task` (SPEC §2).
-    /// Copy-in happened when `payload` was made.
+    /// `put(ts, payload, refcount)` through output connection `conn` of `task` (docs/SEMANTICS.md,
+    /// "Channels"). Copy-in happened when `payload` was made.
     pub fn put(
         &mut self,
         conn: ConnId,
@@ -206,10 +208,11 @@ impl ChannelState {
         Ok(fx)
     }
 
-    /// `get(selector)` on input connection `conn` (SPEC §2); the item becomes open there.
-    /// `settled_below` is asked, only when nothing suitable is present, for the channel's settled
-    /// horizon (SPEC §4): a `NotAvailable` is final (`settled`) when nothing suitable can come
-    /// any more — an exact timestamp below it, or, for a wildcard, a horizon at `INFINITY`.
+    /// `get(selector)` on input connection `conn` (docs/SEMANTICS.md, "Channels"); the item becomes
+    /// open there. `settled_below` is asked, only when nothing suitable is present, for the
+    /// channel's settled horizon (docs/CORRELATION.md, "Settled timestamps"): a `NotAvailable` is
+    /// final (`settled`) when nothing suitable can come any more — an exact timestamp below it, or,
+    /// for a wildcard, a horizon at `INFINITY`.
     pub fn get(
         &mut self,
         conn: ConnId,
@@ -404,7 +407,7 @@ impl ChannelState {
     }
 
     /// Declares the producer set closed: no new output connection may attach, so settledness
-    /// depends only on the tasks producing now (SPEC §4).
+    /// depends only on the tasks producing now (docs/CORRELATION.md, "Settled timestamps").
     pub fn close_producers(&mut self) {
         self.producers_closed = true;
     }
@@ -424,12 +427,12 @@ impl ChannelState {
         self.inputs.get(&conn).and_then(Input::claim)
     }
 
-    /// Demand (SPEC §3): the lowest timestamp that some current or future consumer may still
-    /// get if it were put now. A connection that called `consume_until(f)` no longer wants
-    /// anything at or below `f`; one that never did may want anything. With
-    /// [`Retention::History`] a late joiner may read any item at or above ts_min, so demand is
-    /// ts_min; with [`Retention::CurrentReaders`] it follows the current readers (`INFINITY`
-    /// when there are none: nobody would ever read the item).
+    /// Demand (docs/CORRELATION.md, "Demand feedback and the current-readers policy"): the lowest
+    /// timestamp that some current or future consumer may still get if it were put now. A
+    /// connection that called `consume_until(f)` no longer wants anything at or below `f`; one that
+    /// never did may want anything. With [`Retention::History`] a late joiner may read any item at
+    /// or above ts_min, so demand is ts_min; with [`Retention::CurrentReaders`] it follows the
+    /// current readers (`INFINITY` when there are none: nobody would ever read the item).
     pub fn demand(&self, ts_min: Timestamp) -> Timestamp {
         match self.retention {
             Retention::History => ts_min,

@@ -1,4 +1,4 @@
-//! The one error type of Stampede (SPEC §12, §15).
+//! The one error type of Stampede (docs/SEMANTICS.md, "Errors").
 //!
 //! Every message names the channel (or queue, or task), the timestamp, and the rule that was
 //! broken, so that a log line alone tells the user what happened and what to do. Bindings map
@@ -48,9 +48,10 @@ pub enum Error {
     /// Nothing suitable was present before the timeout (`op` "get" or "join"), or a consume named
     /// nothing this connection can consume (`op` "consume"). `previous` and `next` are the
     /// neighbouring timestamps present and not consumed on this connection. `settled`: nothing
-    /// suitable can ever come — the timestamps the selector asks for are settled (SPEC §4: the
-    /// channel's producer set is closed and its producers are done or past them) — so waiting is
-    /// pointless and the error is final, not transient.
+    /// suitable can ever come — the timestamps the selector asks for are settled
+    /// (docs/CORRELATION.md, "Settled timestamps": the channel's producer set is closed and its
+    /// producers are done or past them) — so waiting is pointless and the error is final, not
+    /// transient.
     #[error("{}", not_available(op, name, *.selector, *.previous, *.next, *.settled))]
     NotAvailable {
         op: &'static str,
@@ -89,9 +90,10 @@ pub enum Error {
     #[error("{op} on \"{name}\": {reason}")]
     InvalidArgument { op: &'static str, name: String, reason: String },
 
-    /// The fabric failed a remote call (SPEC §7): the node `name` (or endpoint) could not be
-    /// reached, stopped answering, or the client's session on it ended. What the call did on the
-    /// node is unknown unless `reason` says otherwise; items it may have taken go back there.
+    /// The fabric failed a remote call (docs/NODES.md, "Errors"): the node `name` (or endpoint)
+    /// could not be reached, stopped answering, or the client's session on it ended. What the call
+    /// did on the node is unknown unless `reason` says otherwise; items it may have taken go back
+    /// there.
     #[error("{op} on \"{name}\": unreachable ({reason})")]
     Unreachable { op: &'static str, name: String, reason: String },
 

@@ -1,4 +1,5 @@
-//! Items: an immutable payload plus its codec (SPEC §1, §8).
+//! Items: an immutable payload plus its codec (docs/SEMANTICS.md, "Terms" and
+//! "Payloads and codecs").
 //!
 //! The payload is a reference-counted [`Bytes`]: it is copied once on the way in (`put` is
 //! copy-in) and every `get` hands out another reference to the same read-only buffer, so a reader
@@ -12,8 +13,8 @@ use crate::time::Timestamp;
 /// Longest codec name, in bytes (a put or a declared codec with a longer one is refused).
 pub const CODEC_NAME_BYTES_MAX: usize = 256;
 
-/// How an item's bytes are to be read (SPEC §8). The standard codecs are understood by every
-/// client; any other name is carried through untouched.
+/// How an item's bytes are to be read (docs/SEMANTICS.md, "Payloads and codecs"). The standard
+/// codecs are understood by every client; any other name is carried through untouched.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Codec {
     /// Opaque bytes.

@@ -8,19 +8,20 @@
 //! - [`error`] — the one error type; every message names the channel, the timestamp and the rule.
 //! - [`claims`] — a multiset of timestamps with its minimum at hand.
 //! - [`progress`] — progress tracking: claims keyed by location, `(location, timestamp, ±n)`
-//!   batches, the frontier ts_min, settled horizons (SPEC §3, §4).
+//!   batches, the frontier ts_min, settled horizons (docs/PROGRESS.md).
 //! - [`mesh`] — the distributed ts_min protocol between nodes and client sessions: batches of
-//!   claim changes tagged `(sender, incarnation, seq)`, moves, doors, fences (SPEC §3, §7).
+//!   claim changes tagged `(sender, incarnation, seq)`, moves, doors, fences (docs/PROTOCOL.md).
 //! - [`participant`] — a runtime's [`Progress`] and its [`Mesh`] participant with the rules that
 //!   glue them (mirror, stash, floors, doors, takeover checks): the engine's and the simulations'.
 //! - [`task`] — a task's virtual time, open items and visibility.
-//! - [`channel`] — one channel's items and per-connection item states (SPEC §2).
+//! - [`channel`] — one channel's items and per-connection item states (docs/SEMANTICS.md,
+//!   "Channels").
 //! - [`tombstones`] — timestamps of early-reclaimed items, as a bounded set of runs.
-//! - [`queue`] — one FIFO queue (SPEC §5).
+//! - [`queue`] — one FIFO queue (docs/SEMANTICS.md, "Queues").
 //! - [`effects`] — what an operation reports to its driver (claim updates, open changes, reclaimed
 //!   items).
 //! - [`stats`] — counters.
-//! - [`pacer`] — the arithmetic of real-time pacing (SPEC §6).
+//! - [`pacer`] — the arithmetic of real-time pacing (docs/SEMANTICS.md, "Pacing").
 //! - [`graph`] — a snapshot of a runtime's tasks, connections and containers, for tools.
 //! - [`watch`] — what a watcher of the name service sees.
 //!

@@ -1,9 +1,9 @@
-//! The distributed ts_min protocol (SPEC §3 "Distributed", "A producer can always join", §7
-//! failures): one pure state machine per participant — node or client session — with no I/O, no
-//! threads, no clock and no randomness. The driver hands inputs in (`peer_joined`, `peer_dead`,
-//! local claim changes, moves of data between participants, messages from peers) and pulls
-//! outputs ([`Mesh::poll_transmit`], [`Mesh::poll_event`], [`Mesh::ts_min`]). The protocol and
-//! its safety and liveness argument: `docs/PROTOCOL.md`.
+//! The distributed ts_min protocol (docs/PROTOCOL.md; docs/NODES.md, "Failures and liveliness"):
+//! one pure state machine per participant — node or client session — with no I/O, no threads, no
+//! clock and no randomness. The driver hands inputs in (`peer_joined`, `peer_dead`, local claim
+//! changes, moves of data between participants, messages from peers) and pulls outputs
+//! ([`Mesh::poll_transmit`], [`Mesh::poll_event`], [`Mesh::ts_min`]). The protocol and its safety
+//! and liveness argument: `docs/PROTOCOL.md`.
 //!
 //! **Model** (Timely Dataflow's progress tracking, adapted to crashes). Each participant reports
 //! changes of its own claims as batches of `(site, timestamp, ±n)` tagged `(sender, incarnation,

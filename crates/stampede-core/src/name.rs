@@ -1,5 +1,5 @@
-//! Names of channels and queues (SPEC §7 name service, §15): what a valid name is, and how a
-//! prefix selects names hierarchically.
+//! Names of channels and queues (docs/SEMANTICS.md, "Names"; docs/NODES.md, "The name service"):
+//! what a valid name is, and how a prefix selects names hierarchically.
 //!
 //! A name is one or more `/`-separated **segments**; each segment is non-empty, made of ASCII
 //! letters, digits and `_ - . :`, and is neither `.` nor `..`. So no `*`, `$`, `?`, `#`,
@@ -78,7 +78,8 @@ fn printable(name: &str) -> String {
 mod tests {
     use super::*;
 
-    /// The SPEC §15 rule: segments of letters, digits and `_ - . :`, nothing else, bounded.
+    /// The rule of docs/SEMANTICS.md, "Names": segments of letters, digits and `_ - . :`, nothing
+    /// else, bounded.
     #[test]
     fn names_follow_the_segment_rule() {
         for good in ["camera", "camera/left", "a.b/c-d/e_f:1", "x/..z/y"] {

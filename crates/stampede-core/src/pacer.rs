@@ -1,4 +1,5 @@
-//! Loose synchrony of virtual time with real time (SPEC §6, after Beehive's ticks).
+//! Loose synchrony of virtual time with real time (docs/SEMANTICS.md, "Pacing"; after Beehive's
+//! ticks).
 //!
 //! Pure arithmetic: given the time elapsed since the pacer's start, decide whether a task at
 //! virtual time `vt` is early (and for how long it should wait), on time, or late beyond the

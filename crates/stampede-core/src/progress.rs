@@ -1,5 +1,6 @@
 //! Progress tracking: ts_min and settled horizons as one pure, location-keyed state machine
-//! (SPEC §3 GC, §3 "a producer can always join", §4 settledness).
+//! (docs/PROGRESS.md; the rules: docs/SEMANTICS.md, "Virtual time, visibility, GC", and
+//! docs/CORRELATION.md, "Settled timestamps").
 //!
 //! A **claim** says "something at this timestamp may still be gotten or put". Every claim lives
 //! at a [`Location`] — the owner that holds it: a task (its virtual time, plus items that were

@@ -1,4 +1,4 @@
-//! One queue: FIFO by insertion, each item delivered to one getter (SPEC §5).
+//! One queue: FIFO by insertion, each item delivered to one getter (docs/SEMANTICS.md, "Queues").
 //!
 //! Every item not yet consumed — waiting or open on a getter — holds a claim on ts_min at its
 //! timestamp: a worker that gets it later may put results at that timestamp, so GC must not pass

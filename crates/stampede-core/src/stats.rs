@@ -1,4 +1,5 @@
-//! Observable counters of a channel or queue (SPEC §3: "reclamation must be observable").
+//! Observable counters of a channel or queue (reclamation is observable: docs/SEMANTICS.md,
+//! "Virtual time, visibility, GC").
 
 use crate::time::Timestamp;
 

@@ -1,4 +1,4 @@
-//! A task's virtual time and visibility (SPEC §3).
+//! A task's virtual time and visibility (docs/SEMANTICS.md, "Virtual time, visibility, GC").
 //!
 //! `visibility = min(virtual_time, timestamps of items open on any of the task's input
 //! connections)`. Visibility bounds what the task may put or spawn.

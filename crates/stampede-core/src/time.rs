@@ -1,4 +1,5 @@
-//! Timestamps, the `INFINITY` virtual time, and get selectors (SPEC §1, §2).
+//! Timestamps, the `INFINITY` virtual time, and get selectors (docs/SEMANTICS.md, "Terms" and
+//! "Channels").
 //!
 //! A timestamp is an application-chosen `i64`. Items live at `0 ..= TS_MAX`; `INFINITY` is only
 //! ever a virtual time ("this task will not put by itself; it inherits timestamps from what it
@@ -7,14 +8,15 @@
 /// An application-chosen index of an item: frame number, sample index, nanoseconds.
 pub type Timestamp = i64;
 
-/// The virtual time of a task that never puts on its own (SPEC §1). Never an item timestamp.
+/// The virtual time of a task that never puts on its own (docs/SEMANTICS.md, "Terms"). Never an
+/// item timestamp.
 pub const INFINITY: Timestamp = i64::MAX;
 
 /// The highest timestamp an item may carry.
 pub const TS_MAX: Timestamp = INFINITY - 1;
 
-/// Which item a `get` asks for (SPEC §2). Wildcards consider only items that are present and not
-/// consumed on the asking connection.
+/// Which item a `get` asks for (docs/SEMANTICS.md, "Channels"). Wildcards consider only items that
+/// are present and not consumed on the asking connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Selector {
     /// Exactly this timestamp.

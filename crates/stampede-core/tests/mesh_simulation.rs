@@ -1,5 +1,5 @@
-//! Deterministic simulation of the distributed ts_min protocol (`stampede_core::mesh`, SPEC §3
-//! "Distributed"), in the manner of TigerBeetle's VOPR: every seed builds a small world — 1–3
+//! Deterministic simulation of the distributed ts_min protocol (`stampede_core::mesh`,
+//! docs/PROTOCOL.md), in the manner of TigerBeetle's VOPR: every seed builds a small world — 1–3
 //! nodes and 0–3 client sessions, each holding the real `Mesh` and the real `Progress` — and
 //! drives it through a random workload (root tasks, spawns, `set_virtual_time`, puts here and on
 //! other nodes, gets of items hosted here and elsewhere so that claims move between participants,

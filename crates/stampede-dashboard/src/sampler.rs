@@ -183,11 +183,11 @@ impl Sampler {
     /// Looks up the channels not attached yet; if any is found, attaches every channel known
     /// to a new task.
     ///
-    /// A new task because of SPEC §2: attaching consumes, on the new connection, every item
-    /// below the task's visibility — all of them for a task at INFINITY, so a frame already in
-    /// the channel would never be shown. So the task is created at the current ts_min (where
-    /// attaching consumes nothing that can still be gotten), attaches, then moves to INFINITY;
-    /// the old task, if any, is closed after.
+    /// A new task because of the attach rule (docs/SEMANTICS.md, "Channels"): attaching consumes,
+    /// on the new connection, every item below the task's visibility — all of them for a task at
+    /// INFINITY, so a frame already in the channel would never be shown. So the task is created at
+    /// the current ts_min (where attaching consumes nothing that can still be gotten), attaches,
+    /// then moves to INFINITY; the old task, if any, is closed after.
     fn attach_missing(&mut self) {
         let runtime = self.runtime.clone();
         let mut found = false;

@@ -1,5 +1,5 @@
-//! GC handlers written in Java (SPEC §3): `channel.onReclaim(ts -> ...)` and
-//! `runtime.onReclaim((name, ts) -> ...)`.
+//! GC handlers written in Java (docs/SEMANTICS.md, "Virtual time, visibility, GC"):
+//! `channel.onReclaim(ts -> ...)` and `runtime.onReclaim((name, ts) -> ...)`.
 //!
 //! The Rust runtime only adds handlers; Java may replace or remove one (`null`). So the first
 //! `onReclaim` of a container (or of the runtime) registers a trampoline with the Rust runtime,

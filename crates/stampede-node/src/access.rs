@@ -1,4 +1,4 @@
-//! Access control on a node (SPEC §7 security): users with passwords, and per user the name
+//! Access control on a node (docs/SECURITY.md): users with passwords, and per user the name
 //! prefixes they may read, write and create under. Loaded from a TOML policy file:
 //!
 //! ```toml

@@ -1,4 +1,4 @@
-//! Stampede nodes on the Eclipse Zenoh fabric (SPEC §7): a [`Node`] serves its embedded
+//! Stampede nodes on the Eclipse Zenoh fabric (docs/NODES.md): a [`Node`] serves its embedded
 //! [`stampede::Runtime`] to clients in other processes and on other machines. The client is
 //! [`stampede::connect`], which returns a `stampede::Runtime` with the embedded API.
 //!

@@ -1,5 +1,5 @@
-//! The node's side of watching (SPEC §7, `stampede::watch`): a liveliness token
-//! `stampede/<node>/alive` while the node serves, and its runtime's name changes published on
+//! The node's side of watching (docs/NODES.md, "The name service"; `stampede::watch`): a liveliness
+//! token `stampede/<node>/alive` while the node serves, and its runtime's name changes published on
 //! `stampede/<node>/names` by a thread that follows the runtime's own watch.
 
 use std::sync::atomic::{AtomicBool, Ordering};

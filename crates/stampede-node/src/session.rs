@@ -4,7 +4,8 @@
 //! owned by its session; the client holds only their handles. Every operation therefore runs the
 //! embedded code path, with the embedded semantics and errors. Closing the session (the client
 //! closed it, or its liveliness token disappeared) closes every task it owns: their claims on
-//! ts_min are released and the items they held open go back (SPEC §3).
+//! ts_min are released and the items they held open go back (docs/SEMANTICS.md,
+//! "Virtual time, visibility, GC").
 //!
 //! A session holds at most `handles_max` tasks, connections and containers together, and at most
 //! `handles_max` moves of its tasks to other nodes not known to be resolved; past that a

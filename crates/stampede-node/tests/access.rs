@@ -1,4 +1,4 @@
-//! Access control on a node (SPEC §7 security, docs/SECURITY.md): users with passwords and rights
+//! Access control on a node (docs/SECURITY.md): users with passwords and rights
 //! per name prefix. A client without a right gets `PermissionDenied` naming the name and the
 //! right, never data; listings show only what the user may read; a request with another
 //! session's id but not its secret is refused.

@@ -1,4 +1,4 @@
-//! Two nodes on the fabric share one ts_min (SPEC §3 "Distributed"): a task held by a client of
+//! Two nodes on the fabric share one ts_min (docs/PROTOCOL.md): a task held by a client of
 //! node A keeps node B from reclaiming what that task could still get, and B follows as soon as
 //! the task moves on or goes. The driver is `stampede_node::mesh`; the protocol docs/PROTOCOL.md.
 

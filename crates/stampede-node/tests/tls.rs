@@ -1,4 +1,4 @@
-//! TLS endpoints (SPEC §7 "Security"): a node listening on `tls/127.0.0.1:<port>` with a
+//! TLS endpoints (docs/SECURITY.md): a node listening on `tls/127.0.0.1:<port>` with a
 //! certificate signed by a test CA serves clients that trust that CA; a client that trusts another
 //! CA, a client without a certificate in mutual mode, and a plain `tcp/` client are refused with
 //! `Unreachable` within their timeout; unusable TLS files are `InvalidArgument` before any

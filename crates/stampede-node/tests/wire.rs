@@ -1,6 +1,6 @@
 //! The wire format on random, mutated and hostile messages: every well-formed message decodes to
-//! what was encoded, and no byte string makes decoding panic (SPEC §12: hostile fabric input is a
-//! clear error, never a crash of the node).
+//! what was encoded, and no byte string makes decoding panic (docs/SEMANTICS.md, "Errors": hostile
+//! fabric input is a clear error, never a crash of the node).
 
 use proptest::prelude::*;
 use stampede::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};

@@ -1,4 +1,5 @@
-//! The asyncio bridge behind `get_async` / `put_async` (SPEC §8 asyncio, §12 cancellation).
+//! The asyncio bridge behind `get_async` / `put_async` (python/README.md, "What to know": asyncio;
+//! cancellation: docs/SEMANTICS.md, "Errors").
 //!
 //! Cancellation-safe by construction: the coroutine (`stampede/_aio.py`) takes or stores an item
 //! only in a non-waiting attempt that runs on the event loop's thread, between two awaits, and

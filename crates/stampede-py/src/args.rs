@@ -1,5 +1,5 @@
-//! Python arguments to Rust values, with the errors SPEC §12 and §15 promise and never a panic,
-//! an `OverflowError` or a silent coercion.
+//! Python arguments to Rust values, with the errors that docs/SEMANTICS.md ("Errors") promises and
+//! never a panic, an `OverflowError` or a silent coercion.
 //!
 //! - A value of the wrong type raises `TypeError` — `bool` included, although Python counts it
 //!   as an int (`put(True, …)` is a bug, not timestamp 1), and `float` where an int is meant.

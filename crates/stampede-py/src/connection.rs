@@ -1,5 +1,6 @@
-//! Connections (SPEC §2, §5, §15): `ChannelOutput.put`, `ChannelInput.get` / `get_range` /
-//! `consume` / `consume_until` / `stream`, and the queue forms, blocking and asyncio.
+//! Connections (docs/SEMANTICS.md, "Channels", "Queues" and "The API in every language"):
+//! `ChannelOutput.put`, `ChannelInput.get` / `get_range` / `consume` / `consume_until` / `stream`,
+//! and the queue forms, blocking and asyncio.
 //!
 //! Each Python connection holds its Rust connection behind an `Arc`, so several Python threads
 //! may use one connection at once with the GIL released. `detach()` detaches the Rust connection

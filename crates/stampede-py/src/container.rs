@@ -1,6 +1,7 @@
-//! `Channel` and `Queue` (SPEC §15): handles of a runtime's containers — equal when they name the
-//! same container — with their bounds, counters, GC handlers, name-service info and destruction,
-//! and a channel's disk tier, timestamps, retention and settledness.
+//! `Channel` and `Queue` (docs/SEMANTICS.md, "The API in every language"): handles of a runtime's
+//! containers — equal when they name the same container — with their bounds, counters, GC handlers,
+//! name-service info and destruction, and a channel's disk tier, timestamps, retention and
+//! settledness.
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -135,8 +136,8 @@ container_class! {
     }
 
     /// Every timestamp below this one is settled: no task can still put it into the channel
-    /// (SPEC §4). ts_min while the producer set is open; after `close_producers()` it follows
-    /// this channel's producers only (INFINITY once none is left).
+    /// (docs/CORRELATION.md, "Settled timestamps"). ts_min while the producer set is open; after
+    /// `close_producers()` it follows this channel's producers only (INFINITY once none is left).
     #[getter]
     fn settled_below(&self, py: Python<'_>) -> Timestamp {
         py.detach(|| self.inner.settled_below())

@@ -1,5 +1,5 @@
 //! Items as Python sees them: timestamp, codec, and zero-copy read-only views of the stored
-//! bytes (SPEC §2 copy-out semantics, §8).
+//! bytes (copy-out: docs/SEMANTICS.md, "Channels"; codecs: "Payloads and codecs").
 //!
 //! The payload stays in the Rust [`Bytes`] the channel holds. `item.data` is a `memoryview` over
 //! a [`ItemBuffer`] that exports that buffer read-only through the buffer protocol; `item.array()`

@@ -1,4 +1,4 @@
-//! Temporal correlation (SPEC §4): `ExactJoin` and `ApproxJoin` over input connections.
+//! Temporal correlation (docs/CORRELATION.md): `ExactJoin` and `ApproxJoin` over input connections.
 //!
 //! # Ownership
 //!

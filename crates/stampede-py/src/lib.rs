@@ -1,5 +1,6 @@
-//! `stampede._stampede`: the Python binding of Stampede (SPEC §8, §15): the embedded runtime,
-//! serving it to remote clients, and `connect` to a node.
+//! `stampede._stampede`: the Python binding of Stampede (python/README.md; docs/SEMANTICS.md,
+//! "The API in every language"): the embedded runtime, serving it to remote clients, and `connect`
+//! to a node.
 //!
 //! # Layout
 //!
@@ -14,7 +15,8 @@
 //! - [`connection`] — channel and queue connections, selectors, streams, asyncio forms.
 //! - [`payload`] — Python values to payloads (`raw`, `utf8`, `npy`), `.npy` headers.
 //! - [`item`] — `Item` and the zero-copy, read-only buffer behind `item.data` / `item.array()`.
-//! - [`join`] — `ExactJoin`, `ApproxJoin` (SPEC §4): temporal correlation over input connections.
+//! - [`join`] — `ExactJoin`, `ApproxJoin` (docs/CORRELATION.md): temporal correlation over input
+//!   connections.
 //! - [`reclaim`] — GC handlers written in Python, and the count of their exceptions.
 //! - [`pacer`] — `Pacer`.
 //! - [`watch`] — `Watch`: the name service's events as an iterator.

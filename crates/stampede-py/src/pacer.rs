@@ -1,4 +1,4 @@
-//! `Pacer` (SPEC §6): loose synchrony of a task's virtual time with real time.
+//! `Pacer` (docs/SEMANTICS.md, "Pacing"): loose synchrony of a task's virtual time with real time.
 //!
 //! `sync(vt)` waits until `start + vt * tick` when early; when later than the tolerance it calls
 //! `on_late(vt, lateness_seconds)` (after the Rust pacer returned, with no lock held, so the handler

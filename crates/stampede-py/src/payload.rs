@@ -1,5 +1,6 @@
-//! Python values in, Stampede payloads out (SPEC §8): `bytes`-like objects (codec `raw`), `str`
-//! (codec `utf8`), NumPy arrays (codec `npy`) and `Item`s (forwarded without copying).
+//! Python values in, Stampede payloads out (docs/SEMANTICS.md, "Payloads and codecs"): `bytes`-like
+//! objects (codec `raw`), `str` (codec `utf8`), NumPy arrays (codec `npy`) and `Item`s (forwarded
+//! without copying).
 //!
 //! Copy-in: a put copies the caller's data exactly once, into the buffer the channel will hold.
 //! For an array that buffer is a complete `.npy` file (format 1.0, or 2.0 for a header over

@@ -1,6 +1,6 @@
-//! GC handlers written in Python (SPEC §3): callbacks the runtime calls, from Rust, for each
-//! item it reclaims — and the one way every Python callback called from Rust is invoked
-//! ([`invoke`]; joins' `on_incomplete` uses it too).
+//! GC handlers written in Python (docs/SEMANTICS.md, "Virtual time, visibility, GC"): callbacks the
+//! runtime calls, from Rust, for each item it reclaims — and the one way every Python callback
+//! called from Rust is invoked ([`invoke`]; joins' `on_incomplete` uses it too).
 //!
 //! A handler runs on the thread whose operation made the item garbage, after the runtime's locks
 //! are released; it attaches to the interpreter for the call. An exception raised by a handler

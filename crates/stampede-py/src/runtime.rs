@@ -1,6 +1,7 @@
-//! `Runtime`, `Channel` and `Queue` (SPEC §15): a runtime — embedded, embedded and serving
-//! clients (`Runtime(listen=...)`), or a client's session on a node (`connect`) — its names and
-//! containers. `Channel` and `Queue`, the containers' handles, are `crate::container`'s.
+//! `Runtime`, `Channel` and `Queue` (docs/SEMANTICS.md, "The API in every language"): a runtime —
+//! embedded, embedded and serving clients (`Runtime(listen=...)`), or a client's session on a node
+//! (`connect`) — its names and containers. `Channel` and `Queue`, the containers' handles, are
+//! `crate::container`'s.
 
 use std::sync::Arc;
 
@@ -176,7 +177,7 @@ impl Runtime {
     /// history beyond memory in a disk tier, `{"dirs": [...], "extent_bytes": n, "memory_items":
     /// n}` (the last two optional; embedded runtimes only, see docs/RECORDING.md).
     #[pyo3(signature = (name, capacity=None, max_bytes=None, retention="history", *, node=None, codec=None, description=None, disk=None))]
-    #[allow(clippy::too_many_arguments)] // Python's keyword arguments (SPEC §15)
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments (docs/SEMANTICS.md)
     fn create_channel(
         &self,
         py: Python<'_>,

@@ -1,4 +1,5 @@
-//! `Task` (SPEC §1, §3): the holder of a virtual time, and the way to attach connections.
+//! `Task` (docs/SEMANTICS.md, "Terms" and "Virtual time, visibility, GC"): the holder of a virtual
+//! time, and the way to attach connections.
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;

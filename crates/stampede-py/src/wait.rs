@@ -1,4 +1,5 @@
-//! The one GIL-releasing helper every blocking call goes through (SPEC §8, §15 timeouts).
+//! The one GIL-releasing helper every blocking call goes through (timeouts: python/README.md,
+//! "What to know").
 //!
 //! A blocking operation runs with the GIL released, in slices of at most [`SLICE`]; between
 //! slices the helper re-attaches and calls `check_signals`, so Ctrl-C interrupts a blocked `get`

@@ -1,4 +1,5 @@
-//! `Watch`: iterating over the name service's events (SPEC §7, `stampede::watch`).
+//! `Watch`: iterating over the name service's events (docs/NODES.md, "The name service";
+//! `stampede::watch`).
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Recordings of Stampede channels in MCAP files, and their replay (SPEC §10).
+//! Recordings of Stampede channels in MCAP files, and their replay (docs/RECORDING.md).
 //!
 //! - [`Recorder`] follows channels of a runtime (embedded or a client of a node) and writes every
 //!   item to an MCAP file: one MCAP channel per Stampede channel, the timestamp and the codec

@@ -2,12 +2,13 @@
 //!
 //! Each followed channel gets an input connection of a task that starts at ts_min (so the items
 //! present are unseen on it) and then moves to `INFINITY` (it never puts). An item unseen or open
-//! on a connection is a claim on ts_min (SPEC §3), so nothing the recorder has not written and
-//! consumed can be reclaimed: a recording is complete by construction. A slow disk makes items
-//! wait in their channels; bounded channels then slow their producers (their puts wait for room),
-//! unbounded ones grow. One thread does everything — gets in timestamp order (`OLDEST_UNSEEN`,
-//! which also returns items put late below what was already read), merges the channels by
-//! timestamp, writes, consumes — so there is no queue of its own to bound or to lose on a crash.
+//! on a connection is a claim on ts_min (docs/SEMANTICS.md, "Virtual time, visibility, GC"), so
+//! nothing the recorder has not written and consumed can be reclaimed: a recording is complete by
+//! construction. A slow disk makes items wait in their channels; bounded channels then slow their
+//! producers (their puts wait for room), unbounded ones grow. One thread does everything — gets in
+//! timestamp order (`OLDEST_UNSEEN`, which also returns items put late below what was already
+//! read), merges the channels by timestamp, writes, consumes — so there is no queue of its own to
+//! bound or to lose on a crash.
 //!
 //! Durability: a chunk is closed and flushed to the file at least every
 //! [`RecorderOptions::flush_interval`]; a recorder killed mid-run leaves a file readable up to

@@ -13,6 +13,8 @@
 //! - No `sleep` in a Rust test without a comment, on its line or right above it, saying why a
 //!   condition cannot be awaited instead (a sleep is a guess at a duration; the suite runs on
 //!   slow, loaded machines).
+//! - The repository stands alone: no reference to the product specification, which its readers
+//!   do not have; a rule is cited by the repository's own doc that states it.
 
 #![forbid(unsafe_code)]
 
@@ -32,6 +34,12 @@ pub struct Source {
 
 /// Every `.rs` file under `dir` (recursively), read; paths relative to `root`.
 pub fn rust_files(root: &Path, dir: &Path) -> std::io::Result<Vec<Source>> {
+    files(root, dir, &["rs"])
+}
+
+/// Every file under `dir` (recursively) whose extension is one of `extensions`, read; paths
+/// relative to `root`.
+pub fn files(root: &Path, dir: &Path, extensions: &[&str]) -> std::io::Result<Vec<Source>> {
     let mut found = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(dir) = pending.pop() {
@@ -39,7 +47,7 @@ pub fn rust_files(root: &Path, dir: &Path) -> std::io::Result<Vec<Source>> {
             let path = entry?.path();
             if path.is_dir() {
                 pending.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
+            } else if path.extension().is_some_and(|e| extensions.iter().any(|x| e == *x)) {
                 let text = std::fs::read_to_string(&path)?;
                 let path = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
                 found.push(Source { path, text });
@@ -140,6 +148,25 @@ pub fn unexplained_sleeps(sources: &[Source]) -> Vec<String> {
     found
 }
 
+/// Sources that cite the product specification (`SPEC §…`, `SPEC.md`) instead of the
+/// repository's own docs.
+pub fn spec_references(sources: &[Source]) -> Vec<String> {
+    let mut found = Vec::new();
+    for s in sources {
+        for (i, line) in s.text.lines().enumerate() {
+            if line.contains("SPEC §") || line.contains("SPEC.md") {
+                found.push(format!(
+                    "{}:{}: cites the specification, which readers of the repository do not have: cite the repository's \
+                     doc that states the rule (docs/SEMANTICS.md and its neighbours)",
+                    s.path.display(),
+                    i + 1
+                ));
+            }
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,5 +189,7 @@ mod tests {
         assert_eq!(unexplained_sleeps(&[source("t.rs", "    sleep(D);\n")]).len(), 1);
         assert!(unexplained_sleeps(&[source("t.rs", "    sleep(D); // nothing to await: a pause\n")]).is_empty());
         assert!(unexplained_sleeps(&[source("t.rs", "    // nothing to await\n    sleep(D);\n")]).is_empty());
+        assert_eq!(spec_references(&[source("a.md", &format!("as {} says", ["SPEC", "§2"].join(" ")))]).len(), 1);
+        assert!(spec_references(&[source("a.md", "as docs/SEMANTICS.md says")]).is_empty());
     }
 }

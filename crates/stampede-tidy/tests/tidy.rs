@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use stampede_tidy::{
-    rust_files, too_long, undocumented, unexplained_sleeps, unsafe_outside, unsafe_without_safety, Source,
+    files, rust_files, spec_references, too_long, undocumented, unexplained_sleeps, unsafe_outside,
+    unsafe_without_safety, Source,
 };
 
 fn root() -> PathBuf {
@@ -70,4 +71,26 @@ fn sleeps_in_tests_say_why() {
 /// The sources under `crates/*/<sub>` named `name` (unit-test modules kept in their own file).
 fn sources_named(sub: &str, name: &str) -> Vec<Source> {
     sources(sub).into_iter().filter(|s| s.path.file_name().is_some_and(|n| n == name)).collect()
+}
+
+/// The repository's own text — docs, sources of every language, scripts — cites no
+/// specification outside it.
+#[test]
+fn the_repository_stands_alone() {
+    let root = root();
+    let extensions = ["rs", "md", "py", "pyi", "java", "h", "c", "sh", "toml", "vectors"];
+    let mut sources = Vec::new();
+    for dir in ["crates", "docs", "python", "java", "c", "scripts", "tests", ".ci"] {
+        if root.join(dir).is_dir() {
+            sources.extend(files(&root, &root.join(dir), &extensions).expect("readable files"));
+        }
+    }
+    for name in ["README.md"] {
+        let text = std::fs::read_to_string(root.join(name)).expect("the README");
+        sources.push(Source { path: PathBuf::from(name), text });
+    }
+    assert!(sources.len() > 200, "the walk found the repository's files ({})", sources.len());
+    // This crate names the rule it enforces.
+    sources.retain(|s| !s.path.starts_with("crates/stampede-tidy"));
+    assert_none("the repository stands alone", spec_references(&sources));
 }

@@ -1,5 +1,5 @@
-//! Where one thread's time went (SPEC §9; the third seed's Figures 7–8): its wall time split
-//! into application logic, blocking, runtime (allocation, locking and GC inside it, and the
+//! Where one thread's time went (docs/TRACING.md; the third seed's Figures 7–8): its wall time
+//! split into application logic, blocking, runtime (allocation, locking and GC inside it, and the
 //! rest) and messaging.
 //!
 //! Each interval between two consecutive records of the thread belongs to the innermost span

@@ -1,6 +1,6 @@
-//! Stampede's event log, post mortem (SPEC §9, issue 13): what one record holds, how the logs of
-//! several threads, processes and hosts become one timeline, where each thread's time went, and
-//! the timeline as a Perfetto / Chrome trace.
+//! Stampede's event log, post mortem (docs/TRACING.md, issue 13): what one record holds, how the
+//! logs of several threads, processes and hosts become one timeline, where each thread's time went,
+//! and the timeline as a Perfetto / Chrome trace.
 //!
 //! This crate is pure: it turns bytes and records into records, timelines, tables and JSON, with
 //! no clock, no file and no thread of its own. The writers (per-thread buffers on the runtime's

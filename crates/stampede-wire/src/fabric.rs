@@ -11,7 +11,7 @@
 //!
 //! Multicast scouting is off: nodes and clients find each other through explicit endpoints only.
 //!
-//! **TLS** (SPEC §7 "Security"): a `tls/<host>:<port>` endpoint is zenoh's TLS transport over
+//! **TLS** (docs/SECURITY.md): a `tls/<host>:<port>` endpoint is zenoh's TLS transport over
 //! TCP, a `quic/<host>:<port>` one its QUIC transport (TLS 1.3 inside, over UDP); both use rustls
 //! and the same files, under `transport/link/tls/…`, from [`Tls`]: the files are checked
 //! here (present, readable, PEM) so that a mistake is `InvalidArgument` naming the file, not a

@@ -1,7 +1,7 @@
-//! Shared memory for large payloads between processes on one host (SPEC §7): a payload of at
-//! least [`SHARED_BYTES_MIN`] travels on the direct Unix socket as a sealed memfd, passed with
-//! the frame (`SCM_RIGHTS`), instead of as bytes. The producer writes it once; the node and
-//! every getter map the same pages read-only, so a 6 MB frame is never copied on the way and a
+//! Shared memory for large payloads between processes on one host (docs/NODES.md, "The fabric"): a
+//! payload of at least [`SHARED_BYTES_MIN`] travels on the direct Unix socket as a sealed memfd,
+//! passed with the frame (`SCM_RIGHTS`), instead of as bytes. The producer writes it once; the node
+//! and every getter map the same pages read-only, so a 6 MB frame is never copied on the way and a
 //! `get` costs the same at any size.
 //!
 //! Guarantees:

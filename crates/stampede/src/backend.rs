@@ -1,6 +1,7 @@
 //! Which runtime a handle belongs to: this process's ([`crate::local`]) or a node's through the
 //! fabric ([`crate::remote`]). Every public type holds a [`Backend`] and forwards each call to
-//! the same-named method of its side, so one API serves both (SPEC §7 location transparency).
+//! the same-named method of its side, so one API serves both (location transparency: docs/NODES.md,
+//! "Embedded by default, one API everywhere").
 
 /// The embedded form `L` or the remote form `R` of a public type.
 #[derive(Clone)]

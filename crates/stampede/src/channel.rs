@@ -1,4 +1,5 @@
-//! Channels and their connections: the user-facing side of SPEC §2.
+//! Channels and their connections: the user-facing side of the rules in docs/SEMANTICS.md,
+//! "Channels".
 //!
 //! A [`Channel`] is a handle to a named container, in this process or on a node. A task attaches
 //! to it with [`Task::attach_input`](crate::Task::attach_input) or
@@ -25,7 +26,8 @@ use crate::wait::Changed;
 /// Options of a put.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PutOptions {
-    /// Number of consumptions after which the item is reclaimed, even above ts_min (SPEC §3).
+    /// Number of consumptions after which the item is reclaimed, even above ts_min
+    /// (docs/SEMANTICS.md, "Virtual time, visibility, GC").
     pub refcount: Option<u32>,
     /// How long to wait for room in a full bounded channel: `None` waits as long as needed,
     /// `Some(Duration::ZERO)` fails `Full` at once.
@@ -91,10 +93,11 @@ impl Channel {
         forward!(&self.0, ch => ch.retention())
     }
 
-    /// Every timestamp below the returned one is **settled** (SPEC §4): no task can still put it
-    /// into this channel. With the producer set open this is ts_min; after
-    /// [`close_producers`](Self::close_producers) it follows this channel's producers only.
-    /// Remotely: the last horizon seen when the node cannot be reached (it never decreases).
+    /// Every timestamp below the returned one is **settled** (docs/CORRELATION.md,
+    /// "Settled timestamps"): no task can still put it into this channel. With the producer set
+    /// open this is ts_min; after [`close_producers`](Self::close_producers) it follows this
+    /// channel's producers only. Remotely: the last horizon seen when the node cannot be reached
+    /// (it never decreases).
     pub fn settled_below(&self) -> Timestamp {
         forward!(&self.0, ch => ch.settled_below())
     }
@@ -187,8 +190,9 @@ impl ChannelOutput {
         self.put_with(ts, payload, PutOptions::default())
     }
 
-    /// Puts with a reference count and/or a timeout (SPEC §2). Errors: `InvalidTimestamp`,
-    /// `BelowVisibility`, `DuplicateTimestamp`, `Full`, `Closed` (remotely also `Unreachable`).
+    /// Puts with a reference count and/or a timeout (docs/SEMANTICS.md, "Channels"). Errors:
+    /// `InvalidTimestamp`, `BelowVisibility`, `DuplicateTimestamp`, `Full`, `Closed` (remotely also
+    /// `Unreachable`).
     pub fn put_with(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
         forward!(&self.inner, out => out.put_with(ts, payload, options))
     }
@@ -212,9 +216,10 @@ impl ChannelOutput {
         forward!(&self.inner, out => out.copy_in(parts))
     }
 
-    /// Demand feedback (SPEC §3): the lowest timestamp any current or future consumer may still
-    /// get if it were put now. A source may skip producing frames below it: nobody would read
-    /// them. See [`Retention`] for how late joiners affect it.
+    /// Demand feedback (docs/CORRELATION.md, "Demand feedback and the current-readers policy"): the
+    /// lowest timestamp any current or future consumer may still get if it were put now. A source
+    /// may skip producing frames below it: nobody would read them. See [`Retention`] for how late
+    /// joiners affect it.
     pub fn demand(&self) -> Timestamp {
         forward!(&self.inner, out => out.demand())
     }
@@ -245,10 +250,10 @@ impl ChannelInput {
         &self.channel
     }
 
-    /// Gets an item (SPEC §2); it becomes open on this connection. `timeout`: `None` waits as
-    /// long as needed, `Some(Duration::ZERO)` never waits. Errors: `NotAvailable` (with the
-    /// neighbouring timestamps), `AlreadyConsumed`, `Reclaimed`, `InvalidTimestamp`, `Closed`
-    /// (remotely also `Unreachable`).
+    /// Gets an item (docs/SEMANTICS.md, "Channels"); it becomes open on this connection. `timeout`:
+    /// `None` waits as long as needed, `Some(Duration::ZERO)` never waits. Errors: `NotAvailable`
+    /// (with the neighbouring timestamps), `AlreadyConsumed`, `Reclaimed`, `InvalidTimestamp`,
+    /// `Closed` (remotely also `Unreachable`).
     pub fn get(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
         forward!(&self.inner, inp => inp.get(selector, timeout))
     }

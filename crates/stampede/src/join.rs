@@ -1,4 +1,4 @@
-//! Temporal correlation (SPEC §4): exact and approximate joins over channels.
+//! Temporal correlation (docs/CORRELATION.md): exact and approximate joins over channels.
 //!
 //! Both joins are built on the public connection API (`get`, `consume`) plus settledness
 //! ([`Channel::settled_below`](crate::Channel::settled_below)), so they work unchanged wherever a channel lives.

@@ -37,7 +37,7 @@
 //!   `get_range`, `consume`, `consume_until`), blocking and async.
 //! - [`graph`] — [`Graph`]: a snapshot of a runtime's tasks, connections and containers, for tools.
 //! - [`queue`] — [`Queue`] and its connections; [`split`](mod@split): splitter/joiner helpers.
-//! - [`join`] — [`ExactJoin`] and [`ApproxJoin`]: temporal correlation (SPEC §4).
+//! - [`join`] — [`ExactJoin`] and [`ApproxJoin`]: temporal correlation (docs/CORRELATION.md).
 //! - [`payload`] — copy-in through recycled buffers; what `put` accepts.
 //! - [`npy`] — reading and checking `.npy` headers (codec `"npy"`): no object dtypes, sizes that add up.
 //! - [`pacer`] — [`Pacer`], real-time pacing.

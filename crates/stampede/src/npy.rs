@@ -1,5 +1,6 @@
-//! `.npy` payloads (SPEC §8): reading and checking the header of NumPy's format, so that an
-//! item stored with codec `"npy"` is one that every client can view safely, zero-copy.
+//! `.npy` payloads (docs/SEMANTICS.md, "npy payloads"): reading and checking the header of NumPy's
+//! format, so that an item stored with codec `"npy"` is one that every client can view safely,
+//! zero-copy.
 //!
 //! A `.npy` payload is a preamble (magic `\x93NUMPY`, version, header length), a Python dict
 //! literal `{'descr': …, 'fortran_order': …, 'shape': (…)}` padded with spaces and ended by a

@@ -1,7 +1,7 @@
-//! Real-time pacing (SPEC §6): `sync(vt)` sleeps until `start + vt * tick` when early and calls
-//! `on_late(vt, lateness)` when later than the tolerance. A due time too far away for the clock
-//! to represent (a huge tick or virtual time) is waited for like any other: the sleep does not
-//! end.
+//! Real-time pacing (docs/SEMANTICS.md, "Pacing"): `sync(vt)` sleeps until `start + vt * tick` when
+//! early and calls `on_late(vt, lateness)` when later than the tolerance. A due time too far away
+//! for the clock to represent (a huge tick or virtual time) is waited for like any other: the sleep
+//! does not end.
 
 use std::time::{Duration, Instant};
 

@@ -179,8 +179,8 @@ impl IntoPayload for Parts<'_> {
 
 /// Takes a put's payload in: refuses one that can never fit (`check_fits`, before the copy),
 /// copies it (once), refuses one whose codec is not the container's `declared` one, and an `npy`
-/// payload whose header is malformed or declares object data (SPEC §8: every reader, in every
-/// language, may then trust the header).
+/// payload whose header is malformed or declares object data (docs/SEMANTICS.md, "npy payloads":
+/// every reader, in every language, may then trust the header).
 pub(crate) fn admit(
     name: &str,
     ts: Timestamp,
@@ -196,7 +196,7 @@ pub(crate) fn admit(
 }
 
 /// Checks what every stored payload obeys: a bounded codec name, the channel's declared codec,
-/// and a valid header for `npy` (SPEC §8).
+/// and a valid header for `npy` (docs/SEMANTICS.md, "Payloads and codecs").
 pub(crate) fn check_payload(name: &str, ts: Timestamp, payload: &Payload, declared: Option<&Codec>) -> Result<()> {
     check_codec_name("put", name, &payload.codec)?;
     if let Some(declared) = declared.filter(|declared| **declared != payload.codec) {

@@ -1,5 +1,6 @@
-//! Queues and their connections (SPEC §5): FIFO by insertion, each item to exactly one getter,
-//! reclaimed when that getter consumes it. In this process or on a node, with one API.
+//! Queues and their connections (docs/SEMANTICS.md, "Queues"): FIFO by insertion, each item to
+//! exactly one getter, reclaimed when that getter consumes it. In this process or on a node, with
+//! one API.
 
 use std::time::Duration;
 

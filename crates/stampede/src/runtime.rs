@@ -1,6 +1,6 @@
 //! [`Runtime`]: channels, queues, names, tasks and GC — embedded in this process by default
-//! (SPEC §7 "embedded by default": nothing to install or start), or a client's session on a node
-//! through [`connect`], with the same API.
+//! (docs/NODES.md, "Embedded by default, one API everywhere": nothing to install or start), or a
+//! client's session on a node through [`connect`], with the same API.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,7 +17,7 @@ use crate::wait::Changed;
 use crate::watch::Watch;
 
 /// How a channel is created: its bounds, its retention policy, and what the name service says
-/// of it (SPEC §7).
+/// of it (docs/NODES.md, "The name service").
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChannelOptions {
     /// Bounds on items and bytes (default: unbounded).
@@ -387,8 +387,9 @@ impl Runtime {
     }
 
     /// Checks, under the locks that make each comparison atomic, that every live task's
-    /// visibility is at or above ts_min (SPEC §3). Panics naming the task otherwise (remotely:
-    /// the node checks and the report comes back). For tests and the interleaving scheduler.
+    /// visibility is at or above ts_min (docs/PROGRESS.md, "Invariants and why they hold").
+    /// Panics naming the task otherwise (remotely: the node checks and the report comes back). For
+    /// tests and the interleaving scheduler.
     #[doc(hidden)]
     pub fn check_invariants(&self) {
         forward!(&self.0, rt => rt.check_invariants())

@@ -1,4 +1,4 @@
-//! Splitter/joiner helpers for data parallelism over queues (SPEC §5).
+//! Splitter/joiner helpers for data parallelism over queues (docs/SEMANTICS.md, "Queues").
 //!
 //! A splitter puts K fragments of one frame into a work queue under the frame's timestamp;
 //! workers each take fragments, process them, and put results into a result queue under the same

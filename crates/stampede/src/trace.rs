@@ -1,4 +1,4 @@
-//! The event log's writer (SPEC §9; the record and file formats and everything post mortem are
+//! The event log's writer (the record and file formats and everything post mortem are
 //! `stampede-trace`'s, see `docs/TRACING.md`): per-thread buffers of fixed-size records, handed
 //! whole to a writer thread that appends them to this process's log file.
 //!

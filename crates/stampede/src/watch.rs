@@ -1,6 +1,7 @@
-//! Watching the name service (SPEC §7): [`Runtime::watch`](crate::Runtime::watch) yields the
-//! channels and queues under a prefix — first those that exist, then every creation and
-//! destruction — and, through a client, the nodes coming up and going down.
+//! Watching the name service (docs/NODES.md, "The name service"):
+//! [`Runtime::watch`](crate::Runtime::watch) yields the channels and queues under a prefix — first
+//! those that exist, then every creation and destruction — and, through a client, the nodes coming
+//! up and going down.
 //!
 //! Embedded, the runtime keeps its last [`NAME_EVENTS_KEPT`] name changes in a log (`NameLog`); a
 //! watcher reads it from its cursor and waits on the log's signal. A watcher that falls further

@@ -1,5 +1,5 @@
-//! SPEC §4 and the "beyond the papers" part of §3: settled timestamps, exact and approximate
-//! joins, demand, and the current-readers retention policy.
+//! docs/CORRELATION.md: settled timestamps, exact and approximate joins, demand, and the
+//! current-readers retention policy.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,7 @@
-//! The disk tier (SPEC §10): history beyond memory, striped in extents over several directories,
-//! read back transparently; GC unchanged; a crash loses nothing synced; a full disk or a missing
-//! directory is a clear error that loses nothing.
+//! The disk tier (docs/RECORDING.md, "The disk tier: history beyond memory"): history beyond
+//! memory, striped in extents over several directories, read back transparently; GC unchanged; a
+//! crash loses nothing synced; a full disk or a missing directory is a clear error that loses
+//! nothing.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,4 +1,4 @@
-//! Issue 8, defect 3: no public call panics, whatever its arguments (SPEC §12).
+//! Issue 8, defect 3: no public call panics, whatever its arguments (docs/SEMANTICS.md, "Errors").
 //!
 //! A property test drives the public Rust API of two runtimes — names, channels, queues, tasks,
 //! connections, puts, gets, consumes, virtual times, spawns, joins, pacers, destroy and close —

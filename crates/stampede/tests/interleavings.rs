@@ -1,4 +1,5 @@
-//! Interleaving exploration of the embedded runtime's real driver code (SPEC §3 GC safety).
+//! Interleaving exploration of the embedded runtime's real driver code (GC safety:
+//! docs/SEMANTICS.md, "Virtual time, visibility, GC").
 //!
 //! Built only with the `shuttle` feature, which swaps the driver's locks and atomics for
 //! [shuttle](https://docs.rs/shuttle)'s (see `src/sync.rs`): a seeded scheduler then decides
@@ -16,14 +17,15 @@
 //! through `Runtime::check_invariants` (every live task's visibility >= ts_min, under locks), and
 //! that ts_min never decreases as it observes it; the driver itself asserts the rest. At the end
 //! every task is closed and every channel must be empty. Scenario two: a camera, a tracker relaying
-//! frames into results and a watcher race on settledness (SPEC §4): whoever is about to put `t`
-//! must find it unsettled, and no horizon may go back. Scenario three: getters of one queue
-//! take places in its line of waiting getters and give them up (timeouts of a microsecond: a
-//! real sleep would stall the scheduler) while a producer puts: no item is lost, doubled or
-//! stranded behind a place nobody holds. Scenario one runs again on a channel with a disk tier
-//! (every put moves the previous item to disk, racing its reclamation; every read checks the
-//! bytes; nothing is left on disk at the end), and scenario four races a put moving an item to
-//! disk with the consume that reclaims it: its record must be dead once both return.
+//! frames into results and a watcher race on settledness (docs/CORRELATION.md,
+//! "Settled timestamps"): whoever is about to put `t` must find it unsettled, and no horizon may go
+//! back. Scenario three: getters of one queue take places in its line of waiting getters and give
+//! them up (timeouts of a microsecond: a real sleep would stall the scheduler) while a producer
+//! puts: no item is lost, doubled or stranded behind a place nobody holds. Scenario one runs again
+//! on a channel with a disk tier (every put moves the previous item to disk, racing its
+//! reclamation; every read checks the bytes; nothing is left on disk at the end), and scenario four
+//! races a put moving an item to disk with the consume that reclaims it: its record must be dead
+//! once both return.
 #![cfg(feature = "shuttle")]
 
 mod support;

@@ -31,8 +31,8 @@
 //! visibility of any live task (home or shadow) on any live node, nor above an item a reader
 //! there may still get (by the runtime's account and by the simulation's own), nor above a
 //! queue's waiting item, nor above the visibility carried by a move its receiver may still take
-//! over (SPEC §3: ts_min is global); a restarted node's claims count, for the other nodes, at
-//! its floor (`max(door, mirror)`: they only cover its own items) and not at all while its
+//! over (docs/PROTOCOL.md: ts_min is global); a restarted node's claims count, for the other nodes,
+//! at its floor (`max(door, mirror)`: they only cover its own items) and not at all while its
 //! participant is fenced somewhere or has no door yet; every node's ts_min only rises, across
 //! restarts too; no queue item was reclaimed before it was consumed; no node stops another's
 //! stream (a claim below its ts_min); each runtime's own invariants hold. Items a task may still

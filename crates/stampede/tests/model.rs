@@ -1,5 +1,5 @@
-//! Model-based property test of SPEC §2 (channels), §3 (virtual time, visibility, ts_min, GC) and
-//! §5 (queues) against the embedded runtime.
+//! Model-based property test of the rules of docs/SEMANTICS.md — "Channels", "Virtual time,
+//! visibility, GC" and "Queues" — against the embedded runtime.
 //!
 //! The reference model below is written from the rules, not from `stampede-core`: per (item,
 //! input connection) an explicit [`Seen`] state in a plain map, visibility and ts_min recomputed
@@ -12,16 +12,17 @@
 //! checks GC safety (nothing some connection still has unseen or open, or that a future task could
 //! legally get, was reclaimed) and liveness (nothing below ts_min survives).
 //!
-//! Semantic decisions the implementation made where SPEC.md is silent (and the model follows):
-//! ts_min never runs ahead of 1 + the highest timestamp ever put (SPEC §3 "a producer can always
-//! join"), so with nothing claiming it, it is exactly that; a root task starts at or above ts_min; `consume` of an
-//! item already consumed or reclaimed is a no-op, of a timestamp never put `NotAvailable`;
-//! `get_range` acts on items present now; `consume_until(ts)` consumes the present items up to
-//! `ts` and makes later items at or below `ts` born consumed on that connection (counting as its
-//! consumption for a reference count) — a newer decision than "present items only", recorded in
-//! docs/SEMANTICS.md; an exact get below ts_min fails
-//! `Reclaimed` before presence is checked; a refcount reclaim leaves a tombstone until ts_min
-//! passes it; the implicit consumption on attach does not count towards a reference count.
+//! Semantic decisions the implementation made where the rules leave a choice (and the model
+//! follows; docs/SEMANTICS.md): ts_min never runs ahead of 1 + the highest timestamp ever put (a
+//! producer can always join: docs/SEMANTICS.md, "Virtual time, visibility, GC"), so with nothing
+//! claiming it, it is exactly that; a root task starts at or above ts_min; `consume` of an item
+//! already consumed or reclaimed is a no-op, of a timestamp never put `NotAvailable`; `get_range`
+//! acts on items present now; `consume_until(ts)` consumes the present items up to `ts` and makes
+//! later items at or below `ts` born consumed on that connection (counting as its consumption for
+//! a reference count) — a newer decision than "present items only", recorded in
+//! docs/SEMANTICS.md; an exact get below ts_min fails `Reclaimed` before presence is checked; a
+//! refcount reclaim leaves a tombstone until ts_min passes it; the implicit consumption on attach
+//! does not count towards a reference count.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
@@ -182,7 +183,7 @@ enum Step {
     Collect,
 }
 
-/// What an operation returned, reduced to what the spec fixes.
+/// What an operation returned, reduced to what the rules (docs/SEMANTICS.md) fix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Out {
     Ok,
@@ -231,7 +232,7 @@ fn fail(f: Fail) -> Out {
 
 // ---- the reference model -----------------------------------------------------------------------
 
-/// State of one item on one channel input connection (SPEC §2).
+/// State of one item on one channel input connection (docs/SEMANTICS.md, "Channels").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Seen {
     Unseen,
@@ -1144,11 +1145,11 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
-    /// Proves that the embedded runtime matches a brute-force reference model of SPEC §2, §3 and
-    /// §5 on random sequences of task, connection, put, get, consume and close operations: same
-    /// results and errors, same live items, ts_min, visibilities, stats and GC handler calls after
-    /// every step; GC never reclaims a claimed or still-gettable item and leaves nothing below
-    /// ts_min.
+    /// Proves that the embedded runtime matches a brute-force reference model of docs/SEMANTICS.md
+    /// ("Channels", "Virtual time, visibility, GC", "Queues") on random sequences of task,
+    /// connection, put, get, consume and close operations: same results and errors, same live
+    /// items, ts_min, visibilities, stats and GC handler calls after every step; GC never reclaims
+    /// a claimed or still-gettable item and leaves nothing below ts_min.
     #[test]
     fn runtime_matches_reference_model(ops in proptest::collection::vec(op(), 1..OPS_MAX)) {
         run_sequence(ops)?;

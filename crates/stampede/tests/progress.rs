@@ -1,7 +1,8 @@
-//! One test per defect and rule of the progress-tracking rebuild (SPEC §3 "a producer can always
-//! join", §4 settledness): the hand-over of an early-reclaimed item's claim, settledness of
-//! relaying producers, dynamic join and leave of producers, bounded tombstones, and the refusal
-//! that keeps settled horizons from going back. The interleavings themselves are explored by
+//! One test per defect and rule of the progress-tracking rebuild (a producer can always join:
+//! docs/SEMANTICS.md, "Virtual time, visibility, GC"; settledness: docs/CORRELATION.md,
+//! "Settled timestamps"): the hand-over of an early-reclaimed item's claim, settledness of relaying
+//! producers, dynamic join and leave of producers, bounded tombstones, and the refusal that keeps
+//! settled horizons from going back. The interleavings themselves are explored by
 //! `tests/interleavings.rs` (feature `shuttle`).
 
 use std::time::Duration;

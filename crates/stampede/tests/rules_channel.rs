@@ -1,4 +1,4 @@
-//! One test per rule of SPEC §2 (channel semantics), on the embedded runtime.
+//! One test per rule of docs/SEMANTICS.md, "Channels", on the embedded runtime.
 
 use std::time::{Duration, Instant};
 
@@ -414,9 +414,10 @@ async fn async_get_and_put() {
     assert_eq!(item.ts, 4);
 }
 
-/// The name service (SPEC §7): a channel's info tells its name, kind, node, bounds, declared
-/// codec and description, the same through a lookup; a put of another codec is refused; a
-/// container placed on a node that does not exist is refused saying so; descriptions are bounded.
+/// The name service (docs/NODES.md, "The name service"): a channel's info tells its name, kind,
+/// node, bounds, declared codec and description, the same through a lookup; a put of another codec
+/// is refused; a container placed on a node that does not exist is refused saying so; descriptions
+/// are bounded.
 #[test]
 fn info_codec_and_placement() {
     let rt = configuration::runtime();
@@ -453,8 +454,8 @@ fn info_codec_and_placement() {
     assert!(matches!(rt.create_channel("z", long), Err(Error::InvalidArgument { .. })));
 }
 
-/// Watching the names under a prefix (SPEC §7): those that exist, then each creation and
-/// destruction under it, nothing else.
+/// Watching the names under a prefix (docs/NODES.md, "The name service"): those that exist, then
+/// each creation and destruction under it, nothing else.
 #[test]
 fn watch_reports_the_names_under_a_prefix() {
     let rt = configuration::runtime();

@@ -1,4 +1,5 @@
-//! One test per rule of SPEC §3: virtual time, visibility, ts_min, reference counts, GC handlers.
+//! One test per rule of docs/SEMANTICS.md, "Virtual time, visibility, GC": virtual time,
+//! visibility, ts_min, reference counts, GC handlers.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

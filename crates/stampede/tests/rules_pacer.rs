@@ -1,5 +1,6 @@
-//! SPEC §6: real-time pacing. Only lower bounds on elapsed time are asserted (a loaded CI
-//! machine may be late; it can never be early); the wake-up error is measured by the benchmarks.
+//! Real-time pacing (docs/SEMANTICS.md, "Pacing"). Only lower bounds on elapsed time are asserted
+//! (a loaded CI machine may be late; it can never be early); the wake-up error is measured by the
+//! benchmarks.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! One test per rule of SPEC §5 (queues) and the splitter/joiner helpers.
+//! One test per rule of docs/SEMANTICS.md, "Queues", and the splitter/joiner helpers.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

@@ -504,11 +504,11 @@ fn churn_of_tasks_and_connections_keeps_gc_safe() {
     });
 }
 
-/// Proves queue delivery under concurrency (SPEC §5): a splitter splits frames into fragments
-/// on a bounded work queue (its puts wait for room), several workers process them while a
-/// quitter takes fragments and detaches without consuming them (they go back to the queue), and
-/// a joiner gathers K results per frame. Every fragment is consumed exactly once, every frame is
-/// gathered complete exactly once, and both queues end empty with everything reclaimed.
+/// Proves queue delivery under concurrency (docs/SEMANTICS.md, "Queues"): a splitter splits frames
+/// into fragments on a bounded work queue (its puts wait for room), several workers process them
+/// while a quitter takes fragments and detaches without consuming them (they go back to the queue),
+/// and a joiner gathers K results per frame. Every fragment is consumed exactly once, every frame
+/// is gathered complete exactly once, and both queues end empty with everything reclaimed.
 #[test]
 fn queue_workers_deliver_each_item_exactly_once() {
     with_watchdog("queue_workers_deliver_each_item_exactly_once", || {

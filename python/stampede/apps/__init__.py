@@ -1,4 +1,4 @@
-"""The seeds' applications (SPEC §14), written on Stampede's Python API with NumPy only.
+"""The seeds' applications (docs/APPLICATIONS.md), written on Stampede's Python API with NumPy only.
 
 Layout:
 

@@ -1,4 +1,5 @@
-"""Colour tracker (SPEC §14): digitizer → background subtraction → histogram → tracker.
+"""Colour tracker (docs/APPLICATIONS.md, "Colour tracker"): digitizer → background subtraction →
+histogram → tracker.
 
 Stages, each a Stampede task on its own thread, each stage's result in its own channel at the
 frame's timestamp:
@@ -82,7 +83,8 @@ class ColourTracker:
         self.found: dict[int, int] = {}  # truth id -> frames in which the tracker found it
         self.wrong = 0  # boxes whose colour matched no figure of the ground truth
         # Producers attach every connection before their output channel's producer set closes
-        # (SPEC §4): the joins then release or skip a timestamp as soon as these tasks moved past it.
+        # (docs/CORRELATION.md, "Settled timestamps"): the joins then release or skip a timestamp as
+        # soon as these tasks moved past it.
         self.digitizer = common.task(rt, 0, "digitizer")
         self.frames_out = self.digitizer.attach_output(ch["frames"])
         ch["frames"].close_producers()

@@ -1,5 +1,6 @@
-"""Videoconference (SPEC §14; D-Stampede's telepresence application): participants in processes
-of their own, a mixer joining their frames by timestamp, every display showing the composite.
+"""Videoconference (docs/APPLICATIONS.md; D-Stampede's telepresence application): participants in
+processes of their own, a mixer joining their frames by timestamp, every display showing the
+composite.
 
 Roles, each a process (``python -m stampede.apps.conference <role> --help``):
 

@@ -1,5 +1,5 @@
-"""The Smart Kiosk (SPEC §14): digitizer → low-fi blob tracker → dynamically created hi-fi
-trackers that re-analyse the past by timestamp → decision (a temporal join) → display.
+"""The Smart Kiosk (docs/APPLICATIONS.md): digitizer → low-fi blob tracker → dynamically created
+hi-fi trackers that re-analyse the past by timestamp → decision (a temporal join) → display.
 
 Stages, each a Stampede task driven by its own thread:
 
@@ -27,16 +27,16 @@ Stages, each a Stampede task driven by its own thread:
     Consumes the decisions (``NEWEST_UNSEEN``); headless it counts them, otherwise
     ``stampede.Dashboard`` (when this build has it) shows ``kiosk/frames`` with the overlays.
 
-Why the re-analysis works, and why memory stays bounded (SPEC §3): the low-fi tracker consumes
-each frame at once, so by itself it would let GC reclaim the frames a hypothesis was built on. A
-``retainer`` task holds a claim instead: its virtual time trails the low-fi tracker by
-``RETAIN_FRAMES`` processed frames, so ts_min — and every channel's reclamation — stops there and
-no further back. A hi-fi tracker is spawned *from the retainer* at virtual time = the timestamp of
-the hypothesis' first frame (legal: it is at or above the retainer's visibility) and attaches its
-input then, so those frames are unseen on its own connection and stay live until it consumes them,
-whatever the low-fi tracker does. Everything else is consumed as soon as it is used, so the live
-items of every channel stay below a bound that does not grow with the run's length; the monitor
-reports the peak.
+Why the re-analysis works, and why memory stays bounded (docs/SEMANTICS.md,
+"Virtual time, visibility, GC"): the low-fi tracker consumes each frame at once, so by itself it
+would let GC reclaim the frames a hypothesis was built on. A ``retainer`` task holds a claim
+instead: its virtual time trails the low-fi tracker by ``RETAIN_FRAMES`` processed frames, so ts_min
+— and every channel's reclamation — stops there and no further back. A hi-fi tracker is spawned
+*from the retainer* at virtual time = the timestamp of the hypothesis' first frame (legal: it is at
+or above the retainer's visibility) and attaches its input then, so those frames are unseen on its
+own connection and stay live until it consumes them, whatever the low-fi tracker does. Everything
+else is consumed as soon as it is used, so the live items of every channel stay below a bound that
+does not grow with the run's length; the monitor reports the peak.
 
 Run: ``python -m stampede.apps.kiosk --headless --seconds 10``. The summary ends with one JSON line
 on stdout.
@@ -143,7 +143,8 @@ class Kiosk:
         }
         # Producers attach their outputs (and inputs) before their channels' producer sets close:
         # settledness then follows these tasks only, which is what lets the decision join release
-        # a blob frame as soon as the trackers have moved past it (SPEC §4).
+        # a blob frame as soon as the trackers have moved past it (docs/CORRELATION.md,
+        # "Settled timestamps").
         self.digitizer = common.task(rt, 0, "digitizer")
         self.frames_out = self.digitizer.attach_output(self.frames)
         self.frames.close_producers()
@@ -414,7 +415,8 @@ class Kiosk:
         The decision task's virtual time drops to ts + 1 (legal: its visibility is ts, the open
         pivot) so that, between closing the old join and attaching the new one, nothing at or
         above ts + 1 is reclaimed; attaching then consumes, on the new connections, everything
-        below ts + 1 (SPEC §2), so no blob frame is joined twice. Then back to INFINITY."""
+        below ts + 1 (docs/SEMANTICS.md, "Channels"), so no blob frame is joined twice. Then back to
+        INFINITY."""
         self.decision.set_virtual_time(ts + 1)
         join.close()
         for pid in set(persons) - set(wanted):

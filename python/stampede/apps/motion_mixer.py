@@ -1,5 +1,6 @@
 """Motion-detector mixer: several synthetic cameras, a motion detector per camera, a mixer that
-joins the detectors by timestamp and shows the camera with the most motion (SPEC §4, §14).
+joins the detectors by timestamp and shows the camera with the most motion (docs/APPLICATIONS.md,
+"Motion-detector mixer"; docs/CORRELATION.md).
 
 Stages, each a Stampede task on its own thread:
 
@@ -76,8 +77,9 @@ class MotionMixer:
         self.picks = {"scored": 0, "agree": 0, "ambiguous": 0, "partial": 0}
         self.picked = [0] * config.cameras
         self.step = max(1, config.width // 160)
-        # Producers attach every connection before their channels' producer sets close (SPEC §4):
-        # the mixer's "partial" join then settles a missing result as soon as its detector moved on.
+        # Producers attach every connection before their channels' producer sets close
+        # (docs/CORRELATION.md, "Settled timestamps"): the mixer's "partial" join then settles a
+        # missing result as soon as its detector moved on.
         self.camera_tasks = [common.task(rt, 0, f"camera/{k}") for k in k_range]
         self.camera_outs = [t.attach_output(c) for t, c in zip(self.camera_tasks, self.frames)]
         self.detectors = [common.task(rt, INFINITY, f"motion/{k}") for k in k_range]

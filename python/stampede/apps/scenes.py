@@ -1,4 +1,5 @@
-"""Synthetic cameras with known ground truth (SPEC §14): deterministic scenes of moving people.
+"""Synthetic cameras with known ground truth (docs/APPLICATIONS.md, "The scenes"): deterministic
+scenes of moving people.
 
 A :class:`Scene` is a pure function of ``(seed, ts)``: :meth:`Scene.render` draws frame ``ts`` and
 :meth:`Scene.truth` lists the figures in it, so any frame can be re-rendered at any time, by any

@@ -1,4 +1,4 @@
-//! Temporal correlation (SPEC §4, issue "Temporal correlation"): three measurements.
+//! Temporal correlation (docs/CORRELATION.md, issue "Temporal correlation"): three measurements.
 //!
 //! - `exact_join`: 4 camera threads paced at 30 fps put frame `ts` into their channels; a joiner
 //!   releases the 4-tuple with [`ExactJoin`] (Skip policy, closed producer sets). Latency =

@@ -1,6 +1,6 @@
-//! Real-time pacing (SPEC §6): the wake-up error of `Pacer::sync` — how late after its due time
-//! `sync(vt)` returns — next to plain `std::thread::sleep` to the same due times in the same run,
-//! and the frame rate a 30 fps source written with the pacer actually holds.
+//! Real-time pacing (docs/SEMANTICS.md, "Pacing"): the wake-up error of `Pacer::sync` — how late
+//! after its due time `sync(vt)` returns — next to plain `std::thread::sleep` to the same due times
+//! in the same run, and the frame rate a 30 fps source written with the pacer actually holds.
 
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,6 @@
 //! Producer → consumer throughput of 230 400-byte images on two threads, next to a single-thread
-//! memcpy of the same size in the same run (SPEC §13: the seeds' image bandwidth, 1 → 1).
+//! memcpy of the same size in the same run (the seeds' image bandwidth, 1 → 1: docs/BENCHMARKS.md,
+//! "How every benchmark measures and reports").
 //!
 //! - stampede: the producer task puts frame `i` (copy-in: one allocation + memcpy of 230 400
 //!   bytes) and advances its virtual time to `i + 1`; the consumer task (`INFINITY`) gets

@@ -1,5 +1,6 @@
-//! The seeds' own figures, printed beside this run's (SPEC §13), each labelled with its source
-//! and the hardware it was measured on. Copied from the papers in `seeds/`, not measured:
+//! The seeds' own figures, printed beside this run's (docs/BENCHMARKS.md,
+//! "How every benchmark measures and reports"), each labelled with its source and the hardware it
+//! was measured on. Copied from the papers in `seeds/`, not measured:
 //!
 //! - seed 000, *Space-Time Memory* (STM): Fig. 10, STM one-way latency, a put in one address
 //!   space and a get + consume in another, the channel with the consumer (the caption says

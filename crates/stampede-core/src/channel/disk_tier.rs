@@ -1,7 +1,7 @@
-//! The disk tier's side of a channel (SPEC §10): which items' payloads are still in memory, the
-//! oldest of them handed to the driver to write out, their bytes swapped for the disk's copy, and
-//! items recovered from disk put back when the channel is created. Where an item's bytes live
-//! changes nothing else.
+//! The disk tier's side of a channel (docs/RECORDING.md, "The disk tier: history beyond memory"):
+//! which items' payloads are still in memory, the oldest of them handed to the driver to write out,
+//! their bytes swapped for the disk's copy, and items recovered from disk put back when the channel
+//! is created. Where an item's bytes live changes nothing else.
 
 use crate::channel::{ChannelState, Stored};
 use crate::error::{Error, Result};

@@ -75,7 +75,8 @@ impl Limits {
     }
 }
 
-/// When a channel may reclaim an item above ts_min (SPEC §3, "beyond the papers").
+/// When a channel may reclaim an item above ts_min (docs/CORRELATION.md,
+/// "Demand feedback and the current-readers policy").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Retention {
     /// Late joiners may read the past: an item lives until ts_min passes it (or its reference

@@ -96,10 +96,10 @@ connection_class! {
         Pending::start(py, Op::ChannelPut(conn, ts, payload, refcount), timeout)
     }
 
-    /// Demand feedback (SPEC §3): the lowest timestamp any current or future consumer may still
-    /// get if it were put now. A source may skip producing below it. On a "history" channel this
-    /// is ts_min; on a "current_readers" channel the minimum over the readers' `consume_until`
-    /// floors (+1), INFINITY with no reader.
+    /// Demand feedback (docs/CORRELATION.md, "Demand feedback and the current-readers policy"): the
+    /// lowest timestamp any current or future consumer may still get if it were put now. A source
+    /// may skip producing below it. On a "history" channel this is ts_min; on a "current_readers"
+    /// channel the minimum over the readers' `consume_until` floors (+1), INFINITY with no reader.
     fn demand(&self) -> PyResult<Timestamp> {
         Ok(self.slot.get()?.demand())
     }

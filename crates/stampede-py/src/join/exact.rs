@@ -12,8 +12,8 @@ use crate::join::{join_class, JoinRef};
 use crate::wait;
 
 /// Exact join over N input connections: tuples of the items sharing one timestamp, in
-/// timestamp order (SPEC §4). `policy`: "wait_all" (default), "partial" or "skip"; the last two
-/// need every channel's producer set closed (`Channel.close_producers()`).
+/// timestamp order (docs/CORRELATION.md, "Exact join"). `policy`: "wait_all" (default), "partial"
+/// or "skip"; the last two need every channel's producer set closed (`Channel.close_producers()`).
 #[pyclass(module = "stampede._stampede", frozen)]
 pub(crate) struct ExactJoin {
     pub(super) driver: Driver<stampede::ExactJoin>,

@@ -1,5 +1,6 @@
-//! A channel's disk tier (SPEC §10): history beyond memory, striped in extents over several
-//! directories (one per disk), read back without copying.
+//! A channel's disk tier (docs/RECORDING.md, "The disk tier: history beyond memory"): history
+//! beyond memory, striped in extents over several directories (one per disk), read back without
+//! copying.
 //!
 //! Guarantees:
 //! - **Transparent.** An item moved to disk keeps its timestamp, codec, bytes and item states;

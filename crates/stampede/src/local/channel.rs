@@ -1,5 +1,5 @@
-//! Embedded channels and their connections (SPEC §2); the public [`crate::Channel`] forwards
-//! here when it is embedded.
+//! Embedded channels and their connections (docs/SEMANTICS.md, "Channels"); the public
+//! [`crate::Channel`] forwards here when it is embedded.
 //!
 //! A [`Channel`] is a handle to a named container. A task attaches to it with
 //! [`Task::attach_input`](crate::Task::attach_input) or
@@ -75,9 +75,10 @@ impl Channel {
         self.shared.state.lock().retention()
     }
 
-    /// Every timestamp below the returned one is **settled** (SPEC §4): no task can still put it
-    /// into this channel. With the producer set open this is ts_min; after
-    /// [`close_producers`](Self::close_producers) it follows this channel's producers only.
+    /// Every timestamp below the returned one is **settled** (docs/CORRELATION.md,
+    /// "Settled timestamps"): no task can still put it into this channel. With the producer set
+    /// open this is ts_min; after [`close_producers`](Self::close_producers) it follows this
+    /// channel's producers only.
     pub fn settled_below(&self) -> Timestamp {
         self.space.settled_below(&self.shared)
     }
@@ -174,8 +175,8 @@ pub struct ChannelOutput {
 }
 
 impl ChannelOutput {
-    /// Puts with a reference count and/or a timeout (SPEC §2). Errors: `InvalidTimestamp`,
-    /// `BelowVisibility`, `DuplicateTimestamp`, `Full`, `Closed`.
+    /// Puts with a reference count and/or a timeout (docs/SEMANTICS.md, "Channels"). Errors:
+    /// `InvalidTimestamp`, `BelowVisibility`, `DuplicateTimestamp`, `Full`, `Closed`.
     pub fn put_with(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
         let shared = &self.channel.shared;
         let _span = trace::span(Kind::Put, shared.trace_name(), ts as u64, payload.payload_bytes() as u64);
@@ -219,9 +220,10 @@ impl ChannelOutput {
         self.channel.shared.buffers.copy(parts)
     }
 
-    /// Demand feedback (SPEC §3): the lowest timestamp any current or future consumer may still
-    /// get if it were put now. A source may skip producing frames below it: nobody would read
-    /// them. See [`Retention`] for how late joiners affect it.
+    /// Demand feedback (docs/CORRELATION.md, "Demand feedback and the current-readers policy"): the
+    /// lowest timestamp any current or future consumer may still get if it were put now. A source
+    /// may skip producing frames below it: nobody would read them. See [`Retention`] for how late
+    /// joiners affect it.
     pub fn demand(&self) -> Timestamp {
         self.channel.shared.state.lock().demand(self.channel.space.ts_min())
     }
@@ -240,9 +242,10 @@ impl ChannelOutput {
     }
 
     /// With a disk tier, moves the oldest in-memory items beyond the memory horizon to disk
-    /// before the put adds one more (SPEC §10): written and synced first, then swapped for their
-    /// disk copies. If the disk fails the put is refused with `Storage` and every item stays in
-    /// memory. Blocks on disk I/O, in the async form too.
+    /// before the put adds one more (docs/RECORDING.md, "The disk tier: history beyond memory"):
+    /// written and synced first, then swapped for their disk copies. If the disk fails the put is
+    /// refused with `Storage` and every item stays in memory. Blocks on disk I/O, in the async form
+    /// too.
     fn spill(&self) -> Result<()> {
         let shared = &self.channel.shared;
         let Some(disk) = &shared.disk else { return Ok(()) };
@@ -287,9 +290,10 @@ pub struct ChannelInput {
 }
 
 impl ChannelInput {
-    /// Gets an item (SPEC §2); it becomes open on this connection. `timeout`: `None` waits as
-    /// long as needed, `Some(Duration::ZERO)` never waits. Errors: `NotAvailable` (with the
-    /// neighbouring timestamps), `AlreadyConsumed`, `Reclaimed`, `InvalidTimestamp`, `Closed`.
+    /// Gets an item (docs/SEMANTICS.md, "Channels"); it becomes open on this connection. `timeout`:
+    /// `None` waits as long as needed, `Some(Duration::ZERO)` never waits. Errors: `NotAvailable`
+    /// (with the neighbouring timestamps), `AlreadyConsumed`, `Reclaimed`, `InvalidTimestamp`,
+    /// `Closed`.
     pub fn get(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
         let span = trace::span(Kind::Get, self.channel.shared.trace_name(), NO_ITEM, 0);
         let selector = selector.into();

@@ -1,5 +1,6 @@
-//! Embedded queues and their connections (SPEC §5; the public [`crate::Queue`] forwards here): FIFO by insertion, each item to exactly one getter,
-//! reclaimed when that getter consumes it.
+//! Embedded queues and their connections (docs/SEMANTICS.md, "Queues"; the public [`crate::Queue`]
+//! forwards here): FIFO by insertion, each item to exactly one getter, reclaimed when that getter
+//! consumes it.
 
 use std::sync::Arc;
 use std::time::Duration;

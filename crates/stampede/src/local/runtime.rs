@@ -1,6 +1,6 @@
-//! The embedded runtime (SPEC §7 "embedded by default"): channels, queues, names, tasks and GC
-//! in this process, with nothing to install or start. The public [`crate::Runtime`] forwards here
-//! when it is embedded.
+//! The embedded runtime (docs/NODES.md, "Embedded by default, one API everywhere"): channels,
+//! queues, names, tasks and GC in this process, with nothing to install or start. The public
+//! [`crate::Runtime`] forwards here when it is embedded.
 
 use std::sync::Arc;
 
@@ -218,8 +218,9 @@ impl Runtime {
     }
 
     /// Checks, under the locks that make each comparison atomic, that every live task's
-    /// visibility is at or above ts_min (SPEC §3). Panics naming the task otherwise. For tests and
-    /// the interleaving scheduler; the driver asserts the same after its own steps.
+    /// visibility is at or above ts_min (docs/PROGRESS.md, "Invariants and why they hold").
+    /// Panics naming the task otherwise. For tests and the interleaving scheduler; the driver
+    /// asserts the same after its own steps.
     #[doc(hidden)]
     pub fn check_invariants(&self) {
         self.space.check_invariants();

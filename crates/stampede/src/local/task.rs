@@ -1,4 +1,5 @@
-//! Tasks: the holders of virtual time (SPEC §1, §3).
+//! Tasks: the holders of virtual time (docs/SEMANTICS.md, "Terms" and
+//! "Virtual time, visibility, GC").
 //!
 //! A [`Task`] handle is cheap to clone; the task lives while any handle or connection of it
 //! lives, or until [`Task::close`]. Closing detaches every connection the task holds and releases

@@ -36,7 +36,7 @@ impl RemoteChannel {
         self.container.timestamps()
     }
 
-    /// The settled horizon on the node (SPEC §4).
+    /// The settled horizon on the node (docs/CORRELATION.md, "Settled timestamps").
     pub fn settled_below(&self) -> Timestamp {
         self.container.settledness().0
     }

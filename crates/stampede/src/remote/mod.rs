@@ -1,4 +1,4 @@
-//! The remote backend: a client's session on a node over the Eclipse Zenoh fabric (SPEC §7).
+//! The remote backend: a client's session on a node over the Eclipse Zenoh fabric (docs/NODES.md).
 //!
 //! [`crate::connect`] returns a [`crate::Runtime`] whose channels, queues and tasks live on a
 //! node (`stampede serve`, or an embedded runtime serving clients through `stampede-node`); the

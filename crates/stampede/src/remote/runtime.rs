@@ -30,8 +30,8 @@ use stampede_wire::{self as wire, ContainerInfo, Reply, Request, WireRetention};
 ///
 /// Channels and queues placed on other nodes (`node=`), or found there by
 /// [`lookup`](Self::lookup), are reached through sessions of this runtime on those nodes, opened
-/// on first use the way this one was (through the same endpoint) and closed with it (SPEC §7:
-/// each remote client has a session on the nodes it uses).
+/// on first use the way this one was (through the same endpoint) and closed with it
+/// (docs/NODES.md, "Surrogate sessions": each remote client has a session on the nodes it uses).
 #[derive(Clone)]
 pub(crate) struct RemoteRuntime {
     pub(crate) client: Arc<Client>,

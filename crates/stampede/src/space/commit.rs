@@ -131,7 +131,8 @@ impl Space {
     // ---- invariants --------------------------------------------------------------------------
 
     /// Checks, with each task and the progress machine locked together, that every live task's
-    /// visibility is at or above ts_min (SPEC §3). Panics naming the task otherwise.
+    /// visibility is at or above ts_min (docs/PROGRESS.md, "Invariants and why they hold").
+    /// Panics naming the task otherwise.
     pub(crate) fn check_invariants(&self) {
         let tasks: Vec<Arc<TaskShared>> = self.tasks.lock().values().filter_map(Weak::upgrade).collect();
         for task in tasks {
@@ -156,8 +157,8 @@ pub(super) fn park_handovers(claims: &mut Updates, others: &[OpenChange]) {
     *claims = batch;
 }
 
-/// SPEC §3's invariant, checked with the task and the progress machine locked together: a live
-/// task's visibility is at or above ts_min.
+/// Invariant 4 of docs/PROGRESS.md, "Invariants and why they hold", checked with the task and
+/// the progress machine locked together: a live task's visibility is at or above ts_min.
 fn assert_visible(state: &TaskState, ts_min: Timestamp) {
     assert!(
         state.is_closed() || state.visibility() >= ts_min,

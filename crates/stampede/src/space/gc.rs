@@ -14,7 +14,7 @@ use super::tracking::Due;
 use super::{ChannelShared, ReclaimHandler, Shared, Space};
 
 impl Space {
-    // ---- settledness (SPEC §4) ---------------------------------------------------------------
+    // ---- settledness (docs/CORRELATION.md, "Settled timestamps") -----------------------------
 
     /// Every timestamp below the returned one is settled on `ch`: no task can still put it.
     /// Computed by the progress machine (see `stampede_core::progress`).

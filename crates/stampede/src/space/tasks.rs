@@ -1,9 +1,9 @@
 //! Tasks and their connections: creating a task (root, child or shadow), its virtual time,
 //! attaching and detaching connections, closing producer sets, closing a task or the runtime.
 //!
-//! A new task's claim is covered from its origin (SPEC §3); a task closing releases its own claim
-//! before detaching its connections; an input that could unsettle a closed producer set is
-//! refused.
+//! A new task's claim is covered from its origin (docs/PROGRESS.md, "Invariants and why they
+//! hold"); a task closing releases its own claim before detaching its connections; an input that
+//! could unsettle a closed producer set is refused.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -31,8 +31,8 @@ impl Drop for TaskShared {
     }
 }
 
-/// Where a new task's claim is covered from (SPEC §3: whoever creates a claim holds one below
-/// it, or starts at or above ts_min).
+/// Where a new task's claim is covered from (docs/PROGRESS.md, "Invariants and why they hold",
+/// invariant 1: whoever creates a claim holds one below it, or starts at or above ts_min).
 #[derive(Clone, Copy)]
 pub(crate) enum Origin<'a> {
     /// A root task: at or above ts_min and the node's door.
@@ -105,7 +105,7 @@ impl Space {
         Ok(task)
     }
 
-    /// Sets a task's virtual time (SPEC §3).
+    /// Sets a task's virtual time (docs/SEMANTICS.md, "Virtual time, visibility, GC").
     pub(crate) fn set_virtual_time(&self, task: &TaskShared, v: Timestamp) -> Result<()> {
         let mut state = task.state.lock();
         let updates = state.set_virtual_time(v)?;
@@ -212,7 +212,8 @@ impl Space {
 
     /// Attaches input connection `conn` of `task` to a channel or queue. Refused
     /// (`InvalidArgument`) when `task` produces into a channel with a closed producer set whose
-    /// settled horizon this input could bring back below (SPEC §4: settledness never goes back).
+    /// settled horizon this input could bring back below (docs/CORRELATION.md,
+    /// "Settled timestamps": settledness never goes back).
     pub(crate) fn attach_input<S: ContainerState>(
         &self,
         container: &Shared<S>,

@@ -1,5 +1,6 @@
-//! The conformance switch (SPEC §7 location transparency): the semantic suites take their runtime
-//! from [`runtime`], and run unchanged against, with `STAMPEDE_CONFIGURATION` =
+//! The conformance switch (location transparency: docs/NODES.md,
+//! "Embedded by default, one API everywhere"): the semantic suites take their runtime from
+//! [`runtime`], and run unchanged against, with `STAMPEDE_CONFIGURATION` =
 //!
 //! - `embedded` (the default): a runtime in this process;
 //! - `serve`: a client of a fresh `stampede serve` process;
@@ -82,7 +83,7 @@ pub fn runtime() -> TestRuntime {
 }
 
 /// How long the split configuration's nodes may take to reclaim once the last blocker moved: a
-/// few message rounds on loopback (SPEC §3 "live": within a bounded time).
+/// few message rounds on loopback (docs/PROTOCOL.md, "Why it is live": within a bounded time).
 pub const MESH_SETTLE: Duration = Duration::from_secs(10);
 
 /// `value()` once it is `expected`, else its last value. Read at once where reclamation happens

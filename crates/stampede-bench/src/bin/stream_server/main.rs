@@ -1,6 +1,7 @@
-//! GigaView §5 on Stampede (SPEC §10, seed `001_*`): a stream server feeding K stored streams at
-//! F frames/s from channels' disk tiers, reporting each frame's delay and the delay jitter
-//! against utilisation, next to the seed's figures.
+//! GigaView §5 on Stampede (docs/RECORDING.md, "The disk tier: history beyond memory"; seed
+//! `001_*`): a stream server feeding K stored streams at F frames/s from channels' disk tiers,
+//! reporting each frame's delay and the delay jitter against utilisation, next to the seed's
+//! figures.
 //!
 //! - **Setup.** One channel per stream (`stream/<k>`), each with a disk tier over the scratch
 //!   directories (`--dirs d1,d2,...`: one per disk; default one under the system temp dir),

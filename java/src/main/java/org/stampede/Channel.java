@@ -5,9 +5,10 @@ import java.util.Optional;
 import java.util.OptionalLong;
 
 /**
- * A named channel of timestamped items, at most one per timestamp (SPEC §2). A task attaches to it
- * ({@link Task#attachInput(Channel)}, {@link Task#attachOutput(Channel)}) to get and put. Handles are
- * equal when they refer to the same channel through the same runtime. Thread-safe.
+ * A named channel of timestamped items, at most one per timestamp (docs/SEMANTICS.md, "Channels").
+ * A task attaches to it ({@link Task#attachInput(Channel)}, {@link Task#attachOutput(Channel)}) to
+ * get and put. Handles are equal when they refer to the same channel through the same runtime.
+ * Thread-safe.
  */
 public final class Channel implements Container {
     final long handle;
@@ -72,7 +73,10 @@ public final class Channel implements Container {
         }
     }
 
-    /** Every timestamp below the returned one is settled: no task can still put it (SPEC §4). */
+    /**
+     * Every timestamp below the returned one is settled: no task can still put it
+     * (docs/CORRELATION.md, "Settled timestamps").
+     */
     public long settledBelow() {
         try {
             return Native.channelSettledBelow(handle);

@@ -5,8 +5,9 @@ import java.time.Duration;
 import java.util.List;
 
 /**
- * A task's input connection to a channel: per item, a state unseen → open → consumed (SPEC §2).
- * Gets hand out {@link Item}s whose bytes are shared, never copied. Thread-safe.
+ * A task's input connection to a channel: per item, a state unseen → open → consumed
+ * (docs/SEMANTICS.md, "Channels"). Gets hand out {@link Item}s whose bytes are shared, never
+ * copied. Thread-safe.
  */
 public final class ChannelInput extends Connection {
     private final Channel channel;

@@ -81,8 +81,9 @@ public final class ChannelOutput extends Connection {
     }
 
     /**
-     * Demand feedback (SPEC §3): the lowest timestamp any current or future consumer may still get if
-     * it were put now. A source may skip producing frames below it: nobody would read them.
+     * Demand feedback (docs/CORRELATION.md, "Demand feedback and the current-readers policy"): the
+     * lowest timestamp any current or future consumer may still get if it were put now. A source
+     * may skip producing frames below it: nobody would read them.
      */
     public long demand() throws StampedeException {
         try {

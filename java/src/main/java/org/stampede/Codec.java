@@ -1,8 +1,9 @@
 package org.stampede;
 
 /**
- * Codec names (SPEC §8): how an item's bytes are to be read. The standard ones are understood by
- * every client; any other name is carried through untouched (at most 256 bytes).
+ * Codec names (docs/SEMANTICS.md, "Payloads and codecs"): how an item's bytes are to be read. The
+ * standard ones are understood by every client; any other name is carried through untouched (at
+ * most 256 bytes).
  */
 public final class Codec {
     /** Opaque bytes (the default of byte puts). */

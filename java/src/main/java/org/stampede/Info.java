@@ -4,7 +4,7 @@ import java.util.Optional;
 import java.util.OptionalLong;
 
 /**
- * What the name service tells of a channel or queue (SPEC §7).
+ * What the name service tells of a channel or queue (docs/NODES.md, "The name service").
  *
  * @param name its name
  * @param kind {@code "channel"} or {@code "queue"}

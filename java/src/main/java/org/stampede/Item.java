@@ -13,7 +13,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * An item as a getter sees it: its timestamp, its codec, and its bytes — shared with the channel and
- * every other getter, never copied (SPEC §2 copy-out: a read-only, reference-counted view).
+ * every other getter, never copied (copy-out: a read-only, reference-counted view;
+ * docs/SEMANTICS.md, "Channels").
  *
  * <h2>Buffers and their lifetime</h2>
  * {@link #data()} returns a read-only <em>direct</em> {@link ByteBuffer} over the item's bytes where

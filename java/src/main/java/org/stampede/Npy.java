@@ -4,9 +4,9 @@ import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
 
 /**
- * {@code .npy} payloads (codec {@link Codec#NPY}, SPEC §8) from Java: reading a header (through
- * {@code stampede::npy}, the one parser every client shares) and writing one, so that a Java camera's
- * frames are arrays a Python task reads with {@code item.array()}.
+ * {@code .npy} payloads (codec {@link Codec#NPY}, docs/SEMANTICS.md, "npy payloads") from Java:
+ * reading a header (through {@code stampede::npy}, the one parser every client shares) and writing
+ * one, so that a Java camera's frames are arrays a Python task reads with {@code item.array()}.
  */
 public final class Npy {
     private Npy() {}

@@ -4,8 +4,9 @@ import java.nio.ByteOrder;
 import java.util.Arrays;
 
 /**
- * What a {@code .npy} header says (SPEC §8, NumPy's format), as {@code stampede::npy} reads it: the
- * parser every client shares, bounded and safe on hostile input. Immutable.
+ * What a {@code .npy} header says (docs/SEMANTICS.md, "npy payloads"; NumPy's format), as
+ * {@code stampede::npy} reads it: the parser every client shares, bounded and safe on hostile
+ * input. Immutable.
  */
 public final class NpyHeader {
     private final String descr;

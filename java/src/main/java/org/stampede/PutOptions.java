@@ -33,8 +33,8 @@ public final class PutOptions {
     }
 
     /**
-     * How many consumptions make the item garbage, even above ts_min (SPEC §3; channels only; 0 is
-     * {@code InvalidArgument}).
+     * How many consumptions make the item garbage, even above ts_min (docs/SEMANTICS.md,
+     * "Virtual time, visibility, GC"; channels only; 0 is {@code InvalidArgument}).
      */
     public PutOptions withRefcount(int refcount) {
         return new PutOptions(codec, refcount, timeout);

@@ -4,8 +4,9 @@ import java.lang.ref.Reference;
 import java.util.OptionalLong;
 
 /**
- * A named FIFO queue of timestamped items (SPEC §5): each item goes to exactly one getter and is
- * reclaimed when that getter consumes it. Duplicate timestamps are allowed. Thread-safe.
+ * A named FIFO queue of timestamped items (docs/SEMANTICS.md, "Queues"): each item goes to exactly
+ * one getter and is reclaimed when that getter consumes it. Duplicate timestamps are allowed.
+ * Thread-safe.
  */
 public final class Queue implements Container {
     final long handle;

@@ -4,10 +4,10 @@ import java.lang.ref.Reference;
 import java.time.Duration;
 
 /**
- * A task's input connection to a queue (SPEC §5): a get takes the oldest waiting item, which no other
- * getter will see; it is open on this connection (holding the task's visibility at its timestamp)
- * until {@link #consume(Item)}d, which reclaims it. Detaching gives the items it holds open back to the
- * head of the queue. Thread-safe.
+ * A task's input connection to a queue (docs/SEMANTICS.md, "Queues"): a get takes the oldest
+ * waiting item, which no other getter will see; it is open on this connection (holding the task's
+ * visibility at its timestamp) until {@link #consume(Item)}d, which reclaims it. Detaching gives
+ * the items it holds open back to the head of the queue. Thread-safe.
  */
 public final class QueueInput extends Connection {
     private final Queue queue;

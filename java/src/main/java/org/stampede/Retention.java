@@ -1,6 +1,9 @@
 package org.stampede;
 
-/** When a channel may reclaim an item above ts_min (SPEC §3, "beyond the papers"). */
+/**
+ * When a channel may reclaim an item above ts_min (docs/CORRELATION.md,
+ * "Demand feedback and the current-readers policy").
+ */
 public enum Retention {
     /** Late joiners may read the past: an item lives until ts_min passes it (or its refcount is reached). */
     HISTORY,

@@ -1,10 +1,10 @@
 package org.stampede;
 
 /**
- * Which item a channel get asks for (SPEC §2): an exact timestamp ({@link #at}), or a wildcard over
- * the items present and not consumed on the connection — {@link #OLDEST}, {@link #NEWEST},
- * {@link #OLDEST_UNSEEN} (in-order stream reading), {@link #NEWEST_UNSEEN} (the freshest frame,
- * skipping the rest). Immutable.
+ * Which item a channel get asks for (docs/SEMANTICS.md, "Channels"): an exact timestamp
+ * ({@link #at}), or a wildcard over the items present and not consumed on the connection —
+ * {@link #OLDEST}, {@link #NEWEST}, {@link #OLDEST_UNSEEN} (in-order stream reading),
+ * {@link #NEWEST_UNSEEN} (the freshest frame, skipping the rest). Immutable.
  */
 public final class Selector {
     static final int AT = 0;

@@ -5,9 +5,10 @@ import java.util.OptionalLong;
 
 /**
  * The base of every Stampede error: a checked exception per error type, as Python's
- * {@code stampede.StampedeError} hierarchy (SPEC §12, §15), with the message text of the Rust error
- * unchanged (it names the channel, the timestamp and the rule broken). The fields of the error are
- * accessors: {@link #name()}, {@link #ts()}, {@link #reason()}; subclasses add their own.
+ * {@code stampede.StampedeError} hierarchy (docs/SEMANTICS.md, "Errors"), with the message text of
+ * the Rust error unchanged (it names the channel, the timestamp and the rule broken). The fields of
+ * the error are accessors: {@link #name()}, {@link #ts()}, {@link #reason()}; subclasses add their
+ * own.
  *
  * <p>One mapping: the Rust side ({@code crates/stampede-jni/src/errors.rs}) numbers the variants of
  * {@code stampede::Error}; {@link #fromNative} turns the number into the class.

@@ -3,7 +3,8 @@ package org.stampede;
 import java.util.OptionalLong;
 
 /**
- * A snapshot of a channel's or queue's counters (SPEC §3: reclamation is observable).
+ * A snapshot of a channel's or queue's counters (reclamation is observable: docs/SEMANTICS.md,
+ * "Virtual time, visibility, GC").
  *
  * @param liveItems items stored now
  * @param liveBytes payload bytes stored now

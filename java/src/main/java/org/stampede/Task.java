@@ -4,8 +4,9 @@ import java.lang.ref.Reference;
 import java.util.Optional;
 
 /**
- * The unit that holds a virtual time (the papers' thread; SPEC §1, §3). Any thread may drive it;
- * the runtime tracks tasks, not threads. Thread-safe.
+ * The unit that holds a virtual time (the papers' thread; docs/SEMANTICS.md, "Terms" and
+ * "Virtual time, visibility, GC"). Any thread may drive it; the runtime tracks tasks, not threads.
+ * Thread-safe.
  *
  * <p>{@link #close()} ends the task: its connections detach and its claim on ts_min goes, so a task
  * that ends never pins GC. A task that is never closed lives until its object and every connection

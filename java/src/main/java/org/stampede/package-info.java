@@ -1,7 +1,8 @@
 /**
  * Stampede's Java client: threads, processes and machines sharing time-indexed channels (Space-Time
  * Memory), over the Rust client through JNI ({@code crates/stampede-jni}). The API mirrors Python's
- * (SPEC §15) in Java's conventions; docs/JAVA.md has the whole story.
+ * (docs/SEMANTICS.md, "The API in every language") in Java's conventions; docs/JAVA.md has the
+ * whole story.
  *
  * <ul>
  *   <li>{@link org.stampede.Runtime} — embedded ({@code new Runtime()}) or a session on a node

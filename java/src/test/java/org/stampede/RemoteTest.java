@@ -21,9 +21,9 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * The Java client as a client of a node ({@code stampede serve}, SPEC §7): the same calls, errors and
- * handlers through the fabric. Runs when {@code -Dstampede.serve=<stampede binary>} names the node's
- * binary (scripts/test.sh passes it); skipped otherwise, saying so.
+ * The Java client as a client of a node ({@code stampede serve}, docs/NODES.md): the same calls,
+ * errors and handlers through the fabric. Runs when {@code -Dstampede.serve=<stampede binary>}
+ * names the node's binary (scripts/test.sh passes it); skipped otherwise, saying so.
  */
 class RemoteTest {
     private static final Duration WATCHDOG = Duration.ofSeconds(30);
