@@ -46,11 +46,10 @@ pub mod mesh;
 mod names;
 pub mod node;
 mod reclaim;
-mod replies;
 mod serve;
 mod session;
 
 pub use access::AccessPolicy;
 pub use node::{Node, NodeOptions, TlsOptions};
 pub use reclaim::RECLAIM_OUTBOX_MAX;
-pub use replies::REPLIES_KEPT_MAX;
+pub use stampede_wire::session::REPLIES_KEPT_MAX;

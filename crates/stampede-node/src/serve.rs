@@ -30,9 +30,12 @@ use stampede_wire::{
 use crate::access;
 use crate::node::NodeShared;
 use crate::reclaim;
-use crate::replies::{Served, Turn};
 use crate::serve::execute::execute;
 use crate::session::{self, Session};
+use stampede_wire::session::Turn;
+
+/// A reply header and the payloads that follow it: what the node sends, and keeps for repeats.
+pub(crate) type Served = (Reply, Vec<Bytes>);
 
 /// A reply as sent: its encoded header, and the payloads that follow it.
 pub(crate) struct Answer {
@@ -139,7 +142,7 @@ async fn run(node: &Arc<NodeShared>, session: &Session, request: Request, body: 
     served
 }
 
-/// Runs the session's request numbered `seq` at most once (`replies.rs`): a repeat of it — the
+/// Runs the session's request numbered `seq` at most once (`stampede_wire::session::Replies`): a repeat of it — the
 /// client's retry after a lost reply — gets the first reply, waiting for it if need be.
 async fn at_most_once(
     node: &Arc<NodeShared>,

@@ -23,7 +23,8 @@ use stampede_wire::{Handle, Secret};
 
 use crate::access::{Right, Rights};
 use crate::reclaim::{Outbox, Sending};
-use crate::replies::Replies;
+use crate::serve::Served;
+use stampede_wire::session::Replies;
 
 /// The reason of the `Closed` error of a request in a session that ended.
 pub const SESSION_CLOSED: &str =
@@ -66,8 +67,8 @@ pub(crate) struct Session {
     owned: Mutex<Owned>,
     /// Items reclaimed for the client's GC handlers, not sent yet (`reclaim.rs`).
     pub(crate) outbox: Mutex<Outbox>,
-    /// The replies of its numbered requests not yet acknowledged (`replies.rs`).
-    pub(crate) replies: Mutex<Replies>,
+    /// The replies of its numbered requests not yet acknowledged (`stampede_wire::session`).
+    pub(crate) replies: Mutex<Replies<Served>>,
     pub(crate) sending: Sending,
 }
 

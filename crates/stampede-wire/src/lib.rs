@@ -35,6 +35,8 @@
 //! - [`error`] — [`WireError`]: the core's errors on the wire.
 //! - [`codec`] — [`encode`] and the `decode_*` functions, [`DecodeError`].
 //! - [`fabric`] — zenoh configurations and the key expressions a node answers on.
+//! - [`session`] — the session protocol's rules, pure: numbering, acknowledgements, at most
+//!   once, retries, when a reply may be taken; the client's and the node's sides.
 //! - [`shared`] — large payloads as sealed shared-memory segments on the direct Unix socket.
 
 #![deny(unsafe_code)]
@@ -44,6 +46,7 @@ pub mod error;
 pub mod fabric;
 pub mod reply;
 pub mod request;
+pub mod session;
 pub mod shared;
 pub mod values;
 

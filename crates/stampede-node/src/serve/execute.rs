@@ -18,10 +18,10 @@ use stampede_wire::{
     self as wire, ContainerInfo, Handle, ItemHeader, Reply, Request, WireRetention, REMOTE_WAIT_SLICE,
 };
 
+use super::Served;
 use crate::access::Right;
 use crate::node::NodeShared;
 use crate::reclaim;
-use crate::replies::Served;
 use crate::serve::Body;
 use crate::session::{Connection, Move, Session};
 

@@ -18,10 +18,9 @@
 //!   public types; `reclaim` (private) — GC handlers run on the client for items reclaimed on
 //!   the node.
 
-use std::time::Duration;
-
-/// The node's wait slice and default lease, shared with the node (`stampede-wire`).
-pub use stampede_wire::{fabric::LIVELINESS_TIMEOUT_DEFAULT, REMOTE_WAIT_SLICE};
+/// The node's wait slice, the default lease and the reply margin, shared with the node
+/// (`stampede-wire`).
+pub use stampede_wire::{fabric::LIVELINESS_TIMEOUT_DEFAULT, session::QUERY_MARGIN, REMOTE_WAIT_SLICE};
 
 pub(crate) mod channel;
 pub(crate) mod client;
@@ -34,11 +33,6 @@ pub(crate) mod reclaim;
 pub(crate) mod runtime;
 pub(crate) mod task;
 pub(crate) mod watch;
-
-/// How much longer than the wait it asks for a client waits for a reply before it declares the
-/// node unreachable: room for the fabric's latency, the transfer of the payloads, and a loaded
-/// node. A request that may take items and whose reply does not come in time ends the session.
-pub const QUERY_MARGIN: Duration = Duration::from_secs(5);
 
 /// The reason of the `Closed` error of a call on a client after its runtime was closed.
 pub const CLIENT_CLOSED: &str = "the client was closed";

@@ -4,7 +4,7 @@
 //! A node that is not there yet is tried again until the caller's timeout; the session's wait
 //! slice is bounded by the node's and by a share of the lease ([`SLICES_PER_LEASE`]).
 
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use crate::{Error, Result};
@@ -19,6 +19,7 @@ use crate::remote::{QUERY_MARGIN, REMOTE_WAIT_SLICE};
 use crate::runtime::{ClientTls, ConnectOptions};
 use stampede_core::name::check_name;
 use stampede_wire::fabric;
+use stampede_wire::session::ClientSession;
 use stampede_wire::{decode_reply, encode, DecodeError, Hello, Reply, Request, RequestHeader, Secret};
 
 use super::{blocking, Client, Fabric};
@@ -29,7 +30,7 @@ const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// A wait slice is at most this share of the lease, so that a reply that waited a whole slice
 /// still has room within [`LEASE_SHARE`] of it.
 ///
-/// [`LEASE_SHARE`]: super::LEASE_SHARE
+/// [`LEASE_SHARE`]: stampede_wire::session::LEASE_SHARE
 const SLICES_PER_LEASE: u32 = 4;
 
 /// Connects to the node listening on `endpoint` (`tcp/127.0.0.1:7447`, `tls/<host>:<port>`, `quic/<host>:<port>`,
@@ -90,7 +91,6 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         wait_slice: REMOTE_WAIT_SLICE
             .min(Duration::from_millis(hello.wait_slice_ms))
             .min(liveliness_timeout / SLICES_PER_LEASE),
-        lease: liveliness_timeout,
         hello,
         token: Mutex::new(Some(token)),
         ended: Mutex::new(None),
@@ -98,8 +98,7 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         reclaims: Mutex::new(None),
         unfinished: Mutex::new(Vec::new()),
         secret: std::sync::OnceLock::new(),
-        next_seq: AtomicU64::new(1),
-        acks: Mutex::default(),
+        protocol: Mutex::new(ClientSession::new(liveliness_timeout)),
         #[cfg(feature = "faults")]
         lose_replies: options.lose_replies.clone(),
         shadows: Mutex::default(),

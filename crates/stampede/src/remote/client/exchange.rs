@@ -2,7 +2,7 @@
 //! exchange on the direct path or as a zenoh query, and the rule that decides what a reply means.
 //!
 //! A request that may hold something on the node is answered only within its deadline and
-//! [`LEASE_SHARE`] of the lease, and while the session lives; else the call fails and the session
+//! `LEASE_SHARE` of the lease, and while the session lives; else the call fails and the session
 //! ends, so whatever the reply carried stays with the node (see the module doc of `client`).
 
 use crate::trace::{self, Kind};
@@ -19,11 +19,12 @@ use zenoh::Wait;
 
 use crate::remote::direct::Direct;
 use crate::remote::runtime::unexpected;
-use crate::remote::{CLIENT_CLOSED, QUERY_MARGIN, REPLY_LATE};
+use crate::remote::{CLIENT_CLOSED, REPLY_LATE};
 use stampede_wire::shared;
-use stampede_wire::{decode_reply, decode_reply_passed, encode, Handle, Reply, Request, RequestHeader, ACKS_MAX};
+use stampede_wire::{decode_reply, decode_reply_passed, encode, Handle, Reply, Request, RequestHeader};
 
-use super::{blocking, Client, LEASE_SHARE, REQUEST_RETRIES};
+use super::{blocking, Client};
+use stampede_wire::session::Reading;
 
 /// What one try of a request brings: its reply (with the payload that follows it), or why none
 /// came in time.
@@ -34,29 +35,19 @@ impl Client {
     /// read since the last header said so.
     pub(super) fn header(&self, seq: u64, request: Request) -> RequestHeader {
         let secret = self.secret.get().copied().unwrap_or_default();
-        let acks = {
-            let mut acks = self.acks.lock();
-            let keep = acks.len().saturating_sub(ACKS_MAX);
-            acks.split_off(keep)
-        };
+        let acks = self.protocol.lock().acks();
         RequestHeader { seq, acks, ..RequestHeader::new(self.session.clone(), secret, request) }
     }
 
-    /// The number of a new request: 0 for `Open` (answered before the session exists).
+    /// The number of a new request (`stampede_wire::session`'s rule).
     fn number(&self, request: &Request) -> u64 {
-        match request {
-            Request::Open { .. } => 0,
-            _ => self.next_seq.fetch_add(1, Ordering::SeqCst),
-        }
+        self.protocol.lock().number(request)
     }
 
-    /// Whether to send request `seq` again after this try's `answer`, `taken` after sending it:
-    /// its reply was lost, it is numbered, retries are left (counted in `tries`), the client is
-    /// open, and the node cannot have ended the session meanwhile.
+    /// Whether to send request `seq` again after this try's `answer`, `taken` after sending it
+    /// (`stampede_wire::session`'s rule), counting retries in `tries`.
     fn retries(&self, seq: u64, answer: &Exchange, taken: Duration, tries: &mut u32) -> bool {
-        let retry = answer.is_err() && seq != 0 && *tries < REQUEST_RETRIES && !self.is_closed() && taken < self.lease;
-        *tries += u32::from(retry);
-        retry
+        self.protocol.lock().retries(seq, answer.is_err(), taken, tries, self.is_closed())
     }
 
     /// `answer` to `op`, or a lost reply where a test's fault injection says so.
@@ -132,19 +123,18 @@ impl Client {
         wait: Duration,
         (answer, taken): (Exchange, Duration),
     ) -> Result<(Reply, Bytes)> {
-        if answer.is_ok() && seq != 0 {
-            // Read, late or not: the node may forget it.
-            self.acks.lock().push(seq);
-        }
-        let late = holds_on_node
-            && match &answer {
-                Ok(_) => taken > self.reply_deadline(true, wait),
-                Err(_) => taken >= self.lease,
-            };
+        let reading = {
+            let mut protocol = self.protocol.lock();
+            if answer.is_ok() {
+                // Read, late or not: the node may forget it.
+                protocol.read(seq);
+            }
+            protocol.reading(holds_on_node, wait, answer.is_ok(), taken)
+        };
         match answer {
             Ok((Reply::Error(e), _)) => Err(e.into()),
             Ok(answer) if !holds_on_node => Ok(answer),
-            _ if late && !self.is_closed() => {
+            _ if reading == Reading::Late && !self.is_closed() => {
                 self.end(format!("a reply to {op} was not read within {taken:?} of its request"));
                 Err(Error::Closed { name: self.node().to_owned(), reason: REPLY_LATE })
             }
@@ -157,7 +147,7 @@ impl Client {
                 Err(Error::Closed { name: self.node().to_owned(), reason: CLIENT_CLOSED })
             }
             Err(reason) => {
-                if holds_on_node {
+                if reading != (Reading::Lost { end_session: false }) {
                     self.end(format!("a reply to {op} was lost ({reason})"));
                 }
                 Err(Error::Unreachable { op, name: self.node().to_owned(), reason })
@@ -276,15 +266,9 @@ impl Client {
     }
 
     /// How long after sending a request that waits at most `wait` on the node its reply is
-    /// waited for: the wait plus [`QUERY_MARGIN`], and, for a request that may hold something on
-    /// the node (`holds_on_node`), at most [`LEASE_SHARE`] of the lease — later the node may have
-    /// ended the session, and the reply is not taken.
+    /// waited for (`stampede_wire::session`'s rule).
     fn reply_deadline(&self, holds_on_node: bool, wait: Duration) -> Duration {
-        let deadline = wait.saturating_add(QUERY_MARGIN);
-        match holds_on_node {
-            true => deadline.min(self.lease.mul_f64(LEASE_SHARE)),
-            false => deadline,
-        }
+        self.protocol.lock().reply_deadline(holds_on_node, wait)
     }
 
     /// The query carrying `request` (and the payload after its header), answered within `timeout`.

@@ -15,7 +15,7 @@
 //!
 //! **Requests at most once.** Every request of the session but `Open` and those sent without
 //! waiting carries a number; the node runs a numbered request once and answers a repeat with the
-//! first answer (`stampede-node`'s `replies.rs`). So a request whose reply was lost is sent again
+//! first answer (`stampede_wire::session::Replies`). So a request whose reply was lost is sent again
 //! ([`REQUEST_RETRIES`] times) with its number: a retried put is not stored twice, a retried get
 //! receives the item the first one took. Each reply read is acknowledged in a later request's
 //! header, and the node then forgets it. Only when the retries' replies are lost too does the
@@ -36,10 +36,16 @@
 //! futures), `sends` (requests sent without waiting for their replies), `close` (ending the
 //! session, early or by closing the client).
 //!
+//! The rules of numbering, retries and reading a reply are the session protocol's
+//! (`stampede_wire::session`), pure and shared with the node; this module does the I/O around
+//! them.
+//!
 //! [`connect`]: fn@connect
 //! [`QUERY_MARGIN`]: crate::remote::QUERY_MARGIN
+//! [`REQUEST_RETRIES`]: stampede_wire::session::REQUEST_RETRIES
+//! [`LEASE_SHARE`]: stampede_wire::session::LEASE_SHARE
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,6 +59,7 @@ use crate::remote::direct::Direct;
 use crate::remote::reclaim::{ContainerHandler, Dispatch, GlobalHandler};
 use crate::remote::CLIENT_CLOSED;
 use stampede_wire::fabric;
+use stampede_wire::session::ClientSession;
 use stampede_wire::{Handle, Hello, Request, Secret};
 
 mod close;
@@ -62,18 +69,6 @@ mod sends;
 mod waits;
 
 pub(crate) use connect::connect;
-
-/// How many times a request whose reply was lost is sent again (with its number, so that the
-/// node answers it without running it twice) before the call gives up.
-pub const REQUEST_RETRIES: u32 = 1;
-
-/// The share of the lease after sending a request that may hold something on the node within
-/// which its reply is taken. The node ends a silent session a lease after the last message of
-/// the client's zenoh session, which sends one (a keep-alive, if nothing else) at least every
-/// quarter lease — a request on the direct path is not one of them: so not before ¾ of the lease
-/// after any request. The rest is room for the two hosts' clocks and the instants between this
-/// check and the caller.
-const LEASE_SHARE: f64 = 0.5;
 
 /// A client's connection to one node: its zenoh session and its Stampede session there.
 pub(crate) struct Client {
@@ -85,9 +80,6 @@ pub(crate) struct Client {
     pub(crate) hello: Hello,
     /// The longest wait one request asks of the node.
     wait_slice: Duration,
-    /// After how long without a message from this client the node ends its session (its
-    /// liveliness timeout, which this client announced as its lease).
-    lease: Duration,
     /// Dropped (undeclared) when the session ends, which makes the node close it.
     token: Mutex<Option<LivelinessToken>>,
     /// Why the session ended early (a lost reply), if it did.
@@ -99,10 +91,9 @@ pub(crate) struct Client {
     unfinished: Mutex<Vec<zenoh::handlers::FifoChannelHandler<zenoh::query::Reply>>>,
     /// The session's secret, once the node opened it.
     secret: std::sync::OnceLock<Secret>,
-    /// The next request number (`RequestHeader::seq`; 0 is never used).
-    next_seq: AtomicU64,
-    /// Numbers of requests whose replies were read and not yet acknowledged to the node.
-    acks: Mutex<Vec<u64>>,
+    /// The session protocol's state: request numbers, acknowledgements, the lease, and how a
+    /// reply is read (`stampede_wire::session`).
+    protocol: Mutex<ClientSession>,
     /// Replies to drop on arrival, as if lost (tests only).
     #[cfg(feature = "faults")]
     lose_replies: Option<Arc<crate::remote::faults::LoseReplies>>,

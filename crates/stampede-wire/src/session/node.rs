@@ -10,60 +10,63 @@
 //! - at most [`REPLIES_KEPT_MAX`] replies are kept: past that the lowest-numbered is forgotten,
 //!   and a request numbered at or below a forgotten one that is not kept is refused, never run
 //!   (it may have run already): the node then ends the session, which gives back whatever the
-//!   first run may have taken (`serve.rs`).
+//!   first run may have taken (`stampede-node`'s `serve.rs`).
 //!
-//! Pure bookkeeping: no I/O, no clock, no waiting (the caller waits, `serve.rs`).
+//! Pure bookkeeping: no I/O, no clock, no waiting (the caller waits). `S` is what the node keeps
+//! of a reply: its header and the payloads that follow it.
 
 use std::collections::BTreeMap;
-
-use bytes::Bytes;
-use stampede_wire::Reply;
 
 /// Most replies a session keeps unacknowledged. A client acknowledges each reply with its next
 /// request, so an honest one has about as many unacknowledged as it has calls under way.
 pub const REPLIES_KEPT_MAX: usize = 4096;
 
-/// A reply header and the payloads that follow it.
-pub(crate) type Served = (Reply, Vec<Bytes>);
-
 /// A numbered request's state on the node.
-enum Kept {
+#[derive(Debug)]
+enum Kept<S> {
     /// Under way; its reply is not known yet.
     Running,
     /// Answered with this.
-    Answered(Served),
+    Answered(S),
 }
 
 /// What to do with a numbered request.
-pub(crate) enum Turn {
+#[derive(Debug)]
+pub enum Turn<S> {
     /// Its first coming: run it, then [`Replies::answered`] (or [`Replies::abandoned`]).
     Run,
     /// A repeat of one under way: look again once it may have ended.
     Wait,
     /// A repeat of one answered: this is its reply.
-    Answered(Served),
+    Answered(S),
     /// At or below a forgotten number and not kept: it may have run; refuse it.
     Forgotten,
 }
 
 /// The numbered requests of one session that the client has not acknowledged.
-#[derive(Default)]
-pub(crate) struct Replies {
-    kept: BTreeMap<u64, Kept>,
+#[derive(Debug)]
+pub struct Replies<S> {
+    kept: BTreeMap<u64, Kept<S>>,
     /// The highest number forgotten to keep within [`REPLIES_KEPT_MAX`] (0: none).
     forgotten_through: u64,
 }
 
-impl Replies {
+impl<S> Default for Replies<S> {
+    fn default() -> Self {
+        Replies { kept: BTreeMap::new(), forgotten_through: 0 }
+    }
+}
+
+impl<S: Clone> Replies<S> {
     /// Forgets the replies the client says it read.
-    pub(crate) fn acknowledge(&mut self, acks: &[u64]) {
+    pub fn acknowledge(&mut self, acks: &[u64]) {
         for seq in acks {
             self.kept.remove(seq);
         }
     }
 
     /// What to do with request `seq` (≠ 0); a first coming is recorded as under way.
-    pub(crate) fn turn(&mut self, seq: u64) -> Turn {
+    pub fn turn(&mut self, seq: u64) -> Turn<S> {
         debug_assert_ne!(seq, 0, "unnumbered requests are not kept");
         match self.kept.get(&seq) {
             Some(Kept::Answered(served)) => Turn::Answered(served.clone()),
@@ -82,23 +85,27 @@ impl Replies {
     }
 
     /// Request `seq` ran and got `served`: kept for its repeats (unless forgotten meanwhile).
-    pub(crate) fn answered(&mut self, seq: u64, served: &Served) {
+    pub fn answered(&mut self, seq: u64, served: &S) {
         if let Some(kept) = self.kept.get_mut(&seq) {
             *kept = Kept::Answered(served.clone());
         }
     }
 
     /// Request `seq` stopped before it had a reply (the node is closing): a repeat runs it anew.
-    pub(crate) fn abandoned(&mut self, seq: u64) {
+    pub fn abandoned(&mut self, seq: u64) {
         if matches!(self.kept.get(&seq), Some(Kept::Running)) {
             self.kept.remove(&seq);
         }
     }
 
     /// How many replies are kept (answered or under way).
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.kept.len()
+    }
+
+    /// Whether no reply is kept.
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty()
     }
 }
 
@@ -106,13 +113,13 @@ impl Replies {
 mod tests {
     use super::*;
 
-    fn served(n: u64) -> Served {
-        (Reply::Count(n), vec![Bytes::from(vec![n as u8; 3])])
+    fn served(n: u64) -> (u64, Vec<u8>) {
+        (n, vec![n as u8; 3])
     }
 
     #[test]
     fn a_request_runs_once_and_its_repeats_get_its_reply() {
-        let mut replies = Replies::default();
+        let mut replies: Replies<(u64, Vec<u8>)> = Replies::default();
         assert!(matches!(replies.turn(7), Turn::Run));
         assert!(matches!(replies.turn(7), Turn::Wait), "a repeat while it runs waits");
         replies.answered(7, &served(70));
@@ -124,7 +131,7 @@ mod tests {
 
     #[test]
     fn an_abandoned_request_runs_again() {
-        let mut replies = Replies::default();
+        let mut replies: Replies<(u64, Vec<u8>)> = Replies::default();
         assert!(matches!(replies.turn(3), Turn::Run));
         replies.abandoned(3);
         assert!(matches!(replies.turn(3), Turn::Run));
@@ -135,7 +142,7 @@ mod tests {
 
     #[test]
     fn past_the_bound_the_oldest_are_forgotten_and_never_run_again() {
-        let mut replies = Replies::default();
+        let mut replies: Replies<(u64, Vec<u8>)> = Replies::default();
         for seq in 1..=REPLIES_KEPT_MAX as u64 + 10 {
             assert!(matches!(replies.turn(seq), Turn::Run));
             replies.answered(seq, &served(seq));

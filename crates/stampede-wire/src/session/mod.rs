@@ -1,0 +1,60 @@
+//! The session protocol: the rules a client and a node follow for the requests of one session —
+//! numbering and acknowledgements, at most once, retries of a lost reply, and when a reply may be
+//! taken. Pure: no I/O, no clock (a caller says how long an exchange took), no waiting; the client
+//! (`stampede`'s `remote/client`), the node (`stampede-node`'s `serve`) and any simulation drive
+//! these same rules.
+//!
+//! - [`client`] — [`ClientSession`]: numbers, acknowledgements, retries, and [`Reading`], what a
+//!   reply (or its absence) after a given time means.
+//! - [`node`] — [`Replies`]: a session's numbered requests run at most once, repeats answered
+//!   with the first answer.
+//!
+//! The tests below step both sides through a lost reply.
+
+pub mod client;
+pub mod node;
+
+pub use client::{ClientSession, Reading, LEASE_SHARE, QUERY_MARGIN, REQUEST_RETRIES};
+pub use node::{Replies, Turn, REPLIES_KEPT_MAX};
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Request;
+
+    /// A get whose reply is lost: the client sends it again with its number; the node answers the
+    /// repeat with the first answer (the item it took) without running it again; the client
+    /// takes that reply, says so in its next header, and the node forgets it.
+    #[test]
+    fn a_lost_reply_costs_a_retry_not_a_second_run() {
+        let lease = Duration::from_secs(3);
+        let mut client = ClientSession::new(lease);
+        let mut node: Replies<&'static str> = Replies::default();
+        let get = Request::QueueGet { connection: 1, wait_us: 0 };
+        let seq = client.number(&get);
+        assert_ne!(seq, 0);
+
+        // The first run takes the item; its reply is lost on the way.
+        assert!(matches!(node.turn(seq), Turn::Run));
+        node.answered(seq, &"item 7");
+        let taken = Duration::from_millis(200);
+        let mut tries = 0;
+        assert!(client.retries(seq, true, taken, &mut tries, false), "a lost numbered reply is sent again");
+        assert!(!client.retries(seq, true, taken, &mut tries, false), "once ({REQUEST_RETRIES} retry)");
+
+        // The repeat gets the first answer: nothing runs twice.
+        let Turn::Answered(reply) = node.turn(seq) else { panic!("the repeat is answered") };
+        assert_eq!(reply, "item 7");
+        assert_eq!(client.reading(get.holds_on_node(), Duration::ZERO, true, taken), Reading::Take);
+        client.read(seq);
+
+        // The next header acknowledges it; the node forgets it.
+        let next = client.number(&Request::TsMin);
+        assert!(next > seq);
+        node.acknowledge(&client.acks());
+        assert!(node.is_empty(), "an acknowledged reply is forgotten");
+        assert!(client.acks().is_empty(), "each acknowledgement is said once");
+    }
+}
