@@ -14,8 +14,8 @@
 //! # Layout
 //!
 //! - [`runtime`] — [`Runtime`]: create, look up and list channels and queues, root tasks, ts_min,
-//!   `collect`, `close`, watching names ([`watch`]) and the runtime's [`Graph`](stampede_core::graph::Graph)
-//!   (`graph`, private).
+//!   `collect`, `close`, watching names ([`watch`]) and the runtime's
+//!   [`Graph`](stampede_core::graph::Graph) (`graph`, private).
 //! - [`task`] — [`Task`]: virtual time, visibility, `spawn`, `close`.
 //! - [`channel`] — [`Channel`], [`ChannelOutput`] and [`ChannelInput`]; [`queue`] — [`Queue`]
 //!   and its connections.

@@ -62,7 +62,8 @@ impl From<Limits> for QueueOptions {
 /// Longest description a channel or queue may have.
 pub const DESCRIPTION_BYTES_MAX: usize = 4096;
 
-/// What the name service tells of a channel or queue ([`Channel::info`](crate::Channel::info), [`Queue::info`](crate::Queue::info)).
+/// What the name service tells of a channel or queue ([`Channel::info`](crate::Channel::info),
+/// [`Queue::info`](crate::Queue::info)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Info {
     pub name: String,

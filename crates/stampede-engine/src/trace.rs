@@ -3,8 +3,8 @@
 //! whole to a writer thread that appends them to this process's log file.
 //!
 //! Enabled at run time, once per process: [`enable`], or `STAMPEDE_TRACE=<dir>` read when the
-//! first runtime is made (`stampede::Runtime::new`, `stampede::connect`: [`enable_from_env`]). Until then every event
-//! costs one relaxed load of a flag, predictably false.
+//! first runtime is made (`stampede::Runtime::new`, `stampede::connect`: [`enable_from_env`]).
+//! Until then every event costs one relaxed load of a flag, predictably false.
 //!
 //! Guarantees:
 //! - The hot path never blocks and never allocates but once per [`RECORDS_PER_BUFFER`] records:

@@ -229,8 +229,8 @@ pub fn deadline(timeout: Option<Duration>) -> Option<Instant> {
 ///
 /// ```
 /// # use std::time::Duration;
-/// # use stampede::{Limits, Runtime, Selector, INFINITY};
-/// # async fn bridge(inp: &stampede::ChannelInput) -> stampede::Result<stampede::Item> {
+/// # use stampede_core::{Item, Result, Selector};
+/// # async fn bridge(inp: &stampede_engine::ChannelInput) -> Result<Item> {
 /// loop {
 ///     let changed = inp.changed(Selector::OldestUnseen);
 ///     match inp.get(Selector::OldestUnseen, Some(Duration::ZERO)) {

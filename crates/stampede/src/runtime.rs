@@ -152,9 +152,10 @@ impl Runtime {
         }
     }
 
-    /// Creates a channel with bounds ([`Limits`](crate::Limits)) or full [`ChannelOptions`]. Names are
-    /// `/`-separated segments (`camera/left`, see [`stampede_core::name`]); a bad name or a zero
-    /// bound is `InvalidArgument`, a name in use `AlreadyExists`, a closed runtime `Closed`.
+    /// Creates a channel with bounds ([`Limits`](crate::Limits)) or full [`ChannelOptions`].
+    /// Names are `/`-separated segments (`camera/left`, see [`stampede_core::name`]); a bad name
+    /// or a zero bound is `InvalidArgument`, a name in use `AlreadyExists`, a closed runtime
+    /// `Closed`.
     ///
     /// Placement: a channel lives on the runtime's node (a session's node; this process when
     /// embedded). `options.node` may name that node; another node is `InvalidArgument` (connect
