@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 if [ "${1:-}" = "--quick" ]; then
     echo "== [${SECONDS} s] Quick: core, wire, house rules, the engine embedded (Rust)"
-    cargo test -q -p stampede-core -p stampede-wire -p stampede-tidy -p stampede --all-targets
+    cargo test -q -p stampede-core -p stampede-wire -p stampede-tidy -p stampede-engine -p stampede --all-targets
     echo "== [${SECONDS} s] Quick: the Python semantic suites on the embedded runtime"
     . scripts/python-env.sh
     python_env pytest

@@ -7,9 +7,9 @@
 //! - No Rust source under `crates/*/src` above [`SOURCE_LINES_MAX`] lines (a file marked
 //!   `@generated` in its first lines excepted): split it by what it holds.
 //! - Every Rust module under `crates/*/src` starts with a `//!` module doc.
-//! - `unsafe` lives where it is allowed: `stampede-core` forbids it; the engine (`stampede`) and
-//!   `stampede-wire` deny it, with the engine's OS calls in one module that allows it, and every
-//!   `unsafe` block there has a `SAFETY:` comment above it.
+//! - `unsafe` lives where it is allowed: `stampede-core` and the facade (`stampede`) forbid it;
+//!   the engine (`stampede-engine`) and `stampede-wire` deny it, with the engine's OS calls in one
+//!   module that allows it, and every `unsafe` block there has a `SAFETY:` comment above it.
 //! - No `sleep` in a Rust test without a comment, on its line or right above it, saying why a
 //!   condition cannot be awaited instead (a sleep is a guess at a duration; the suite runs on
 //!   slow, loaded machines).

@@ -1,4 +1,4 @@
-//! Which runtime a handle belongs to: this process's ([`crate::local`]) or a node's through the
+//! Which runtime a handle belongs to: this process's ([`stampede_engine`]) or a node's through the
 //! fabric ([`crate::remote`]). Every public type holds a [`Backend`] and forwards each call to
 //! the same-named method of its side, so one API serves both (location transparency: docs/NODES.md,
 //! "Embedded by default, one API everywhere").

@@ -17,26 +17,17 @@ use std::time::Duration;
 use stampede_core::{Item, Limits, Result, Retention, Selector, Stats, Timestamp};
 
 use crate::backend::{forward, Backend};
-use crate::local;
 use crate::payload::IntoPayload;
 use crate::remote::channel::{RemoteChannel, RemoteChannelInput, RemoteChannelOutput};
 use crate::runtime::Info;
 use crate::wait::Changed;
+use stampede_engine as engine;
 
-/// Options of a put.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PutOptions {
-    /// Number of consumptions after which the item is reclaimed, even above ts_min
-    /// (docs/SEMANTICS.md, "Virtual time, visibility, GC").
-    pub refcount: Option<u32>,
-    /// How long to wait for room in a full bounded channel: `None` waits as long as needed,
-    /// `Some(Duration::ZERO)` fails `Full` at once.
-    pub timeout: Option<Duration>,
-}
+pub use stampede_engine::options::PutOptions;
 
 /// A named channel of timestamped items (cheap to clone).
 #[derive(Clone)]
-pub struct Channel(pub(crate) Backend<local::channel::Channel, RemoteChannel>);
+pub struct Channel(pub(crate) Backend<engine::Channel, RemoteChannel>);
 
 impl Channel {
     /// The channel's id, unique within its runtime (names may be reused after `destroy`).
@@ -176,7 +167,7 @@ impl std::fmt::Debug for Channel {
 /// A task's output connection to a channel.
 pub struct ChannelOutput {
     pub(crate) channel: Channel,
-    pub(crate) inner: Backend<local::channel::ChannelOutput, RemoteChannelOutput>,
+    pub(crate) inner: Backend<engine::ChannelOutput, RemoteChannelOutput>,
 }
 
 impl ChannelOutput {
@@ -241,7 +232,7 @@ impl ChannelOutput {
 /// A task's input connection to a channel: per item, a state unseen → open → consumed.
 pub struct ChannelInput {
     pub(crate) channel: Channel,
-    pub(crate) inner: Backend<local::channel::ChannelInput, RemoteChannelInput>,
+    pub(crate) inner: Backend<engine::ChannelInput, RemoteChannelInput>,
 }
 
 impl ChannelInput {

@@ -30,6 +30,10 @@
 //!
 //! # Layout
 //!
+//! This crate is the typed facade over two backends: the embedded engine ([`stampede_engine`],
+//! this process's runtime) and the client of a node ([`remote`]). Every public type holds one or
+//! the other (`backend`, private) and forwards each call to it, so one API serves both.
+//!
 //! - [`runtime`] — [`Runtime`]: names, tasks, ts_min, `collect`, `close`; embedded
 //!   ([`Runtime::new`]) or a session on a node ([`connect`]), with one API.
 //! - [`task`] — [`Task`]: virtual time, visibility, `spawn`, `attach_input` / `attach_output`.
@@ -38,45 +42,36 @@
 //! - [`graph`] — [`Graph`]: a snapshot of a runtime's tasks, connections and containers, for tools.
 //! - [`queue`] — [`Queue`] and its connections; [`split`](mod@split): splitter/joiner helpers.
 //! - [`join`] — [`ExactJoin`] and [`ApproxJoin`]: temporal correlation (docs/CORRELATION.md).
-//! - [`payload`] — copy-in through recycled buffers; what `put` accepts.
-//! - [`npy`] — reading and checking `.npy` headers (codec `"npy"`): no object dtypes, sizes that add up.
 //! - [`pacer`] — [`Pacer`], real-time pacing.
 //! - [`watch`] — [`Watch`]: the names under a prefix, their creation and destruction, nodes up and
 //!   down.
-//! - [`remote`] — the client side of the fabric: the wire format and zenoh key expressions
-//!   shared with the node (`stampede-node`), sessions and sliced waits (`docs/NODES.md`).
-//! - `backend` (private): how each public type forwards to its embedded or remote form;
-//!   `local` (private): the embedded forms.
-//! - `space` (private): locking, the operation path, progress tracking, GC sweeps and handlers;
-//!   `wait` (private): blocking and async waiting without lost wake-ups; `sync` (private): the
-//!   locks and atomics, swapped for shuttle's in the interleaving tests; `os` (private): the
-//!   calls into the OS and processor Rust cannot check, the crate's one module allowed `unsafe`.
+//! - [`mesh_link`] — the engine's link to a node's mesh participant, for the node's driver.
+//! - [`remote`] — the client side of the fabric: sessions on a node over zenoh or the node's own
+//!   sockets, and sliced waits (`docs/NODES.md`); the wire it speaks is `stampede-wire`'s.
+//! - The engine's, re-exported: [`payload`] (copy-in through recycled buffers; what `put`
+//!   accepts), [`npy`] (reading and checking `.npy` headers, codec `"npy"`), [`disk`] (a
+//!   channel's disk tier) and [`trace`] (the event log's writer).
 //!
-//! The semantics live in [`stampede_core`], a pure state machine with no I/O; this crate is the
-//! thin concurrent driver around it.
+//! The semantics live in [`stampede_core`], a pure state machine with no I/O; the engine is the
+//! thin concurrent driver around it, and the only crate that locks a runtime's state.
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 mod backend;
 pub mod channel;
-pub mod disk;
 pub mod join;
-mod local;
 pub mod mesh_link;
-pub mod npy;
-mod os;
 pub mod pacer;
-pub mod payload;
 pub mod queue;
 pub mod remote;
 pub mod runtime;
-mod space;
 pub mod split;
-mod sync;
 pub mod task;
-pub mod trace;
-mod wait;
 pub mod watch;
+
+pub use stampede_engine::{disk, npy, payload, trace};
+// The engine's waits, which the remote backend's and the joins' waits share.
+use stampede_engine::wait;
 
 pub use channel::{Channel, ChannelInput, ChannelOutput, PutOptions};
 pub use disk::{DiskStats, DiskTier};
@@ -95,8 +90,8 @@ pub use stampede_core::{
     Codec, Error, ErrorKind, Item, Limits, Pace, Payload, QueueItem, Result, Retention, Selector, Stats, Timestamp,
     CODEC_NAME_BYTES_MAX, DETACHED, INFINITY, NAME_BYTES_MAX, TS_MAX,
 };
+pub use stampede_engine::Changed;
 pub use task::{Attach, Task};
-pub use wait::Changed;
 pub use watch::{Watch, WatchEvent};
 
 /// `Selector::Oldest`.

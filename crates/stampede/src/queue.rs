@@ -7,15 +7,15 @@ use std::time::Duration;
 use stampede_core::{Item, Limits, QueueItem, Result, Stats, Timestamp};
 
 use crate::backend::{forward, Backend};
-use crate::local;
 use crate::payload::IntoPayload;
 use crate::remote::queue::{RemoteQueue, RemoteQueueInput, RemoteQueueOutput};
 use crate::runtime::Info;
 use crate::wait::Changed;
+use stampede_engine as engine;
 
 /// A named FIFO queue of timestamped items (cheap to clone).
 #[derive(Clone)]
-pub struct Queue(pub(crate) Backend<local::queue::Queue, RemoteQueue>);
+pub struct Queue(pub(crate) Backend<engine::Queue, RemoteQueue>);
 
 impl Queue {
     /// The queue's id, unique within its runtime.
@@ -84,7 +84,7 @@ impl std::fmt::Debug for Queue {
 /// A task's output connection to a queue.
 pub struct QueueOutput {
     pub(crate) queue: Queue,
-    pub(crate) inner: Backend<local::queue::QueueOutput, RemoteQueueOutput>,
+    pub(crate) inner: Backend<engine::QueueOutput, RemoteQueueOutput>,
 }
 
 impl QueueOutput {
@@ -129,7 +129,7 @@ impl QueueOutput {
 /// A task's input connection to a queue.
 pub struct QueueInput {
     pub(crate) queue: Queue,
-    pub(crate) inner: Backend<local::queue::QueueInput, RemoteQueueInput>,
+    pub(crate) inner: Backend<engine::QueueInput, RemoteQueueInput>,
 }
 
 impl QueueInput {

@@ -5,82 +5,18 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use stampede_core::{Codec, Error, Item, Limits, Result, Retention, Timestamp};
+use stampede_core::{Error, Item, Result, Timestamp};
 
 use crate::backend::{forward, Backend};
 use crate::channel::Channel;
-use crate::local;
 use crate::queue::Queue;
 use crate::remote::runtime::{RemoteContainer, RemoteRuntime};
 use crate::task::Task;
 use crate::wait::Changed;
 use crate::watch::Watch;
+use stampede_engine as engine;
 
-/// How a channel is created: its bounds, its retention policy, and what the name service says
-/// of it (docs/NODES.md, "The name service").
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ChannelOptions {
-    /// Bounds on items and bytes (default: unbounded).
-    pub limits: Limits,
-    /// When items above ts_min may be reclaimed (default: [`Retention::History`]).
-    pub retention: Retention,
-    /// The codec every payload must have (`None`: any). A put of another codec is
-    /// `InvalidArgument`.
-    pub codec: Option<Codec>,
-    /// What the channel carries, for people ([`Channel::info`]).
-    pub description: String,
-    /// The node to place it on (`None`: the runtime's own; see [`Runtime::create_channel`]).
-    pub node: Option<String>,
-    /// Keep history beyond memory in a disk tier (`None`: memory only). Embedded runtimes only;
-    /// see [`DiskTier`](crate::DiskTier) and `docs/RECORDING.md`.
-    pub disk: Option<crate::DiskTier>,
-}
-
-impl From<Limits> for ChannelOptions {
-    fn from(limits: Limits) -> Self {
-        ChannelOptions { limits, ..ChannelOptions::default() }
-    }
-}
-
-impl From<Retention> for ChannelOptions {
-    fn from(retention: Retention) -> Self {
-        ChannelOptions { retention, ..ChannelOptions::default() }
-    }
-}
-
-/// How a queue is created: its bounds and what the name service says of it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct QueueOptions {
-    /// Bounds on items and bytes (default: unbounded).
-    pub limits: Limits,
-    /// What the queue carries, for people ([`Queue::info`]).
-    pub description: String,
-    /// The node to place it on (`None`: the runtime's own).
-    pub node: Option<String>,
-}
-
-impl From<Limits> for QueueOptions {
-    fn from(limits: Limits) -> Self {
-        QueueOptions { limits, ..QueueOptions::default() }
-    }
-}
-
-/// Longest description a channel or queue may have.
-pub const DESCRIPTION_BYTES_MAX: usize = 4096;
-
-/// What the name service tells of a channel or queue ([`Channel::info`], [`Queue::info`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Info {
-    pub name: String,
-    /// `"channel"` or `"queue"`.
-    pub kind: &'static str,
-    /// The node it lives on (`None`: this process's embedded runtime).
-    pub node: Option<String>,
-    pub limits: Limits,
-    /// The codec its payloads must have, if it declares one (channels only).
-    pub codec: Option<Codec>,
-    pub description: String,
-}
+pub use stampede_engine::options::{ChannelOptions, Info, QueueOptions, RuntimeStats, DESCRIPTION_BYTES_MAX};
 
 /// What a name refers to.
 #[derive(Clone, Debug)]
@@ -99,21 +35,10 @@ impl Container {
     }
 }
 
-/// Node-wide counters.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RuntimeStats {
-    /// Current ts_min.
-    pub ts_min: Timestamp,
-    /// Channels and queues registered.
-    pub containers: usize,
-    /// Claims on ts_min held (tasks plus channels and queues with unconsumed items).
-    pub claims: usize,
-}
-
 /// A Stampede runtime: embedded ([`Runtime::new`]) or a session on a node ([`connect`]). Cheap
 /// to clone; every clone is the same runtime.
 #[derive(Clone)]
-pub struct Runtime(pub(crate) Backend<local::runtime::Runtime, RemoteRuntime>);
+pub struct Runtime(pub(crate) Backend<engine::Runtime, RemoteRuntime>);
 
 impl Default for Runtime {
     fn default() -> Self {
@@ -207,7 +132,7 @@ impl Runtime {
     /// A new, empty runtime in this process. Several may coexist; they share nothing.
     pub fn new() -> Runtime {
         crate::trace::enable_from_env();
-        Runtime(Backend::Local(local::runtime::Runtime::new()))
+        Runtime(Backend::Local(engine::Runtime::new()))
     }
 
     /// The node this runtime is a session on (`None` when embedded).
@@ -227,9 +152,10 @@ impl Runtime {
         }
     }
 
-    /// Creates a channel with bounds ([`Limits`]) or full [`ChannelOptions`]. Names are
-    /// `/`-separated segments (`camera/left`, see [`stampede_core::name`]); a bad name or a zero
-    /// bound is `InvalidArgument`, a name in use `AlreadyExists`, a closed runtime `Closed`.
+    /// Creates a channel with bounds ([`Limits`](crate::Limits)) or full [`ChannelOptions`].
+    /// Names are `/`-separated segments (`camera/left`, see [`stampede_core::name`]); a bad name
+    /// or a zero bound is `InvalidArgument`, a name in use `AlreadyExists`, a closed runtime
+    /// `Closed`.
     ///
     /// Placement: a channel lives on the runtime's node (a session's node; this process when
     /// embedded). `options.node` may name that node; another node is `InvalidArgument` (connect
@@ -243,7 +169,7 @@ impl Runtime {
         })
     }
 
-    /// Creates a queue with bounds ([`Limits`]) or full [`QueueOptions`] (names, bounds and
+    /// Creates a queue with bounds ([`Limits`](crate::Limits)) or full [`QueueOptions`] (names, bounds and
     /// placement as [`create_channel`](Self::create_channel)).
     pub fn create_queue(&self, name: &str, options: impl Into<QueueOptions>) -> Result<Queue> {
         let options = options.into();
@@ -272,7 +198,10 @@ impl Runtime {
     /// (`None`: never) or the runtime closes; [`Watch::next_event`] waits as asked.
     pub fn watch(&self, prefix: &str, timeout: Option<Duration>) -> Result<Watch> {
         match &self.0 {
-            Backend::Local(rt) => Ok(rt.watch(prefix, timeout)),
+            Backend::Local(rt) => {
+                let (snapshot, feed) = rt.watch(prefix);
+                Ok(Watch::local(prefix, timeout, snapshot, feed))
+            }
             Backend::Remote(rt) => rt.watch(prefix, timeout),
         }
     }
@@ -290,8 +219,8 @@ impl Runtime {
     pub fn lookup(&self, name: &str) -> Result<Container> {
         Ok(match &self.0 {
             Backend::Local(rt) => match rt.lookup(name)? {
-                local::runtime::Container::Channel(ch) => Container::Channel(Channel(Backend::Local(ch))),
-                local::runtime::Container::Queue(q) => Container::Queue(Queue(Backend::Local(q))),
+                engine::Container::Channel(ch) => Container::Channel(Channel(Backend::Local(ch))),
+                engine::Container::Queue(q) => Container::Queue(Queue(Backend::Local(q))),
             },
             Backend::Remote(rt) => match rt.lookup(name)? {
                 RemoteContainer::Channel(ch) => Container::Channel(Channel(Backend::Remote(ch))),

@@ -10,13 +10,13 @@ use stampede_core::{Error, Result, Timestamp};
 
 use crate::backend::{forward, Backend};
 use crate::channel::{Channel, ChannelInput, ChannelOutput};
-use crate::local;
 use crate::queue::{Queue, QueueInput, QueueOutput};
 use crate::remote::task::RemoteTask;
+use stampede_engine as engine;
 
 /// The unit that holds a virtual time. Any thread or async task may drive it.
 #[derive(Clone)]
-pub struct Task(pub(crate) Backend<local::task::Task, RemoteTask>);
+pub struct Task(pub(crate) Backend<engine::Task, RemoteTask>);
 
 impl Task {
     /// The task's id, unique within its runtime.
@@ -133,7 +133,7 @@ impl Attach for Channel {
     type Output = ChannelOutput;
     fn attach_input(&self, task: &Task) -> Result<ChannelInput> {
         let inner = match (&self.0, &task.0) {
-            (Backend::Local(c), Backend::Local(t)) => Backend::Local(c.attach_input(&t.shared)?),
+            (Backend::Local(c), Backend::Local(t)) => Backend::Local(c.attach_input(t)?),
             (Backend::Remote(c), Backend::Remote(t)) => Backend::Remote(c.attach_input(t)?),
             _ => return Err(elsewhere("attach_input", self.name(), task)),
         };
@@ -141,7 +141,7 @@ impl Attach for Channel {
     }
     fn attach_output(&self, task: &Task) -> Result<ChannelOutput> {
         let inner = match (&self.0, &task.0) {
-            (Backend::Local(c), Backend::Local(t)) => Backend::Local(c.attach_output(&t.shared)?),
+            (Backend::Local(c), Backend::Local(t)) => Backend::Local(c.attach_output(t)?),
             (Backend::Remote(c), Backend::Remote(t)) => Backend::Remote(c.attach_output(t)?),
             _ => return Err(elsewhere("attach_output", self.name(), task)),
         };
@@ -154,7 +154,7 @@ impl Attach for Queue {
     type Output = QueueOutput;
     fn attach_input(&self, task: &Task) -> Result<QueueInput> {
         let inner = match (&self.0, &task.0) {
-            (Backend::Local(q), Backend::Local(t)) => Backend::Local(q.attach_input(&t.shared)?),
+            (Backend::Local(q), Backend::Local(t)) => Backend::Local(q.attach_input(t)?),
             (Backend::Remote(q), Backend::Remote(t)) => Backend::Remote(q.attach_input(t)?),
             _ => return Err(elsewhere("attach_input", self.name(), task)),
         };
@@ -162,7 +162,7 @@ impl Attach for Queue {
     }
     fn attach_output(&self, task: &Task) -> Result<QueueOutput> {
         let inner = match (&self.0, &task.0) {
-            (Backend::Local(q), Backend::Local(t)) => Backend::Local(q.attach_output(&t.shared)?),
+            (Backend::Local(q), Backend::Local(t)) => Backend::Local(q.attach_output(t)?),
             (Backend::Remote(q), Backend::Remote(t)) => Backend::Remote(q.attach_output(t)?),
             _ => return Err(elsewhere("attach_output", self.name(), task)),
         };

@@ -3,71 +3,22 @@
 //! those that exist, then every creation and destruction — and, through a client, the nodes coming
 //! up and going down.
 //!
-//! Embedded, the runtime keeps its last [`NAME_EVENTS_KEPT`] name changes in a log (`NameLog`); a
-//! watcher reads it from its cursor and waits on the log's signal. A watcher that falls further
+//! Embedded, the engine keeps its last [`NAME_EVENTS_KEPT`] name changes in a log; a watcher
+//! reads it from its cursor ([`stampede_engine::watch::NameFeed`]). A watcher that falls further
 //! behind gets one [`WatchEvent::Lagged`] (`names()` tells the present) instead of growing the
 //! log. Through a client, the node publishes its runtime's changes on `stampede/<node>/names` and
 //! holds a liveliness token `stampede/<node>/alive`; the client's watcher subscribes to both,
 //! over every node it reaches.
 
 use std::collections::{BTreeSet, VecDeque};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use stampede_core::name;
 use stampede_core::{Error, Result, Selector};
+use stampede_engine::watch::{closed_error, NameFeed};
 
-use crate::sync::Mutex;
-use crate::wait::Signal;
-
-pub use stampede_core::WatchEvent;
-
-/// Most name changes an embedded runtime keeps for its watchers.
-pub const NAME_EVENTS_KEPT: usize = 4096;
-
-/// An embedded runtime's recent name changes, numbered.
-#[derive(Default)]
-pub(crate) struct NameLog {
-    changes: Mutex<Changes>,
-    pub(crate) signal: Arc<Signal>,
-}
-
-#[derive(Default)]
-struct Changes {
-    /// Number of the first change in `kept`.
-    first: u64,
-    kept: VecDeque<WatchEvent>,
-}
-
-impl NameLog {
-    /// Records a creation or destruction and wakes the watchers.
-    pub(crate) fn record(&self, event: WatchEvent) {
-        {
-            let mut changes = self.changes.lock();
-            changes.kept.push_back(event);
-            if changes.kept.len() > NAME_EVENTS_KEPT {
-                changes.kept.pop_front();
-                changes.first += 1;
-            }
-        }
-        self.signal.notify();
-    }
-
-    /// The number the next change will have.
-    pub(crate) fn end(&self) -> u64 {
-        let changes = self.changes.lock();
-        changes.first + changes.kept.len() as u64
-    }
-
-    /// The change numbered `cursor`, if kept: `Ok(None)` if not there yet, `Err(missed)` if gone.
-    fn at(&self, cursor: u64) -> std::result::Result<Option<WatchEvent>, u64> {
-        let changes = self.changes.lock();
-        if cursor < changes.first {
-            return Err(changes.first - cursor);
-        }
-        Ok(changes.kept.get((cursor - changes.first) as usize).cloned())
-    }
-}
+pub(crate) use stampede_engine::watch::snapshot;
+pub use stampede_engine::watch::{WatchEvent, NAME_EVENTS_KEPT};
 
 /// A watch on the names under a prefix. Iterating yields events until none comes within the
 /// watch's timeout (or the runtime closes); [`next_event`](Self::next_event) waits as long as
@@ -81,21 +32,13 @@ pub struct Watch {
 }
 
 enum Source {
-    Local { log: Arc<NameLog>, cursor: u64, closed: Box<dyn Fn() -> bool + Send + Sync> },
+    Local(NameFeed),
     Remote(crate::remote::watch::Subscription),
 }
 
 impl Watch {
-    pub(crate) fn local(
-        prefix: &str,
-        timeout: Option<Duration>,
-        snapshot: Vec<WatchEvent>,
-        log: Arc<NameLog>,
-        cursor: u64,
-        closed: Box<dyn Fn() -> bool + Send + Sync>,
-    ) -> Watch {
-        let source = Source::Local { log, cursor, closed };
-        Watch { prefix: prefix.to_owned(), timeout, ready: snapshot.into(), source }
+    pub(crate) fn local(prefix: &str, timeout: Option<Duration>, snapshot: Vec<WatchEvent>, feed: NameFeed) -> Watch {
+        Watch { prefix: prefix.to_owned(), timeout, ready: snapshot.into(), source: Source::Local(feed) }
     }
 
     pub(crate) fn remote(
@@ -118,25 +61,10 @@ impl Watch {
                 }
             }
             match &mut self.source {
-                Source::Local { log, cursor, closed } => {
-                    let waiter = log.signal.listen_owned();
-                    match log.at(*cursor) {
-                        Err(missed) => {
-                            *cursor += missed;
-                            self.ready.push_back(WatchEvent::Lagged { missed });
-                        }
-                        Ok(Some(event)) => {
-                            *cursor += 1;
-                            self.ready.push_back(event);
-                        }
-                        Ok(None) if closed() => return Err(closed_error()),
-                        Ok(None) => {
-                            if !waiter.wait(deadline) {
-                                return Err(none_yet());
-                            }
-                        }
-                    }
-                }
+                Source::Local(feed) => match feed.next(deadline)? {
+                    Some(event) => self.ready.push_back(event),
+                    None => return Err(none_yet()),
+                },
                 Source::Remote(subscription) => match subscription.next(deadline) {
                     Some(event) => self.ready.push_back(event),
                     None if subscription.closed() => return Err(closed_error()),
@@ -170,14 +98,6 @@ impl std::fmt::Debug for Watch {
     }
 }
 
-/// The snapshot a watch starts with: a `Created` event per name in `names`.
-pub(crate) fn snapshot(names: impl IntoIterator<Item = (String, &'static str)>, node: Option<&str>) -> Vec<WatchEvent> {
-    names
-        .into_iter()
-        .map(|(name, kind)| WatchEvent::Created { name, kind: kind.to_owned(), node: node.map(str::to_owned) })
-        .collect()
-}
-
 /// Names seen created and not destroyed since, for a watcher that merges a snapshot and a stream
 /// that may repeat it.
 #[derive(Default)]
@@ -203,8 +123,4 @@ fn none_yet() -> Error {
         next: None,
         settled: false,
     }
-}
-
-fn closed_error() -> Error {
-    Error::Closed { name: String::new(), reason: "the runtime was closed" }
 }

@@ -2,8 +2,8 @@
 //! docs/SEMANTICS.md, "Virtual time, visibility, GC").
 //!
 //! Built only with the `shuttle` feature, which swaps the driver's locks and atomics for
-//! [shuttle](https://docs.rs/shuttle)'s (see `src/sync.rs`): a seeded scheduler then decides
-//! which thread runs at every lock and atomic operation. Each seed is one schedule of one
+//! [shuttle](https://docs.rs/shuttle)'s (see `stampede-engine`'s `src/sync.rs`): a seeded
+//! scheduler then decides which thread runs at every lock and atomic operation. Each seed is one schedule of one
 //! scenario whose operations are also drawn from the seed, so a failure replays exactly:
 //!
 //! ```text

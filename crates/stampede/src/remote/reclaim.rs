@@ -137,7 +137,7 @@ impl Dispatch {
         let target = self.progress.received.load(Ordering::SeqCst);
         let deadline = tokio::time::Instant::now() + BARRIER_WAIT_MAX;
         loop {
-            let changed = Changed::new(&self.progress.ran_more, None);
+            let changed = Changed::new(&self.progress.ran_more);
             if self.progress.ran.load(Ordering::SeqCst) >= target {
                 return;
             }

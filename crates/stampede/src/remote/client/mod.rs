@@ -54,12 +54,13 @@ use parking_lot::Mutex;
 use zenoh::key_expr::KeyExpr;
 use zenoh::liveliness::LivelinessToken;
 
-use crate::payload::Buffers;
+use crate::payload::{Buffers, Segments};
 use crate::remote::direct::Direct;
 use crate::remote::reclaim::{ContainerHandler, Dispatch, GlobalHandler};
 use crate::remote::CLIENT_CLOSED;
 use stampede_wire::fabric;
 use stampede_wire::session::ClientSession;
+use stampede_wire::shared::{self, SHARED_BYTES_MIN};
 use stampede_wire::{Handle, Hello, Request, Secret};
 
 mod close;
@@ -120,7 +121,9 @@ impl Client {
     /// when requests take the node's Unix socket (they are passed, not written).
     pub(crate) fn buffers(&self) -> Arc<Buffers> {
         match &self.direct {
-            Some(direct) if direct.passes_segments() => Arc::new(Buffers::shared()),
+            Some(direct) if direct.passes_segments() => {
+                Arc::new(Buffers::with_segments(Segments { make: shared::make, bytes_min: SHARED_BYTES_MIN }))
+            }
             _ => Arc::default(),
         }
     }

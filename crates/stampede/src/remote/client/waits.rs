@@ -67,7 +67,7 @@ impl Client {
     /// query ends (answered, timed out, or the session closed).
     pub(crate) fn changed(&self, request: impl FnOnce(u64) -> Request) -> Changed {
         let signal = Arc::new(Signal::default());
-        let changed = Changed::new(&signal, None);
+        let changed = Changed::new(&signal);
         let wait = self.slice(None);
         self.notify_when_answered(request(micros(wait)), wait, signal);
         changed

@@ -6,14 +6,14 @@
 //! pool instead of to the allocator. Without this, every 230 KB frame is a fresh allocation that
 //! glibc may serve with new pages (page faults) and hand back to the OS on free, which costs
 //! more than the copy itself. The pool holds at most [`POOL_BUFFERS_MAX`] buffers; small
-//! payloads (under [`POOL_BYTES_MIN`]) bypass it.
+//! payloads (under [`POOL_BYTES_MIN`]) bypass it. A pool may instead put its largest copies in
+//! memory shared with another process ([`Segments`]: a client's, whose node is on this host).
 
 use std::sync::{Arc, Weak};
 
 use crate::sync::Mutex;
 use bytes::Bytes;
 use stampede_core::{Codec, Error, Payload, Result, Timestamp, CODEC_NAME_BYTES_MAX};
-use stampede_wire::shared::{self, SHARED_BYTES_MIN};
 
 /// Most free buffers a pool keeps.
 pub const POOL_BUFFERS_MAX: usize = 8;
@@ -24,15 +24,24 @@ pub const POOL_BYTES_MIN: usize = 16 * 1024;
 #[derive(Default)]
 pub struct Buffers {
     free: Mutex<Vec<Vec<u8>>>,
-    /// Copies of at least [`SHARED_BYTES_MIN`] go into shared-memory segments: the pool of a
-    /// remote output whose node is on this host, which passes them instead of their bytes.
-    shared: bool,
+    /// Where the largest copies go instead of the pool's buffers: the pool of a remote output
+    /// whose node is on this host, which passes them instead of their bytes.
+    segments: Option<Segments>,
+}
+
+/// Shared-memory segments for a pool's largest copies (the client's are `stampede_wire::shared`).
+#[derive(Clone, Copy, Debug)]
+pub struct Segments {
+    /// Copies `parts`, concatenated, into a segment; `None` when it cannot (the pool copies then).
+    pub make: fn(&[&[u8]]) -> Option<Bytes>,
+    /// Smallest copy made a segment.
+    pub bytes_min: usize,
 }
 
 impl Buffers {
-    /// A pool whose large copies are shared-memory segments (see `stampede_wire::shared`).
-    pub(crate) fn shared() -> Buffers {
-        Buffers { free: Mutex::default(), shared: true }
+    /// A pool whose copies of at least `segments.bytes_min` are shared-memory segments.
+    pub fn with_segments(segments: Segments) -> Buffers {
+        Buffers { free: Mutex::default(), segments: Some(segments) }
     }
 
     /// Copies `parts`, concatenated, into one buffer (recycled when large enough to matter).
@@ -43,7 +52,8 @@ impl Buffers {
         if len < POOL_BYTES_MIN {
             return Bytes::from(parts.concat());
         }
-        if let Some(segment) = (self.shared && len >= SHARED_BYTES_MIN).then(|| shared::make(parts)).flatten() {
+        let segments = self.segments.filter(|segments| len >= segments.bytes_min);
+        if let Some(segment) = segments.and_then(|segments| (segments.make)(parts)) {
             return segment;
         }
         let mut buf = self.take(len);
@@ -181,7 +191,7 @@ impl IntoPayload for Parts<'_> {
 /// copies it (once), refuses one whose codec is not the container's `declared` one, and an `npy`
 /// payload whose header is malformed or declares object data (docs/SEMANTICS.md, "npy payloads":
 /// every reader, in every language, may then trust the header).
-pub(crate) fn admit(
+pub fn admit(
     name: &str,
     ts: Timestamp,
     payload: impl IntoPayload,

@@ -5,9 +5,8 @@
 //! log agree; closing a container releases its claims and wakes its blocked calls.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::watch::{self, Watch, WatchEvent};
+use crate::watch::{self, NameFeed, WatchEvent};
 use stampede_core::name;
 use stampede_core::{Effects, Error, Result};
 
@@ -71,8 +70,9 @@ impl Space {
         Ok(())
     }
 
-    /// A watch of the names under `prefix`: those that exist now, then every change.
-    pub(crate) fn watch(self: &Arc<Self>, prefix: &str, timeout: Option<Duration>) -> Watch {
+    /// A watch of the names under `prefix`: those that exist now (`Created` events), and a feed
+    /// of every change after them.
+    pub(crate) fn watch(self: &Arc<Self>, prefix: &str) -> (Vec<WatchEvent>, NameFeed) {
         let (snapshot, cursor) = {
             let names = self.names.read();
             let snapshot = names.iter().filter(|(n, _)| name::under(n, prefix)).map(|(n, e)| (n.clone(), e.kind()));
@@ -80,7 +80,7 @@ impl Space {
         };
         let space = Arc::downgrade(self);
         let closed = Box::new(move || space.upgrade().is_none_or(|space| space.is_closed()));
-        Watch::local(prefix, timeout, snapshot, self.name_log.clone(), cursor, closed)
+        (snapshot, NameFeed::new(self.name_log.clone(), cursor, closed))
     }
 
     pub(super) fn close_entry(&self, entry: &Entry, reason: &'static str) {

@@ -1,9 +1,8 @@
-//! Embedded channels and their connections (docs/SEMANTICS.md, "Channels"); the public
-//! [`crate::Channel`] forwards here when it is embedded.
+//! Embedded channels and their connections (docs/SEMANTICS.md, "Channels"); the facade's
+//! `stampede::Channel` forwards here when it is embedded.
 //!
 //! A [`Channel`] is a handle to a named container. A task attaches to it with
-//! [`Task::attach_input`](crate::Task::attach_input) or
-//! [`Task::attach_output`](crate::Task::attach_output) and gets a [`ChannelInput`] or
+//! [`Channel::attach_input`] or [`Channel::attach_output`] and gets a [`ChannelInput`] or
 //! [`ChannelOutput`]. Connections detach when dropped or with `detach` (idempotent, callable while
 //! another thread is blocked on the connection: that call returns `Closed`); detaching an input
 //! drops all its claims. Every later call on a detached connection fails `Closed`.
@@ -18,11 +17,11 @@ use std::time::Duration;
 
 use stampede_core::{ConnId, Effects, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp, TS_MAX};
 
-use crate::channel::PutOptions;
 use crate::disk::DiskStats;
+use crate::options::{Info, PutOptions};
 use crate::payload::IntoPayload;
-use crate::runtime::Info;
 use crate::space::{ChannelShared, Held, HorizonWait, Space, TaskShared};
+use crate::task::Task;
 use crate::trace::{self, Kind, NO_ITEM};
 use crate::wait::{self, Changed};
 
@@ -114,7 +113,10 @@ impl Channel {
         self.space.destroy(&self.shared.name, "the channel was destroyed")
     }
 
-    pub(crate) fn attach_input(&self, task: &Arc<TaskShared>) -> Result<ChannelInput> {
+    /// Attaches an input connection of `task`: every item present below the task's visibility is
+    /// consumed on it at once; the rest, and every item put later, are unseen on it.
+    pub fn attach_input(&self, task: &Task) -> Result<ChannelInput> {
+        let task = &task.shared;
         self.space.check_same(task, "attach_input", self.name())?;
         let conn = self.space.next_id();
         self.space.attach_input(&self.shared, task, conn, |s, t| {
@@ -125,7 +127,9 @@ impl Channel {
         Ok(ChannelInput { channel: self.clone(), task: task.clone(), conn })
     }
 
-    pub(crate) fn attach_output(&self, task: &Arc<TaskShared>) -> Result<ChannelOutput> {
+    /// Attaches an output connection of `task`.
+    pub fn attach_output(&self, task: &Task) -> Result<ChannelOutput> {
+        let task = &task.shared;
         self.space.check_same(task, "attach_output", self.name())?;
         let conn = self.space.next_id();
         task.state.lock().check_open()?;
@@ -139,11 +143,12 @@ impl Channel {
     }
 
     /// Completes at the next put or claim change in the runtime.
-    pub(crate) fn progressed(&self) -> Changed {
-        Changed::new(&self.space.progress, None)
+    pub fn progressed(&self) -> Changed {
+        Changed::new(&self.space.progress)
     }
 
-    pub(crate) fn same_runtime(&self, other: &Channel) -> bool {
+    /// `true` when both channels belong to the same runtime.
+    pub fn same_runtime(&self, other: &Channel) -> bool {
         Arc::ptr_eq(&self.space, &other.space)
     }
 
@@ -232,7 +237,7 @@ impl ChannelOutput {
     /// the connection detached, its task, the channel or the runtime closed. Registered when
     /// created; see [`Changed`].
     pub fn freed(&self) -> Changed {
-        Changed::new(&self.channel.shared.freed, None)
+        Changed::new(&self.channel.shared.freed)
     }
 
     /// Detaches the connection (idempotent; dropping it detaches too). A put blocked on it
@@ -326,7 +331,7 @@ impl ChannelInput {
     /// for good), the connection detached, its task, the channel or the runtime closed. Registered
     /// when created; see [`Changed`].
     pub fn changed(&self, selector: impl Into<Selector>) -> Changed {
-        Changed::new(&self.channel.shared.changed, self.wait_horizon(selector.into()))
+        Changed::with_horizon(&self.channel.shared.changed, self.wait_horizon(selector.into()))
     }
 
     /// A blocking attempt: registers for horizon moves first if the get needs to (once), then

@@ -4,8 +4,8 @@
 
 use stampede_core::{ConnectionStats, Limits, Stats};
 
-use crate::graph::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
 use crate::space::{ContainerState, Entry, Held, Shared, Space, TaskShared};
+use stampede_core::graph::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
 
 /// What `space` holds now; `node` is the name it serves under, if it does.
 pub(crate) fn graph(space: &Space, node: Option<String>) -> Graph {

@@ -3,7 +3,8 @@
 //!
 //! A [`Task`] handle is cheap to clone; the task lives while any handle or connection of it
 //! lives, or until [`Task::close`]. Closing detaches every connection the task holds and releases
-//! its claim on ts_min, so a task that ends never pins GC.
+//! its claim on ts_min, so a task that ends never pins GC. The facade's `stampede::Task` forwards
+//! here when it is embedded.
 
 use std::sync::Arc;
 

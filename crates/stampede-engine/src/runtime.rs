@@ -1,19 +1,21 @@
 //! The embedded runtime (docs/NODES.md, "Embedded by default, one API everywhere"): channels,
-//! queues, names, tasks and GC in this process, with nothing to install or start. The public
-//! [`crate::Runtime`] forwards here when it is embedded.
+//! queues, names, tasks and GC in this process, with nothing to install or start. The facade's
+//! `stampede::Runtime` forwards here when it is embedded.
 
 use std::sync::Arc;
 
+use stampede_core::graph::Graph;
 use stampede_core::name::check_name;
 use stampede_core::{ChannelState, Codec, Error, Item, Limits, QueueState, Result, Retention, Timestamp};
 
-use super::channel::Channel;
-use super::queue::Queue;
-use super::task::Task;
+use crate::channel::Channel;
 use crate::disk::Store;
-use crate::runtime::{ChannelOptions, QueueOptions, RuntimeStats, DESCRIPTION_BYTES_MAX};
+use crate::options::{ChannelOptions, QueueOptions, RuntimeStats, DESCRIPTION_BYTES_MAX};
+use crate::queue::Queue;
 use crate::space::{Entry, Meta, Origin, ReclaimHandler, Shared, Space};
+use crate::task::Task;
 use crate::wait::Changed;
+use crate::watch::{NameFeed, WatchEvent};
 
 /// A container's metadata: a declared codec has a name, the description is at most
 /// [`DESCRIPTION_BYTES_MAX`].
@@ -72,7 +74,7 @@ fn admit_recovered(
 }
 
 /// What a name refers to in this runtime.
-pub(crate) enum Container {
+pub enum Container {
     Channel(Channel),
     Queue(Queue),
 }
@@ -206,9 +208,9 @@ impl Runtime {
         }
     }
 
-    /// What the runtime holds now: tasks, connections, containers ([`crate::graph`]).
-    pub fn graph(&self) -> crate::graph::Graph {
-        super::graph::graph(&self.space, None)
+    /// What the runtime holds now: tasks, connections, containers ([`Graph`]).
+    pub fn graph(&self) -> Graph {
+        crate::graph::graph(&self.space, None)
     }
 
     /// Ends the node: every channel and queue is destroyed (blocked operations wake with
@@ -226,14 +228,15 @@ impl Runtime {
         self.space.check_invariants();
     }
 
-    /// A watch of the names under `prefix`.
-    pub(crate) fn watch(&self, prefix: &str, timeout: Option<std::time::Duration>) -> crate::Watch {
-        self.space.watch(prefix, timeout)
+    /// A watch of the names under `prefix`: a `Created` event for each name there now, and a
+    /// feed of every change after them.
+    pub fn watch(&self, prefix: &str) -> (Vec<WatchEvent>, NameFeed) {
+        self.space.watch(prefix)
     }
 
     /// Completes at the next put or claim change in the runtime.
-    pub(crate) fn progressed(&self) -> Changed {
-        Changed::new(&self.space.progress, None)
+    pub fn progressed(&self) -> Changed {
+        Changed::new(&self.space.progress)
     }
 
     /// `true` once [`close`](Self::close) ran.

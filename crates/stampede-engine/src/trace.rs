@@ -3,8 +3,8 @@
 //! whole to a writer thread that appends them to this process's log file.
 //!
 //! Enabled at run time, once per process: [`enable`], or `STAMPEDE_TRACE=<dir>` read when the
-//! first [`Runtime`](crate::Runtime) is made (`Runtime::new`, `connect`). Until then every event
-//! costs one relaxed load of a flag, predictably false.
+//! first runtime is made (`stampede::Runtime::new`, `stampede::connect`: [`enable_from_env`]).
+//! Until then every event costs one relaxed load of a flag, predictably false.
 //!
 //! Guarantees:
 //! - The hot path never blocks and never allocates but once per [`RECORDS_PER_BUFFER`] records:
@@ -145,7 +145,7 @@ extern "C" fn flush_at_exit() {
 
 /// [`enable`] into `$STAMPEDE_TRACE` if it is set (once per process); a failure is printed, not
 /// returned: tracing never stops the application.
-pub(crate) fn enable_from_env() {
+pub fn enable_from_env() {
     static TRIED: AtomicBool = AtomicBool::new(false);
     if TRIED.swap(true, Ordering::Relaxed) {
         return;
@@ -276,7 +276,7 @@ pub fn intern(name: &str) -> u32 {
 
 /// `name`'s index in the log, looked up once per `cell` (0 while tracing is off).
 #[inline]
-pub(crate) fn cached_name(cell: &OnceLock<u32>, name: &str) -> u32 {
+pub fn cached_name(cell: &OnceLock<u32>, name: &str) -> u32 {
     if enabled() {
         *cell.get_or_init(|| intern(name))
     } else {

@@ -43,7 +43,7 @@ const SPIN_FOR: Duration = Duration::from_micros(20);
 
 /// A wake-up source with a version counter and a waiter count.
 #[derive(Default)]
-pub(crate) struct Signal {
+pub struct Signal {
     event: Event,
     version: AtomicU64,
     waiters: AtomicUsize,
@@ -51,14 +51,14 @@ pub(crate) struct Signal {
 
 /// A registered waiter; deregisters when dropped. `P` reaches the signal: a borrow for a call
 /// that blocks, an `Arc` for a [`Changed`] future that outlives the call creating it.
-pub(crate) struct Waiter<P: Deref<Target = Signal>> {
+pub struct Waiter<P: Deref<Target = Signal>> {
     signal: P,
     listener: Option<EventListener>,
 }
 
 impl Signal {
     /// Tells waiters that something changed. Cheap when nobody waits.
-    pub(crate) fn notify(&self) {
+    pub fn notify(&self) {
         self.version.fetch_add(1, Ordering::SeqCst);
         if self.waiters.load(Ordering::SeqCst) > 0 {
             self.event.notify(usize::MAX);
@@ -74,7 +74,7 @@ impl Signal {
     }
 
     /// Registers a waiter: re-check the condition after this, then wait.
-    pub(crate) fn listen(&self) -> Waiter<&Signal> {
+    pub fn listen(&self) -> Waiter<&Signal> {
         Waiter::new(self)
     }
 
@@ -111,7 +111,7 @@ impl<P: Deref<Target = Signal>> Waiter<P> {
     }
 
     /// Sleeps until notified, or until `deadline`; `false` if the deadline passed.
-    pub(crate) fn wait(mut self, deadline: Option<Instant>) -> bool {
+    pub fn wait(mut self, deadline: Option<Instant>) -> bool {
         let listener = self.listener.take().expect("a waiter waits once");
         match deadline {
             None => {
@@ -218,7 +218,7 @@ pub(crate) async fn asynchronous<T>(
 
 /// The deadline `timeout` from now: `None` (wait forever) for no timeout, or for one too far
 /// away to be represented.
-pub(crate) fn deadline(timeout: Option<Duration>) -> Option<Instant> {
+pub fn deadline(timeout: Option<Duration>) -> Option<Instant> {
     timeout.and_then(|d| Instant::now().checked_add(d))
 }
 
@@ -229,8 +229,8 @@ pub(crate) fn deadline(timeout: Option<Duration>) -> Option<Instant> {
 ///
 /// ```
 /// # use std::time::Duration;
-/// # use stampede::{Limits, Runtime, Selector, INFINITY};
-/// # async fn bridge(inp: &stampede::ChannelInput) -> stampede::Result<stampede::Item> {
+/// # use stampede_core::{Item, Result, Selector};
+/// # async fn bridge(inp: &stampede_engine::ChannelInput) -> Result<Item> {
 /// loop {
 ///     let changed = inp.changed(Selector::OldestUnseen);
 ///     match inp.get(Selector::OldestUnseen, Some(Duration::ZERO)) {
@@ -251,12 +251,19 @@ pub struct Changed {
 }
 
 impl Changed {
-    pub(crate) fn new(signal: &Arc<Signal>, horizon: Option<HorizonWait>) -> Changed {
+    /// Completes at the next notification of `signal`.
+    pub fn new(signal: &Arc<Signal>) -> Changed {
+        Changed::with_horizon(signal, None)
+    }
+
+    /// [`new`](Self::new), keeping `horizon` registered (a get's wait for horizon moves) until
+    /// it completes or drops.
+    pub(crate) fn with_horizon(signal: &Arc<Signal>, horizon: Option<HorizonWait>) -> Changed {
         Changed { waiter: signal.listen_owned(), _horizon: horizon }
     }
 
     /// Blocks until the future would complete or `deadline` passes; `false` on the deadline.
-    pub(crate) fn wait(self, deadline: Option<Instant>) -> bool {
+    pub fn wait(self, deadline: Option<Instant>) -> bool {
         self.waiter.wait(deadline)
     }
 }

@@ -1,6 +1,6 @@
-//! Embedded queues and their connections (docs/SEMANTICS.md, "Queues"; the public [`crate::Queue`]
-//! forwards here): FIFO by insertion, each item to exactly one getter, reclaimed when that getter
-//! consumes it.
+//! Embedded queues and their connections (docs/SEMANTICS.md, "Queues"; the facade's
+//! `stampede::Queue` forwards here): FIFO by insertion, each item to exactly one getter,
+//! reclaimed when that getter consumes it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,9 +8,10 @@ use std::time::Duration;
 use stampede_core::queue::Ticket;
 use stampede_core::{ConnId, Effects, Item, Limits, Payload, QueueItem, Result, Stats, Timestamp};
 
+use crate::options::Info;
 use crate::payload::IntoPayload;
-use crate::runtime::Info;
 use crate::space::{Held, QueueShared, Space, TaskShared};
+use crate::task::Task;
 use crate::trace::{self, Kind, NO_ITEM};
 use crate::wait::{self, Changed};
 
@@ -65,7 +66,9 @@ impl Queue {
         self.space.destroy(&self.shared.name, "the queue was destroyed")
     }
 
-    pub(crate) fn attach_input(&self, task: &Arc<TaskShared>) -> Result<QueueInput> {
+    /// Attaches an input connection of `task`.
+    pub fn attach_input(&self, task: &Task) -> Result<QueueInput> {
+        let task = &task.shared;
         self.space.check_same(task, "attach_input", self.name())?;
         let conn = self.space.next_id();
         self.space.attach_input(&self.shared, task, conn, |s, t| {
@@ -76,7 +79,9 @@ impl Queue {
         Ok(QueueInput { queue: self.clone(), task: task.clone(), conn })
     }
 
-    pub(crate) fn attach_output(&self, task: &Arc<TaskShared>) -> Result<QueueOutput> {
+    /// Attaches an output connection of `task`.
+    pub fn attach_output(&self, task: &Task) -> Result<QueueOutput> {
+        let task = &task.shared;
         self.space.check_same(task, "attach_output", self.name())?;
         let conn = self.space.next_id();
         task.state.lock().check_open()?;
@@ -154,7 +159,7 @@ impl QueueOutput {
     /// A future that completes when a put blocked on this connection would wake (as
     /// [`ChannelOutput::freed`](crate::ChannelOutput::freed)).
     pub fn freed(&self) -> Changed {
-        Changed::new(&self.queue.shared.freed, None)
+        Changed::new(&self.queue.shared.freed)
     }
 
     /// Detaches the connection (idempotent; dropping it detaches too). A put blocked on it
@@ -229,7 +234,7 @@ impl QueueInput {
     /// created; see [`Changed`]. It holds no place in line: a zero-timeout get after it is served
     /// only from items no blocked getter is waiting for.
     pub fn changed(&self) -> Changed {
-        Changed::new(&self.queue.shared.changed, None)
+        Changed::new(&self.queue.shared.changed)
     }
 
     /// Detaches the connection (idempotent; dropping it detaches too); items it still holds open
