@@ -19,6 +19,76 @@ use support::with_watchdog;
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
+/// The fake's queryable: its queries, decoded, go to `respond` with the fake's zenoh id.
+type Queryable = zenoh::query::Queryable<()>;
+
+/// A fake node named `fake` on raw zenoh, a router listening on `endpoint`: each request, decoded,
+/// goes to `respond` (with the query, which it answers, drops — zenoh then ends the query at once —
+/// or keeps unanswered).
+fn fake_node(
+    endpoint: &str,
+    respond: impl Fn(zenoh::query::Query, Request, &str) + Send + Sync + 'static,
+) -> (zenoh::Session, Queryable) {
+    let mut config = zenoh::Config::default();
+    config.insert_json5("mode", "\"router\"").unwrap();
+    config.insert_json5("scouting/multicast/enabled", "false").unwrap();
+    config.insert_json5("listen/endpoints", &format!("[\"{endpoint}\"]")).unwrap();
+    let fake = zenoh::open(config).wait().unwrap();
+    let zid = fake.zid().to_string();
+    let queryable = fake
+        .declare_queryable("stampede/fake/rpc")
+        .callback(move |query| {
+            let message = query.payload().map(|p| p.to_bytes().into_owned()).unwrap_or_default();
+            let Ok((header, _)) = decode_request(&message) else { return };
+            respond(query, header.request, &zid);
+        })
+        .wait()
+        .unwrap();
+    (fake, queryable)
+}
+
+/// The fake's hello.
+fn hello(zid: &str) -> Reply {
+    Reply::Hello(Hello {
+        node: "fake".into(),
+        zid: zid.to_owned(),
+        liveliness_timeout_ms: 10_000,
+        payload_bytes_max: 1 << 20,
+        wait_slice_ms: 1_000,
+        mesh: None,
+        direct: Default::default(),
+    })
+}
+
+/// A node that says hello and then never answers `Open`: `connect` fails `Unreachable` when its
+/// timeout is up — not after the node's liveliness timeout plus the reply margin (15 s here).
+/// The watchdog (4× the timeout) only catches a call that does not return.
+#[test]
+fn connect_returns_by_its_timeout_when_the_node_never_opens_the_session() {
+    const TIMEOUT: Duration = Duration::from_secs(2);
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("unixsock-stream/{}", dir.path().join("fake.sock").display());
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let holding = held.clone();
+    let (fake, _queryable) = fake_node(&endpoint, move |query, request, zid| match request {
+        Request::Hello => {
+            let _ = query.reply(query.key_expr().clone(), encode(&hello(zid))).wait();
+        }
+        // Kept unanswered as long as the fake lives.
+        _ => holding.lock().unwrap().push(query),
+    });
+    let test = "connect_returns_by_its_timeout_when_the_node_never_opens_the_session";
+    let e = support::with_watchdog_for(
+        test,
+        TIMEOUT * 4,
+        || {},
+        || connect(&endpoint, Some(TIMEOUT)).map(drop).unwrap_err(),
+    );
+    assert!(matches!(e, Error::Unreachable { .. }), "{e}");
+    assert!(!held.lock().unwrap().is_empty(), "the fake held the session's Open");
+    fake.close().wait().unwrap();
+}
+
 /// A get whose reply is lost fails `Unreachable`, withdraws the session's token, and every later
 /// call fails `Unreachable` naming the lost reply.
 #[test]
@@ -26,46 +96,26 @@ fn lost_get_reply_ends_the_session() {
     with_watchdog("lost_get_reply_ends_the_session", || {
         let dir = tempfile::tempdir().unwrap();
         let endpoint = format!("unixsock-stream/{}", dir.path().join("fake.sock").display());
-        let mut config = zenoh::Config::default();
-        config.insert_json5("mode", "\"router\"").unwrap();
-        config.insert_json5("scouting/multicast/enabled", "false").unwrap();
-        config.insert_json5("listen/endpoints", &format!("[\"{endpoint}\"]")).unwrap();
-        let fake = zenoh::open(config).wait().unwrap();
-        let zid = fake.zid().to_string();
-        let _queryable = fake
-            .declare_queryable("stampede/fake/rpc")
-            .callback(move |query| {
-                let message = query.payload().map(|p| p.to_bytes().into_owned()).unwrap_or_default();
-                let Ok((header, _)) = decode_request(&message) else { return };
-                let reply = match header.request {
-                    Request::Hello => Reply::Hello(Hello {
-                        node: "fake".into(),
-                        zid: zid.clone(),
-                        liveliness_timeout_ms: 10_000,
-                        payload_bytes_max: 1 << 20,
-                        wait_slice_ms: 1_000,
-                        mesh: None,
-                        direct: Default::default(),
-                    }),
-                    Request::CreateChannel { name, .. } => Reply::Container(ContainerInfo {
-                        id: 1,
-                        queue: false,
-                        name,
-                        capacity: None,
-                        bytes_max: None,
-                        retention: WireRetention::History,
-                        codec: None,
-                        description: String::new(),
-                    }),
-                    Request::Open { .. } => Reply::Opened([1; 16]),
-                    Request::Task { .. } | Request::AttachInput { .. } => Reply::Handle(2),
-                    Request::Get { .. } => return, // the lost reply
-                    _ => Reply::Done,
-                };
-                let _ = query.reply(query.key_expr().clone(), encode(&reply)).wait();
-            })
-            .wait()
-            .unwrap();
+        let (fake, _queryable) = fake_node(&endpoint, |query, request, zid| {
+            let reply = match request {
+                Request::Hello => hello(zid),
+                Request::CreateChannel { name, .. } => Reply::Container(ContainerInfo {
+                    id: 1,
+                    queue: false,
+                    name,
+                    capacity: None,
+                    bytes_max: None,
+                    retention: WireRetention::History,
+                    codec: None,
+                    description: String::new(),
+                }),
+                Request::Open { .. } => Reply::Opened([1; 16]),
+                Request::Task { .. } | Request::AttachInput { .. } => Reply::Handle(2),
+                Request::Get { .. } => return, // the lost reply
+                _ => Reply::Done,
+            };
+            let _ = query.reply(query.key_expr().clone(), encode(&reply)).wait();
+        });
         let (gone, token_gone) = mpsc::channel();
         let _tokens = fake
             .liveliness()

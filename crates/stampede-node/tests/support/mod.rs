@@ -13,7 +13,7 @@ use stampede_node::{Node, NodeOptions};
 mod shared;
 
 #[allow(unused_imports)] // not every test file waits
-pub use shared::eventually;
+pub use shared::{eventually, with_watchdog_for};
 
 /// Longest any one test may run before the watchdog declares it hung.
 pub const WATCHDOG: Duration = Duration::from_secs(120);

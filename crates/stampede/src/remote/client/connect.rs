@@ -109,8 +109,9 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         None => (None, None),
     };
     // The node answers `Open` once it sees the session's liveliness token, which it waits for up
-    // to its liveliness timeout: the query waits that long too (and the usual margin).
-    match client.call_on(Request::Open { user, password }, None, liveliness_timeout, None)? {
+    // to its liveliness timeout: the query waits that long too (and the usual margin), but not
+    // past the caller's deadline.
+    match client.call_on(Request::Open { user, password }, None, liveliness_timeout, None, deadline)? {
         (Reply::Opened(secret), _) => {
             let _ = client.secret.set(secret);
             client.exchange_trace_clocks(false);

@@ -64,22 +64,25 @@ impl Client {
     /// may wait before answering. The node's errors come back unchanged; fabric trouble is
     /// `Unreachable`, and ends the session if the request may have taken items.
     pub(crate) fn call(&self, request: Request, payload: Option<Bytes>, wait: Duration) -> Result<(Reply, Bytes)> {
-        self.call_on(request, payload, wait, self.direct_path())
+        self.call_on(request, payload, wait, self.direct_path(), None)
     }
 
     /// [`call`](Self::call) as a zenoh query, whatever path the session's requests take: the
     /// node serves it after the declarations this client made on zenoh before it (a watch's
     /// subscribers), which a request on the direct path may overtake.
     pub(crate) fn call_after_declarations(&self, request: Request) -> Result<(Reply, Bytes)> {
-        self.call_on(request, None, Duration::ZERO, None)
+        self.call_on(request, None, Duration::ZERO, None, None)
     }
 
+    /// [`call`](Self::call) on `direct` (`None`: as a zenoh query), its reply waited for until
+    /// `deadline` at the latest, if one is given (a connect's timeout).
     pub(super) fn call_on(
         &self,
         request: Request,
         payload: Option<Bytes>,
         wait: Duration,
         direct: Option<&Direct>,
+        deadline: Option<Instant>,
     ) -> Result<(Reply, Bytes)> {
         let op = request.op();
         self.check_open(op)?;
@@ -93,7 +96,7 @@ impl Client {
             let mut tries = 0;
             loop {
                 let sent = Instant::now();
-                let answer = self.exchange(seq, request.clone(), payload.clone(), wait, direct);
+                let answer = self.exchange(seq, request.clone(), payload.clone(), wait, direct, deadline);
                 let answer = (self.injected(op, answer), sent.elapsed());
                 if !self.retries(seq, &answer.0, answer.1, &mut tries) {
                     break answer;
@@ -212,8 +215,10 @@ impl Client {
         payload: Option<Bytes>,
         wait: Duration,
         direct: Option<&Direct>,
+        deadline: Option<Instant>,
     ) -> Exchange {
         let timeout = self.reply_deadline(request.holds_on_node(), wait);
+        let timeout = deadline.map_or(timeout, |d| timeout.min(d.saturating_duration_since(Instant::now())));
         // In the event log: encoding and decoding are serialisation; the round trip is messaging,
         // or blocking when the node may park the request waiting for an item or a change (a put
         // parked for room, rarer, counts as messaging).
