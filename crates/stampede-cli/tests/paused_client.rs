@@ -66,7 +66,7 @@ fn stopped_getter(endpoint: &str, kind: Kind, name: &str, ts: i64, zenoh_only: b
     getter.line(|line| line.ends_with(GETTING));
     // The getter printed GETTING just before its get: nothing outside its process tells when the request is parked on the node, so the stop comes after a pause (the test passes whether the reply is parked or not, only less sharply).
     thread::sleep(SETTLE);
-    getter.signal("STOP");
+    getter.stop();
     getter
 }
 

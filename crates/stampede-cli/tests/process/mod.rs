@@ -69,6 +69,25 @@ impl Process {
         assert!(status.expect("kill runs").success());
     }
 
+    /// Stops the process (`SIGSTOP`) and returns once every one of its threads is stopped
+    /// (within [`WAIT`]).
+    ///
+    /// `kill` returning is not enough: in a process of several threads the stop takes effect
+    /// when one thread, woken by the signal, runs and stops the others. On a loaded machine that
+    /// thread may wait for a CPU for milliseconds, while another thread of the process, woken by
+    /// a reply, runs on and returns it to the caller.
+    pub fn stop(&self) {
+        self.signal("STOP");
+        let threads = format!("/proc/{}/task", self.child.id());
+        eventually("the stopped process's threads all stop", || {
+            std::fs::read_dir(&threads).expect("the process's threads are listed").all(|thread| {
+                let stat = std::fs::read_to_string(thread.expect("a thread's entry").path().join("stat"));
+                // The thread may have exited meanwhile; its state follows its name's `)`.
+                stat.map_or(true, |stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T')))
+            })
+        });
+    }
+
     /// Waits (within [`WAIT`]) for the process to exit; its exit status.
     pub fn wait(&mut self) -> std::process::ExitStatus {
         let deadline = Instant::now() + WAIT;
