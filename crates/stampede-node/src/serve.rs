@@ -123,8 +123,11 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
         request => {
             let session = node.sessions.lock().get(&header.session).cloned();
             // A wrong secret reads as no session: the id is public, the secret proves the sender.
+            // A session being ended (still listed while its closing gives back what it held)
+            // serves nothing more, not even a repeat from its kept replies: what such a reply
+            // carried is going back.
             let session = session
-                .filter(|s| access::same_secret(&s.secret, &header.secret))
+                .filter(|s| access::same_secret(&s.secret, &header.secret) && !s.ended())
                 .ok_or_else(|| session::closed(&header.session))?;
             session.replies.lock().acknowledge(&header.acks);
             match header.seq {

@@ -300,6 +300,11 @@ impl Session {
         owned.moves
     }
 
+    /// Whether the session is ended or being ended: [`close`](Self::close) began.
+    pub(crate) fn ended(&self) -> bool {
+        self.owned.lock().closed
+    }
+
     /// The session's table, or `Closed` once the session ended.
     fn open(&self) -> Result<parking_lot::MutexGuard<'_, Owned>> {
         let owned = self.owned.lock();

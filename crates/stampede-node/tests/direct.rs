@@ -297,3 +297,73 @@ fn a_client_at_a_non_loopback_endpoint_uses_the_direct_tcp_port() {
         rt.close();
     })
 }
+
+/// The session id of the raw requests of [`ask`].
+const ID: &str = "0123456789abcdef0123456789abcdef";
+
+/// A session being ended serves nothing, not even the repeat of a get from its kept replies:
+/// what that reply carried is going back. The session's closing is held inside the node
+/// application's GC handler (it reclaims the item the get returned) while the repeat arrives on
+/// a second connection of the session. (Before the rule the repeat was answered with the item.)
+#[test]
+fn a_session_being_ended_answers_no_repeat() {
+    with_watchdog("a_session_being_ended_answers_no_repeat", || {
+        use stampede_wire::{fabric, WireSelector};
+        use zenoh::Wait;
+        let node = TestNode::new();
+        let frames = node.runtime.create_channel("frames", Limits::unbounded()).unwrap();
+        let (entered, in_handler) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let released = std::sync::Mutex::new(released);
+        frames
+            .on_reclaim(move |_| {
+                let _ = entered.send(());
+                let _ = released.lock().unwrap().recv_timeout(CONNECT_TIMEOUT);
+            })
+            .unwrap();
+
+        // The session's liveliness token, then its requests on the direct path.
+        let config = fabric::client_config(&node.endpoint, CONNECT_TIMEOUT, None).unwrap();
+        let zenoh = zenoh::open(config).wait().unwrap();
+        let _token = zenoh.liveliness().declare_token(fabric::session_key("test", ID)).wait().unwrap();
+        let (_, mut first) = raw_connection(&node);
+        let Reply::Opened(secret) = ask(&mut first, [0; 16], 0, Request::Open { user: None, password: None }) else {
+            panic!("the session opens")
+        };
+        let ask = move |stream: &mut UnixStream, seq: u64, request: Request| ask(stream, secret, seq, request);
+        let reply = ask(&mut first, 1, Request::Task { virtual_time: 0 });
+        let Reply::Handle(task) = reply else { panic!("a task: {reply:?}") };
+        let Reply::Container(info) = ask(&mut first, 2, Request::Lookup { name: "frames".into() }) else {
+            panic!("the channel")
+        };
+        let Reply::Handle(connection) = ask(&mut first, 3, Request::AttachInput { task, container: info.id }) else {
+            panic!("a connection")
+        };
+        // The item, from the node's application; only the session's task holds ts_min at it.
+        let camera = node.runtime.task(0).unwrap();
+        camera.attach_output(&frames).unwrap().put(0, vec![7u8; 16]).unwrap();
+        camera.set_virtual_time(1).unwrap();
+        let get = Request::Get { connection, selector: WireSelector::At(0), wait_us: 0 };
+        assert!(matches!(ask(&mut first, 4, get.clone()), Reply::Item(_)), "the get returns the item");
+
+        // The client closes on a second connection; the closing reclaims the item and is held in
+        // the GC handler, the session still listed.
+        let (_, mut second) = raw_connection(&node);
+        let closing = std::thread::spawn(move || ask(&mut second, 5, Request::Close));
+        in_handler.recv_timeout(CONNECT_TIMEOUT).expect("the closing reclaims the item");
+        let repeat = ask(&mut first, 4, get);
+        release.send(()).unwrap();
+        assert_eq!(closing.join().unwrap(), Reply::Done, "the session closes");
+        let Reply::Error(e) = repeat else { panic!("the repeat was answered: {repeat:?}") };
+        assert!(matches!(Error::from(e), Error::Closed { .. }));
+        zenoh.close().wait().unwrap();
+        node_serves(&node);
+    })
+}
+
+/// Request `seq` of the session [`ID`] with `secret`, on `stream`; its reply.
+fn ask(stream: &mut UnixStream, secret: [u8; 16], seq: u64, request: Request) -> Reply {
+    let message = encode(&RequestHeader { seq, ..RequestHeader::new(ID.to_owned(), secret, request) });
+    send_frame(stream, message.len() as u32, &message);
+    read_reply(stream).expect("a reply")
+}

@@ -47,16 +47,30 @@ fn fake_node(
     (fake, queryable)
 }
 
-/// The fake's hello.
-fn hello(zid: &str) -> Reply {
+/// The fake's hello, with its liveliness timeout (the session's lease).
+fn hello(zid: &str, liveliness_timeout_ms: u64) -> Reply {
     Reply::Hello(Hello {
         node: "fake".into(),
         zid: zid.to_owned(),
-        liveliness_timeout_ms: 10_000,
+        liveliness_timeout_ms,
         payload_bytes_max: 1 << 20,
         wait_slice_ms: 1_000,
         mesh: None,
         direct: Default::default(),
+    })
+}
+
+/// The fake's channel (or `queue`) `name`, id 1, unbounded.
+fn container(name: String, queue: bool) -> Reply {
+    Reply::Container(ContainerInfo {
+        id: 1,
+        queue,
+        name,
+        capacity: None,
+        bytes_max: None,
+        retention: WireRetention::History,
+        codec: None,
+        description: String::new(),
     })
 }
 
@@ -72,7 +86,7 @@ fn connect_returns_by_its_timeout_when_the_node_never_opens_the_session() {
     let holding = held.clone();
     let (fake, _queryable) = fake_node(&endpoint, move |query, request, zid| match request {
         Request::Hello => {
-            let _ = query.reply(query.key_expr().clone(), encode(&hello(zid))).wait();
+            let _ = query.reply(query.key_expr().clone(), encode(&hello(zid, 10_000))).wait();
         }
         // Kept unanswered as long as the fake lives.
         _ => holding.lock().unwrap().push(query),
@@ -98,17 +112,8 @@ fn lost_get_reply_ends_the_session() {
         let endpoint = format!("unixsock-stream/{}", dir.path().join("fake.sock").display());
         let (fake, _queryable) = fake_node(&endpoint, |query, request, zid| {
             let reply = match request {
-                Request::Hello => hello(zid),
-                Request::CreateChannel { name, .. } => Reply::Container(ContainerInfo {
-                    id: 1,
-                    queue: false,
-                    name,
-                    capacity: None,
-                    bytes_max: None,
-                    retention: WireRetention::History,
-                    codec: None,
-                    description: String::new(),
-                }),
+                Request::Hello => hello(zid, 10_000),
+                Request::CreateChannel { name, .. } => container(name, false),
                 Request::Open { .. } => Reply::Opened([1; 16]),
                 Request::Task { .. } | Request::AttachInput { .. } => Reply::Handle(2),
                 Request::Get { .. } => return, // the lost reply
@@ -140,6 +145,48 @@ fn lost_get_reply_ends_the_session() {
             Err(Error::Unreachable { reason, .. }) => assert!(reason.contains("a reply to get was lost"), "{reason}"),
             other => panic!("expected Unreachable after the session ended, got {other:?}"),
         }
+        rt.close();
+        fake.close().wait().unwrap();
+    });
+}
+
+/// A get whose first try has no reply within its deadline is not sent again: the deadline of a
+/// request that may hold something on the node runs from its first send, not from a retry's, so
+/// a retry could only bring a reply too late to take (the node may be ending the session by then).
+/// The call fails `Unreachable` and the node saw the get once. (Timed from each try, the client
+/// sent it again half a lease later and took a reply read a whole lease after the first send.)
+#[test]
+fn a_get_whose_reply_missed_its_deadline_is_not_sent_again() {
+    with_watchdog("a_get_whose_reply_missed_its_deadline_is_not_sent_again", || {
+        const LEASE_MS: u64 = 2_000;
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = format!("unixsock-stream/{}", dir.path().join("fake.sock").display());
+        let gets = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let holding = gets.clone();
+        let (fake, _queryable) = fake_node(&endpoint, move |query, request, zid| {
+            let reply = match request {
+                Request::Hello => hello(zid, LEASE_MS),
+                Request::Open { .. } => Reply::Opened([1; 16]),
+                Request::Task { .. } | Request::AttachInput { .. } => Reply::Handle(2),
+                Request::CreateQueue { name, .. } => container(name, true),
+                // Held unanswered as long as the fake lives: no reply within the deadline.
+                Request::QueueGet { .. } => return holding.lock().unwrap().push(query),
+                _ => Reply::Done,
+            };
+            let _ = query.reply(query.key_expr().clone(), encode(&reply)).wait();
+        });
+
+        let options = stampede::ConnectOptions {
+            timeout: Some(Duration::from_secs(20)),
+            zenoh_only: true,
+            ..stampede::ConnectOptions::default()
+        };
+        let rt = stampede::connect_with(&endpoint, &options).unwrap();
+        let jobs = rt.create_queue("jobs", Limits::unbounded()).unwrap();
+        let input = rt.task(stampede::INFINITY).unwrap().attach_input(&jobs).unwrap();
+        let missed = input.get(Some(Duration::from_secs(20)));
+        assert!(matches!(missed, Err(Error::Unreachable { .. })), "{missed:?}");
+        assert_eq!(gets.lock().unwrap().len(), 1, "the get was sent once, not retried past its deadline");
         rt.close();
         fake.close().wait().unwrap();
     });

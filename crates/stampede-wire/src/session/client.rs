@@ -3,17 +3,18 @@
 //! absence) means from how long after sending the request it came.
 //!
 //! The rules:
-//! - Every request but `Open` carries a number ([`ClientSession::number`]); a reply read, late or
+//! - Every request but `Open` carries a number ([`ClientSession::call`]); a reply read, late or
 //!   not, is acknowledged in a later header ([`ClientSession::acks`], at most [`ACKS_MAX`] per
 //!   header), and the node then forgets it.
 //! - A numbered request whose reply was lost is sent again, with its number, [`REQUEST_RETRIES`]
-//!   times — while the client is open and less than a lease passed since it was sent (the node
-//!   may have ended the session after that).
+//!   times — while the client is open and less than a lease passed since it was first sent (the
+//!   node may have ended the session after that).
 //! - The node ends a silent session no sooner than a lease after the last message of the
 //!   client's zenoh session, which sends one at least every quarter lease. So the reply to a
 //!   request that may hold something on the node ([`Request::holds_on_node`]) is taken only
-//!   within [`LEASE_SHARE`] of the lease after it was sent, and within the call's wait plus
-//!   [`QUERY_MARGIN`] ([`Reading::Late`] else); a lost reply of such a request ends the session,
+//!   within [`LEASE_SHARE`] of the lease after it was first sent, and within the call's wait plus
+//!   [`QUERY_MARGIN`] ([`Reading::Late`] else) — whichever try the reply answers, so a retry
+//!   waits only for what is left of that ([`Call`]); a lost reply of such a request ends the session,
 //!   so that what the reply carried goes back on the node. Other replies are taken late: their
 //!   effect on the node happened either way.
 
@@ -72,16 +73,18 @@ impl ClientSession {
         self.lease
     }
 
-    /// The number of a new request: 0 for `Open` (answered before the session exists).
-    pub fn number(&mut self, request: &Request) -> u64 {
-        match request {
+    /// A new request sent to wait at most `wait` on the node, numbered: 0 for `Open` (answered
+    /// before the session exists), the next number else.
+    pub fn call(&mut self, request: &Request, wait: Duration) -> Call {
+        let seq = match request {
             Request::Open { .. } => 0,
             _ => {
                 let seq = self.next_seq;
                 self.next_seq += 1;
                 seq
             }
-        }
+        };
+        Call { seq, holds_on_node: request.holds_on_node(), wait }
     }
 
     /// The reply of request `seq` was read, late or not: the node may forget it.
@@ -98,40 +101,64 @@ impl ClientSession {
         self.acks.split_off(keep)
     }
 
-    /// How long after sending a request its reply is waited for: the wait the node may take plus
-    /// [`QUERY_MARGIN`], and for a request that may hold something on the node at most
+    /// How long after its first send a call's reply is waited for: the wait the node may take
+    /// plus [`QUERY_MARGIN`], and for a request that may hold something on the node at most
     /// [`LEASE_SHARE`] of the lease.
-    pub fn reply_deadline(&self, holds_on_node: bool, wait: Duration) -> Duration {
-        let deadline = wait.saturating_add(QUERY_MARGIN);
-        match holds_on_node {
+    fn reply_deadline(&self, call: &Call) -> Duration {
+        let deadline = call.wait.saturating_add(QUERY_MARGIN);
+        match call.holds_on_node {
             true => deadline.min(self.lease.mul_f64(LEASE_SHARE)),
             false => deadline,
         }
     }
 
-    /// Whether to send request `seq` again after a try that ended `taken` after sending it:
-    /// its reply was `lost`, it is numbered, retries are left (counted in `tries`), the client is
-    /// not `closed`, and the node cannot have ended the session meanwhile.
-    pub fn retries(&self, seq: u64, lost: bool, taken: Duration, tries: &mut u32, closed: bool) -> bool {
-        let retry = lost && seq != 0 && *tries < REQUEST_RETRIES && !closed && taken < self.lease;
+    /// How long the try of `call` that starts `taken` after its first send waits for its reply:
+    /// for a request that may hold something on the node, what is left of its reply deadline (a
+    /// reply read later is late whichever try it answers); for others, a whole reply deadline.
+    pub fn try_timeout(&self, call: &Call, taken: Duration) -> Duration {
+        let deadline = self.reply_deadline(call);
+        match call.holds_on_node {
+            true => deadline.saturating_sub(taken),
+            false => deadline,
+        }
+    }
+
+    /// Whether to send `call` again after a try that ended `taken` after its first send: its
+    /// reply was `lost`, it is numbered, retries are left (counted in `tries`), the client is not
+    /// `closed`, the node cannot have ended the session meanwhile, and for a request that may
+    /// hold something on the node, its reply deadline has not passed.
+    pub fn retries(&self, call: &Call, lost: bool, taken: Duration, tries: &mut u32, closed: bool) -> bool {
+        let in_time = taken < self.lease && (!call.holds_on_node || taken < self.reply_deadline(call));
+        let retry = lost && call.seq != 0 && *tries < REQUEST_RETRIES && !closed && in_time;
         *tries += u32::from(retry);
         retry
     }
 
-    /// What the exchange of a request means: `replied` or not, `taken` after it was sent, for a
-    /// request that `holds_on_node` or not and asked the node to wait at most `wait`.
-    pub fn reading(&self, holds_on_node: bool, wait: Duration, replied: bool, taken: Duration) -> Reading {
-        let late = holds_on_node
+    /// What the exchange of `call` means: `replied` or not, `taken` after its first send.
+    pub fn reading(&self, call: &Call, replied: bool, taken: Duration) -> Reading {
+        let late = call.holds_on_node
             && match replied {
-                true => taken > self.reply_deadline(true, wait),
+                true => taken > self.reply_deadline(call),
                 false => taken >= self.lease,
             };
         match (replied, late) {
             (_, true) => Reading::Late,
             (true, false) => Reading::Take,
-            (false, false) => Reading::Lost { end_session: holds_on_node },
+            (false, false) => Reading::Lost { end_session: call.holds_on_node },
         }
     }
+}
+
+/// A request under way, as the rules see it: its number, whether it may hold something on the
+/// node (`Request::holds_on_node`), and how long it asked the node to wait. Every time the rules
+/// take about it is measured from its first send, whichever try is under way: the node may end
+/// the session ¾ of the lease after that send, not after a retry's (a retry on the direct path
+/// does not renew the lease).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Call {
+    pub seq: u64,
+    pub holds_on_node: bool,
+    pub wait: Duration,
 }
 
 #[cfg(test)]
@@ -140,23 +167,51 @@ mod tests {
 
     const LEASE: Duration = Duration::from_secs(4);
 
+    /// A get asked to wait `wait` and a request that holds nothing on the node (`ts_min`).
+    fn get_and_plain(session: &mut ClientSession, wait: Duration) -> (Call, Call) {
+        let get = session.call(&Request::QueueGet { connection: 1, wait_us: 0 }, wait);
+        let plain = session.call(&Request::TsMin, wait);
+        assert!(get.holds_on_node && !plain.holds_on_node);
+        (get, plain)
+    }
+
     #[test]
     fn a_reply_that_may_hold_something_is_taken_only_within_half_the_lease() {
-        let session = ClientSession::new(LEASE);
+        let mut session = ClientSession::new(LEASE);
+        let (get, plain) = get_and_plain(&mut session, Duration::ZERO);
         let half = LEASE.mul_f64(LEASE_SHARE);
-        assert_eq!(session.reading(true, Duration::ZERO, true, half), Reading::Take);
-        assert_eq!(session.reading(true, Duration::ZERO, true, half + Duration::from_millis(1)), Reading::Late);
-        assert_eq!(session.reading(false, Duration::ZERO, true, LEASE * 10), Reading::Take, "a put's reply stands");
-        assert_eq!(session.reading(true, Duration::ZERO, false, LEASE), Reading::Late, "lost for a whole lease");
-        assert_eq!(session.reading(true, Duration::ZERO, false, half), Reading::Lost { end_session: true });
-        assert_eq!(session.reading(false, Duration::ZERO, false, half), Reading::Lost { end_session: false });
+        assert_eq!(session.reading(&get, true, half), Reading::Take);
+        assert_eq!(session.reading(&get, true, half + Duration::from_millis(1)), Reading::Late);
+        assert_eq!(session.reading(&plain, true, LEASE * 10), Reading::Take, "a reply that holds nothing stands");
+        assert_eq!(session.reading(&get, false, LEASE), Reading::Late, "lost for a whole lease");
+        assert_eq!(session.reading(&get, false, half), Reading::Lost { end_session: true });
+        assert_eq!(session.reading(&plain, false, half), Reading::Lost { end_session: false });
+    }
+
+    /// A retry of a get is timed from the first send: it waits only for what is left of the
+    /// reply deadline, is not sent once that passed, and its reply read past it is late — the
+    /// node may be ending the session by then.
+    #[test]
+    fn a_retry_is_judged_from_the_first_send() {
+        let mut session = ClientSession::new(LEASE);
+        let (get, plain) = get_and_plain(&mut session, Duration::ZERO);
+        let half = LEASE.mul_f64(LEASE_SHARE);
+        let early = Duration::from_millis(10);
+        assert_eq!(session.try_timeout(&get, Duration::ZERO), half);
+        assert_eq!(session.try_timeout(&get, half - early), early, "what is left of the deadline");
+        assert_eq!(session.try_timeout(&plain, half), QUERY_MARGIN, "its retry waits a whole deadline");
+        assert!(session.retries(&get, true, half - early, &mut 0, false));
+        assert!(!session.retries(&get, true, half, &mut 0, false), "its deadline passed");
+        assert!(session.retries(&plain, true, half, &mut 0, false), "its reply stands however late");
+        // The retry's own reply came quickly, but `half + early` after the first send.
+        assert_eq!(session.reading(&get, true, half + early), Reading::Late);
     }
 
     #[test]
     fn numbers_rise_and_acknowledgements_are_bounded_per_header() {
         let mut session = ClientSession::new(LEASE);
-        assert_eq!(session.number(&Request::Open { user: None, password: None }), 0);
-        let seqs: Vec<u64> = (0..ACKS_MAX + 5).map(|_| session.number(&Request::TsMin)).collect();
+        assert_eq!(session.call(&Request::Open { user: None, password: None }, Duration::ZERO).seq, 0);
+        let seqs: Vec<u64> = (0..ACKS_MAX + 5).map(|_| session.call(&Request::TsMin, Duration::ZERO).seq).collect();
         assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1));
         seqs.iter().for_each(|&seq| session.read(seq));
         session.read(0);
@@ -167,13 +222,15 @@ mod tests {
 
     #[test]
     fn a_retry_needs_a_lost_numbered_reply_an_open_client_and_time_within_the_lease() {
-        let session = ClientSession::new(LEASE);
+        let mut session = ClientSession::new(LEASE);
+        let open = session.call(&Request::Open { user: None, password: None }, Duration::ZERO);
+        let (get, plain) = get_and_plain(&mut session, Duration::ZERO);
         let short = Duration::from_millis(10);
-        assert!(!session.retries(0, true, short, &mut 0, false), "unnumbered");
-        assert!(!session.retries(3, false, short, &mut 0, false), "answered");
-        assert!(!session.retries(3, true, short, &mut 0, true), "closed");
-        assert!(!session.retries(3, true, LEASE, &mut 0, false), "a lease passed");
-        assert!(!session.retries(3, true, short, &mut REQUEST_RETRIES.clone(), false), "no retries left");
-        assert!(session.retries(3, true, short, &mut 0, false));
+        assert!(!session.retries(&open, true, short, &mut 0, false), "unnumbered");
+        assert!(!session.retries(&get, false, short, &mut 0, false), "answered");
+        assert!(!session.retries(&get, true, short, &mut 0, true), "closed");
+        assert!(!session.retries(&plain, true, LEASE, &mut 0, false), "a lease passed");
+        assert!(!session.retries(&get, true, short, &mut REQUEST_RETRIES.clone(), false), "no retries left");
+        assert!(session.retries(&get, true, short, &mut 0, false));
     }
 }

@@ -14,7 +14,7 @@
 pub mod client;
 pub mod node;
 
-pub use client::{ClientSession, Reading, LEASE_SHARE, QUERY_MARGIN, REQUEST_RETRIES};
+pub use client::{Call, ClientSession, Reading, LEASE_SHARE, QUERY_MARGIN, REQUEST_RETRIES};
 pub use node::{Replies, Turn, REPLIES_KEPT_MAX};
 
 #[cfg(test)]
@@ -33,7 +33,8 @@ mod tests {
         let mut client = ClientSession::new(lease);
         let mut node: Replies<&'static str> = Replies::default();
         let get = Request::QueueGet { connection: 1, wait_us: 0 };
-        let seq = client.number(&get);
+        let call = client.call(&get, Duration::ZERO);
+        let seq = call.seq;
         assert_ne!(seq, 0);
 
         // The first run takes the item; its reply is lost on the way.
@@ -41,17 +42,17 @@ mod tests {
         node.answered(seq, &"item 7");
         let taken = Duration::from_millis(200);
         let mut tries = 0;
-        assert!(client.retries(seq, true, taken, &mut tries, false), "a lost numbered reply is sent again");
-        assert!(!client.retries(seq, true, taken, &mut tries, false), "once ({REQUEST_RETRIES} retry)");
+        assert!(client.retries(&call, true, taken, &mut tries, false), "a lost numbered reply is sent again");
+        assert!(!client.retries(&call, true, taken, &mut tries, false), "once ({REQUEST_RETRIES} retry)");
 
         // The repeat gets the first answer: nothing runs twice.
         let Turn::Answered(reply) = node.turn(seq) else { panic!("the repeat is answered") };
         assert_eq!(reply, "item 7");
-        assert_eq!(client.reading(get.holds_on_node(), Duration::ZERO, true, taken), Reading::Take);
+        assert_eq!(client.reading(&call, true, taken), Reading::Take);
         client.read(seq);
 
         // The next header acknowledges it; the node forgets it.
-        let next = client.number(&Request::TsMin);
+        let next = client.call(&Request::TsMin, Duration::ZERO).seq;
         assert!(next > seq);
         node.acknowledge(&client.acks());
         assert!(node.is_empty(), "an acknowledged reply is forgotten");

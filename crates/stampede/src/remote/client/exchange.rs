@@ -24,7 +24,7 @@ use stampede_wire::shared;
 use stampede_wire::{decode_reply, decode_reply_passed, encode, Handle, Reply, Request, RequestHeader};
 
 use super::{blocking, Client};
-use stampede_wire::session::Reading;
+use stampede_wire::session::{Call, Reading};
 
 /// What one try of a request brings: its reply (with the payload that follows it), or why none
 /// came in time.
@@ -39,15 +39,22 @@ impl Client {
         RequestHeader { seq, acks, ..RequestHeader::new(self.session.clone(), secret, request) }
     }
 
-    /// The number of a new request (`stampede_wire::session`'s rule).
-    fn number(&self, request: &Request) -> u64 {
-        self.protocol.lock().number(request)
+    /// A new request, numbered (`stampede_wire::session`'s rule).
+    fn start(&self, request: &Request, wait: Duration) -> Call {
+        self.protocol.lock().call(request, wait)
     }
 
-    /// Whether to send request `seq` again after this try's `answer`, `taken` after sending it
+    /// How long the try of `call` that starts `taken` after its first send waits for its reply
+    /// (`stampede_wire::session`'s rule), and no later than `deadline`, if one is given.
+    fn try_timeout(&self, call: &Call, taken: Duration, deadline: Option<Instant>) -> Duration {
+        let timeout = self.protocol.lock().try_timeout(call, taken);
+        deadline.map_or(timeout, |d| timeout.min(d.saturating_duration_since(Instant::now())))
+    }
+
+    /// Whether to send `call` again after this try's `answer`, `taken` after its first send
     /// (`stampede_wire::session`'s rule), counting retries in `tries`.
-    fn retries(&self, seq: u64, answer: &Exchange, taken: Duration, tries: &mut u32) -> bool {
-        self.protocol.lock().retries(seq, answer.is_err(), taken, tries, self.is_closed())
+    fn retries(&self, call: &Call, answer: &Exchange, taken: Duration, tries: &mut u32) -> bool {
+        self.protocol.lock().retries(call, answer.is_err(), taken, tries, self.is_closed())
     }
 
     /// `answer` to `op`, or a lost reply where a test's fault injection says so.
@@ -86,19 +93,19 @@ impl Client {
     ) -> Result<(Reply, Bytes)> {
         let op = request.op();
         self.check_open(op)?;
-        let holds_on_node = request.holds_on_node();
-        let seq = self.number(&request);
+        let call = self.start(&request, wait);
         let answer = blocking(|| {
             self.finish_sends();
             if direct.is_none() {
                 self.finish_direct_sends();
             }
             let mut tries = 0;
+            let sent = Instant::now();
             loop {
-                let sent = Instant::now();
-                let answer = self.exchange(seq, request.clone(), payload.clone(), wait, direct, deadline);
+                let timeout = self.try_timeout(&call, sent.elapsed(), deadline);
+                let answer = self.exchange(&call, request.clone(), payload.clone(), timeout, direct);
                 let answer = (self.injected(op, answer), sent.elapsed());
-                if !self.retries(seq, &answer.0, answer.1, &mut tries) {
+                if !self.retries(&call, &answer.0, answer.1, &mut tries) {
                     break answer;
                 }
             }
@@ -109,7 +116,7 @@ impl Client {
             // handlers before the call returns, as embedded.
             dispatch.barrier();
         }
-        self.conclude(op, seq, holds_on_node, wait, answer)
+        self.conclude(op, &call, answer)
     }
 
     /// A call's result from the exchange's (and how long after sending the request it ended):
@@ -118,25 +125,18 @@ impl Client {
     /// node only while the session lives and within its deadline — else the call fails `Closed`
     /// and the session ends (so does a lost reply waited for a whole lease: the process was
     /// stopped or starved past it, and the node may have ended the session meanwhile).
-    fn conclude(
-        &self,
-        op: &'static str,
-        seq: u64,
-        holds_on_node: bool,
-        wait: Duration,
-        (answer, taken): (Exchange, Duration),
-    ) -> Result<(Reply, Bytes)> {
+    fn conclude(&self, op: &'static str, call: &Call, (answer, taken): (Exchange, Duration)) -> Result<(Reply, Bytes)> {
         let reading = {
             let mut protocol = self.protocol.lock();
             if answer.is_ok() {
                 // Read, late or not: the node may forget it.
-                protocol.read(seq);
+                protocol.read(call.seq);
             }
-            protocol.reading(holds_on_node, wait, answer.is_ok(), taken)
+            protocol.reading(call, answer.is_ok(), taken)
         };
         match answer {
             Ok((Reply::Error(e), _)) => Err(e.into()),
-            Ok(answer) if !holds_on_node => Ok(answer),
+            Ok(answer) if !call.holds_on_node => Ok(answer),
             _ if reading == Reading::Late && !self.is_closed() => {
                 self.end(format!("a reply to {op} was not read within {taken:?} of its request"));
                 Err(Error::Closed { name: self.node().to_owned(), reason: REPLY_LATE })
@@ -167,17 +167,17 @@ impl Client {
     ) -> Result<(Reply, Bytes)> {
         let op = request.op();
         self.check_open(op)?;
-        let holds_on_node = request.holds_on_node();
         self.finish_sends_async().await;
         // Reads replies that came long ago, in the usual case: a short block at most.
         blocking(|| self.finish_direct_sends());
-        let seq = self.number(&request);
+        let call = self.start(&request, wait);
         let mut tries = 0;
+        let sent = Instant::now();
         let answer = loop {
-            let sent = Instant::now();
-            let answer = self.exchange_async(seq, request.clone(), payload.clone(), wait).await;
+            let timeout = self.try_timeout(&call, sent.elapsed(), None);
+            let answer = self.exchange_async(call.seq, request.clone(), payload.clone(), timeout).await;
             let answer = (self.injected(op, answer), sent.elapsed());
-            if !self.retries(seq, &answer.0, answer.1, &mut tries) {
+            if !self.retries(&call, &answer.0, answer.1, &mut tries) {
                 break answer;
             }
         };
@@ -185,7 +185,7 @@ impl Client {
         if let Some(dispatch) = dispatch {
             dispatch.barrier_async().await;
         }
-        self.conclude(op, seq, holds_on_node, wait, answer)
+        self.conclude(op, &call, answer)
     }
 
     /// A request answered by a new handle (a task, a connection).
@@ -206,19 +206,16 @@ impl Client {
         }
     }
 
-    /// The request's exchange with the node, on `direct` or else as a zenoh query: `Err` with
-    /// the reason when no decodable reply came in time.
+    /// One try of the request's exchange with the node, on `direct` or else as a zenoh query:
+    /// `Err` with the reason when no decodable reply came within `timeout`.
     fn exchange(
         &self,
-        seq: u64,
+        call: &Call,
         request: Request,
         payload: Option<Bytes>,
-        wait: Duration,
+        timeout: Duration,
         direct: Option<&Direct>,
-        deadline: Option<Instant>,
     ) -> Exchange {
-        let timeout = self.reply_deadline(request.holds_on_node(), wait);
-        let timeout = deadline.map_or(timeout, |d| timeout.min(d.saturating_duration_since(Instant::now())));
         // In the event log: encoding and decoding are serialisation; the round trip is messaging,
         // or blocking when the node may park the request waiting for an item or a change (a put
         // parked for room, rarer, counts as messaging).
@@ -226,10 +223,10 @@ impl Client {
             request,
             Request::Get { .. } | Request::QueueGet { .. } | Request::WaitChanged { .. } | Request::WaitProgress { .. }
         );
-        let round_trip = if waits_for_items && !wait.is_zero() { Kind::Wait } else { Kind::Send };
+        let round_trip = if waits_for_items && !call.wait.is_zero() { Kind::Wait } else { Kind::Send };
         let serialise = trace::span(Kind::Serialise, 0, 0, 0);
         if let Some(direct) = direct {
-            let header = encode(&self.header(seq, request));
+            let header = encode(&self.header(call.seq, request));
             drop(serialise);
             // A large payload to a node on this host goes as a shared-memory segment.
             let passed = payload.as_ref().filter(|_| direct.passes_segments()).and_then(shared::share);
@@ -252,7 +249,7 @@ impl Client {
                 None => reply_of(message),
             };
         }
-        let query = self.query(seq, request, payload, timeout);
+        let query = self.query(call.seq, request, payload, timeout);
         drop(serialise);
         let reply = {
             let _trip = trace::span(round_trip, 0, 0, 0);
@@ -263,17 +260,10 @@ impl Client {
     }
 
     /// [`exchange`](Self::exchange) without blocking a thread.
-    async fn exchange_async(&self, seq: u64, request: Request, payload: Option<Bytes>, wait: Duration) -> Exchange {
-        let timeout = self.reply_deadline(request.holds_on_node(), wait);
+    async fn exchange_async(&self, seq: u64, request: Request, payload: Option<Bytes>, timeout: Duration) -> Exchange {
         let replies =
             self.query(seq, request, payload, timeout).await.map_err(|e| format!("zenoh refused the query: {e}"))?;
         answer(replies.recv_async().await.ok(), timeout)
-    }
-
-    /// How long after sending a request that waits at most `wait` on the node its reply is
-    /// waited for (`stampede_wire::session`'s rule).
-    fn reply_deadline(&self, holds_on_node: bool, wait: Duration) -> Duration {
-        self.protocol.lock().reply_deadline(holds_on_node, wait)
     }
 
     /// The query carrying `request` (and the payload after its header), answered within `timeout`.
