@@ -40,7 +40,7 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     let login = access.clone().map(|policy| dashboard_login(policy, options.name.clone()));
     let runtime = Runtime::new();
     let node = Node::serve(
-        runtime.clone(),
+        runtime.engine()?,
         NodeOptions {
             name: options.name,
             listen: options.listen,

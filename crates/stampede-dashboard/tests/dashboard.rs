@@ -359,7 +359,8 @@ fn a_dashboard_of_a_remote_runtime() {
         std::fs::create_dir_all(&dir).unwrap();
         let endpoint = format!("unixsock-stream/{}", dir.join("node.sock").display());
         let hosted = Runtime::new();
-        let node = stampede_node::Node::serve(hosted.clone(), stampede_node::NodeOptions::listen(&endpoint)).unwrap();
+        let node = stampede_node::Node::serve(hosted.engine().unwrap(), stampede_node::NodeOptions::listen(&endpoint))
+            .unwrap();
         let remote = stampede::connect(&endpoint, Some(WAIT)).unwrap();
         let frames = hosted.create_channel("camera", Limits::unbounded()).unwrap();
         let producer = hosted.task(0).unwrap();

@@ -180,6 +180,11 @@ pub struct ChannelOutput {
 }
 
 impl ChannelOutput {
+    /// The channel it puts into.
+    pub fn channel(&self) -> &Channel {
+        &self.channel
+    }
+
     /// Puts with a reference count and/or a timeout (docs/SEMANTICS.md, "Channels"). Errors:
     /// `InvalidTimestamp`, `BelowVisibility`, `DuplicateTimestamp`, `Full`, `Closed`.
     pub fn put_with(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {

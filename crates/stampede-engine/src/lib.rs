@@ -1,7 +1,7 @@
 //! Stampede's embedded engine: a runtime's channels, queues, names and tasks in this process,
 //! driving the pure state machines of [`stampede_core`] under locks. The `stampede` crate is the
 //! typed facade over it and over the client of a node; applications use that facade, and the
-//! node (`stampede-node`) runs its runtime on this engine through it.
+//! node (`stampede-node`) runs its clients' operations on this engine directly.
 //!
 //! **Guarantees.** This is the only crate that locks a runtime's state: every operation's effects
 //! take one path (`space`), under one lock order, so each task's visibility stays at or above

@@ -118,6 +118,11 @@ pub struct QueueOutput {
 }
 
 impl QueueOutput {
+    /// The queue it puts into.
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
     /// Appends `payload` at `ts` (duplicates allowed; `ts >= visibility`). `timeout` bounds the
     /// wait for room in a bounded queue.
     pub fn put(&self, ts: Timestamp, payload: impl IntoPayload, timeout: Option<Duration>) -> Result<()> {

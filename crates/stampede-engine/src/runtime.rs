@@ -74,9 +74,20 @@ fn admit_recovered(
 }
 
 /// What a name refers to in this runtime.
+#[derive(Clone)]
 pub enum Container {
     Channel(Channel),
     Queue(Queue),
+}
+
+impl Container {
+    /// The channel's or queue's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Container::Channel(c) => c.name(),
+            Container::Queue(q) => q.name(),
+        }
+    }
 }
 
 /// An embedded Stampede node. Cheap to clone; every clone is the same node.

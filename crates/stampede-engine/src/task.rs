@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use stampede_core::{Result, Timestamp};
+use stampede_core::{Error, Result, Timestamp, NAME_BYTES_MAX};
 
 use crate::space::{Origin, TaskShared};
 
@@ -47,9 +47,13 @@ impl Task {
         Ok(Task { shared })
     }
 
-    /// Labels the task for tools (graphs, dashboards, traces).
-    pub fn set_name(&self, name: &str) {
+    /// Labels the task for tools (graphs, dashboards, traces): any text of at most
+    /// [`NAME_BYTES_MAX`] bytes without control characters ([`check_name`]); it need not be
+    /// unique.
+    pub fn set_name(&self, name: &str) -> Result<()> {
+        check_name(self.id(), name)?;
         *self.shared.name.lock() = Some(name.into());
+        Ok(())
     }
 
     /// Its label, if it has one.
@@ -73,4 +77,16 @@ impl std::fmt::Debug for Task {
             .field("visibility", &state.visibility())
             .finish()
     }
+}
+
+/// `Ok` if `name` may label task `id`: at most [`NAME_BYTES_MAX`] bytes without control
+/// characters (`InvalidArgument` else). A client checks it before it sends a label, the runtime
+/// that stores it checks it again.
+pub fn check_name(id: u64, name: &str) -> Result<()> {
+    if name.len() <= NAME_BYTES_MAX && !name.chars().any(char::is_control) {
+        return Ok(());
+    }
+    let reason =
+        format!("a task name is at most {NAME_BYTES_MAX} bytes without control characters, e.g. \"tracker 2\"");
+    Err(Error::InvalidArgument { op: "set_name", name: format!("task {id}"), reason })
 }

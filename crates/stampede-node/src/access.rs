@@ -35,8 +35,8 @@ use std::path::Path;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
 use serde::Deserialize;
-use stampede::{Error, Result};
 use stampede_core::name::under;
+use stampede_core::{Error, Result};
 use stampede_wire::Secret;
 
 /// Largest policy file read.

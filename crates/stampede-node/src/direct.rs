@@ -5,7 +5,7 @@
 //!
 //! A connection carries one request at a time: a frame ([`FRAME_LENGTH_BYTES`] of length, then
 //! the message of a zenoh query), answered by a frame holding the reply message. Requests are
-//! served by [`serve::serve`], exactly as those that come through zenoh: the same decoding of
+//! served by `serve::serve`, exactly as those that come through zenoh: the same decoding of
 //! hostile bytes, the same session and secret checks, the same bounds.
 //!
 //! Guarantees:
@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
-use stampede::{Error, Result};
+use stampede_core::{Error, Result};
 use stampede_wire::shared;
 use stampede_wire::{DirectPath, FRAME_LENGTH_BYTES, REQUEST_HEADER_BYTES_MAX};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};

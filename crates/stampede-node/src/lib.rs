@@ -1,6 +1,7 @@
-//! Stampede nodes on the Eclipse Zenoh fabric (docs/NODES.md): a [`Node`] serves its embedded
-//! [`stampede::Runtime`] to clients in other processes and on other machines. The client is
-//! [`stampede::connect`], which returns a `stampede::Runtime` with the embedded API.
+//! Stampede nodes on the Eclipse Zenoh fabric (docs/NODES.md): a [`Node`] serves the engine of
+//! an embedded `stampede::Runtime` (`Runtime::engine`) to clients in other processes and on other
+//! machines, running their operations on it directly. The client is
+//! `stampede::connect`, which returns a `stampede::Runtime` with the embedded API.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -8,7 +9,7 @@
 //! use stampede_node::{Node, NodeOptions};
 //!
 //! // The node (usually `stampede serve --listen tcp/127.0.0.1:7447`, another process).
-//! let node = Node::serve(Runtime::new(), NodeOptions::listen("tcp/127.0.0.1:7447"))?;
+//! let node = Node::serve(Runtime::new().engine()?, NodeOptions::listen("tcp/127.0.0.1:7447"))?;
 //!
 //! // A client: the embedded API, through the fabric.
 //! let rt = stampede::connect("tcp/127.0.0.1:7447", Some(Duration::from_secs(5)))?;

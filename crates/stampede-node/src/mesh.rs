@@ -35,12 +35,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use stampede::mesh_link::MeshLink;
+use stampede_engine::MeshLink;
 
 use crate::mesh::driver::Driver;
 use crate::session::Move;
-use stampede::{Error, Result, Runtime};
+use stampede_core::{Error, Result};
 use stampede_core::{Mesh, MeshLimits, Peer};
+use stampede_engine::Runtime;
 use zenoh::Wait;
 
 /// Messages of one sender kept while the fabric has not reported it (its token may come after

@@ -5,9 +5,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use stampede::{Error, Runtime, WatchEvent};
+use stampede_core::WatchEvent;
+use stampede_engine::Runtime;
 use stampede_wire::{self as wire, fabric};
 use zenoh::liveliness::LivelinessToken;
 use zenoh::qos::CongestionControl;
@@ -26,15 +27,21 @@ pub(crate) struct Names {
 impl Names {
     pub(crate) fn start(zenoh: &zenoh::Session, node: &str, runtime: &Runtime) -> zenoh::Result<Names> {
         let alive = zenoh.liveliness().declare_token(fabric::alive_key(node)).wait()?;
-        let mut watch = runtime.watch("", None).map_err(|e| e.to_string())?;
+        let (snapshot, mut feed) = runtime.watch("");
         let stop = Arc::new(AtomicBool::new(false));
         let (zenoh, key, node, stopping) = (zenoh.clone(), fabric::names_key(node), node.to_owned(), stop.clone());
         let publisher = std::thread::Builder::new().name("stampede-names".into()).spawn(move || {
+            let mut snapshot = snapshot.into_iter();
             while !stopping.load(Ordering::SeqCst) {
-                let event = match watch.next_event(Some(STOP_CHECK)) {
-                    Ok(event) => event,
-                    Err(e) if e.is_transient() => continue,
-                    Err(Error::Closed { .. }) | Err(_) => return,
+                // The names there when the node started, then each change as it comes.
+                let next = match snapshot.next() {
+                    Some(event) => Ok(Some(event)),
+                    None => feed.next(Instant::now().checked_add(STOP_CHECK)),
+                };
+                let event = match next {
+                    Ok(Some(event)) => event,
+                    Ok(None) => continue,
+                    Err(_) => return, // the runtime closed
                 };
                 let event = match event {
                     WatchEvent::Created { name, kind, .. } => {

@@ -6,17 +6,18 @@
 //! [`REMOTE_WAIT_SLICE`](stampede_wire::REMOTE_WAIT_SLICE). A liveliness subscriber on
 //! `stampede/<node>/session/*` closes a client's session when its token disappears.
 
-use stampede::mesh_link::MeshLink;
-use stampede::trace::{Kind, Phase};
+use stampede_engine::trace::{Kind, Phase};
+use stampede_engine::MeshLink;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use stampede::{Error, Result, Runtime};
 use stampede_core::name::check_name;
 use stampede_core::Peer;
+use stampede_core::{Error, Result};
+use stampede_engine::Runtime;
 use zenoh::pubsub::Subscriber;
 use zenoh::query::{Query, Queryable};
 use zenoh::sample::SampleKind;
@@ -221,12 +222,11 @@ impl Node {
     /// Serves `runtime` on the fabric as `options` say, until [`close`](Self::close). Call it
     /// outside async code (it waits for zenoh to open). Errors: `InvalidArgument` for bad
     /// options or endpoints, `Unreachable` when zenoh cannot open (an endpoint in use).
+    ///
+    /// `runtime` is the engine of an embedded `stampede::Runtime` (`Runtime::engine`): the node
+    /// runs its clients' operations on it directly, not through the public API.
     pub fn serve(runtime: Runtime, options: NodeOptions) -> Result<Node> {
         options.check()?;
-        if let Some(node) = runtime.node() {
-            let reason = format!("the runtime is a client of node {node}; serve an embedded runtime (Runtime::new())");
-            return Err(Error::InvalidArgument { op: "serve", name: options.name.clone(), reason });
-        }
         let mut config = fabric::node_config(
             &options.listen,
             &options.connect,
@@ -246,8 +246,8 @@ impl Node {
             .worker_threads(WORKER_THREADS)
             .thread_name("stampede-node")
             // In the event log, a worker waiting for work is blocking, not the node's own code.
-            .on_thread_park(|| stampede::trace::event(Kind::Wait, Phase::Begin, 0, 0, 0))
-            .on_thread_unpark(|| stampede::trace::event(Kind::Wait, Phase::End, 0, 0, 0))
+            .on_thread_park(|| stampede_engine::trace::event(Kind::Wait, Phase::Begin, 0, 0, 0))
+            .on_thread_unpark(|| stampede_engine::trace::event(Kind::Wait, Phase::End, 0, 0, 0))
             .enable_all()
             .build()
             .map_err(|e| unreachable(format!("the node's worker threads could not start: {e}")))?;

@@ -16,7 +16,8 @@ use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use stampede::{Container, Item, Result};
+use stampede_core::{Item, Result};
+use stampede_engine::Container;
 use stampede_wire::fabric;
 use stampede_wire::{encode, Handle, ItemHeader, ReclaimEvent};
 use zenoh::bytes::ZBytes;
@@ -62,14 +63,14 @@ pub(crate) fn subscribe(node: &Arc<NodeShared>, session: &Session, container: Op
     if !installed.contains(&container) {
         let weak = Arc::downgrade(node);
         match target {
-            None => node.runtime.on_reclaim(move |name, item| reclaimed(&weak, None, name, item))?,
+            None => node.runtime.on_reclaim(move |name, item| reclaimed(&weak, None, name, item)),
             Some(Container::Channel(channel)) => {
                 let (id, name) = (channel.id(), channel.name().to_owned());
-                channel.on_reclaim(move |item| reclaimed(&weak, Some(id), &name, item))?;
+                channel.on_reclaim(move |item| reclaimed(&weak, Some(id), &name, item));
             }
             Some(Container::Queue(queue)) => {
                 let (id, name) = (queue.id(), queue.name().to_owned());
-                queue.on_reclaim(move |item| reclaimed(&weak, Some(id), &name, item))?;
+                queue.on_reclaim(move |item| reclaimed(&weak, Some(id), &name, item));
             }
         }
         installed.insert(container);

@@ -11,16 +11,16 @@
 
 mod execute;
 
-use stampede::trace::{self, Kind};
+use stampede_engine::trace::{self, Kind};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use stampede::{Error, Result};
+use stampede_core::{Error, Result};
 use zenoh::bytes::ZBytes;
 use zenoh::sample::SampleKind;
 
-use stampede::mesh_link::MeshLink;
+use stampede_engine::MeshLink;
 use stampede_wire::fabric;
 use stampede_wire::{
     decode_request, decode_request_passed, encode, Hello, Reply, Request, WireError, REMOTE_WAIT_SLICE,

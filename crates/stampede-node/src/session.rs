@@ -15,7 +15,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use stampede::{ChannelInput, ChannelOutput, Container, Error, QueueInput, QueueOutput, Result, Task};
+use stampede_core::{Error, Result};
+use stampede_engine::{ChannelInput, ChannelOutput, Container, QueueInput, QueueOutput, Task};
 
 use stampede_core::mesh::MoveId;
 use stampede_core::Peer;
@@ -348,7 +349,7 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stampede::Runtime;
+    use stampede_engine::Runtime;
 
     /// A request that arrives after the session closed adds nothing: the task it made is closed
     /// at once, and the session stays closed (it must not reopen when its table is taken).
@@ -361,7 +362,7 @@ mod tests {
         let late = runtime.task(0).unwrap();
         assert!(matches!(session.add_task("task", late.clone()), Err(Error::Closed { .. })));
         assert!(matches!(
-            late.attach_output(&runtime.create_channel("c", stampede::Limits::unbounded()).unwrap()),
+            runtime.create_channel("c", stampede_core::Limits::unbounded().into()).unwrap().attach_output(&late),
             Err(Error::Closed { .. })
         ));
         assert_eq!(runtime.ts_min(), 0, "a fresh runtime's ts_min with no claims left");

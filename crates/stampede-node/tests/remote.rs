@@ -369,3 +369,22 @@ fn destroyed_containers_free_their_session_slots() {
         }
     });
 }
+
+/// A node serves an embedded runtime's engine; a client of a node has none to serve
+/// (`InvalidArgument` naming the node), and the node's application sees the runtime it serves
+/// through the facade (`Runtime::from` its engine), the same runtime, not a copy.
+#[test]
+fn only_an_embedded_runtime_has_an_engine_to_serve() {
+    with_watchdog("only_an_embedded_runtime_has_an_engine_to_serve", || {
+        let node = TestNode::new();
+        let rt = node.client();
+        match rt.engine() {
+            Err(Error::InvalidArgument { reason, .. }) => assert!(reason.contains("client of node test"), "{reason}"),
+            other => panic!("a client's engine: {:?}", other.map(|_| ())),
+        }
+        rt.create_channel("made/remotely", Limits::unbounded()).unwrap();
+        let served = Runtime::from(node.node.runtime().clone());
+        assert_eq!(served.names("made/").unwrap(), vec!["made/remotely".to_owned()]);
+        rt.close();
+    })
+}

@@ -145,7 +145,7 @@ impl Runtime {
                         }))
                     }
                 };
-                let runtime = inner.clone();
+                let runtime = inner.engine().map_err(to_pyerr)?;
                 Some(wait::released(py, move || stampede_node::Node::serve(runtime, options))?)
             }
         };

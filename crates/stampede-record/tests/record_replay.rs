@@ -377,7 +377,8 @@ fn recording_and_replay_work_through_a_node() {
         let dir = tempfile::tempdir().unwrap();
         let endpoint = format!("unixsock-stream/{}", dir.path().join("node.sock").display());
         let hosted = Runtime::new();
-        let _node = stampede_node::Node::serve(hosted.clone(), stampede_node::NodeOptions::listen(&endpoint)).unwrap();
+        let _node = stampede_node::Node::serve(hosted.engine().unwrap(), stampede_node::NodeOptions::listen(&endpoint))
+            .unwrap();
         let client = stampede::connect(&endpoint, Some(Duration::from_secs(20))).unwrap();
         let path = dir.path().join("remote.mcap");
         scene_channels(&hosted);
@@ -391,7 +392,8 @@ fn recording_and_replay_work_through_a_node() {
         let target = Runtime::new();
         let target_endpoint = format!("unixsock-stream/{}", dir.path().join("target.sock").display());
         let _target_node =
-            stampede_node::Node::serve(target.clone(), stampede_node::NodeOptions::listen(&target_endpoint)).unwrap();
+            stampede_node::Node::serve(target.engine().unwrap(), stampede_node::NodeOptions::listen(&target_endpoint))
+                .unwrap();
         let keeper = target.task(0).unwrap();
         let target_client = stampede::connect(&target_endpoint, Some(Duration::from_secs(20))).unwrap();
         let stats = replay(&target_client, &path, &fast(), &mut |_| true).unwrap();

@@ -128,11 +128,36 @@ pub fn connect_to(endpoint: &str, node: &str, timeout: Option<Duration>) -> Resu
     connect_with(endpoint, &ConnectOptions { timeout, node: Some(node.to_owned()), ..ConnectOptions::default() })
 }
 
+/// The facade over an engine, e.g. the one a node serves (`stampede_node::Node::runtime`): the
+/// same runtime, not a copy.
+impl From<engine::Runtime> for Runtime {
+    fn from(engine: engine::Runtime) -> Runtime {
+        Runtime(Backend::Local(engine))
+    }
+}
+
 impl Runtime {
     /// A new, empty runtime in this process. Several may coexist; they share nothing.
     pub fn new() -> Runtime {
         crate::trace::enable_from_env();
         Runtime(Backend::Local(engine::Runtime::new()))
+    }
+
+    /// The engine of an embedded runtime: what a node (`stampede_node::Node::serve`) serves to
+    /// clients in other processes, running their operations on it directly. `InvalidArgument` for
+    /// a client of a node, which has no engine here.
+    pub fn engine(&self) -> Result<engine::Runtime> {
+        match &self.0 {
+            Backend::Local(rt) => Ok(rt.clone()),
+            Backend::Remote(rt) => Err(Error::InvalidArgument {
+                op: "engine",
+                name: "runtime".into(),
+                reason: format!(
+                    "the runtime is a client of node {}; serve an embedded runtime (Runtime::new())",
+                    rt.node()
+                ),
+            }),
+        }
     }
 
     /// The node this runtime is a session on (`None` when embedded).

@@ -67,19 +67,12 @@ impl Task {
     /// traces. Any text of at most [`NAME_BYTES_MAX`](crate::NAME_BYTES_MAX) bytes without
     /// control characters (else `InvalidArgument`); it need not be unique.
     pub fn set_name(&self, name: &str) -> Result<()> {
-        if name.len() > crate::NAME_BYTES_MAX || name.chars().any(char::is_control) {
-            let reason = format!(
-                "a task name is at most {} bytes without control characters, e.g. \"tracker 2\"",
-                crate::NAME_BYTES_MAX
-            );
-            return Err(Error::InvalidArgument { op: "set_name", name: format!("task {}", self.id()), reason });
-        }
         match &self.0 {
-            Backend::Local(t) => {
-                t.set_name(name);
-                Ok(())
+            Backend::Local(t) => t.set_name(name),
+            Backend::Remote(t) => {
+                stampede_engine::task::check_name(self.id(), name)?;
+                t.set_name(name)
             }
-            Backend::Remote(t) => t.set_name(name),
         }
     }
 

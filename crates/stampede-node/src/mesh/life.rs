@@ -8,9 +8,9 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::TrySendError;
 use std::time::{Duration, Instant};
 
-use stampede::mesh_link::MeshLink;
 use stampede_core::mesh::MoveId;
 use stampede_core::{Peer, Timestamp};
+use stampede_engine::MeshLink;
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::{Publisher, Subscriber};
 use zenoh::qos::CongestionControl;

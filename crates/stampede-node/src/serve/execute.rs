@@ -8,12 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use stampede::mesh_link::MeshLink;
-use stampede::payload::Buffers;
-use stampede::{
-    ChannelOptions, Codec, Container, Error, Info, IntoPayload, Item, Parts, Payload, PutOptions, QueueItem,
-    QueueOptions, Result, Selector,
-};
+use stampede_core::{Codec, Error, Item, Payload, QueueItem, Result, Selector};
+use stampede_engine::payload::{Buffers, IntoPayload, Parts};
+use stampede_engine::{ChannelOptions, Container, Info, MeshLink, PutOptions, QueueOptions};
 use stampede_wire::{
     self as wire, ContainerInfo, Handle, ItemHeader, Reply, Request, WireRetention, REMOTE_WAIT_SLICE,
 };
@@ -73,11 +70,11 @@ pub(super) async fn execute(
             container(session, op, runtime.lookup(&name)?)?
         }
         Request::Names { prefix } => {
-            Reply::Names(runtime.names(&prefix)?.into_iter().filter(|name| session.sees(name)).collect())
+            Reply::Names(runtime.names(&prefix).into_iter().filter(|name| session.sees(name)).collect())
         }
         Request::Listing { prefix } => Reply::Listing(
             runtime
-                .names(&prefix)?
+                .names(&prefix)
                 .into_iter()
                 .filter(|name| session.sees(name))
                 .filter_map(|name| match runtime.lookup(&name) {
@@ -154,8 +151,8 @@ pub(super) async fn execute(
             let container = session.container(op, container)?;
             session.check(op, Right::Read, container.name())?;
             let connection = match container {
-                Container::Channel(c) => Connection::ChannelInput(Arc::new(task.attach_input(&c)?)),
-                Container::Queue(q) => Connection::QueueInput(Arc::new(task.attach_input(&q)?)),
+                Container::Channel(c) => Connection::ChannelInput(Arc::new(c.attach_input(&task)?)),
+                Container::Queue(q) => Connection::QueueInput(Arc::new(q.attach_input(&task)?)),
             };
             Reply::Handle(session.add_connection(op, connection)?)
         }
@@ -164,8 +161,8 @@ pub(super) async fn execute(
             let container = session.container(op, container)?;
             session.check(op, Right::Write, container.name())?;
             let connection = match container {
-                Container::Channel(c) => Connection::ChannelOutput(Arc::new(task.attach_output(&c)?)),
-                Container::Queue(q) => Connection::QueueOutput(Arc::new(task.attach_output(&q)?)),
+                Container::Channel(c) => Connection::ChannelOutput(Arc::new(c.attach_output(&task)?)),
+                Container::Queue(q) => Connection::QueueOutput(Arc::new(q.attach_output(&task)?)),
             };
             Reply::Handle(session.add_connection(op, connection)?)
         }
@@ -232,7 +229,7 @@ pub(super) async fn execute(
             Reply::Settledness { settled_below: channel.settled_below(), producers_closed: channel.producers_closed() }
         }
         Request::CloseProducers { container } => {
-            channel(session, op, container)?.close_producers()?;
+            channel(session, op, container)?.close_producers();
             Reply::Done
         }
         Request::Demand { connection } => {
@@ -286,7 +283,7 @@ pub(super) async fn execute(
         Request::Graph => {
             // The graph names every task and container: for users who may read every name.
             session.check(op, Right::Read, "")?;
-            let mut graph = runtime.graph()?;
+            let mut graph = runtime.graph();
             graph.node = Some(node.options.name.clone());
             Reply::Graph(graph)
         }
@@ -303,11 +300,11 @@ pub(super) async fn execute(
         // Read here, not on every request's arrival: the node serves this one at once, so the
         // two readings bound the same instant.
         Request::TraceClock => {
-            let received_ns = stampede::trace::monotonic_ns();
+            let received_ns = stampede_engine::trace::monotonic_ns();
             Reply::TraceClock {
-                host: stampede::trace::host_name(),
+                host: stampede_engine::trace::host_name(),
                 received_ns,
-                replied_ns: stampede::trace::monotonic_ns(),
+                replied_ns: stampede_engine::trace::monotonic_ns(),
             }
         }
         Request::Hello | Request::Open { .. } | Request::Close => {
@@ -372,7 +369,7 @@ fn container(session: &Session, op: &'static str, container: Container) -> Resul
     }))
 }
 
-fn channel(session: &Session, op: &'static str, handle: Handle) -> Result<stampede::Channel> {
+fn channel(session: &Session, op: &'static str, handle: Handle) -> Result<stampede_engine::Channel> {
     match session.container(op, handle)? {
         Container::Channel(channel) => Ok(channel),
         Container::Queue(_) => Err(Error::InvalidArgument {
@@ -383,7 +380,7 @@ fn channel(session: &Session, op: &'static str, handle: Handle) -> Result<stampe
     }
 }
 
-fn channel_input(session: &Session, op: &'static str, handle: Handle) -> Result<Arc<stampede::ChannelInput>> {
+fn channel_input(session: &Session, op: &'static str, handle: Handle) -> Result<Arc<stampede_engine::ChannelInput>> {
     match session.connection(op, handle)? {
         Connection::ChannelInput(input) => Ok(input),
         _ => Err(not_a(session, op, handle, "channel input")),
@@ -403,7 +400,7 @@ fn too_large(op: &'static str, name: &str) -> Error {
 }
 
 /// Refuses a payload above the node's bound as a put of an item that can never fit.
-fn check_payload(node: &NodeShared, name: &str, ts: stampede::Timestamp, payload_bytes: usize) -> Result<()> {
+fn check_payload(node: &NodeShared, name: &str, ts: stampede_core::Timestamp, payload_bytes: usize) -> Result<()> {
     let bytes_max = node.options.payload_bytes_max;
     if payload_bytes <= bytes_max {
         return Ok(());

@@ -47,7 +47,7 @@ impl TestNode {
         options.name = "test".into();
         adjust(&mut options);
         let runtime = Runtime::new();
-        let node = Node::serve(runtime.clone(), options).expect("the node serves");
+        let node = Node::serve(runtime.engine().unwrap(), options).expect("the node serves");
         TestNode { node, runtime, endpoint, _dir: dir }
     }
 
@@ -72,7 +72,7 @@ pub fn two_nodes_with(adjust: impl Fn(&mut NodeOptions)) -> (TestNode, Node, Run
     options.connect = vec![a.endpoint.clone()];
     adjust(&mut options);
     let b_rt = Runtime::new();
-    let b = Node::serve(b_rt.clone(), options).expect("node b joins node a's mesh");
+    let b = Node::serve(b_rt.engine().unwrap(), options).expect("node b joins node a's mesh");
     (a, b, b_rt, b_dir)
 }
 
