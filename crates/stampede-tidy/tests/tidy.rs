@@ -94,3 +94,22 @@ fn the_repository_stands_alone() {
     sources.retain(|s| !s.path.starts_with("crates/stampede-tidy"));
     assert_none("the repository stands alone", spec_references(&sources));
 }
+
+/// An embedded-only application (`stampede` with `default-features = false`, no `remote`
+/// feature) builds without zenoh or the wire: the dependency graph cargo resolves for it holds
+/// neither. (CI also lints that build: `.ci/run`.)
+#[test]
+fn an_embedded_only_build_has_no_fabric() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let tree = std::process::Command::new(cargo)
+        .current_dir(root())
+        .args(["tree", "--offline", "-p", "stampede", "--no-default-features", "-e", "normal", "--prefix", "none"])
+        .output()
+        .expect("cargo tree runs");
+    assert!(tree.status.success(), "cargo tree: {}", String::from_utf8_lossy(&tree.stderr));
+    let tree = String::from_utf8(tree.stdout).expect("cargo tree's output is text");
+    assert!(tree.lines().any(|line| line.starts_with("stampede-engine ")), "the walk saw the engine:\n{tree}");
+    let fabric: Vec<&str> =
+        tree.lines().filter(|line| line.starts_with("zenoh") || line.starts_with("stampede-wire ")).collect();
+    assert!(fabric.is_empty(), "an embedded-only build pulls in {fabric:?}");
+}

@@ -16,8 +16,11 @@ use std::time::Duration;
 
 use stampede_core::{Item, Limits, Result, Retention, Selector, Stats, Timestamp};
 
-use crate::backend::{forward, Backend};
+use crate::backend::{forward, remote, Backend};
+#[cfg(not(feature = "remote"))]
+use crate::backend::{Never as RemoteChannel, Never as RemoteChannelInput, Never as RemoteChannelOutput};
 use crate::payload::IntoPayload;
+#[cfg(feature = "remote")]
 use crate::remote::channel::{RemoteChannel, RemoteChannelInput, RemoteChannelOutput};
 use crate::runtime::Info;
 use crate::wait::Changed;
@@ -66,7 +69,7 @@ impl Channel {
                 ch.on_reclaim(handler);
                 Ok(())
             }
-            Backend::Remote(ch) => ch.on_reclaim(handler),
+            Backend::Remote(ch) => remote!(ch => ch.on_reclaim(handler)),
         }
     }
 
@@ -75,7 +78,7 @@ impl Channel {
     pub fn disk_stats(&self) -> Option<crate::DiskStats> {
         match &self.0 {
             Backend::Local(ch) => ch.disk_stats(),
-            Backend::Remote(_) => None,
+            Backend::Remote(_ch) => remote!(_ch => None),
         }
     }
 
@@ -113,7 +116,7 @@ impl Channel {
                 ch.close_producers();
                 Ok(())
             }
-            Backend::Remote(ch) => ch.close_producers(),
+            Backend::Remote(ch) => remote!(ch => ch.close_producers()),
         }
     }
 
@@ -138,7 +141,7 @@ impl Channel {
     pub(crate) fn same_runtime(&self, other: &Channel) -> bool {
         match (&self.0, &other.0) {
             (Backend::Local(a), Backend::Local(b)) => a.same_runtime(b),
-            (Backend::Remote(a), Backend::Remote(b)) => a.same_runtime(b),
+            (Backend::Remote(a), Backend::Remote(b)) => remote!(a, b => a.same_runtime(b)),
             _ => false,
         }
     }
@@ -150,7 +153,7 @@ impl PartialEq for Channel {
     fn eq(&self, other: &Channel) -> bool {
         match (&self.0, &other.0) {
             (Backend::Local(a), Backend::Local(b)) => a == b,
-            (Backend::Remote(a), Backend::Remote(b)) => a == b,
+            (Backend::Remote(a), Backend::Remote(b)) => remote!(a, b => a == b),
             _ => false,
         }
     }

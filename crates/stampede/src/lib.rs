@@ -52,6 +52,15 @@
 //!   accepts), [`npy`] (reading and checking `.npy` headers, codec `"npy"`), [`disk`] (a
 //!   channel's disk tier) and [`trace`] (the event log's writer).
 //!
+//! # Features
+//!
+//! - `remote` (default): the client of a node — [`connect`], [`remote`], and the remote form of
+//!   every type. Without it (`default-features = false`) the crate is the embedded runtime alone
+//!   and builds without zenoh or `stampede-wire`; the remote arms of the facade are not compiled
+//!   (their type is uninhabited, `backend::Never`).
+//! - `shuttle`: the engine's locks swapped for shuttle's, for the interleaving tests.
+//! - `faults`: faults a test injects into a client (lost replies); tests only.
+//!
 //! The semantics live in [`stampede_core`], a pure state machine with no I/O; the engine is the
 //! thin concurrent driver around it, and the only crate that locks a runtime's state.
 
@@ -63,6 +72,7 @@ pub mod join;
 pub mod mesh_link;
 pub mod pacer;
 pub mod queue;
+#[cfg(feature = "remote")]
 pub mod remote;
 pub mod runtime;
 pub mod split;
@@ -80,9 +90,10 @@ pub use join::{ApproxJoin, ExactJoin, Incomplete, JoinPolicy, JoinStats, Joined,
 pub use pacer::Pacer;
 pub use payload::{IntoPayload, Parts};
 pub use queue::{Queue, QueueInput, QueueOutput};
+#[cfg(feature = "remote")]
+pub use runtime::{connect, connect_to, connect_with};
 pub use runtime::{
-    connect, connect_to, connect_with, ChannelOptions, ClientTls, ConnectOptions, Container, Credentials, Info,
-    QueueOptions, Runtime, RuntimeStats,
+    ChannelOptions, ClientTls, ConnectOptions, Container, Credentials, Info, QueueOptions, Runtime, RuntimeStats,
 };
 pub use split::{split, Gather};
 pub use stampede_core::graph;

@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use stampede_core::{Item, Limits, QueueItem, Result, Stats, Timestamp};
 
-use crate::backend::{forward, Backend};
+use crate::backend::{forward, remote, Backend};
+#[cfg(not(feature = "remote"))]
+use crate::backend::{Never as RemoteQueue, Never as RemoteQueueInput, Never as RemoteQueueOutput};
 use crate::payload::IntoPayload;
+#[cfg(feature = "remote")]
 use crate::remote::queue::{RemoteQueue, RemoteQueueInput, RemoteQueueOutput};
 use crate::runtime::Info;
 use crate::wait::Changed;
@@ -46,7 +49,7 @@ impl Queue {
                 q.on_reclaim(handler);
                 Ok(())
             }
-            Backend::Remote(q) => q.on_reclaim(handler),
+            Backend::Remote(q) => remote!(q => q.on_reclaim(handler)),
         }
     }
 
@@ -67,7 +70,7 @@ impl PartialEq for Queue {
     fn eq(&self, other: &Queue) -> bool {
         match (&self.0, &other.0) {
             (Backend::Local(a), Backend::Local(b)) => a == b,
-            (Backend::Remote(a), Backend::Remote(b)) => a == b,
+            (Backend::Remote(a), Backend::Remote(b)) => remote!(a, b => a == b),
             _ => false,
         }
     }

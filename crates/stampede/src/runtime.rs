@@ -7,9 +7,12 @@ use std::time::Duration;
 
 use stampede_core::{Error, Item, Result, Timestamp};
 
-use crate::backend::{forward, Backend};
+#[cfg(not(feature = "remote"))]
+use crate::backend::Never as RemoteRuntime;
+use crate::backend::{forward, remote, Backend};
 use crate::channel::Channel;
 use crate::queue::Queue;
+#[cfg(feature = "remote")]
 use crate::remote::runtime::{RemoteContainer, RemoteRuntime};
 use crate::task::Task;
 use crate::wait::Changed;
@@ -100,6 +103,7 @@ pub struct ClientTls {
     pub private_key: Option<PathBuf>,
 }
 
+#[cfg(feature = "remote")]
 /// Connects to the node listening on `endpoint` (`tcp/127.0.0.1:7447`, `tls/<host>:<port>`,
 /// `unixsock-stream/<path>`; `stampede serve` or an embedded runtime serving clients) and opens a
 /// session there, as `options` say: the returned runtime's channels, queues and tasks live on that
@@ -115,12 +119,14 @@ pub fn connect_with(endpoint: &str, options: &ConnectOptions) -> Result<Runtime>
     Ok(Runtime(Backend::Remote(crate::remote::client::connect(endpoint, options)?)))
 }
 
+#[cfg(feature = "remote")]
 /// [`connect_with`] the node at `endpoint`, trying for `timeout` (`None`: as long as it takes),
 /// without TLS files.
 pub fn connect(endpoint: &str, timeout: Option<Duration>) -> Result<Runtime> {
     connect_with(endpoint, &ConnectOptions { timeout, ..ConnectOptions::default() })
 }
 
+#[cfg(feature = "remote")]
 /// [`connect_with`] the node called `node`, reached through the node at `endpoint` and the mesh
 /// of nodes connected to it (`stampede serve --connect …`): the session, its channels, queues
 /// and tasks are on `node`. `Unreachable` when `node` does not answer there within `timeout`.
@@ -149,14 +155,14 @@ impl Runtime {
     pub fn engine(&self) -> Result<engine::Runtime> {
         match &self.0 {
             Backend::Local(rt) => Ok(rt.clone()),
-            Backend::Remote(rt) => Err(Error::InvalidArgument {
+            Backend::Remote(rt) => remote!(rt => Err(Error::InvalidArgument {
                 op: "engine",
                 name: "runtime".into(),
                 reason: format!(
                     "the runtime is a client of node {}; serve an embedded runtime (Runtime::new())",
                     rt.node()
                 ),
-            }),
+            })),
         }
     }
 
@@ -164,7 +170,7 @@ impl Runtime {
     pub fn node(&self) -> Option<&str> {
         match &self.0 {
             Backend::Local(_) => None,
-            Backend::Remote(rt) => Some(rt.node()),
+            Backend::Remote(rt) => remote!(rt => Some(rt.node())),
         }
     }
 
@@ -173,7 +179,7 @@ impl Runtime {
     pub fn user(&self) -> Option<&str> {
         match &self.0 {
             Backend::Local(_) => None,
-            Backend::Remote(rt) => rt.user(),
+            Backend::Remote(rt) => remote!(rt => rt.user()),
         }
     }
 
@@ -190,7 +196,7 @@ impl Runtime {
         self.check_placement("create_channel", name, options.node.as_deref())?;
         Ok(match &self.0 {
             Backend::Local(rt) => Channel(Backend::Local(rt.create_channel(name, options)?)),
-            Backend::Remote(rt) => Channel(Backend::Remote(rt.create_channel(name, options)?)),
+            Backend::Remote(rt) => remote!(rt => Channel(Backend::Remote(rt.create_channel(name, options)?))),
         })
     }
 
@@ -201,7 +207,7 @@ impl Runtime {
         self.check_placement("create_queue", name, options.node.as_deref())?;
         Ok(match &self.0 {
             Backend::Local(rt) => Queue(Backend::Local(rt.create_queue(name, options)?)),
-            Backend::Remote(rt) => Queue(Backend::Remote(rt.create_queue(name, options)?)),
+            Backend::Remote(rt) => remote!(rt => Queue(Backend::Remote(rt.create_queue(name, options)?))),
         })
     }
 
@@ -227,7 +233,7 @@ impl Runtime {
                 let (snapshot, feed) = rt.watch(prefix);
                 Ok(Watch::local(prefix, timeout, snapshot, feed))
             }
-            Backend::Remote(rt) => rt.watch(prefix, timeout),
+            Backend::Remote(rt) => remote!(rt => rt.watch(prefix, timeout)),
         }
     }
 
@@ -235,7 +241,7 @@ impl Runtime {
     pub fn nodes(&self) -> Result<Vec<String>> {
         match &self.0 {
             Backend::Local(_) => Ok(Vec::new()),
-            Backend::Remote(rt) => rt.nodes(),
+            Backend::Remote(rt) => remote!(rt => rt.nodes()),
         }
     }
 
@@ -247,10 +253,10 @@ impl Runtime {
                 engine::Container::Channel(ch) => Container::Channel(Channel(Backend::Local(ch))),
                 engine::Container::Queue(q) => Container::Queue(Queue(Backend::Local(q))),
             },
-            Backend::Remote(rt) => match rt.lookup(name)? {
+            Backend::Remote(rt) => remote!(rt => match rt.lookup(name)? {
                 RemoteContainer::Channel(ch) => Container::Channel(Channel(Backend::Remote(ch))),
                 RemoteContainer::Queue(q) => Container::Queue(Queue(Backend::Remote(q))),
-            },
+            }),
         })
     }
 
@@ -277,7 +283,7 @@ impl Runtime {
     pub fn names(&self, prefix: &str) -> Result<Vec<String>> {
         match &self.0 {
             Backend::Local(rt) => Ok(rt.names(prefix)),
-            Backend::Remote(rt) => rt.names(prefix),
+            Backend::Remote(rt) => remote!(rt => rt.names(prefix)),
         }
     }
 
@@ -286,7 +292,7 @@ impl Runtime {
     pub fn task(&self, virtual_time: Timestamp) -> Result<Task> {
         Ok(match &self.0 {
             Backend::Local(rt) => Task(Backend::Local(rt.task(virtual_time)?)),
-            Backend::Remote(rt) => Task(Backend::Remote(rt.task(virtual_time)?)),
+            Backend::Remote(rt) => remote!(rt => Task(Backend::Remote(rt.task(virtual_time)?))),
         })
     }
 
@@ -312,7 +318,7 @@ impl Runtime {
                 rt.on_reclaim(handler);
                 Ok(())
             }
-            Backend::Remote(rt) => rt.on_reclaim(handler),
+            Backend::Remote(rt) => remote!(rt => rt.on_reclaim(handler)),
         }
     }
 
@@ -322,7 +328,7 @@ impl Runtime {
     pub fn graph(&self) -> Result<crate::graph::Graph> {
         match &self.0 {
             Backend::Local(rt) => Ok(rt.graph()),
-            Backend::Remote(rt) => rt.graph(),
+            Backend::Remote(rt) => remote!(rt => rt.graph()),
         }
     }
 
@@ -367,7 +373,7 @@ impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.0 {
             Backend::Local(_) => f.debug_struct("Runtime").finish_non_exhaustive(),
-            Backend::Remote(rt) => rt.fmt(f),
+            Backend::Remote(rt) => remote!(rt => rt.fmt(f)),
         }
     }
 }

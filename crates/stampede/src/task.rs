@@ -8,9 +8,12 @@
 
 use stampede_core::{Error, Result, Timestamp};
 
-use crate::backend::{forward, Backend};
+#[cfg(not(feature = "remote"))]
+use crate::backend::Never as RemoteTask;
+use crate::backend::{forward, remote, Backend};
 use crate::channel::{Channel, ChannelInput, ChannelOutput};
 use crate::queue::{Queue, QueueInput, QueueOutput};
+#[cfg(feature = "remote")]
 use crate::remote::task::RemoteTask;
 use stampede_engine as engine;
 
@@ -47,7 +50,7 @@ impl Task {
     pub fn spawn(&self, virtual_time: Timestamp) -> Result<Task> {
         Ok(match &self.0 {
             Backend::Local(t) => Task(Backend::Local(t.spawn(virtual_time)?)),
-            Backend::Remote(t) => Task(Backend::Remote(t.spawn(virtual_time)?)),
+            Backend::Remote(t) => remote!(t => Task(Backend::Remote(t.spawn(virtual_time)?))),
         })
     }
 
@@ -69,10 +72,10 @@ impl Task {
     pub fn set_name(&self, name: &str) -> Result<()> {
         match &self.0 {
             Backend::Local(t) => t.set_name(name),
-            Backend::Remote(t) => {
+            Backend::Remote(t) => remote!(t => {
                 stampede_engine::task::check_name(self.id(), name)?;
                 t.set_name(name)
-            }
+            }),
         }
     }
 
@@ -127,7 +130,7 @@ impl Attach for Channel {
     fn attach_input(&self, task: &Task) -> Result<ChannelInput> {
         let inner = match (&self.0, &task.0) {
             (Backend::Local(c), Backend::Local(t)) => Backend::Local(c.attach_input(t)?),
-            (Backend::Remote(c), Backend::Remote(t)) => Backend::Remote(c.attach_input(t)?),
+            (Backend::Remote(c), Backend::Remote(t)) => remote!(c, t => Backend::Remote(c.attach_input(t)?)),
             _ => return Err(elsewhere("attach_input", self.name(), task)),
         };
         Ok(ChannelInput { channel: self.clone(), inner })
@@ -135,7 +138,7 @@ impl Attach for Channel {
     fn attach_output(&self, task: &Task) -> Result<ChannelOutput> {
         let inner = match (&self.0, &task.0) {
             (Backend::Local(c), Backend::Local(t)) => Backend::Local(c.attach_output(t)?),
-            (Backend::Remote(c), Backend::Remote(t)) => Backend::Remote(c.attach_output(t)?),
+            (Backend::Remote(c), Backend::Remote(t)) => remote!(c, t => Backend::Remote(c.attach_output(t)?)),
             _ => return Err(elsewhere("attach_output", self.name(), task)),
         };
         Ok(ChannelOutput { channel: self.clone(), inner })
@@ -148,7 +151,7 @@ impl Attach for Queue {
     fn attach_input(&self, task: &Task) -> Result<QueueInput> {
         let inner = match (&self.0, &task.0) {
             (Backend::Local(q), Backend::Local(t)) => Backend::Local(q.attach_input(t)?),
-            (Backend::Remote(q), Backend::Remote(t)) => Backend::Remote(q.attach_input(t)?),
+            (Backend::Remote(q), Backend::Remote(t)) => remote!(q, t => Backend::Remote(q.attach_input(t)?)),
             _ => return Err(elsewhere("attach_input", self.name(), task)),
         };
         Ok(QueueInput { queue: self.clone(), inner })
@@ -156,7 +159,7 @@ impl Attach for Queue {
     fn attach_output(&self, task: &Task) -> Result<QueueOutput> {
         let inner = match (&self.0, &task.0) {
             (Backend::Local(q), Backend::Local(t)) => Backend::Local(q.attach_output(t)?),
-            (Backend::Remote(q), Backend::Remote(t)) => Backend::Remote(q.attach_output(t)?),
+            (Backend::Remote(q), Backend::Remote(t)) => remote!(q, t => Backend::Remote(q.attach_output(t)?)),
             _ => return Err(elsewhere("attach_output", self.name(), task)),
         };
         Ok(QueueOutput { queue: self.clone(), inner })

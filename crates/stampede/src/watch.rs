@@ -10,13 +10,24 @@
 //! holds a liveliness token `stampede/<node>/alive`; the client's watcher subscribes to both,
 //! over every node it reaches.
 
-use std::collections::{BTreeSet, VecDeque};
+#[cfg(feature = "remote")]
+use std::collections::BTreeSet;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use stampede_core::name;
 use stampede_core::{Error, Result, Selector};
-use stampede_engine::watch::{closed_error, NameFeed};
+#[cfg(feature = "remote")]
+use stampede_engine::watch::closed_error;
+use stampede_engine::watch::NameFeed;
 
+use crate::backend::remote;
+#[cfg(not(feature = "remote"))]
+use crate::backend::Never as Subscription;
+#[cfg(feature = "remote")]
+use crate::remote::watch::Subscription;
+
+#[cfg(feature = "remote")]
 pub(crate) use stampede_engine::watch::snapshot;
 pub use stampede_engine::watch::{WatchEvent, NAME_EVENTS_KEPT};
 
@@ -33,7 +44,9 @@ pub struct Watch {
 
 enum Source {
     Local(NameFeed),
-    Remote(crate::remote::watch::Subscription),
+    // Without the `remote` feature its value cannot exist (`Never`).
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
+    Remote(Subscription),
 }
 
 impl Watch {
@@ -41,11 +54,12 @@ impl Watch {
         Watch { prefix: prefix.to_owned(), timeout, ready: snapshot.into(), source: Source::Local(feed) }
     }
 
+    #[cfg(feature = "remote")]
     pub(crate) fn remote(
         prefix: &str,
         timeout: Option<Duration>,
         snapshot: Vec<WatchEvent>,
-        subscription: crate::remote::watch::Subscription,
+        subscription: Subscription,
     ) -> Watch {
         Watch { prefix: prefix.to_owned(), timeout, ready: snapshot.into(), source: Source::Remote(subscription) }
     }
@@ -65,11 +79,11 @@ impl Watch {
                     Some(event) => self.ready.push_back(event),
                     None => return Err(none_yet()),
                 },
-                Source::Remote(subscription) => match subscription.next(deadline) {
+                Source::Remote(subscription) => remote!(subscription => match subscription.next(deadline) {
                     Some(event) => self.ready.push_back(event),
                     None if subscription.closed() => return Err(closed_error()),
                     None => return Err(none_yet()),
-                },
+                }),
             }
         }
     }
@@ -99,10 +113,12 @@ impl std::fmt::Debug for Watch {
 }
 
 /// Names seen created and not destroyed since, for a watcher that merges a snapshot and a stream
-/// that may repeat it.
+/// that may repeat it (a client's).
+#[cfg(feature = "remote")]
 #[derive(Default)]
 pub(crate) struct Known(BTreeSet<(Option<String>, String)>);
 
+#[cfg(feature = "remote")]
 impl Known {
     /// `true` if the event is news (a creation not seen, a destruction of a name seen).
     pub(crate) fn admit(&mut self, event: &WatchEvent) -> bool {
