@@ -53,6 +53,18 @@ pub enum Reading {
     Lost { end_session: bool },
 }
 
+impl Reading {
+    /// Whether the client ends its session over it: a late reply, or a lost one of a request
+    /// that may hold something on the node (so that the node gives back what it carried).
+    pub fn ends_session(self) -> bool {
+        match self {
+            Reading::Take => false,
+            Reading::Late => true,
+            Reading::Lost { end_session } => end_session,
+        }
+    }
+}
+
 /// The numbering and acknowledgement state of one client session, and its lease.
 #[derive(Debug)]
 pub struct ClientSession {
@@ -186,6 +198,9 @@ mod tests {
         assert_eq!(session.reading(&get, false, LEASE), Reading::Late, "lost for a whole lease");
         assert_eq!(session.reading(&get, false, half), Reading::Lost { end_session: true });
         assert_eq!(session.reading(&plain, false, half), Reading::Lost { end_session: false });
+        assert!(session.reading(&get, false, half).ends_session(), "what the lost reply carried goes back");
+        assert!(!session.reading(&plain, false, half).ends_session());
+        assert!(session.reading(&get, true, LEASE).ends_session(), "late");
     }
 
     /// A retry of a get is timed from the first send: it waits only for what is left of the

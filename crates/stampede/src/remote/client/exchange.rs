@@ -150,7 +150,7 @@ impl Client {
                 Err(Error::Closed { name: self.node().to_owned(), reason: CLIENT_CLOSED })
             }
             Err(reason) => {
-                if reading != (Reading::Lost { end_session: false }) {
+                if reading.ends_session() {
                     self.end(format!("a reply to {op} was lost ({reason})"));
                 }
                 Err(Error::Unreachable { op, name: self.node().to_owned(), reason })
