@@ -67,8 +67,10 @@ echo "== [${SECONDS} s] Python tests"
 .venv/bin/python -m pytest -q python/tests
 
 echo "== [${SECONDS} s] Remote benchmark, smoke run (docs/BENCHMARKS.md \"remote\"): every row once, tiny counts, figures meaningless"
-cargo build -q -p stampede-bench --bin remote --bin trace
+cargo build -q -p stampede-bench --bin remote --bin trace --bin overshoot
 target/debug/remote --quick >/dev/null
+echo "== [${SECONDS} s] Timeout overshoot benchmark, smoke run (docs/BENCHMARKS.md \"overshoot\")"
+target/debug/overshoot --quick >/dev/null
 echo "== [${SECONDS} s] Event log benchmark, smoke run (docs/BENCHMARKS.md \"trace\")"
 target/debug/trace --quick >/dev/null
 echo "== [${SECONDS} s] Videoconference benchmark, smoke run (docs/BENCHMARKS.md \"conference\"): K=2 and 3, 2 s each"
