@@ -30,7 +30,7 @@ cargo test --workspace --exclude stampede-py --doc
 echo "== [${SECONDS} s] Interleavings (seeded scheduler, 2000 seeds; replay one with STAMPEDE_SEED=n)"
 STAMPEDE_SEEDS="${STAMPEDE_SEEDS:-2000}" cargo test -p stampede --features shuttle --test interleavings
 
-echo "== [${SECONDS} s] Mesh simulation (2000 seeds ran in the Rust tests above; replay one with STAMPEDE_MESH_SEED=n): the protocol faults it must catch"
+echo "== [${SECONDS} s] Mesh simulation (its \"seeds passed\" line is in the Rust tests above; replay one with STAMPEDE_MESH_SEED=n): the protocol faults it must catch"
 cargo test -p stampede-core --features mutations --test mesh_simulation mutations
 
 echo "== [${SECONDS} s] Conformance (docs/NODES.md, location transparency): the Rust semantic suites against a client of a stampede serve process,"

@@ -76,8 +76,10 @@ fn ts_min_is_safe_and_live_under_delays_duplicates_and_crashes() {
         rounds_max = rounds_max.max(rounds);
         total += counts;
     }
-    eprintln!("mesh simulation: quiescence took at most {rounds_max} of {LIVENESS_ROUNDS_MAX} rounds");
-    eprintln!("mesh simulation: over {} seeds: {total:?}", seeds.len());
+    support::say(&format!(
+        "mesh simulation: {} seeds passed; quiescence took at most {rounds_max} of {LIVENESS_ROUNDS_MAX} rounds; {total:?}",
+        seeds.len()
+    ));
 }
 
 /// The checker has teeth: with a protocol fault switched on, the oracle reports a safety

@@ -215,7 +215,7 @@ fn explore(name: &str, scenario: fn(u64)) {
             std::panic::resume_unwind(panic);
         }
     }
-    eprintln!("{name}: {} seeds passed", seeds.len());
+    support::say(&format!("interleavings, {name}: {} seeds passed", seeds.len()));
 }
 
 /// Reads both channels' settled horizons until told to stop, asserting they never decrease.

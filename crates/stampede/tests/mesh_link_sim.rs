@@ -44,6 +44,8 @@
 //! `STAMPEDE_MESH_LINK_SEEDS=n` runs n seeds (default 2000, as CI runs them: ~20 s in debug); `STAMPEDE_MESH_LINK_SEED=s` replays one;
 //! `STAMPEDE_MESH_TRACE=1` prints its whole trace and every mesh when it fails.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -1306,7 +1308,7 @@ fn linked_runtimes_keep_ts_min_global_over_seeds() {
             Err(e) => panic!("{e}\nreplay: STAMPEDE_MESH_LINK_SEED={seed} cargo test -p stampede --test mesh_link_sim"),
         }
     }
-    eprintln!("{seeds} seeds: {total:?}");
+    support::say(&format!("linked runtimes simulation: {seeds} seeds passed: {total:?}"));
     // The restart paths were taken (300 seeds take each many times).
     if seeds >= 100 {
         assert!(total.expulsions > 0 && total.restarts > 0 && total.rejoins > 0, "{total:?}");

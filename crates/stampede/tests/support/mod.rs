@@ -1,5 +1,5 @@
 //! What several test files share: the watchdog that turns a hang into a named failure, a bounded
-//! wait for a condition, and a seeded pseudo-random stream. (Each test file compiles its own copy
+//! wait for a condition, a seeded pseudo-random stream, and a line a passing run shows (`say`). (Each test file compiles its own copy
 //! and uses part of it.)
 #![allow(dead_code)]
 
@@ -7,6 +7,12 @@ use std::io::Write as _;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
+
+/// Writes `line` to stderr past the test harness's capture (which takes `print!` and `eprint!`
+/// only): what a passing run must show, such as how many seeds a simulation ran.
+pub fn say(line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
 
 /// Longest any one test may run before the watchdog declares it hung.
 pub const WATCHDOG: Duration = Duration::from_secs(60);
