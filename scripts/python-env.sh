@@ -10,7 +10,7 @@ python_env() {
     local stamp=.venv/.stampede-built
     if [ ! -e "$stamp" ] || [ -n "$(find crates python Cargo.toml Cargo.lock -newer "$stamp" -not -path '*/__pycache__*' -print -quit)" ]; then
         echo "== Building the stampede Python package into .venv (release build; minutes the first time)" >&2
-        .venv/bin/pip install --quiet ./python
-        touch "$stamp"
+        # Stamped only once installed: a failed build is retried next time, whoever sources this.
+        .venv/bin/pip install --quiet ./python && touch "$stamp"
     fi
 }

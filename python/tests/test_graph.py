@@ -7,7 +7,7 @@ import json
 import urllib.request
 
 import pytest
-from conftest import settled
+from conftest import CONFIGURATION, settled
 
 import stampede
 
@@ -40,6 +40,12 @@ def test_graph_shows_named_tasks_connections_and_counters(rt: stampede.Runtime) 
             5,
             5,
         )
+        # What holds ts_min: the digitizer's virtual time. (Split: the graph is of the tasks'
+        # node, which sees the channel's claims as another node's.)
+        if CONFIGURATION != "split":
+            assert graph["held_by"] == [{"task": {"id": cam.id}}]
+        # Through a node, each task names the client session that owns it.
+        assert [t["session"] is None for t in graph["tasks"]] == [CONFIGURATION == "embedded"] * 2
         trk.name = "tracker 2"
         assert trk.name == "tracker 2"
         assert rt.graph()["tasks"][1]["name"] == "tracker 2"

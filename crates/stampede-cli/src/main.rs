@@ -100,11 +100,15 @@ enum Command {
         #[command(flatten)]
         tls: tls::ConnectTls,
     },
-    /// Lists the names of the channels and queues on a node, one per line.
+    /// Lists the names of the channels and queues on a node, one per line; with --ts-min, what
+    /// holds the node's ts_min where it is (tasks, connections, queues, other nodes).
     Ls {
         /// Hierarchical prefix: "camera/" lists the names under camera/.
         #[arg(default_value = "")]
         prefix: String,
+        /// Also say what holds ts_min: one line per claim at it, after the names.
+        #[arg(long)]
+        ts_min: bool,
         /// The node's endpoint.
         #[arg(long, value_name = "ENDPOINT")]
         connect: String,
@@ -273,8 +277,8 @@ fn main() -> ExitCode {
             page,
             connect: tls.options(Duration::from_secs_f64(timeout), node),
         }),
-        Command::Ls { prefix, connect, timeout, tls } => {
-            ls::run(&prefix, &connect, &tls.options(Duration::from_secs_f64(timeout), None))
+        Command::Ls { prefix, ts_min, connect, timeout, tls } => {
+            ls::run(&prefix, ts_min, &connect, &tls.options(Duration::from_secs_f64(timeout), None))
         }
         Command::Tail { name, connect, node, count, timeout, tls } => tail::run(tail::Options {
             name,

@@ -24,12 +24,50 @@ const HOLDING: &str = "holder: holding";
 
 /// `stampede ls` against `endpoint`: its stdout lines.
 fn ls(endpoint: &str, prefix: &str) -> Vec<String> {
+    ls_with(endpoint, &[prefix])
+}
+
+/// `stampede ls <args>` against `endpoint`: its stdout lines.
+fn ls_with(endpoint: &str, args: &[&str]) -> Vec<String> {
     let output = Command::new(env!("CARGO_BIN_EXE_stampede"))
-        .args(["ls", prefix, "--connect", endpoint, "--timeout", "20"])
+        .arg("ls")
+        .args(args)
+        .args(["--connect", endpoint, "--timeout", "20"])
         .output()
         .expect("stampede ls runs");
     assert!(output.status.success(), "stampede ls failed: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8(output.stdout).expect("utf-8").lines().map(str::to_owned).collect()
+}
+
+/// `stampede ls --ts-min` says what holds the node's ts_min: a client's task by id, label and
+/// session, and a queue whose item nobody consumed; once they let go, that nothing does.
+#[test]
+fn ls_says_what_holds_ts_min() {
+    with_watchdog("ls_says_what_holds_ts_min", || {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = unix_endpoint(&dir);
+        let _node = serve(&endpoint, &[]);
+        let rt = client(&endpoint);
+        let jobs = rt.create_queue("jobs", Limits::unbounded()).unwrap();
+        let tracker = rt.task(3).unwrap();
+        tracker.set_name("tracker").unwrap();
+        let producer = rt.task(3).unwrap();
+        producer.attach_output(&jobs).unwrap().put(3, &b"job"[..], None).unwrap();
+        producer.close();
+        let lines = ls_with(&endpoint, &["--ts-min"]);
+        assert_eq!(lines[..2], ["jobs", "ts_min 3"], "{lines:?}");
+        let task = format!("held by task {} \"tracker\" (session ", tracker.id());
+        assert!(lines.iter().any(|line| line.starts_with(&task)), "{lines:?}");
+        assert!(lines.contains(&"held by queue jobs".to_owned()), "{lines:?}");
+
+        tracker.close();
+        let input = rt.task(INFINITY).unwrap().attach_input(&jobs).unwrap();
+        let job = input.get(Some(WAIT)).unwrap();
+        input.consume(&job).unwrap();
+        let lines = ls_with(&endpoint, &["--ts-min"]);
+        assert_eq!(lines[1..], ["ts_min 4", "held by nothing: ts_min is past the highest timestamp put"], "{lines:?}");
+        rt.close();
+    });
 }
 
 /// `stampede serve` on TCP prints exactly `listening on <endpoint>`, serves `stampede ls`, and

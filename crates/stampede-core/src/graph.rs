@@ -23,6 +23,24 @@ pub struct Graph {
     pub tasks: Vec<TaskView>,
     /// Channels and queues by name.
     pub containers: Vec<ContainerView>,
+    /// What holds ts_min where it is now: every claim at ts_min (empty when nothing does — ts_min
+    /// is then `1 +` the highest timestamp put). The first place to look when ts_min stalls.
+    pub held_by: Vec<Holder>,
+}
+
+/// One claim at a runtime's ts_min ([`Graph::held_by`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum Holder {
+    /// A task, by id: its virtual time, or items open on its connections that it still counts.
+    Task { id: u64 },
+    /// A channel input connection, by id (its task lists it): its lowest unseen or open item.
+    Connection { id: u64 },
+    /// A queue: its lowest unconsumed item.
+    Queue { name: String },
+    /// Another node of the mesh, by participant id: a claim held there.
+    Node { peer: u64 },
 }
 
 /// One open task.
@@ -32,6 +50,9 @@ pub struct TaskView {
     pub id: u64,
     /// Its label (`Task::set_name`), if it has one.
     pub name: Option<String>,
+    /// On a node, the client session that owns it (`None`: the node's own application's, or an
+    /// embedded runtime's).
+    pub session: Option<String>,
     pub virtual_time: Timestamp,
     pub visibility: Timestamp,
     /// Its attached connections, by id.
@@ -84,4 +105,42 @@ pub struct ContainerView {
     pub dropped: u64,
     /// Its lowest claim on ts_min, if any.
     pub claim: Option<Timestamp>,
+}
+
+impl Graph {
+    /// `holder` in words, with what this graph knows of it: `task 3 "tracker" (session 9f2c…)`,
+    /// `connection 7 of task 3 on camera/frames`, `queue jobs`, `another node of the mesh
+    /// (participant 42)` — what `stampede ls --ts-min` and the dashboard print.
+    pub fn describe(&self, holder: &Holder) -> String {
+        match holder {
+            Holder::Task { id } => self.describe_task(*id),
+            Holder::Connection { id } => {
+                let on = self.tasks.iter().find_map(|task| {
+                    task.connections.iter().find(|c| c.id == *id).map(|c| (task.id, c.container.as_str()))
+                });
+                match on {
+                    Some((task, container)) => {
+                        format!("connection {id} of {} on {container}", self.describe_task(task))
+                    }
+                    None => format!("connection {id}"),
+                }
+            }
+            Holder::Queue { name } => format!("queue {name}"),
+            Holder::Node { peer } => format!("another node of the mesh (participant {peer})"),
+        }
+    }
+
+    /// `task <id> "<name>" (session <id>)`, with what the graph knows of it.
+    fn describe_task(&self, id: u64) -> String {
+        let mut text = format!("task {id}");
+        if let Some(task) = self.tasks.iter().find(|t| t.id == id) {
+            if let Some(name) = &task.name {
+                text.push_str(&format!(" {name:?}"));
+            }
+            if let Some(session) = &task.session {
+                text.push_str(&format!(" (session {session})"));
+            }
+        }
+        text
+    }
 }

@@ -54,7 +54,7 @@ pub type ConnKey = u64;
 pub type ContainerKey = u64;
 
 /// Where a claim lives: its owner.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Location {
     /// A task's virtual time.
@@ -199,6 +199,20 @@ impl Progress {
     /// The lowest claim of `location`, if it holds any.
     pub fn claim(&self, location: Location) -> Option<Timestamp> {
         self.locations.get(&location).and_then(|counts| counts.iter().map(|&(ts, _)| ts).min())
+    }
+
+    /// The locations whose lowest claim is ts_min: what holds ts_min where it is, sorted (empty
+    /// when nothing does — ts_min is at the watermark, `1 +` the highest timestamp put). A
+    /// diagnostic: it walks every location.
+    pub fn holders(&self) -> Vec<Location> {
+        let mut holders: Vec<Location> = self
+            .locations
+            .iter()
+            .filter(|(_, counts)| counts.iter().any(|&(ts, n)| ts == self.ts_min && n > 0))
+            .map(|(&location, _)| location)
+            .collect();
+        holders.sort();
+        holders
     }
 
     /// Starts recording applied updates for [`take_outbox`](Self::take_outbox).
@@ -486,6 +500,24 @@ mod tests {
         let refused = p.apply(&[up(Location::Task(1), 9, 1), up(Location::Task(2), 2, 1)]);
         assert!(matches!(refused, Err(Refusal::BelowFrontier { ts: 2, .. })));
         assert_eq!(p.claim_count(), 0);
+    }
+
+    /// What holds ts_min is every location whose lowest claim is ts_min; nothing, once ts_min
+    /// is at the watermark.
+    #[test]
+    fn the_holders_of_ts_min_are_the_locations_claiming_it() {
+        let mut p = Progress::new();
+        p.apply(&[up(Location::Task(1), 5, 1), up(Location::Input(7), 9, 1), up(Location::Queue(3), 5, 2)]).unwrap();
+        p.note_put(20);
+        assert_eq!(p.ts_min(), 5);
+        assert_eq!(p.holders(), vec![Location::Task(1), Location::Queue(3)]);
+        p.apply(&[up(Location::Task(1), 12, 1), up(Location::Task(1), 5, -1)]).unwrap();
+        assert_eq!(p.holders(), vec![Location::Queue(3)], "the task moved on");
+        p.apply(&[up(Location::Queue(3), 5, -2)]).unwrap();
+        assert_eq!((p.ts_min(), p.holders()), (9, vec![Location::Input(7)]));
+        p.drop_location(Location::Input(7));
+        p.drop_location(Location::Task(1));
+        assert_eq!((p.ts_min(), p.holders()), (21, vec![]), "at the watermark nothing holds it");
     }
 
     /// Dropping a location cancels exactly its net counts, not another location's at the same

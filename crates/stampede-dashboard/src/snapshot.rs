@@ -44,6 +44,8 @@ pub(crate) struct Snapshot {
     /// The node shown (`null`: an embedded runtime that does not serve).
     pub node: Option<String>,
     pub ts_min: Ts,
+    /// What holds ts_min where it is, in words (`Graph::describe`); empty when nothing does.
+    pub held_by: Vec<String>,
     /// Wall-clock time of the snapshot, milliseconds since the Unix epoch.
     pub time_ms: u64,
     pub refresh_ms: u64,
@@ -210,10 +212,12 @@ pub(crate) fn build(graph: Result<Graph, String>, rates: &mut Rates, context: Co
     let truncated = graph.tasks.len() > ROWS_MAX || graph.containers.len() > ROWS_MAX;
     let tasks = graph.tasks.iter().take(ROWS_MAX).map(|task| task_row(task, rates, context.task_id)).collect();
     let channels = graph.containers.iter().take(ROWS_MAX).map(|c| channel_row(c, &graph, rates)).collect();
+    let held_by = graph.held_by.iter().map(|holder| graph.describe(holder)).collect();
     Snapshot {
         version: FORMAT_VERSION,
         node: graph.node,
         ts_min: Ts(if error.is_some() { context.ts_min } else { graph.ts_min }),
+        held_by,
         time_ms: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
         refresh_ms: context.refresh_ms,
         clients: context.clients,

@@ -144,7 +144,9 @@ fn page_and_snapshot_match_the_runtime() {
         let address = dashboard.address();
         let (status, page) = http_get(address, "/").unwrap();
         assert_eq!(status, 200);
-        for id in ["id=\"image\"", "id=\"ts-min\"", "id=\"frame-ts\"", "id=\"channels\"", "id=\"tasks\""] {
+        for id in
+            ["id=\"image\"", "id=\"ts-min\"", "id=\"held-by\"", "id=\"frame-ts\"", "id=\"channels\"", "id=\"tasks\""]
+        {
             assert!(page.contains(id), "the page has {id}");
         }
         for asset in ["/dashboard.js", "/dashboard.css"] {
@@ -168,6 +170,13 @@ fn page_and_snapshot_match_the_runtime() {
         assert_eq!((row["inputs"].as_u64(), row["outputs"].as_u64()), (Some(1), Some(1)));
         assert_eq!(row["fill_items"].as_f64(), Some(stats.live_items as f64 / 8.0));
         assert_eq!(s["ts_min"], rt.ts_min());
+        // Frame 2 is open on the reader's connection: that holds ts_min at 2.
+        let held_by: Vec<&str> = s["held_by"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        let reader_holds = format!("of task {} on camera/frames", reader.id());
+        assert!(
+            held_by.len() == 1 && held_by[0].starts_with("connection ") && held_by[0].ends_with(&reader_holds),
+            "{s}"
+        );
         assert_eq!(s["image"], Value::Null);
 
         let tasks = s["tasks"].as_array().unwrap();

@@ -91,6 +91,7 @@ function onSnapshot(s) {
   snapshot = s;
   $("node").textContent = s.node ? "node " + s.node : "embedded runtime";
   $("ts-min").textContent = fmtTs(s.ts_min);
+  $("held-by").textContent = s.held_by.length ? s.held_by.join("; ") : "nothing";
   $("task-count").textContent = String(s.tasks.length);
   $("channel-count").textContent = String(s.channels.length) + (s.truncated ? " (truncated)" : "");
   $("clients").textContent = String(s.clients);

@@ -5,14 +5,33 @@
 use stampede_core::{ConnectionStats, Limits, Stats};
 
 use crate::space::{ContainerState, Entry, Held, Shared, Space, TaskShared};
-use stampede_core::graph::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
+use stampede_core::graph::{ConnectionKind, ConnectionView, ContainerView, Graph, Holder, TaskView};
+use stampede_core::Location;
 
 /// What `space` holds now; `node` is the name it serves under, if it does.
 pub(crate) fn graph(space: &Space, node: Option<String>) -> Graph {
     let tasks = space.open_tasks().iter().filter_map(|task| task_view(task)).collect();
-    let mut containers: Vec<ContainerView> = space.entries().iter().map(container_view).collect();
+    let entries = space.entries();
+    let mut containers: Vec<ContainerView> = entries.iter().map(container_view).collect();
     containers.sort_by(|a, b| a.name.cmp(&b.name));
-    Graph { node, ts_min: space.ts_min(), tasks, containers }
+    let held_by = space.ts_min_holders().into_iter().filter_map(|location| holder(location, &entries)).collect();
+    Graph { node, ts_min: space.ts_min(), tasks, containers, held_by }
+}
+
+/// A claim's location as tools name it; `None` for the watermark, and for a queue destroyed since.
+fn holder(location: Location, entries: &[Entry]) -> Option<Holder> {
+    Some(match location {
+        Location::Task(id) | Location::Handover(id) => Holder::Task { id },
+        Location::Input(id) => Holder::Connection { id },
+        Location::Queue(key) => Holder::Queue {
+            name: entries.iter().find_map(|entry| match entry {
+                Entry::Queue(q) if q.key == key => Some(q.name.to_string()),
+                _ => None,
+            })?,
+        },
+        Location::Peer(peer) => Holder::Node { peer },
+        Location::Watermark => return None,
+    })
 }
 
 /// A task and its connections; `None` once it is closed.
@@ -28,7 +47,7 @@ fn task_view(task: &TaskShared) -> Option<TaskView> {
     let mut connections: Vec<ConnectionView> = held.iter().filter_map(connection_view).collect();
     connections.sort_by_key(|c| c.id);
     let name = task.name.lock().as_deref().map(str::to_owned);
-    Some(TaskView { id: task.id, name, virtual_time, visibility, connections })
+    Some(TaskView { id: task.id, name, session: None, virtual_time, visibility, connections })
 }
 
 /// A connection as its container counts it; `None` once it is detached or its container gone.

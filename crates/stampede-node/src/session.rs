@@ -164,6 +164,11 @@ impl Session {
         self.add(op, task, Some(home))
     }
 
+    /// Whether task `id` of the node's runtime is this session's.
+    pub(crate) fn owns_task(&self, id: Handle) -> bool {
+        self.owned.lock().tasks.contains_key(&id)
+    }
+
     fn add(&self, op: &'static str, task: Task, home: Option<Peer>) -> Result<Handle> {
         let mut owned = self.owned.lock();
         if let Err(e) = self.admit(op, &owned) {

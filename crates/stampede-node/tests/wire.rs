@@ -3,6 +3,7 @@
 //! fabric input is a clear error, never a crash of the node).
 
 use proptest::prelude::*;
+use stampede::graph::Holder;
 use stampede::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
 use stampede_wire::{
     decode_reply, decode_request, encode, ContainerInfo, DecodeError, DirectPath, Hello, ItemHeader, Reply, Request,
@@ -106,14 +107,28 @@ fn graph() -> impl Strategy<Value = Graph> {
             ConnectionView { id, container, kind, items, skipped }
         },
     );
-    let task = (any::<u64>(), proptest::option::of(text()), ts(), ts(), proptest::collection::vec(connection, 0..3))
-        .prop_map(|(id, name, virtual_time, visibility, connections)| TaskView {
+    let task = (
+        any::<u64>(),
+        proptest::option::of(text()),
+        proptest::option::of(text()),
+        ts(),
+        ts(),
+        proptest::collection::vec(connection, 0..3),
+    )
+        .prop_map(|(id, name, session, virtual_time, visibility, connections)| TaskView {
             id,
             name,
+            session,
             virtual_time,
             visibility,
             connections,
         });
+    let holder = (0u8..4, any::<u64>(), text()).prop_map(|(kind, id, name)| match kind {
+        0 => Holder::Task { id },
+        1 => Holder::Connection { id },
+        2 => Holder::Queue { name },
+        _ => Holder::Node { peer: id },
+    });
     let container = (text(), proptest::option::of(any::<u64>()), proptest::option::of(text()), any::<u64>()).prop_map(
         |(name, capacity, codec, n)| ContainerView {
             name,
@@ -136,8 +151,9 @@ fn graph() -> impl Strategy<Value = Graph> {
         ts(),
         proptest::collection::vec(task, 0..3),
         proptest::collection::vec(container, 0..3),
+        proptest::collection::vec(holder, 0..3),
     )
-        .prop_map(|(node, ts_min, tasks, containers)| Graph { node, ts_min, tasks, containers })
+        .prop_map(|(node, ts_min, tasks, containers, held_by)| Graph { node, ts_min, tasks, containers, held_by })
 }
 
 fn item_header() -> impl Strategy<Value = ItemHeader> {

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use stampede::graph::Holder;
 use stampede::{ChannelOptions, ConnectionKind, Error, Limits, PutOptions, Selector, INFINITY};
 
 mod configuration;
@@ -61,6 +62,20 @@ fn a_pipeline_as_its_graph_shows_it() {
     assert_eq!((graph.ts_min, ch.live_items, ch.reclaimed), (4, 1, 4), "the queued job at 4 holds ts_min at 4");
     assert_eq!(graph.containers[1].live_items, 1);
     assert_eq!(ch.dropped, 0);
+    // What holds ts_min: the queue's job. (Split: the graph is of the tasks' node, where the
+    // queue's claim reaches ts_min through the mesh, as another node's.)
+    if configuration::configuration() != configuration::Configuration::Split {
+        assert_eq!(graph.held_by, [Holder::Queue { name: "tracker/work".into() }]);
+    } else {
+        assert!(graph.held_by.iter().all(|h| matches!(h, Holder::Node { .. })), "{:?}", graph.held_by);
+    }
+    let holder = rt.task(rt.ts_min()).unwrap();
+    let graph = rt.graph().unwrap();
+    if configuration::embedded() {
+        let both = [Holder::Task { id: holder.id() }, Holder::Queue { name: "tracker/work".into() }];
+        assert_eq!(graph.held_by, both, "a new task at ts_min holds it too");
+    }
+    holder.close();
 
     // A put that ends Full is a drop, counted whatever the producer does next.
     let small = rt.create_channel("small", ChannelOptions::from(Limits::items(1))).unwrap();

@@ -119,6 +119,11 @@ impl Space {
         self.ts_min.load(Ordering::Acquire)
     }
 
+    /// Where the claims at ts_min live (`Progress::holders`), read under the progress lock.
+    pub(crate) fn ts_min_holders(&self) -> Vec<stampede_core::Location> {
+        self.tracking.lock().progress().holders()
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }

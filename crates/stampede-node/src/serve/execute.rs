@@ -285,6 +285,11 @@ pub(super) async fn execute(
             session.check(op, Right::Read, "")?;
             let mut graph = runtime.graph();
             graph.node = Some(node.options.name.clone());
+            // Which client session owns each task: who to ask when one holds ts_min.
+            let sessions: Vec<_> = node.sessions.lock().values().cloned().collect();
+            for task in &mut graph.tasks {
+                task.session = sessions.iter().find(|s| s.owns_task(task.id)).map(|s| s.id.clone());
+            }
             Reply::Graph(graph)
         }
         Request::TsMin => Reply::Timestamp(runtime.ts_min()),
