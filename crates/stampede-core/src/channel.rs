@@ -341,9 +341,13 @@ impl ChannelState {
     }
 
     /// `consume_until(ts)` on `conn`: every present item `<= ts`, unseen ones included. Items put
-    /// later, whatever their timestamp, are unseen on `conn`.
+    /// later, whatever their timestamp, are unseen on `conn`. `ts` is an item timestamp (0 to
+    /// `TS_MAX`), as `consume`'s: `InvalidTimestamp` else.
     pub fn consume_until(&mut self, conn: ConnId, ts: Timestamp, fx: &mut Effects) -> Result<()> {
         self.check_open()?;
+        if !is_item_ts(ts) {
+            return Err(Error::InvalidTimestamp { op: "consume_until", name: self.name.to_string(), ts });
+        }
         let input = self.inputs.get_mut(&conn).ok_or_else(|| Error::detached(&self.name))?;
         let before = input.claim();
         input.floor = input.floor.max(Some(ts));

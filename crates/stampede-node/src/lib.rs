@@ -51,6 +51,6 @@ mod serve;
 mod session;
 
 pub use access::AccessPolicy;
-pub use node::{Node, NodeOptions, TlsOptions};
+pub use node::{Node, NodeOptions, TlsOptions, LIVELINESS_TIMEOUT_MAX, LIVELINESS_TIMEOUT_MIN};
 pub use reclaim::RECLAIM_OUTBOX_MAX;
 pub use stampede_wire::session::REPLIES_KEPT_MAX;

@@ -32,6 +32,12 @@ use crate::session::Session;
 use stampede_wire::fabric;
 
 pub use stampede_wire::fabric::LIVELINESS_TIMEOUT_DEFAULT;
+/// The shortest liveliness timeout a node accepts: a client's zenoh session sends a keep-alive
+/// every quarter of it, and below this a loaded host's scheduling delays alone would end live
+/// sessions.
+pub const LIVELINESS_TIMEOUT_MIN: Duration = Duration::from_millis(100);
+/// The longest: a client that vanished holds its claims on ts_min this long at most.
+pub const LIVELINESS_TIMEOUT_MAX: Duration = Duration::from_secs(3600);
 /// Largest payload of one put a node accepts, by default.
 pub const PAYLOAD_BYTES_MAX_DEFAULT: usize = 64 * 1024 * 1024;
 /// Largest `payload_bytes_max` a node may be given (zenoh's largest message, less room for headers).
@@ -56,6 +62,7 @@ pub struct NodeOptions {
     pub connect: Vec<String>,
     /// How long after a client vanishes without closing its link (host down, cable cut) its
     /// session is closed. A killed client process closes its link at once.
+    /// [`LIVELINESS_TIMEOUT_MIN`] ..= [`LIVELINESS_TIMEOUT_MAX`].
     pub liveliness_timeout: Duration,
     /// Largest payload of one put (at most [`PAYLOAD_BYTES_MAX_LIMIT`]): a larger one fails `Full`
     /// (it can never fit), a larger message is refused unread.
@@ -133,8 +140,13 @@ impl NodeOptions {
         if self.listen.is_empty() {
             return refuse("a node listens on at least one endpoint, e.g. tcp/127.0.0.1:7447".into());
         }
-        if self.liveliness_timeout.is_zero() {
-            return refuse("liveliness_timeout must be positive".into());
+        if !(LIVELINESS_TIMEOUT_MIN..=LIVELINESS_TIMEOUT_MAX).contains(&self.liveliness_timeout) {
+            return refuse(format!(
+                "liveliness_timeout (--liveliness-timeout) of {:?} is outside {LIVELINESS_TIMEOUT_MIN:?} ..= \
+                 {LIVELINESS_TIMEOUT_MAX:?} (LIVELINESS_TIMEOUT_MIN, LIVELINESS_TIMEOUT_MAX); the default is \
+                 {LIVELINESS_TIMEOUT_DEFAULT:?}",
+                self.liveliness_timeout
+            ));
         }
         if self.payload_bytes_max == 0 || self.payload_bytes_max > PAYLOAD_BYTES_MAX_LIMIT {
             return refuse(format!("payload_bytes_max must be 1 ..= {PAYLOAD_BYTES_MAX_LIMIT}"));

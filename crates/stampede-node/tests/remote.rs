@@ -388,3 +388,30 @@ fn only_an_embedded_runtime_has_an_engine_to_serve() {
         rt.close();
     })
 }
+
+/// A liveliness timeout outside its named bounds is refused, naming them: too short ends live
+/// sessions on a loaded host, too long lets a vanished client hold ts_min for hours.
+#[test]
+fn a_liveliness_timeout_outside_its_bounds_is_refused() {
+    use stampede_node::{Node, NodeOptions, LIVELINESS_TIMEOUT_MAX, LIVELINESS_TIMEOUT_MIN};
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("unixsock-stream/{}", dir.path().join("node.sock").display());
+    for timeout in
+        [Duration::from_millis(1), LIVELINESS_TIMEOUT_MAX + Duration::from_secs(1), Duration::from_secs(1 << 40)]
+    {
+        let options = NodeOptions { liveliness_timeout: timeout, ..NodeOptions::listen(&endpoint) };
+        match Node::serve(Runtime::new().engine().unwrap(), options) {
+            Err(Error::InvalidArgument { reason, .. }) => {
+                assert!(
+                    reason.contains("LIVELINESS_TIMEOUT_MIN") && reason.contains("LIVELINESS_TIMEOUT_MAX"),
+                    "{reason}"
+                )
+            }
+            other => panic!("{timeout:?}: {:?}", other.map(|_| ())),
+        }
+    }
+    for timeout in [LIVELINESS_TIMEOUT_MIN, LIVELINESS_TIMEOUT_MAX] {
+        let options = NodeOptions { liveliness_timeout: timeout, ..NodeOptions::listen(&endpoint) };
+        Node::serve(Runtime::new().engine().unwrap(), options).expect("a bound itself is accepted").close();
+    }
+}

@@ -55,7 +55,8 @@ fn duplicate_timestamp_fails() {
     assert!(err.to_string().contains("\"camera/left\"") && err.to_string().contains("ts=3"));
 }
 
-/// Negative timestamps and INFINITY are not item timestamps.
+/// Negative timestamps and INFINITY are not item timestamps: put, get, consume and consume_until
+/// refuse them.
 #[test]
 fn invalid_timestamps_fail() {
     let (rt, ch) = setup();
@@ -65,6 +66,8 @@ fn invalid_timestamps_fail() {
     for ts in [-1, INFINITY] {
         assert!(matches!(out.put(ts, &b""[..]), Err(Error::InvalidTimestamp { .. })));
         assert!(matches!(inp.get(ts, NOW), Err(Error::InvalidTimestamp { .. })));
+        assert!(matches!(inp.consume(ts), Err(Error::InvalidTimestamp { .. })));
+        assert!(matches!(inp.consume_until(ts), Err(Error::InvalidTimestamp { .. })), "consume_until({ts})");
     }
     assert!(matches!(rt.task(-5), Err(Error::InvalidTimestamp { .. })));
 }
