@@ -291,6 +291,7 @@ class Dashboard:
         overlays: Sequence[str] | None = None,
         refresh: float = 0.2,
         login: tuple[str, str] | None = None,
+        allowed_origins: Sequence[str] | None = None,
     ) -> Dashboard: ...
     @property
     def url(self) -> str: ...

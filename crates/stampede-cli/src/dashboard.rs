@@ -27,6 +27,10 @@ pub struct Page {
     /// Seconds between page updates.
     #[arg(long, value_name = "SECONDS", default_value_t = 0.2, value_parser = crate::seconds)]
     pub refresh: f64,
+    /// A web origin (https://viewer.example) besides the dashboard's own page whose pages may
+    /// open its WebSocket; others are refused. Repeatable.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allowed_origins: Vec<String>,
 }
 
 impl Page {
@@ -38,6 +42,7 @@ impl Page {
             image: self.image.clone(),
             overlays: self.overlays.clone(),
             refresh: Duration::from_secs_f64(self.refresh),
+            allowed_origins: self.allowed_origins.clone(),
         }
     }
 }

@@ -69,6 +69,7 @@
 mod assets;
 mod image;
 mod login;
+mod origin;
 mod sampler;
 mod server;
 mod snapshot;
@@ -141,6 +142,9 @@ pub struct DashboardOptions {
     pub overlays: Vec<String>,
     /// How often the page is updated (between [`REFRESH_MIN`] and [`REFRESH_MAX`]).
     pub refresh: Duration,
+    /// Web origins (`https://viewer.example`) besides the dashboard's own page whose pages may
+    /// open its WebSocket; others are refused `403` (default: none).
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for DashboardOptions {
@@ -151,6 +155,7 @@ impl Default for DashboardOptions {
             image: None,
             overlays: Vec::new(),
             refresh: Duration::from_millis(200),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -210,7 +215,8 @@ impl Dashboard {
                 .map_err(|e| refused(format!("cannot start the sampling thread: {e}")))?
         };
         let (server_stop, server_stopped) = tokio::sync::watch::channel(false);
-        let state = server::State::new(sampler, updates_rx, clients);
+        let state =
+            server::State::new(sampler, updates_rx, clients, options.allowed_origins, address.ip().is_loopback());
         let server_thread = match server::start(listener, state, gate, server_stopped) {
             Ok(thread) => thread,
             Err(e) => {

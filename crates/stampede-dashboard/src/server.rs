@@ -8,7 +8,8 @@
 //! bounded by [`CLIENT_MESSAGE_BYTES_MAX`].
 //!
 //! With a login (`login`), a middleware in front of every route answers `401` to a request
-//! without accepted credentials before any handler runs.
+//! without accepted credentials before any handler runs. A WebSocket upgrade from a page that
+//! is neither the dashboard's own nor allowed is refused `403` (`origin`).
 //!
 //! The server runs on its own tokio runtime (one worker thread) on its own thread, so that the
 //! dashboard works from any program, async or not. Stopping: the sampler's update sender goes
@@ -31,6 +32,7 @@ use tokio::sync::watch;
 
 use crate::assets;
 use crate::login::{self, Gate};
+use crate::origin;
 use crate::sampler::{lock, Sampler, Update};
 use crate::{CLIENT_MESSAGE_BYTES_MAX, FRAME_BYTES_MAX, SEND_TIMEOUT, WS_CLIENTS_MAX};
 
@@ -46,6 +48,10 @@ pub(crate) struct State {
     updates: watch::Receiver<Option<Arc<Update>>>,
     /// WebSocket clients connected now (shown in the snapshot).
     clients: Arc<AtomicUsize>,
+    /// Pages besides its own that may open the WebSocket, and whether it listens on loopback
+    /// (`origin`).
+    allowed_origins: Arc<Vec<String>>,
+    loopback: bool,
 }
 
 impl State {
@@ -53,8 +59,10 @@ impl State {
         sampler: Arc<Mutex<Sampler>>,
         updates: watch::Receiver<Option<Arc<Update>>>,
         clients: Arc<AtomicUsize>,
+        allowed_origins: Vec<String>,
+        loopback: bool,
     ) -> State {
-        State { sampler, updates, clients }
+        State { sampler, updates, clients, allowed_origins: Arc::new(allowed_origins), loopback }
     }
 }
 
@@ -134,8 +142,18 @@ async fn snapshot(axum::extract::State(state): axum::extract::State<State>) -> R
     }
 }
 
-/// Upgrades to a WebSocket if a client slot is free.
-async fn websocket(axum::extract::State(state): axum::extract::State<State>, upgrade: WebSocketUpgrade) -> Response {
+/// Upgrades to a WebSocket if the page asking may (`origin`) and a client slot is free.
+async fn websocket(
+    axum::extract::State(state): axum::extract::State<State>,
+    headers: axum::http::HeaderMap,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let header = |name| headers.get(name).and_then(|value: &header::HeaderValue| value.to_str().ok());
+    if let Err(reason) =
+        origin::admits(header(header::ORIGIN), header(header::HOST), state.loopback, &state.allowed_origins)
+    {
+        return (StatusCode::FORBIDDEN, reason).into_response();
+    }
     let Some(slot) = Slot::take(&state.clients) else {
         let reason = format!("the dashboard serves at most {WS_CLIENTS_MAX} WebSocket clients at once");
         return (StatusCode::SERVICE_UNAVAILABLE, reason).into_response();

@@ -500,3 +500,41 @@ fn without_a_login_nothing_is_asked() {
         assert!(!head.contains("www-authenticate"), "{head}");
     });
 }
+
+/// A page of another origin cannot open the WebSocket (`403`, naming how to allow it); the
+/// dashboard's own page and an allowed origin can, and so can a client that is no browser (no
+/// `Origin`).
+#[test]
+fn only_its_own_page_and_allowed_origins_open_the_websocket() {
+    with_watchdog("only_its_own_page_and_allowed_origins_open_the_websocket", || {
+        let rt = Runtime::new();
+        let allowed = "https://viewer.example";
+        let options = DashboardOptions { allowed_origins: vec![allowed.into()], ..options(None, &[]) };
+        let dashboard = Dashboard::serve(rt.clone(), options).unwrap();
+        let url = format!("ws://{}/ws", dashboard.address());
+        let own = format!("http://{}", dashboard.address());
+        let request = |origin: Option<&str>| {
+            let mut request = url.as_str().into_client_request().unwrap();
+            if let Some(origin) = origin {
+                request.headers_mut().insert("origin", origin.parse().unwrap());
+            }
+            request
+        };
+        tokio().block_on(async {
+            match tokio_tungstenite::connect_async(request(Some("http://evil.example"))).await {
+                Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                    assert_eq!(response.status(), 403);
+                    let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default()).into_owned();
+                    assert!(body.contains("--allow-origin http://evil.example"), "{body}");
+                }
+                Err(other) => panic!("refused otherwise: {other}"),
+                Ok(_) => panic!("a page of another origin opened the WebSocket"),
+            }
+            for origin in [Some(own.as_str()), Some(allowed), None] {
+                let opened = tokio_tungstenite::connect_async(request(origin)).await;
+                assert!(opened.is_ok(), "{origin:?}: {:?}", opened.err());
+            }
+        });
+        dashboard.close();
+    });
+}

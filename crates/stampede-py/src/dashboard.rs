@@ -26,7 +26,7 @@ pub(crate) struct Dashboard {
 #[pymethods]
 impl Dashboard {
     #[new]
-    #[pyo3(signature = (runtime, *, port=None, host="127.0.0.1", image=None, overlays=None, refresh=0.2, login=None))]
+    #[pyo3(signature = (runtime, *, port=None, host="127.0.0.1", image=None, overlays=None, refresh=0.2, login=None, allowed_origins=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -37,6 +37,7 @@ impl Dashboard {
         overlays: Option<Vec<String>>,
         refresh: f64,
         login: Option<(String, String)>,
+        allowed_origins: Option<Vec<String>>,
     ) -> PyResult<Dashboard> {
         let at = At { op: "Dashboard", name: "dashboard" };
         let invalid = |reason: String| to_pyerr(Error::InvalidArgument { op: at.op, name: at.name.to_owned(), reason });
@@ -47,7 +48,15 @@ impl Dashboard {
             return Err(invalid(format!("refresh={refresh} must be a number of seconds in (0, {REFRESH_MAX:?}]")));
         }
         let overlays = overlays.unwrap_or_default();
-        let options = DashboardOptions { host, port, image, overlays, refresh: Duration::from_secs_f64(refresh) };
+        let allowed_origins = allowed_origins.unwrap_or_default();
+        let options = DashboardOptions {
+            host,
+            port,
+            image,
+            overlays,
+            refresh: Duration::from_secs_f64(refresh),
+            allowed_origins,
+        };
         let runtime = runtime.rust().clone();
         match (runtime.user(), &login) {
             (Some(user), None) => {
