@@ -714,6 +714,9 @@ impl Model {
 
     fn consume_until(&mut self, conn: usize, ts: Ts) -> Out {
         let Target::Channel(ch) = self.conns[conn].target else { unreachable!("consume_until on a queue") };
+        if !is_item_ts(ts) {
+            return fail(Fail::InvalidTimestamp { ts });
+        }
         if !self.conns[conn].attached {
             return fail(Fail::Closed);
         }
