@@ -350,6 +350,7 @@ class Runtime:
         access: str | os.PathLike[str] | None = None,
         connect: str | list[str] | None = None,
         mesh_ts_min: bool = False,
+        allow_anonymous: bool = False,
     ) -> Self: ...
     @property
     def node(self) -> str | None: ...

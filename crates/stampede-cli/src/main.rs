@@ -71,9 +71,14 @@ enum Command {
         tls: tls::ServeTls,
         /// A policy file (TOML): the users admitted, their password hashes and their read, write
         /// and create rights per name prefix (docs/SECURITY.md). Without it, anyone who reaches
-        /// the node may do anything.
+        /// the node may do anything: allowed only on 127.0.0.1 and Unix sockets, or with
+        /// --allow-anonymous.
         #[arg(long, value_name = "FILE")]
         access: Option<std::path::PathBuf>,
+        /// Serve without an access policy on endpoints other machines reach (anyone may then do
+        /// anything; the node warns).
+        #[arg(long)]
+        allow_anonymous: bool,
         /// Share ts_min with the other nodes of the mesh (the distributed ts_min protocol,
         /// docs/PROTOCOL.md). Reclamation then waits one message round for the other nodes.
         #[arg(long)]
@@ -259,9 +264,11 @@ fn main() -> ExitCode {
             page,
             tls,
             access,
+            allow_anonymous,
             mesh_ts_min,
         } => serve::run(serve::Options {
             access,
+            allow_anonymous,
             listen,
             connect,
             name,

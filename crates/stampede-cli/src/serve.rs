@@ -32,6 +32,8 @@ pub struct Options {
     pub mesh_ts_min: bool,
     /// The access policy file, if any.
     pub access: Option<std::path::PathBuf>,
+    /// Serve without a policy beyond loopback ([`NodeOptions::allow_anonymous`]).
+    pub allow_anonymous: bool,
 }
 
 /// Serves until a signal; the node's or the signal handler's error otherwise.
@@ -50,6 +52,7 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             tls: options.tls,
             mesh_ts_min: options.mesh_ts_min,
             access,
+            allow_anonymous: options.allow_anonymous,
             ..NodeOptions::default()
         },
     )?;

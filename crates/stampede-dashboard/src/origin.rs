@@ -12,6 +12,8 @@
 //!   a page whose name an attacker rebinds to 127.0.0.1 is not the dashboard's own;
 //! - anything else: refused `403`, naming the origin and how to allow it.
 
+use stampede_wire::fabric;
+
 /// Whether a WebSocket upgrade with `origin` and `host` headers may open, on a dashboard that
 /// listens on loopback or not, with `allowed` origins besides its own page; else why not.
 pub(crate) fn admits(
@@ -25,7 +27,7 @@ pub(crate) fn admits(
         return Ok(());
     }
     let own = host.is_some_and(|host| {
-        origin.eq_ignore_ascii_case(&format!("http://{host}")) && (!loopback || names_loopback(host))
+        origin.eq_ignore_ascii_case(&format!("http://{host}")) && (!loopback || fabric::names_loopback(host))
     });
     if own {
         return Ok(());
@@ -34,16 +36,6 @@ pub(crate) fn admits(
         "a page at {origin} may not open this dashboard's WebSocket; allow it with --allow-origin {origin} \
          (Python: allowed_origins=[...])"
     ))
-}
-
-/// Whether `host` (a `Host` header: a name or address, with its port) names this machine's
-/// loopback.
-fn names_loopback(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
-    };
-    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]

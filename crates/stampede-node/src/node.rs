@@ -81,8 +81,13 @@ pub struct NodeOptions {
     /// operation.
     pub mesh_ts_min: bool,
     /// Who may connect and what each user may do with which names (`docs/SECURITY.md`); `None`:
-    /// anyone who reaches the node may do anything.
+    /// anyone who reaches the node may do anything — allowed only where nobody else can reach
+    /// it (every endpoint loopback or a Unix socket) or with [`allow_anonymous`](Self::allow_anonymous).
     pub access: Option<AccessPolicy>,
+    /// Serve without an access policy on endpoints other machines can reach (`--allow-anonymous`):
+    /// anyone who reaches the node may then create, read, write and destroy every channel. Off
+    /// by default: such a node is refused unless it has a policy. The node warns when it is used.
+    pub allow_anonymous: bool,
 }
 
 /// A node's TLS files (PEM) for its `tls/` endpoints.
@@ -120,6 +125,7 @@ impl Default for NodeOptions {
             tls: None,
             mesh_ts_min: false,
             access: None,
+            allow_anonymous: false,
         }
     }
 }
@@ -148,6 +154,14 @@ impl NodeOptions {
                 self.liveliness_timeout
             ));
         }
+        if let (None, false, Some(open)) = (&self.access, self.allow_anonymous, self.reachable_endpoint()) {
+            return refuse(format!(
+                "{open} can be reached from other machines and the node has no access policy: anyone could create, \
+                 read, write and destroy every channel. Give it a policy (--access policy.toml, docs/SECURITY.md), \
+                 listen on 127.0.0.1 or a Unix socket, or accept that with --allow-anonymous (Python: \
+                 allow_anonymous=True)"
+            ));
+        }
         if self.payload_bytes_max == 0 || self.payload_bytes_max > PAYLOAD_BYTES_MAX_LIMIT {
             return refuse(format!("payload_bytes_max must be 1 ..= {PAYLOAD_BYTES_MAX_LIMIT}"));
         }
@@ -163,6 +177,14 @@ impl NodeOptions {
             }
         }
         Ok(())
+    }
+}
+
+impl NodeOptions {
+    /// The first endpoint (listened on or connected to) that other machines can reach, if any
+    /// (`fabric::is_local`).
+    pub fn reachable_endpoint(&self) -> Option<&str> {
+        self.listen.iter().chain(&self.connect).map(String::as_str).find(|endpoint| !fabric::is_local(endpoint))
     }
 }
 
@@ -239,6 +261,14 @@ impl Node {
     /// runs its clients' operations on it directly, not through the public API.
     pub fn serve(runtime: Runtime, options: NodeOptions) -> Result<Node> {
         options.check()?;
+        if let (None, Some(open)) = (&options.access, options.reachable_endpoint()) {
+            // Asked for (allow_anonymous): said once, where the operator looks.
+            eprintln!(
+                "stampede: warning: node {} serves {open} without an access policy (--allow-anonymous): anyone who \
+                 reaches it may create, read, write and destroy every channel",
+                options.name
+            );
+        }
         let mut config = fabric::node_config(
             &options.listen,
             &options.connect,

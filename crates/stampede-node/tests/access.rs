@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use stampede::{ConnectOptions, Credentials, Error, Limits, Runtime, OLDEST_UNSEEN};
 use stampede_node::access::hash_password;
-use stampede_node::AccessPolicy;
+use stampede_node::{AccessPolicy, Node, NodeOptions};
 use stampede_wire::fabric;
 use stampede_wire::{decode_reply, encode, Reply, Request, RequestHeader, WireError};
 use support::{with_watchdog, TestNode, CONNECT_TIMEOUT};
@@ -97,4 +97,33 @@ fn another_sessions_id_without_its_secret_is_refused() {
         let _ = intruder.close().wait();
         assert_eq!(admin.names("").unwrap(), ["secret/plans"], "the victim's session is untouched");
     })
+}
+
+/// A node other machines could reach and that has no access policy is refused, saying how to
+/// proceed — a listen or a connect endpoint beyond loopback alike; with a policy, or with
+/// `allow_anonymous`, that rule lets it through (192.0.2.1 is a documentation address: the node
+/// then fails to bind it, which is another error). Loopback and Unix sockets need neither.
+#[test]
+fn a_node_beyond_loopback_needs_a_policy_or_allow_anonymous() {
+    let dir = tempfile::tempdir().unwrap();
+    let unix = format!("unixsock-stream/{}", dir.path().join("n.sock").display());
+    let beyond = "tcp/192.0.2.1:7447";
+    let refused_for_anonymity =
+        |options: NodeOptions| match Node::serve(stampede::Runtime::new().engine().unwrap(), options) {
+            Err(Error::InvalidArgument { reason, .. }) if reason.contains("--allow-anonymous") => {
+                assert!(reason.contains("--access") && reason.contains(beyond), "{reason}");
+                true
+            }
+            Ok(node) => {
+                node.close();
+                false
+            }
+            Err(_) => false,
+        };
+    assert!(refused_for_anonymity(NodeOptions::listen(beyond)));
+    assert!(refused_for_anonymity(NodeOptions { connect: vec![beyond.into()], ..NodeOptions::listen(&unix) }));
+    assert!(!refused_for_anonymity(NodeOptions { allow_anonymous: true, ..NodeOptions::listen(beyond) }));
+    assert!(!refused_for_anonymity(NodeOptions { access: Some(policy()), ..NodeOptions::listen(beyond) }));
+    assert_eq!(NodeOptions::listen(&unix).reachable_endpoint(), None);
+    assert_eq!(NodeOptions::listen("tcp/127.0.0.1:7447").reachable_endpoint(), None);
 }

@@ -62,12 +62,13 @@ impl Runtime {
     /// `tls_mutual`; docs/SECURITY.md). `access`: a policy file
     /// (TOML) of users, passwords and rights per name prefix (docs/SECURITY.md). `connect`: other
     /// nodes' endpoints (a mesh); `mesh_ts_min=True` shares ts_min with the mesh's other nodes
-    /// (docs/PROTOCOL.md).
+    /// (docs/PROTOCOL.md). Without `access`, only loopback and Unix-socket endpoints are served
+    /// unless `allow_anonymous=True` (anyone who reaches the node may then do anything).
     #[new]
     #[pyo3(signature = (
         listen=None, *, name=None, liveliness_timeout=None, max_payload_bytes=None,
         tls_certificate=None, tls_private_key=None, tls_root_ca=None, tls_mutual=false, mesh_node_cn=None,
-        access=None, connect=None, mesh_ts_min=false,
+        access=None, connect=None, mesh_ts_min=false, allow_anonymous=false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -84,6 +85,7 @@ impl Runtime {
         access: Option<std::path::PathBuf>,
         connect: Option<&Bound<'_, PyAny>>,
         mesh_ts_min: bool,
+        allow_anonymous: bool,
     ) -> PyResult<Runtime> {
         let inner = stampede::Runtime::new();
         let at = At { op: "Runtime", name: "listen" };
@@ -99,13 +101,14 @@ impl Runtime {
                 || tls_given
                 || access.is_some()
                 || connect.is_some()
-                || mesh_ts_min =>
+                || mesh_ts_min
+                || allow_anonymous =>
             {
                 return Err(to_pyerr(Error::InvalidArgument {
                     op: "Runtime",
                     name: "listen".into(),
-                    reason: "name, liveliness_timeout, max_payload_bytes, access, connect, mesh_ts_min and the \
-                             tls_ arguments configure serving: give listen too"
+                    reason: "name, liveliness_timeout, max_payload_bytes, access, allow_anonymous, connect, \
+                             mesh_ts_min and the tls_ arguments configure serving: give listen too"
                         .into(),
                 }))
             }
@@ -125,6 +128,7 @@ impl Runtime {
                     options.connect = endpoints(connect)?;
                 }
                 options.mesh_ts_min = mesh_ts_min;
+                options.allow_anonymous = allow_anonymous;
                 if let Some(path) = access {
                     options.access = Some(stampede_node::AccessPolicy::load(&path).map_err(to_pyerr)?);
                 }

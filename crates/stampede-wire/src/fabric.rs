@@ -94,6 +94,28 @@ pub fn is_tls(endpoint: &str) -> bool {
     endpoint.starts_with(TLS_PREFIX) || endpoint.starts_with(QUIC_PREFIX)
 }
 
+/// Whether `endpoint` reaches this machine only: a Unix socket, or an IP endpoint on a loopback
+/// address (`127.0.0.0/8`, `::1`, `localhost`). A node serving anything else without an access
+/// policy must be told so (`NodeOptions::allow_anonymous`).
+pub fn is_local(endpoint: &str) -> bool {
+    let Some((protocol, address)) = endpoint.split_once('/') else { return false };
+    if protocol.starts_with("unixsock") {
+        return true;
+    }
+    // `<host>:<port>`, then zenoh's `#option=…` if any.
+    names_loopback(address.split('#').next().unwrap_or(""))
+}
+
+/// Whether `host` — a name or address with its port (`127.0.0.1:8080`, `[::1]:80`,
+/// `localhost:7447`), as in an endpoint or an HTTP `Host` header — names this machine's loopback.
+pub fn names_loopback(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The TLS files of a node or a client (paths to PEM files).
 #[derive(Clone, Copy, Debug)]
 pub struct Tls<'a> {
@@ -262,6 +284,24 @@ fn insert(config: &mut Config, op: &'static str, key: &str, value: &str) -> Resu
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn local_endpoints_are_unix_sockets_and_loopback_addresses() {
+        for local in [
+            "unixsock-stream/tmp/n.sock",
+            "tcp/127.0.0.1:7447",
+            "tcp/127.8.0.1:7447",
+            "tls/localhost:7448",
+            "tcp/[::1]:7447",
+            "quic/127.0.0.1:7449#iface=lo",
+        ] {
+            assert!(is_local(local), "{local}");
+        }
+        for beyond in ["tcp/0.0.0.0:7447", "tcp/192.168.1.2:7447", "tls/kiosk.lan:7448", "tcp/[::]:7447", "nonsense"] {
+            assert!(!is_local(beyond), "{beyond}");
+        }
+    }
+
     use super::*;
 
     /// Session ids are short lowercase hex; anything else in a liveliness key is ignored.
