@@ -292,6 +292,7 @@ class Dashboard:
         refresh: float = 0.2,
         login: tuple[str, str] | None = None,
         allowed_origins: Sequence[str] | None = None,
+        allow_anonymous: bool = False,
     ) -> Dashboard: ...
     @property
     def url(self) -> str: ...

@@ -34,8 +34,9 @@ pub struct Page {
 }
 
 impl Page {
-    /// The dashboard's options on `port`.
-    pub fn options(&self, port: u16) -> DashboardOptions {
+    /// The dashboard's options on `port`; `allow_anonymous`: serve it beyond loopback without a
+    /// login (`--allow-anonymous`).
+    pub fn options(&self, port: u16, allow_anonymous: bool) -> DashboardOptions {
         DashboardOptions {
             host: self.host,
             port,
@@ -43,6 +44,7 @@ impl Page {
             overlays: self.overlays.clone(),
             refresh: Duration::from_secs_f64(self.refresh),
             allowed_origins: self.allowed_origins.clone(),
+            allow_anonymous,
         }
     }
 }
@@ -52,6 +54,8 @@ pub struct Options {
     pub endpoint: String,
     pub port: u16,
     pub page: Page,
+    /// Serve the page beyond loopback without a login (`--allow-anonymous`).
+    pub allow_anonymous: bool,
     /// The timeout, the node to show (reached through `endpoint`) and TLS files.
     pub connect: ConnectOptions,
 }
@@ -61,7 +65,7 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     let runtime = connect_with(&options.endpoint, &options.connect)?;
     // It shows what the user may read: whoever views it logs in as that user.
     let login = options.connect.user.as_ref().map(|c| stampede_dashboard::login_as(&c.user, &c.password));
-    let served = serve(&runtime, options.page.options(options.port), login);
+    let served = serve(&runtime, options.page.options(options.port, options.allow_anonymous), login);
     let dashboard = match served {
         Ok(dashboard) => dashboard,
         Err(e) => {

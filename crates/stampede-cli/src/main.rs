@@ -102,6 +102,10 @@ enum Command {
         /// Seconds to keep trying to reach the node.
         #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
         timeout: f64,
+        /// Serve the page on an address other machines reach (--dashboard-host) without a login:
+        /// anyone who reaches it sees every task and channel.
+        #[arg(long)]
+        allow_anonymous: bool,
         #[command(flatten)]
         tls: tls::ConnectTls,
     },
@@ -278,12 +282,15 @@ fn main() -> ExitCode {
             tls: tls.options(),
             mesh_ts_min,
         }),
-        Command::Dashboard { connect, node, port, page, timeout, tls } => dashboard::run(dashboard::Options {
-            endpoint: connect,
-            port,
-            page,
-            connect: tls.options(Duration::from_secs_f64(timeout), node),
-        }),
+        Command::Dashboard { connect, node, port, page, timeout, allow_anonymous, tls } => {
+            dashboard::run(dashboard::Options {
+                endpoint: connect,
+                port,
+                page,
+                allow_anonymous,
+                connect: tls.options(Duration::from_secs_f64(timeout), node),
+            })
+        }
         Command::Ls { prefix, ts_min, connect, timeout, tls } => {
             ls::run(&prefix, ts_min, &connect, &tls.options(Duration::from_secs_f64(timeout), None))
         }

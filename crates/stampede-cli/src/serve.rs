@@ -64,14 +64,16 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         out.flush()?;
     }
     let dashboard = match options.dashboard {
-        Some((port, page)) => match crate::dashboard::serve(&runtime, page.options(port), login) {
-            Ok(dashboard) => Some(dashboard),
-            Err(e) => {
-                node.close();
-                runtime.close();
-                return Err(e);
+        Some((port, page)) => {
+            match crate::dashboard::serve(&runtime, page.options(port, options.allow_anonymous), login) {
+                Ok(dashboard) => Some(dashboard),
+                Err(e) => {
+                    node.close();
+                    runtime.close();
+                    return Err(e);
+                }
             }
-        },
+        }
         None => None,
     };
     let waited = wait_for_signal();

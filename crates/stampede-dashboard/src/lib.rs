@@ -145,6 +145,10 @@ pub struct DashboardOptions {
     /// Web origins (`https://viewer.example`) besides the dashboard's own page whose pages may
     /// open its WebSocket; others are refused `403` (default: none).
     pub allowed_origins: Vec<String>,
+    /// Serve without a login on an address other machines reach (`--allow-anonymous`): anyone
+    /// who reaches it then sees every task and channel. Off by default: such a dashboard is
+    /// refused unless it has a login ([`Dashboard::serve_with_login`]).
+    pub allow_anonymous: bool,
 }
 
 impl Default for DashboardOptions {
@@ -156,6 +160,7 @@ impl Default for DashboardOptions {
             overlays: Vec::new(),
             refresh: Duration::from_millis(200),
             allowed_origins: Vec::new(),
+            allow_anonymous: false,
         }
     }
 }
@@ -196,6 +201,15 @@ impl Dashboard {
 
     fn start(runtime: Runtime, options: DashboardOptions, login: Option<Login>) -> Result<Dashboard> {
         check(&options)?;
+        if login.is_none() && !options.allow_anonymous && !options.host.is_loopback() {
+            let reason = format!(
+                "the dashboard would listen on {} with no login: anyone who reaches it sees every task and channel. \
+                 Keep it on 127.0.0.1, give it a login (stampede serve --access policy.toml), or accept that with \
+                 --allow-anonymous (Python: allow_anonymous=True)",
+                options.host
+            );
+            return Err(Error::InvalidArgument { op: "dashboard", name: options.host.to_string(), reason });
+        }
         let requested = SocketAddr::new(options.host, options.port);
         let refused = |reason: String| Error::InvalidArgument { op: "dashboard", name: requested.to_string(), reason };
         let listener = std::net::TcpListener::bind(requested).map_err(|e| refused(format!("cannot listen: {e}")))?;

@@ -14,7 +14,7 @@ use base64::Engine;
 
 use futures_util::StreamExt;
 use serde_json::Value;
-use stampede::{Codec, Limits, Payload, Runtime, Selector, INFINITY};
+use stampede::{Codec, Error, Limits, Payload, Runtime, Selector, INFINITY};
 use stampede_dashboard::{Dashboard, DashboardOptions, AUTHORIZATION_BYTES_MAX, FRAME_HEADER_BYTES, FRAME_MAGIC};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
@@ -537,4 +537,25 @@ fn only_its_own_page_and_allowed_origins_open_the_websocket() {
         });
         dashboard.close();
     });
+}
+
+/// A dashboard on an address other machines reach, without a login, is refused before it
+/// listens, saying how to proceed; with `allow_anonymous` (or a login, or on loopback) the rule
+/// lets it through. (192.0.2.1 is a documentation address: binding it then fails, which is
+/// another error.)
+#[test]
+fn a_dashboard_beyond_loopback_needs_a_login_or_allow_anonymous() {
+    let rt = Runtime::new();
+    let beyond = "192.0.2.1".parse().unwrap();
+    let refused_for_anonymity = |options: DashboardOptions| match Dashboard::serve(rt.clone(), options) {
+        Err(Error::InvalidArgument { reason, .. }) if reason.contains("--allow-anonymous") => true,
+        Ok(dashboard) => {
+            dashboard.close();
+            false
+        }
+        Err(_) => false,
+    };
+    assert!(refused_for_anonymity(DashboardOptions { host: beyond, ..options(None, &[]) }));
+    assert!(!refused_for_anonymity(DashboardOptions { host: beyond, allow_anonymous: true, ..options(None, &[]) }));
+    assert!(!refused_for_anonymity(options(None, &[])), "on loopback");
 }

@@ -26,7 +26,7 @@ pub(crate) struct Dashboard {
 #[pymethods]
 impl Dashboard {
     #[new]
-    #[pyo3(signature = (runtime, *, port=None, host="127.0.0.1", image=None, overlays=None, refresh=0.2, login=None, allowed_origins=None))]
+    #[pyo3(signature = (runtime, *, port=None, host="127.0.0.1", image=None, overlays=None, refresh=0.2, login=None, allowed_origins=None, allow_anonymous=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -38,6 +38,7 @@ impl Dashboard {
         refresh: f64,
         login: Option<(String, String)>,
         allowed_origins: Option<Vec<String>>,
+        allow_anonymous: bool,
     ) -> PyResult<Dashboard> {
         let at = At { op: "Dashboard", name: "dashboard" };
         let invalid = |reason: String| to_pyerr(Error::InvalidArgument { op: at.op, name: at.name.to_owned(), reason });
@@ -56,6 +57,7 @@ impl Dashboard {
             overlays,
             refresh: Duration::from_secs_f64(refresh),
             allowed_origins,
+            allow_anonymous,
         };
         let runtime = runtime.rust().clone();
         match (runtime.user(), &login) {
