@@ -564,6 +564,32 @@ static void test_tasks_and_ts_min(void) {
     pipe_close(&p);
 }
 
+/* A reader with a bound on lag keeps only the newest unseen items: it cannot hold ts_min back
+ * (docs/SEMANTICS.md, "Slow readers: max_lag"); STP_UNBOUNDED is no bound, 0 items is refused. */
+static void test_a_bound_on_lag(void) {
+    struct pipe p = pipe_open("lag/c", STP_UNBOUNDED, 0);
+    stp_channel_input *bounded = NULL, *unbounded = NULL;
+    CHECK_RC(stp_task_attach_input_bounded(p.reader, NULL, 2, STP_UNBOUNDED, &bounded), STP_INVALID_ARGUMENT);
+    CHECK_RC(stp_task_attach_input_bounded(p.reader, p.ch, 0, STP_UNBOUNDED, &bounded), STP_INVALID_ARGUMENT);
+    CHECK_RC(stp_task_attach_input_bounded(p.reader, p.ch, 2, -7, &bounded), STP_INVALID_ARGUMENT);
+    CHECK(bounded == NULL);
+    OK(stp_task_attach_input_bounded(p.reader, p.ch, 2, STP_UNBOUNDED, &bounded));
+    OK(stp_task_attach_input_bounded(p.reader, p.ch, STP_UNBOUNDED, STP_UNBOUNDED, &unbounded));
+    for (int64_t ts = 0; ts < 10; ts++) {
+        OK(put_text(p.out, ts, "f"));
+    }
+    stp_item *item = NULL;
+    OK(stp_channel_input_get(bounded, STP_OLDEST_UNSEEN, 0, 0, &item));
+    CHECK(stp_item_ts(item) == 8);
+    stp_item_release(item);
+    OK(stp_channel_input_get(unbounded, STP_OLDEST_UNSEEN, 0, 0, &item));
+    CHECK(stp_item_ts(item) == 0);
+    stp_item_release(item);
+    stp_channel_input_free(unbounded);
+    stp_channel_input_free(bounded);
+    pipe_close(&p);
+}
+
 /* ---- npy ------------------------------------------------------------------------------------ */
 
 /* stp_npy_header decodes a valid header (descr without quotes, shape, offsets), reports the
@@ -610,6 +636,7 @@ int main(void) {
         {"queues", test_queues},
         {"names_and_lookup", test_names_and_lookup},
         {"tasks_and_ts_min", test_tasks_and_ts_min},
+        {"a_bound_on_lag", test_a_bound_on_lag},
         {"npy_headers", test_npy_headers},
     };
     size_t count = sizeof tests / sizeof tests[0];

@@ -108,6 +108,7 @@ def _calls(rt: stampede.Runtime) -> list[tuple[str, Callable[..., object], int]]
         ("spawn", producer.spawn, 1),
         ("set_virtual_time", producer.set_virtual_time, 1),
         ("attach_input", reader.attach_input, 1),
+        ("attach_input_max_lag", lambda n, d: reader.attach_input(ch, max_lag_items=n, max_lag_ts=d), 2),
         ("attach_output", producer.attach_output, 1),
         ("put", lambda *a: out.put(*a[:3], 0, *a[3:]), 4),
         ("put_refcount", lambda ts, rc: out.put(ts, b"x", refcount=rc, timeout=0), 2),

@@ -105,6 +105,32 @@ def test_ts_min_tracks_tasks_and_unseen_items(rt):
     assert settled((0, 1), lambda: (ch.stats()["live_items"], ch.stats()["reclaimed"])) == (0, 1)
 
 
+def test_a_bound_on_lag_lets_a_slow_reader_fall_behind(rt):
+    """attach_input(ch, max_lag_items=n): beyond n unseen items the oldest are consumed for the
+    reader and counted as skipped, so it cannot hold ts_min back (docs/SEMANTICS.md, "Slow
+    readers: max_lag"); max_lag_ts bounds the distance below the newest item instead."""
+    ch = rt.create_channel("frames")
+    camera = rt.task(0)
+    out = camera.attach_output(ch)
+    slow = rt.task(INFINITY)
+    inp = slow.attach_input(ch, max_lag_items=2)
+    for ts in range(10):
+        out.put(ts, b"f")
+    camera.set_virtual_time(10)
+    assert settled(8, lambda: rt.ts_min) == 8  # 0 to 7 were let go unseen
+    assert inp.get(stampede.OLDEST_UNSEEN).ts == 8
+    by_ts = slow.attach_input(ch, max_lag_ts=3)
+    for ts in range(10, 20):
+        out.put(ts, b"f")
+    assert by_ts.get(stampede.OLDEST_UNSEEN).ts == 16
+    with pytest.raises(stampede.InvalidArgument):
+        slow.attach_input(ch, max_lag_items=0)
+    with pytest.raises(stampede.InvalidArgument):
+        slow.attach_input(ch, max_lag_ts=-1)
+    with pytest.raises(TypeError):
+        slow.attach_input(rt.create_queue("jobs"), max_lag_items=2)
+
+
 def test_reclamation_is_prompt_and_collect_is_deterministic(rt):
     """Items below ts_min are reclaimed within the operation; collect() then finds nothing."""
     ch = rt.create_channel("c")

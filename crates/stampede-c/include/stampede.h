@@ -393,6 +393,16 @@ void stp_task_free(struct stp_task *task);
 // `task` and `ch` are NULL or live; `out` NULL or valid for writing a pointer.
 int stp_task_attach_input(const struct stp_task *task, const struct stp_channel *ch, struct stp_channel_input **out);
 
+// As `stp_task_attach_input`, with a bound on how far the connection may fall behind
+// (docs/SEMANTICS.md, "Slow readers: max_lag"): at most `max_lag_items` unseen items and none
+// more than `max_lag_ts` below the channel's newest item (each `STP_UNBOUNDED` for no bound;
+// `max_lag_items` 0 is `STP_INVALID_ARGUMENT`); beyond, the oldest unseen items are consumed for
+// it and counted as skipped.
+//
+// # Safety
+// `task` and `ch` are NULL or live; `out` NULL or valid for writing a pointer.
+int stp_task_attach_input_bounded(const struct stp_task *task, const struct stp_channel *ch, int64_t max_lag_items, int64_t max_lag_ts, struct stp_channel_input **out);
+
 // Attaches an output connection of `task` to the channel, written to `*out`.
 //
 // # Safety

@@ -7,9 +7,9 @@
 
 use std::ffi::{c_char, c_int};
 
-use stampede::Task;
+use stampede::{InputOptions, Task};
 
-use crate::args::{handle, handle_out, text};
+use crate::args::{bound, handle, handle_out, text, STP_UNBOUNDED};
 use crate::channel::{stp_channel, stp_channel_input, stp_channel_output};
 use crate::error::{guard, guard_value};
 use crate::queue::{stp_queue, stp_queue_input, stp_queue_output};
@@ -139,13 +139,51 @@ pub unsafe extern "C" fn stp_task_attach_input(
     ch: *const stp_channel,
     out: *mut *mut stp_channel_input,
 ) -> c_int {
-    const OP: &str = "stp_task_attach_input";
-    guard(OP, || {
+    // SAFETY: the same contract.
+    unsafe { attach_channel_input("stp_task_attach_input", task, ch, [STP_UNBOUNDED; 2], out) }
+}
+
+/// As `stp_task_attach_input`, with a bound on how far the connection may fall behind
+/// (docs/SEMANTICS.md, "Slow readers: max_lag"): at most `max_lag_items` unseen items and none
+/// more than `max_lag_ts` below the channel's newest item (each `STP_UNBOUNDED` for no bound;
+/// `max_lag_items` 0 is `STP_INVALID_ARGUMENT`); beyond, the oldest unseen items are consumed for
+/// it and counted as skipped.
+///
+/// # Safety
+/// `task` and `ch` are NULL or live; `out` NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn stp_task_attach_input_bounded(
+    task: *const stp_task,
+    ch: *const stp_channel,
+    max_lag_items: i64,
+    max_lag_ts: i64,
+    out: *mut *mut stp_channel_input,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { attach_channel_input("stp_task_attach_input_bounded", task, ch, [max_lag_items, max_lag_ts], out) }
+}
+
+/// Attaches with the bounds `[max_lag_items, max_lag_ts]` as C gives them.
+///
+/// # Safety
+/// `task` and `ch` are NULL or live; `out` NULL or valid for writing a pointer.
+unsafe fn attach_channel_input(
+    op: &'static str,
+    task: *const stp_task,
+    ch: *const stp_channel,
+    [max_lag_items, max_lag_ts]: [i64; 2],
+    out: *mut *mut stp_channel_input,
+) -> c_int {
+    guard(op, || {
         // SAFETY: NULL or valid for writing a pointer per the contract.
-        unsafe { handle_out(out, OP, "out") }?;
+        unsafe { handle_out(out, op, "out") }?;
+        let options = InputOptions {
+            max_lag_items: bound(max_lag_items, op, "max_lag_items")?,
+            max_lag_ts: bound(max_lag_ts, op, "max_lag_ts")?.map(|distance| distance as u64),
+        };
         // SAFETY: each NULL or live per the contract.
-        let (task, ch) = unsafe { (handle(task, OP, "task")?, handle(ch, OP, "ch")?) };
-        let input = task.task.attach_input(&ch.channel)?;
+        let (task, ch) = unsafe { (handle(task, op, "task")?, handle(ch, op, "ch")?) };
+        let input = task.task.attach_input_with(&ch.channel, options)?;
         // SAFETY: checked non-NULL; valid per the contract.
         unsafe { out.write(Box::into_raw(Box::new(stp_channel_input { input }))) };
         Ok(())

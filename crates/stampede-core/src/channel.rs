@@ -16,10 +16,12 @@
 //! backed by the disk ([`moved_to_disk`](ChannelState::moved_to_disk)): where an item's bytes live
 //! changes nothing else — item states, claims and GC are the same for both.
 //!
-//! Beside this file: `limits` (the bounds and the retention policy), `disk_tier` (the disk tier's
-//! side) and `reclaim` (reclamation below ts_min and early).
+//! Beside this file: `limits` (the bounds and the retention policy), `lag` (an input
+//! connection's bound on how far it may fall behind), `disk_tier` (the disk tier's side) and
+//! `reclaim` (reclamation below ts_min and early).
 
 mod disk_tier;
+mod lag;
 mod limits;
 mod reclaim;
 
@@ -34,6 +36,7 @@ use crate::stats::{ConnectionStats, Stats};
 use crate::task::{TaskId, TaskState};
 use crate::time::{earliest, is_item_ts, show, Selector, Timestamp, INFINITY};
 use crate::tombstones::Tombstones;
+pub use lag::InputOptions;
 pub use limits::{Limits, Retention};
 
 /// Identifies a connection within a node.
@@ -57,6 +60,8 @@ struct Input {
     /// Highest timestamp passed to `consume_until`: items put later at or below it are born
     /// consumed on this connection.
     floor: Option<Timestamp>,
+    /// How far it may fall behind (unbounded by default).
+    lag: InputOptions,
     counts: ConnectionStats,
 }
 
@@ -185,6 +190,9 @@ impl ChannelState {
         let mut fx = Effects::default();
         let mut holders = 0;
         let mut born_consumed = 0;
+        // Items inputs with a bound on lag let go (counted as their consumptions below).
+        let mut skipped = Vec::new();
+        let newest = self.items.last_key_value().map_or(ts, |(&last, _)| last.max(ts));
         for (&conn, input) in self.inputs.iter_mut() {
             if input.floor.is_some_and(|floor| ts <= floor) {
                 born_consumed += 1;
@@ -192,6 +200,9 @@ impl ChannelState {
             }
             let before = input.claim();
             input.unseen.insert(ts);
+            let trimmed = input.lag.trim(&mut input.unseen, Some(newest));
+            input.counts.skipped += trimmed.len() as u64;
+            skipped.extend(trimmed);
             push_move(&mut fx.claims, Location::Input(conn), before, input.claim());
             holders += 1;
         }
@@ -204,6 +215,9 @@ impl ChannelState {
         self.puts += 1;
         self.outputs.get_mut(&conn).expect("checked above").1.items += 1;
         fx.put = Some(ts);
+        for ts in skipped {
+            self.count_consumption(ts, &mut fx);
+        }
         self.reclaim_if_garbage(ts, &mut fx);
         Ok(fx)
     }
@@ -366,16 +380,25 @@ impl ChannelState {
         Ok(())
     }
 
-    /// Attaches an input connection for a task at `visibility`: present items below it are
-    /// consumed on the new connection at once, the rest are unseen.
-    pub fn attach_input(&mut self, conn: ConnId, task: TaskId, visibility: Timestamp) -> Result<Effects> {
+    /// Attaches an input connection for a task at `visibility`: present items below it, and the
+    /// oldest beyond the connection's bound on lag (`options`), are consumed on the new connection
+    /// at once (the latter counted as skipped); the rest are unseen.
+    pub fn attach_input(
+        &mut self,
+        conn: ConnId,
+        task: TaskId,
+        visibility: Timestamp,
+        options: InputOptions,
+    ) -> Result<Effects> {
         self.check_open()?;
-        let mut unseen = BTreeSet::new();
-        for (&ts, stored) in self.items.range_mut(visibility..) {
-            stored.holders += 1;
-            unseen.insert(ts);
+        options.check(&self.name)?;
+        let mut unseen: BTreeSet<Timestamp> = self.items.range(visibility..).map(|(&ts, _)| ts).collect();
+        let skipped = options.trim(&mut unseen, self.items.last_key_value().map(|(&ts, _)| ts)).len() as u64;
+        for ts in &unseen {
+            self.items.get_mut(ts).expect("an unseen item is present").holders += 1;
         }
-        let input = Input { task, unseen, open: BTreeSet::new(), floor: None, counts: ConnectionStats::default() };
+        let counts = ConnectionStats { skipped, ..ConnectionStats::default() };
+        let input = Input { task, unseen, open: BTreeSet::new(), floor: None, lag: options, counts };
         let mut fx = Effects::default();
         push_move(&mut fx.claims, Location::Input(conn), None, input.claim());
         self.inputs.insert(conn, input);

@@ -15,7 +15,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stampede_core::{ConnId, Effects, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp, TS_MAX};
+use stampede_core::{
+    ConnId, Effects, InputOptions, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp, TS_MAX,
+};
 
 use crate::disk::DiskStats;
 use crate::options::{Info, PutOptions};
@@ -116,12 +118,19 @@ impl Channel {
     /// Attaches an input connection of `task`: every item present below the task's visibility is
     /// consumed on it at once; the rest, and every item put later, are unseen on it.
     pub fn attach_input(&self, task: &Task) -> Result<ChannelInput> {
+        self.attach_input_with(task, InputOptions::default())
+    }
+
+    /// [`attach_input`](Self::attach_input) with a bound on how far the connection may fall
+    /// behind: beyond it the oldest unseen items are consumed for it and counted as skipped
+    /// (docs/SEMANTICS.md, "Slow readers: max_lag").
+    pub fn attach_input_with(&self, task: &Task, options: InputOptions) -> Result<ChannelInput> {
         let task = &task.shared;
         self.space.check_same(task, "attach_input", self.name())?;
         let conn = self.space.next_id();
         self.space.attach_input(&self.shared, task, conn, |s, t| {
-            let first_claim = s.lowest_from(t.visibility());
-            Ok((first_claim, s.attach_input(conn, t.id(), t.visibility())?))
+            let fx = s.attach_input(conn, t.id(), t.visibility(), options)?;
+            Ok((s.input_claim(conn), fx))
         })?;
         task.held.lock().push(Held::ChannelInput(Arc::downgrade(&self.shared), conn));
         Ok(ChannelInput { channel: self.clone(), task: task.clone(), conn })

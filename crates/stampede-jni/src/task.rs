@@ -5,7 +5,7 @@ use std::sync::Arc;
 use jni::objects::{JClass, JString};
 use jni::sys::{jboolean, jlong, jobject};
 use jni::JNIEnv;
-use stampede::Container;
+use stampede::{Container, InputOptions};
 
 use crate::handles::{self, Entry};
 use crate::jvm::{self, run};
@@ -99,7 +99,8 @@ pub extern "system" fn Java_org_stampede_Native_taskClose(mut env: JNIEnv<'_>, _
 }
 
 /// Attaches an input (`input` true) or output connection of the task to a channel or queue;
-/// the connection's handle.
+/// the connection's handle. A channel's input takes its bound on lag (`max_lag_items`,
+/// `max_lag_ts`, -1 for none; docs/SEMANTICS.md, "Slow readers: max_lag").
 #[no_mangle]
 pub extern "system" fn Java_org_stampede_Native_taskAttach(
     mut env: JNIEnv<'_>,
@@ -107,12 +108,19 @@ pub extern "system" fn Java_org_stampede_Native_taskAttach(
     task: jlong,
     container: jlong,
     input: jboolean,
+    max_lag_items: jlong,
+    max_lag_ts: jlong,
 ) -> jlong {
     run(&mut env, |_| {
         let task = handles::task(task)?;
         let container = handles::container(container)?;
+        let name = container.container.name();
+        let options = InputOptions {
+            max_lag_items: jvm::optional_count(max_lag_items, "attach_input", name, "maxLagItems")?,
+            max_lag_ts: jvm::optional_count(max_lag_ts, "attach_input", name, "maxLagTs")?.map(|d| d as u64),
+        };
         let entry = match (&container.container, input != 0) {
-            (Container::Channel(ch), true) => Entry::ChannelInput(Arc::new(task.attach_input(ch)?)),
+            (Container::Channel(ch), true) => Entry::ChannelInput(Arc::new(task.attach_input_with(ch, options)?)),
             (Container::Channel(ch), false) => Entry::ChannelOutput(Arc::new(task.attach_output(ch)?)),
             (Container::Queue(q), true) => Entry::QueueInput(Arc::new(task.attach_input(q)?)),
             (Container::Queue(q), false) => Entry::QueueOutput(Arc::new(task.attach_output(q)?)),

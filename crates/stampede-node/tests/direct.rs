@@ -339,7 +339,11 @@ fn a_session_being_ended_answers_no_repeat() {
         let Reply::Container(info) = ask(&mut first, 2, Request::Lookup { name: "frames".into() }) else {
             panic!("the channel")
         };
-        let Reply::Handle(connection) = ask(&mut first, 3, Request::AttachInput { task, container: info.id }) else {
+        let Reply::Handle(connection) = ask(
+            &mut first,
+            3,
+            Request::AttachInput { task, container: info.id, max_lag_items: None, max_lag_ts: None },
+        ) else {
             panic!("a connection")
         };
         // The item, from the node's application; only the session's task holds ts_min at it.

@@ -53,7 +53,14 @@ fn request() -> impl Strategy<Value = Request> {
         (any::<u64>(), ts()).prop_map(|(task, virtual_time)| Request::SetVirtualTime { task, virtual_time }),
         any::<u64>().prop_map(|task| Request::Times { task }),
         any::<u64>().prop_map(|task| Request::CloseTask { task }),
-        (any::<u64>(), any::<u64>()).prop_map(|(task, container)| Request::AttachInput { task, container }),
+        (any::<u64>(), any::<u64>(), any::<Option<u64>>(), any::<Option<u64>>()).prop_map(
+            |(task, container, max_lag_items, max_lag_ts)| Request::AttachInput {
+                task,
+                container,
+                max_lag_items,
+                max_lag_ts
+            }
+        ),
         (any::<u64>(), any::<u64>()).prop_map(|(task, container)| Request::AttachOutput { task, container }),
         any::<u64>().prop_map(|connection| Request::Detach { connection }),
         (any::<u64>(), ts(), text(), proptest::option::of(any::<u32>()), any::<u64>()).prop_map(

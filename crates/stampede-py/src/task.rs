@@ -5,7 +5,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 use pyo3::{PyTraverseError, PyVisit};
-use stampede::Timestamp;
+use stampede::{InputOptions, Timestamp};
 
 use crate::args::{self, At};
 use crate::connection::{ChannelInput, ChannelOutput, QueueInput, QueueOutput};
@@ -77,12 +77,32 @@ impl Task {
         wait::released(py, || self.inner.set_name(name))
     }
 
-    /// Attaches an input connection to a Channel (ChannelInput) or a Queue (QueueInput).
-    fn attach_input(&self, py: Python<'_>, container: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    /// Attaches an input connection to a Channel (ChannelInput) or a Queue (QueueInput). A
+    /// channel's input may bound how far it falls behind: `max_lag_items` unseen items, none more
+    /// than `max_lag_ts` below the newest; beyond, the oldest unseen are consumed for it and
+    /// counted as skipped.
+    #[pyo3(signature = (container, *, max_lag_items=None, max_lag_ts=None))]
+    fn attach_input(
+        &self,
+        py: Python<'_>,
+        container: &Bound<'_, PyAny>,
+        max_lag_items: Option<&Bound<'_, PyAny>>,
+        max_lag_ts: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         if let Ok(channel) = container.cast::<Channel>() {
             let channel = channel.get();
-            let inner = wait::released(py, || self.inner.attach_input(&channel.inner))?;
+            let at = At { op: "attach_input", name: channel.inner.name() };
+            let options = InputOptions {
+                max_lag_items: args::count(max_lag_items, "max_lag_items", at)?,
+                max_lag_ts: args::count(max_lag_ts, "max_lag_ts", at)?,
+            };
+            let inner = wait::released(py, || self.inner.attach_input_with(&channel.inner, options))?;
             return ChannelInput::new(inner, channel.handlers.clone_ref(py)).into_py_any(py);
+        }
+        if max_lag_items.is_some_and(|o| !o.is_none()) || max_lag_ts.is_some_and(|o| !o.is_none()) {
+            return Err(PyTypeError::new_err(
+                "max_lag_items and max_lag_ts bound a Channel's input: a Queue's items go to one reader each",
+            ));
         }
         if let Ok(queue) = container.cast::<Queue>() {
             let queue = queue.get();

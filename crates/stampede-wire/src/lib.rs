@@ -63,5 +63,6 @@ pub use values::{limits, size, WireRetention, WireSelector, WireStats};
 
 /// The wire format's version, the first byte of every message. Bump it on any change to the
 /// types of this crate or of those it carries (`Graph`). 12: the wire became its own crate
-/// (`stampede-wire`); 13: a graph says what holds ts_min and which session owns each task.
-pub const VERSION: u8 = 13;
+/// (`stampede-wire`); 13: a graph says what holds ts_min and which session owns each task; 14: an
+/// input connection's bound on lag.
+pub const VERSION: u8 = 14;

@@ -123,9 +123,12 @@ pub enum Request {
     },
     /// The node's [`Graph`](stampede_core::graph::Graph).
     Graph,
+    /// An input connection; a channel's with its bound on lag (`InputOptions`; none for a queue).
     AttachInput {
         task: Handle,
         container: Handle,
+        max_lag_items: Option<u64>,
+        max_lag_ts: Option<u64>,
     },
     AttachOutput {
         task: Handle,

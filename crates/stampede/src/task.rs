@@ -6,7 +6,7 @@
 //! its claim on ts_min, so a task that ends never pins GC. A task of a remote runtime lives on
 //! the node, owned by the client's session.
 
-use stampede_core::{Error, Result, Timestamp};
+use stampede_core::{Error, InputOptions, Result, Timestamp};
 
 #[cfg(not(feature = "remote"))]
 use crate::backend::Never as RemoteTask;
@@ -59,6 +59,14 @@ impl Task {
     /// every item put later, are unseen on it.
     pub fn attach_input<C: Attach>(&self, container: &C) -> Result<C::Input> {
         container.attach_input(self)
+    }
+
+    /// Attaches an input connection to a channel, with a bound on how far it may fall behind
+    /// (`max_lag_items`, `max_lag_ts`): beyond it the oldest unseen items are consumed for this
+    /// connection and counted as skipped, so a slow reader cannot hold ts_min back
+    /// (docs/SEMANTICS.md, "Slow readers: max_lag"). `InvalidArgument` for `max_lag_items` 0.
+    pub fn attach_input_with(&self, channel: &Channel, options: InputOptions) -> Result<ChannelInput> {
+        channel.attach_input_with(self, options)
     }
 
     /// Attaches an output connection to a channel or queue.
@@ -124,16 +132,24 @@ fn elsewhere(op: &'static str, name: &str, task: &Task) -> Error {
     }
 }
 
+impl Channel {
+    fn attach_input_with(&self, task: &Task, options: InputOptions) -> Result<ChannelInput> {
+        let inner = match (&self.0, &task.0) {
+            (Backend::Local(c), Backend::Local(t)) => Backend::Local(c.attach_input_with(t, options)?),
+            (Backend::Remote(c), Backend::Remote(t)) => {
+                remote!(c, t => Backend::Remote(c.attach_input(t, options)?))
+            }
+            _ => return Err(elsewhere("attach_input", self.name(), task)),
+        };
+        Ok(ChannelInput { channel: self.clone(), inner })
+    }
+}
+
 impl Attach for Channel {
     type Input = ChannelInput;
     type Output = ChannelOutput;
     fn attach_input(&self, task: &Task) -> Result<ChannelInput> {
-        let inner = match (&self.0, &task.0) {
-            (Backend::Local(c), Backend::Local(t)) => Backend::Local(c.attach_input(t)?),
-            (Backend::Remote(c), Backend::Remote(t)) => remote!(c, t => Backend::Remote(c.attach_input(t)?)),
-            _ => return Err(elsewhere("attach_input", self.name(), task)),
-        };
-        Ok(ChannelInput { channel: self.clone(), inner })
+        self.attach_input_with(task, InputOptions::default())
     }
     fn attach_output(&self, task: &Task) -> Result<ChannelOutput> {
         let inner = match (&self.0, &task.0) {

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use stampede::{Error, Limits, PutOptions, INFINITY, NEWEST_UNSEEN, OLDEST_UNSEEN};
+use stampede::{Error, InputOptions, Limits, PutOptions, INFINITY, NEWEST_UNSEEN, OLDEST_UNSEEN};
 
 mod configuration;
 
@@ -258,4 +258,42 @@ fn stats_fields() {
     let s = ch.stats();
     assert_eq!((s.live_items, s.live_bytes, s.puts, s.gets, s.inputs, s.outputs, s.claim), (1, 3, 1, 1, 1, 1, Some(0)));
     assert_eq!(rt.stats().containers, 1);
+}
+
+/// A slow reader with a bound on lag cannot hold ts_min back: beyond `max_lag_items` unseen items
+/// (or `max_lag_ts` below the newest), the oldest unseen ones are consumed for it and counted as
+/// skipped; what it has gotten stays open until it consumes it. Without the bound, the same
+/// reader holds every item.
+#[test]
+fn a_bound_on_lag_lets_a_slow_reader_fall_behind() {
+    let rt = configuration::runtime();
+    let ch = rt.create_channel("frames", Limits::unbounded()).unwrap();
+    let camera = rt.task(0).unwrap();
+    let out = camera.attach_output(&ch).unwrap();
+    let slow = rt.task(INFINITY).unwrap();
+    let bounded = slow.attach_input_with(&ch, InputOptions { max_lag_items: Some(3), max_lag_ts: None }).unwrap();
+    out.put(0, &b"f"[..]).unwrap();
+    assert_eq!(bounded.get(OLDEST_UNSEEN, NOW).unwrap().ts, 0);
+    for ts in 1..20 {
+        out.put(ts, &b"f"[..]).unwrap();
+    }
+    camera.set_virtual_time(20).unwrap();
+    // Item 0 is open, so it holds ts_min; of the rest only the newest three are unseen.
+    assert_eq!(rt.ts_min(), 0);
+    assert_eq!(bounded.get(OLDEST_UNSEEN, NOW).unwrap().ts, 17);
+    bounded.consume_until(17).unwrap();
+    assert_eq!(configuration::settled(18, || rt.ts_min()), 18);
+    assert_eq!(configuration::settled(vec![18, 19], || ch.timestamps()), vec![18, 19]);
+    let slow_view = rt.graph().unwrap().tasks.into_iter().find(|t| t.connections.iter().any(|c| c.items == 2)).unwrap();
+    assert_eq!(slow_view.connections[0].skipped, 16, "1 to 16 were let go unseen");
+
+    // By timestamp distance: nothing more than 5 below the newest stays unseen.
+    let by_ts = slow.attach_input_with(&ch, InputOptions { max_lag_items: None, max_lag_ts: Some(5) }).unwrap();
+    for ts in 20..40 {
+        out.put(ts, &b"f"[..]).unwrap();
+    }
+    assert_eq!(by_ts.get(OLDEST_UNSEEN, NOW).unwrap().ts, 34);
+
+    let refused = slow.attach_input_with(&ch, InputOptions { max_lag_items: Some(0), max_lag_ts: None });
+    assert!(matches!(refused.as_ref().err(), Some(Error::InvalidArgument { .. })), "{:?}", refused.err());
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use stampede_core::{Codec, Error, Item, Payload, QueueItem, Result, Selector};
+use stampede_core::{Codec, Error, InputOptions, Item, Payload, QueueItem, Result, Selector};
 use stampede_engine::payload::{Buffers, IntoPayload, Parts};
 use stampede_engine::{ChannelOptions, Container, Info, MeshLink, PutOptions, QueueOptions};
 use stampede_wire::{
@@ -146,13 +146,20 @@ pub(super) async fn execute(
             decline(node, moves).await;
             Reply::Done
         }
-        Request::AttachInput { task, container } => {
+        Request::AttachInput { task, container, max_lag_items, max_lag_ts } => {
             let task = session.task(op, task)?;
             let container = session.container(op, container)?;
             session.check(op, Right::Read, container.name())?;
+            // An item bound beyond the address space is no bound.
+            let max_lag_items = max_lag_items.map(|items| usize::try_from(items).unwrap_or(usize::MAX));
+            let options = InputOptions { max_lag_items, max_lag_ts };
             let connection = match container {
-                Container::Channel(c) => Connection::ChannelInput(Arc::new(c.attach_input(&task)?)),
-                Container::Queue(q) => Connection::QueueInput(Arc::new(q.attach_input(&task)?)),
+                Container::Channel(c) => Connection::ChannelInput(Arc::new(c.attach_input_with(&task, options)?)),
+                Container::Queue(q) if !options.bounded() => Connection::QueueInput(Arc::new(q.attach_input(&task)?)),
+                Container::Queue(q) => {
+                    let reason = "a bound on lag is a channel's: a queue's items go to one reader each".into();
+                    return Err(Error::InvalidArgument { op, name: q.name().to_owned(), reason });
+                }
             };
             Reply::Handle(session.add_connection(op, connection)?)
         }

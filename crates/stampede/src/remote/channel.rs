@@ -16,7 +16,9 @@ use parking_lot::Mutex;
 use crate::payload::Buffers;
 use crate::trace::{self, Kind, NO_ITEM};
 use crate::wait::Changed;
-use crate::{Error, IntoPayload, Item, Limits, Payload, PutOptions, Result, Retention, Selector, Timestamp};
+use crate::{
+    Error, InputOptions, IntoPayload, Item, Limits, Payload, PutOptions, Result, Retention, Selector, Timestamp,
+};
 
 use crate::remote::connection::{container_handle, item, Link};
 use crate::remote::runtime::unexpected;
@@ -60,12 +62,12 @@ impl RemoteChannel {
         Arc::ptr_eq(&self.container.client, &other.container.client)
     }
 
-    pub(crate) fn attach_input(&self, task: &RemoteTask) -> Result<RemoteChannelInput> {
-        Ok(RemoteChannelInput { link: self.container.attach(task, true)?, got: Mutex::default() })
+    pub(crate) fn attach_input(&self, task: &RemoteTask, options: InputOptions) -> Result<RemoteChannelInput> {
+        Ok(RemoteChannelInput { link: self.container.attach(task, Some(options))?, got: Mutex::default() })
     }
 
     pub(crate) fn attach_output(&self, task: &RemoteTask) -> Result<RemoteChannelOutput> {
-        let link = self.container.attach(task, false)?;
+        let link = self.container.attach(task, None)?;
         let buffers = link.client.buffers();
         Ok(RemoteChannelOutput { channel: self.clone(), link, buffers })
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::{Codec, Error, Info, Item, Limits, Payload, Result, Retention, Stats, Timestamp};
+use crate::{Codec, Error, Info, InputOptions, Item, Limits, Payload, Result, Retention, Stats, Timestamp};
 
 use crate::remote::client::Client;
 use crate::remote::task::{RemoteTask, TaskRef};
@@ -137,7 +137,7 @@ impl ContainerRef {
     }
 
     /// Attaches an input (`input`) or output connection of `task`.
-    pub(crate) fn attach(&self, task: &RemoteTask, input: bool) -> Result<Link> {
+    pub(crate) fn attach(&self, task: &RemoteTask, input: Option<InputOptions>) -> Result<Link> {
         let id = task.attach(&self.client, &self.name, input, self.id)?;
         Ok(Link::new(self.client.clone(), task.inner.clone(), id, self.name.clone()))
     }

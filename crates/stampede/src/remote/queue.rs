@@ -12,7 +12,7 @@ use bytes::Bytes;
 use crate::payload::Buffers;
 use crate::trace::{self, Kind, NO_ITEM};
 use crate::wait::Changed;
-use crate::{IntoPayload, Payload, QueueItem, Result, Timestamp};
+use crate::{InputOptions, IntoPayload, Payload, QueueItem, Result, Timestamp};
 
 use crate::remote::channel::{check_fits, done};
 use crate::remote::connection::{container_handle, item, Link};
@@ -24,11 +24,11 @@ container_handle!(RemoteQueue, "queue");
 
 impl RemoteQueue {
     pub(crate) fn attach_input(&self, task: &RemoteTask) -> Result<RemoteQueueInput> {
-        Ok(RemoteQueueInput { link: self.container.attach(task, true)? })
+        Ok(RemoteQueueInput { link: self.container.attach(task, Some(InputOptions::default()))? })
     }
 
     pub(crate) fn attach_output(&self, task: &RemoteTask) -> Result<RemoteQueueOutput> {
-        let link = self.container.attach(task, false)?;
+        let link = self.container.attach(task, None)?;
         let buffers = link.client.buffers();
         Ok(RemoteQueueOutput { queue: self.clone(), link, buffers })
     }

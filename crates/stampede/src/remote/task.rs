@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::{Error, Result, Timestamp, INFINITY};
+use crate::{Error, InputOptions, Result, Timestamp, INFINITY};
 
 use crate::remote::client::Client;
 use crate::remote::runtime::unexpected;
@@ -204,10 +204,17 @@ impl RemoteTask {
         *known
     }
 
-    /// Attaches a connection of this task to `container` (of `client`): the connection's handle.
-    /// A container on another node is attached through the task's shadow there.
-    pub(crate) fn attach(&self, client: &Arc<Client>, name: &str, input: bool, container: Handle) -> Result<Handle> {
-        let op = if input { "attach_input" } else { "attach_output" };
+    /// Attaches a connection of this task to `container` (of `client`): an input with its
+    /// options, or an output (`None`). Returns the connection's handle. A container on another
+    /// node is attached through the task's shadow there.
+    pub(crate) fn attach(
+        &self,
+        client: &Arc<Client>,
+        name: &str,
+        input: Option<InputOptions>,
+        container: Handle,
+    ) -> Result<Handle> {
+        let op = if input.is_some() { "attach_input" } else { "attach_output" };
         let task = if Arc::ptr_eq(client, &self.inner.client) {
             self.inner.id
         } else if client.node() != self.inner.client.node() {
@@ -224,8 +231,15 @@ impl RemoteTask {
                 ),
             });
         };
-        let request =
-            if input { Request::AttachInput { task, container } } else { Request::AttachOutput { task, container } };
+        let request = match input {
+            Some(options) => Request::AttachInput {
+                task,
+                container,
+                max_lag_items: options.max_lag_items.map(|items| items as u64),
+                max_lag_ts: options.max_lag_ts,
+            },
+            None => Request::AttachOutput { task, container },
+        };
         client.handle(request)
     }
 

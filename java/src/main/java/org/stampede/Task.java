@@ -95,31 +95,41 @@ public final class Task implements AutoCloseable {
      * consumed on it at once; the rest, and every item put later, are unseen on it.
      */
     public ChannelInput attachInput(Channel channel) throws StampedeException {
+        return attachInput(channel, InputOptions.DEFAULT);
+    }
+
+    /**
+     * Attaches an input connection to a channel with a bound on how far it may fall behind
+     * ({@link InputOptions}): beyond it the oldest unseen items are consumed for it and counted as
+     * skipped, so a slow reader cannot hold ts_min back.
+     */
+    public ChannelInput attachInput(Channel channel, InputOptions options) throws StampedeException {
         Errors.require(channel, "attach_input", "task", "the channel");
-        return new ChannelInput(attach(channel.handle, true), channel);
+        InputOptions o = options == null ? InputOptions.DEFAULT : options;
+        return new ChannelInput(attach(channel.handle, true, o.maxLagItems, o.maxLagTs), channel);
     }
 
     /** Attaches an output connection to a channel. */
     public ChannelOutput attachOutput(Channel channel) throws StampedeException {
         Errors.require(channel, "attach_output", "task", "the channel");
-        return new ChannelOutput(attach(channel.handle, false), channel);
+        return new ChannelOutput(attach(channel.handle, false, -1, -1), channel);
     }
 
     /** Attaches an input connection to a queue. */
     public QueueInput attachInput(Queue queue) throws StampedeException {
         Errors.require(queue, "attach_input", "task", "the queue");
-        return new QueueInput(attach(queue.handle, true), queue);
+        return new QueueInput(attach(queue.handle, true, -1, -1), queue);
     }
 
     /** Attaches an output connection to a queue. */
     public QueueOutput attachOutput(Queue queue) throws StampedeException {
         Errors.require(queue, "attach_output", "task", "the queue");
-        return new QueueOutput(attach(queue.handle, false), queue);
+        return new QueueOutput(attach(queue.handle, false, -1, -1), queue);
     }
 
-    private long attach(long container, boolean input) throws StampedeException {
+    private long attach(long container, boolean input, long maxLagItems, long maxLagTs) throws StampedeException {
         try {
-            return Native.taskAttach(handle, container, input);
+            return Native.taskAttach(handle, container, input, maxLagItems, maxLagTs);
         } finally {
             Reference.reachabilityFence(this);
         }

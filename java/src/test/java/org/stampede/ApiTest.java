@@ -143,6 +143,26 @@ class ApiTest {
 
     /** A connection to nothing is Unreachable once the timeout expires, not a hang. */
     @Test
+    void aBoundOnLagLetsASlowReaderFallBehind() throws Exception {
+        Channel frames = rt.createChannel("frames");
+        try (Task camera = rt.task(0); Task slow = rt.task(Stampede.INFINITY); ChannelOutput out = camera.attachOutput(frames);
+                ChannelInput bounded = slow.attachInput(frames, InputOptions.DEFAULT.withMaxLagItems(2));
+                ChannelInput byTs = slow.attachInput(frames, InputOptions.DEFAULT.withMaxLagTs(3))) {
+            for (long ts = 0; ts < 10; ts++) {
+                out.put(ts, "f");
+            }
+            camera.setVirtualTime(10);
+            assertEquals(6, rt.tsMin()); // byTs holds 6 to 9, bounded 8 and 9
+            try (Item item = bounded.get(Selector.OLDEST_UNSEEN); Item oldest = byTs.get(Selector.OLDEST_UNSEEN)) {
+                assertEquals(8, item.ts());
+                assertEquals(6, oldest.ts());
+            }
+            assertThrows(InvalidArgumentException.class, () -> slow.attachInput(frames, InputOptions.DEFAULT.withMaxLagItems(0)));
+            assertThrows(InvalidArgumentException.class, () -> slow.attachInput(frames, InputOptions.DEFAULT.withMaxLagTs(-5)));
+        }
+    }
+
+    @Test
     void connectingToNoNodeIsUnreachable() {
         UnreachableException e = assertThrows(UnreachableException.class,
                 () -> Stampede.connect("tcp/127.0.0.1:1", Duration.ofMillis(300)));
