@@ -7,6 +7,10 @@
 # and the Python semantic suites on the embedded runtime. Run the whole suite before you push.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The Python package is built with the dev profile: it reuses the debug build of every dependency
+# the Rust tests made (no second, release build of zenoh and the rest), and its debug assertions
+# check the runtime's invariants under the Python suites too (scripts/python-env.sh).
+export STAMPEDE_PY_PROFILE=dev
 
 if [ "${1:-}" = "--quick" ]; then
     echo "== [${SECONDS} s] Quick: core, wire, house rules, the engine embedded (Rust)"

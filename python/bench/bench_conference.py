@@ -34,6 +34,8 @@ import statistics
 import time
 from pathlib import Path
 
+from build_check import warn_if_not_release
+
 from stampede.apps.conference import SIZES_KB, Conference
 
 #: D-Stampede's Table 1: delivered bandwidth (MB/s) by client image size (KB) and clients (2..7),
@@ -168,6 +170,7 @@ def plot(results: list[dict], out: Path) -> list[Path]:
 
 
 def main() -> None:
+    warn_if_not_release()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--quick", action="store_true", help="K=2 and 3 at 74 KB, one node, 2 s (a smoke run)"

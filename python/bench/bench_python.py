@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from build_check import warn_if_not_release
 
 import stampede
 
@@ -141,6 +142,7 @@ def frame_benches(rounds: int) -> None:
 
 
 def main() -> None:
+    warn_if_not_release()
     parser = argparse.ArgumentParser(description="Stampede Python benchmarks (JSON lines)")
     parser.add_argument("--rounds", type=int, default=2000, help="hand-off round trips")
     parser.add_argument("--frame-rounds", type=int, default=200, help="6 MB frame operations")

@@ -46,6 +46,7 @@ from multiprocessing.synchronize import Event
 from pathlib import Path
 
 import numpy as np
+from build_check import warn_if_not_release
 
 import stampede
 
@@ -371,6 +372,7 @@ def run(endpoint: str, warmup: int, round_trips: int) -> None:
 
 
 def main() -> None:
+    warn_if_not_release()
     parser = argparse.ArgumentParser(description="Python across processes: Stampede vs multiprocessing.Queue")
     parser.add_argument("--quick", action="store_true", help="a smoke run: tiny counts, figures meaningless")
     parser.add_argument("--connect", metavar="ENDPOINT", help="use this node instead of starting one")

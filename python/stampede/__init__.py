@@ -43,6 +43,7 @@ from __future__ import annotations
 import numpy as _numpy  # noqa: F401
 
 from ._stampede import (
+    BUILD_PROFILE,
     INFINITY,
     NEWEST,
     NEWEST_UNSEEN,
@@ -94,6 +95,7 @@ from ._stampede import (
 )
 
 __all__ = [
+    "BUILD_PROFILE",
     "INFINITY",
     "NEWEST",
     "NEWEST_UNSEEN",

@@ -10,6 +10,7 @@ __all__ = [
     "AlreadyConsumed",
     "AlreadyExists",
     "ApproxJoin",
+    "BUILD_PROFILE",
     "BelowVisibility",
     "Channel",
     "ChannelInput",
@@ -58,6 +59,7 @@ __all__ = [
 ]
 
 __version__: str
+BUILD_PROFILE: str
 INFINITY: int
 TS_MAX: int
 

@@ -83,6 +83,8 @@ fn _stampede(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("OLDEST_UNSEEN", connection::PySelector::OldestUnseen.into_pyobject(py)?)?;
     m.add("NEWEST_UNSEEN", connection::PySelector::NewestUnseen.into_pyobject(py)?)?;
     m.add("INFINITY", stampede::INFINITY)?;
+    // Which cargo profile built this module: the test suite runs a dev build, figures need release.
+    m.add("BUILD_PROFILE", if cfg!(debug_assertions) { "dev" } else { "release" })?;
     m.add("TS_MAX", stampede::TS_MAX)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
