@@ -41,3 +41,6 @@ pub mod reference;
 pub mod remote;
 pub mod report;
 pub mod stats;
+
+/// What every benchmark step returns: any error, to be printed by `main`.
+pub type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;

@@ -13,7 +13,7 @@ use crate::payload::{source, touch};
 use crate::pipe::{check_reclaimed, ts_of};
 use crate::stats::elapsed_ns;
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use crate::BoxResult;
 
 /// Times `warmup + round_trips` calls of `round(i)`; the last `round_trips` times, in ns.
 pub fn timed<E>(

@@ -19,7 +19,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use crate::BoxResult;
 
 /// The hidden first argument that runs this program in a role instead of the benchmark.
 pub const ROLE_FLAG: &str = "--role";

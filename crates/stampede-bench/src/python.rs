@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::process::Spawned;
 use crate::report::Line;
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use crate::BoxResult;
 
 /// Longest wait for the script's next line: one payload size of both its rows, with room.
 const LINE_TIMEOUT: Duration = Duration::from_secs(180);

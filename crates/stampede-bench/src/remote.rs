@@ -35,7 +35,7 @@ use crate::pipe::ts_of;
 use crate::process::{Role, Spawned, EXCHANGE_TIMEOUT, START_TIMEOUT};
 use crate::stats::elapsed_ns;
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use crate::BoxResult;
 
 /// The role of B, the echo client: `<endpoint> <ping channel> <pong channel> <payload_bytes>
 /// <round_trips> <zenoh_only>`.

@@ -24,7 +24,7 @@ use stampede_bench::ping_pong;
 use stampede_bench::report::Line;
 use stampede_bench::stats::{elapsed_ns, Summary};
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use stampede_bench::BoxResult;
 
 const CROSSBEAM: &str = "crossbeam bounded(1)";
 

@@ -15,7 +15,7 @@ use stampede_bench::process::Node;
 use stampede_bench::report::Line;
 use stampede_bench::stats::Summary;
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use stampede_bench::BoxResult;
 
 /// The promise measured: a call returns within its timeout plus this.
 const BOUND: Duration = Duration::from_millis(100);

@@ -54,7 +54,7 @@ use stampede_bench::report::Line;
 use stampede_bench::stats::{mb_per_s, Summary};
 use stampede_bench::{python, remote};
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use stampede_bench::BoxResult;
 
 /// The payload sizes of every latency row: 8 B, 1 KiB, 8 KiB and 60 KiB (one message under the
 /// 64 KiB of a zenoh batch; see [`zenoh_pub_sub::transport`] for the one transport it still does

@@ -26,7 +26,7 @@ use stampede_bench::pipe::{check_reclaimed, ts_of, Pipe};
 use stampede_bench::report::Line;
 use stampede_bench::stats::{elapsed_ns, mb_per_s};
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use stampede_bench::BoxResult;
 
 const MEMCPY: &str = "memcpy (1 thread, preallocated)";
 const TARGET_RATIO: f64 = 0.5;

@@ -17,7 +17,7 @@ use stampede_bench::ping_pong;
 use stampede_bench::report::Line;
 use stampede_bench::stats::Summary;
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use stampede_bench::BoxResult;
 
 const BENCH: &str = "trace";
 

@@ -24,7 +24,7 @@ pub mod unix;
 pub mod zenoh_pub_sub;
 pub mod zenoh_query;
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use crate::BoxResult;
 
 /// A zenoh configuration in `mode` (`"peer"`, `"client"`, `"router"`) with multicast scouting
 /// off, `endpoint` under `key` (`"listen/endpoints"` or `"connect/endpoints"`), and, when

@@ -24,7 +24,7 @@ use crate::payload::{source, touch};
 use crate::ping_pong;
 use crate::process::{find_on_path, free_port, Role, Spawned, EXCHANGE_TIMEOUT, START_TIMEOUT};
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use crate::BoxResult;
 
 /// The role of the echo process: `<url> <ping stream> <pong stream> <payload_bytes> <round_trips>`.
 pub const ECHO_ROLE: &str = "redis-echo";

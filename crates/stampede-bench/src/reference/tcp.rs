@@ -19,7 +19,7 @@ use crate::ping_pong;
 use crate::process::{Role, Spawned, EXCHANGE_TIMEOUT};
 use crate::stats::elapsed_ns;
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use crate::BoxResult;
 
 /// The role of the echo process: `<address> <payload_bytes> <round_trips>`.
 pub const ECHO_ROLE: &str = "tcp-echo";

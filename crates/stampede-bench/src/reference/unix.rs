@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::tcp::{echo, timed_exchanges};
 use crate::process::{Role, Spawned, EXCHANGE_TIMEOUT};
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use crate::BoxResult;
 
 /// The role of the echo process: `<socket path> <payload_bytes> <round_trips>`.
 pub const ECHO_ROLE: &str = "unix-echo";

@@ -25,7 +25,7 @@ use crate::payload::{source, touch};
 use crate::ping_pong;
 use crate::process::{free_port, Role, Spawned, EXCHANGE_TIMEOUT, START_TIMEOUT};
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use crate::BoxResult;
 
 /// The role of the echo process: `<endpoint to connect to> <payload_bytes> <low_latency>`.
 pub const ECHO_ROLE: &str = "zenoh-pub-sub-echo";

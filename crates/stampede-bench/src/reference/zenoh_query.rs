@@ -19,7 +19,7 @@ use crate::payload::{source, touch};
 use crate::ping_pong;
 use crate::process::{free_port, Role, Spawned, EXCHANGE_TIMEOUT};
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use crate::BoxResult;
 
 /// The role of the queryable process: `<endpoint to listen on> <payload_bytes>`.
 pub const QUERYABLE_ROLE: &str = "zenoh-queryable";

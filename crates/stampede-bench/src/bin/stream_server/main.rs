@@ -56,7 +56,7 @@ use stampede_bench::stats::{elapsed_ns, mb_per_s};
 use crate::figures::{Cache, Figures};
 use crate::stream::{read, store, Outcome, Plan, Stream};
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use stampede_bench::BoxResult;
 
 const BENCH: &str = "stream_server";
 const SUBJECT: &str = "stampede disk tier";
