@@ -48,8 +48,8 @@ for configuration in serve mesh split; do
 done
 
 echo "== [${SECONDS} s] C client (docs/C.md): API tests and the shared vectors, linked shared and static, under valgrind,"
-echo "   and the vectors against a stampede serve node; every exported symbol is stp_*"
-make -s -C c PROFILE=debug test valgrind test-serve test-handlers symbols
+echo "   the vectors against a stampede serve node, a client admitted by a node's access policy; every exported symbol is stp_*"
+make -s -C c PROFILE=debug test valgrind test-serve test-handlers test-access symbols
 
 echo "== [${SECONDS} s] Java client (docs/JAVA.md): the shared vectors and API tests, embedded and on stampede serve nodes"
 cargo build -q -p stampede-jni

@@ -139,6 +139,24 @@ typedef struct stp_runtime stp_runtime;
 // A task: the unit that holds a virtual time.
 typedef struct stp_task stp_task;
 
+// What `stp_connect_with` is told besides the endpoint. A NULL string is absent. Start from
+// `{ .timeout_ms = STP_FOREVER }` (or a bound) and set what the node asks for.
+typedef struct stp_connect_options {
+  // How long to keep trying to reach the node, in ms (`STP_FOREVER`: as long as it takes; 0
+  // tries once).
+  int64_t timeout_ms;
+  // The node to open the session on, reached through the one at the endpoint (NULL: that one).
+  const char *node;
+  // The user and password, on a node with an access policy (both or neither).
+  const char *user;
+  const char *password;
+  // For a `tls/` endpoint: the CA certificate that signed the node's (PEM file path), and the
+  // client's certificate and private key for a node that requires mutual TLS.
+  const char *tls_root_ca;
+  const char *tls_certificate;
+  const char *tls_private_key;
+} stp_connect_options;
+
 // A channel's or queue's counters (`stp_channel_stats`, `stp_queue_stats`).
 typedef struct stp_stats {
   // Items stored now.
@@ -225,6 +243,15 @@ int stp_runtime_new(struct stp_runtime **out);
 // # Safety
 // `endpoint` is NULL or a NUL-terminated string; `out` is NULL or valid for writing a pointer.
 int stp_connect(const char *endpoint, int64_t timeout_ms, struct stp_runtime **out);
+
+// Connects as `stp_connect` does, with a user and password and TLS files (`options`; NULL:
+// none, waiting as long as it takes). Errors as `stp_connect`, and `STP_PERMISSION_DENIED` when
+// the node's access policy refuses the user, or asks for one (docs/SECURITY.md).
+//
+// # Safety
+// `endpoint` is NULL or a NUL-terminated string; `options` NULL or a valid `stp_connect_options`
+// whose strings are NULL or NUL-terminated; `out` NULL or valid for writing a pointer.
+int stp_connect_with(const char *endpoint, const struct stp_connect_options *options, struct stp_runtime **out);
 
 // Closes the runtime. Embedded: every channel and queue is destroyed (blocked calls return
 // `STP_CLOSED`), every task closed. A client's session: its tasks on the node are closed and the

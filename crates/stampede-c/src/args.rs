@@ -40,6 +40,22 @@ pub(crate) unsafe fn text<'a>(ptr: *const c_char, op: &'static str, param: &str)
     bytes.to_str().map_err(|e| invalid(op, param, format!("not UTF-8 text ({e})")))
 }
 
+/// The text at `ptr`, or `None` for NULL; `InvalidArgument` when it is not UTF-8.
+///
+/// # Safety
+/// `ptr` is NULL or a NUL-terminated string that lives as long as the returned borrow.
+pub(crate) unsafe fn optional_text<'a>(
+    ptr: *const c_char,
+    op: &'static str,
+    param: &str,
+) -> Result<Option<&'a str>, Error> {
+    if ptr.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-NULL, so NUL-terminated and live per the contract above.
+    unsafe { text(ptr, op, param) }.map(Some)
+}
+
 /// The bytes at `data`; `InvalidArgument` when `data` is NULL and `len` is not 0, or when `len`
 /// is larger than any buffer can be (`isize::MAX`: a negative length cast to `size_t`).
 ///

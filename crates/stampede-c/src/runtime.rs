@@ -10,9 +10,9 @@
 use std::ffi::{c_char, c_int, CString};
 use std::sync::Arc;
 
-use stampede::{ChannelOptions, Container, Limits, QueueOptions, Runtime};
+use stampede::{ChannelOptions, ClientTls, ConnectOptions, Container, Credentials, Limits, QueueOptions, Runtime};
 
-use crate::args::{bound, handle, handle_out, invalid, text, timeout, write_opt};
+use crate::args::{bound, handle, handle_out, invalid, optional_text, text, timeout, write_opt};
 use crate::channel::stp_channel;
 use crate::error::{c_text, guard, guard_value};
 use crate::queue::stp_queue;
@@ -74,6 +74,65 @@ pub unsafe extern "C" fn stp_connect(endpoint: *const c_char, timeout_ms: i64, o
         // SAFETY: NULL or NUL-terminated per the contract.
         let endpoint = unsafe { text(endpoint, OP, "endpoint") }?;
         let runtime = stampede::connect(endpoint, timeout(timeout_ms, OP)?)?;
+        // SAFETY: checked non-NULL; valid per the contract.
+        unsafe { out.write(stp_runtime::boxed(runtime)) };
+        Ok(())
+    })
+}
+
+/// What `stp_connect_with` is told besides the endpoint. A NULL string is absent. Start from
+/// `{ .timeout_ms = STP_FOREVER }` (or a bound) and set what the node asks for.
+#[repr(C)]
+pub struct stp_connect_options {
+    /// How long to keep trying to reach the node, in ms (`STP_FOREVER`: as long as it takes; 0
+    /// tries once).
+    pub timeout_ms: i64,
+    /// The node to open the session on, reached through the one at the endpoint (NULL: that one).
+    pub node: *const c_char,
+    /// The user and password, on a node with an access policy (both or neither).
+    pub user: *const c_char,
+    pub password: *const c_char,
+    /// For a `tls/` endpoint: the CA certificate that signed the node's (PEM file path), and the
+    /// client's certificate and private key for a node that requires mutual TLS.
+    pub tls_root_ca: *const c_char,
+    pub tls_certificate: *const c_char,
+    pub tls_private_key: *const c_char,
+}
+
+/// Connects as `stp_connect` does, with a user and password and TLS files (`options`; NULL:
+/// none, waiting as long as it takes). Errors as `stp_connect`, and `STP_PERMISSION_DENIED` when
+/// the node's access policy refuses the user, or asks for one (docs/SECURITY.md).
+///
+/// # Safety
+/// `endpoint` is NULL or a NUL-terminated string; `options` NULL or a valid `stp_connect_options`
+/// whose strings are NULL or NUL-terminated; `out` NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn stp_connect_with(
+    endpoint: *const c_char,
+    options: *const stp_connect_options,
+    out: *mut *mut stp_runtime,
+) -> c_int {
+    const OP: &str = "stp_connect_with";
+    guard(OP, || {
+        // SAFETY: NULL or valid for writing a pointer per the contract.
+        unsafe { handle_out(out, OP, "out") }?;
+        // SAFETY: NULL or NUL-terminated per the contract.
+        let endpoint = unsafe { text(endpoint, OP, "endpoint") }?;
+        let mut connect = ConnectOptions::default();
+        // SAFETY: NULL or a valid struct per the contract.
+        if let Some(o) = unsafe { options.as_ref() } {
+            // SAFETY: each string NULL or NUL-terminated per the contract.
+            let owned = |ptr, param| unsafe { optional_text(ptr, OP, param) }.map(|t| t.map(str::to_owned));
+            connect.timeout = timeout(o.timeout_ms, OP)?;
+            connect.node = owned(o.node, "node")?;
+            connect.user = Credentials::pair(owned(o.user, "user")?, owned(o.password, "password")?, endpoint)?;
+            connect.tls = ClientTls::from_paths(
+                owned(o.tls_root_ca, "tls_root_ca")?,
+                owned(o.tls_certificate, "tls_certificate")?,
+                owned(o.tls_private_key, "tls_private_key")?,
+            );
+        }
+        let runtime = stampede::connect_with(endpoint, &connect)?;
         // SAFETY: checked non-NULL; valid per the contract.
         unsafe { out.write(stp_runtime::boxed(runtime)) };
         Ok(())

@@ -38,14 +38,18 @@ use mesh_sim::{Counts, Failure, World, LIVENESS_ROUNDS_MAX};
 use support::with_watchdog;
 
 /// Seeds run by default (CI runs them in a debug build: about 10 s); `STAMPEDE_MESH_SEEDS`
-/// overrides, `STAMPEDE_MESH_SEED` replays one.
+/// overrides (from `STAMPEDE_MESH_SEEDS_FROM`, 0 by default: shards of a long run), and
+/// `STAMPEDE_MESH_SEED` replays one.
 const SEEDS_DEFAULT: u64 = 2000;
 
 fn seeds() -> Vec<u64> {
     let var = |name| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
     match (var("STAMPEDE_MESH_SEED"), var("STAMPEDE_MESH_SEEDS")) {
         (Some(seed), _) => vec![seed],
-        (None, count) => (0..count.unwrap_or(SEEDS_DEFAULT)).collect(),
+        (None, count) => {
+            let from = var("STAMPEDE_MESH_SEEDS_FROM").unwrap_or(0);
+            (from..from.saturating_add(count.unwrap_or(SEEDS_DEFAULT))).collect()
+        }
     }
 }
 
@@ -77,8 +81,10 @@ fn ts_min_is_safe_and_live_under_delays_duplicates_and_crashes() {
         total += counts;
     }
     support::say(&format!(
-        "mesh simulation: {} seeds passed; quiescence took at most {rounds_max} of {LIVENESS_ROUNDS_MAX} rounds; {total:?}",
-        seeds.len()
+        "mesh simulation: {} seeds passed (from seed {}); quiescence took at most {rounds_max} of {LIVENESS_ROUNDS_MAX} \
+         rounds; {total:?}",
+        seeds.len(),
+        seeds.first().copied().unwrap_or_default()
     ));
 }
 

@@ -65,24 +65,13 @@ pub extern "system" fn Java_org_stampede_Native_connect<'l>(
 ) -> jlong {
     run(&mut env, |env| {
         let endpoint = jvm::string(env, &endpoint, "endpoint")?;
-        let user = match (jvm::optional_string(env, &user)?, jvm::optional_string(env, &password)?) {
-            (Some(user), Some(password)) => Some(Credentials { user, password }),
-            (None, None) => None,
-            _ => return Err(invalid("connect", &endpoint, "a user and a password go together")),
-        };
-        let tls = [root_ca, certificate, private_key]
-            .iter()
-            .map(|s| jvm::optional_string(env, s))
-            .collect::<Result<Vec<_>>>()?;
-        let tls = match tls.as_slice() {
-            [None, None, None] => None,
-            [root_ca, certificate, private_key] => Some(ClientTls {
-                root_ca: root_ca.clone().map(Into::into),
-                certificate: certificate.clone().map(Into::into),
-                private_key: private_key.clone().map(Into::into),
-            }),
-            _ => unreachable!("three TLS paths"),
-        };
+        let user =
+            Credentials::pair(jvm::optional_string(env, &user)?, jvm::optional_string(env, &password)?, &endpoint)?;
+        let tls = ClientTls::from_paths(
+            jvm::optional_string(env, &root_ca)?,
+            jvm::optional_string(env, &certificate)?,
+            jvm::optional_string(env, &private_key)?,
+        );
         let options = ConnectOptions {
             timeout: jvm::timeout(timeout_nanos),
             node: jvm::optional_string(env, &node)?,

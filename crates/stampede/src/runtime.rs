@@ -84,6 +84,22 @@ pub struct Credentials {
     pub password: String,
 }
 
+impl Credentials {
+    /// Credentials from a binding's two optional arguments: both or neither (`InvalidArgument`
+    /// naming `endpoint` for one alone).
+    pub fn pair(user: Option<String>, password: Option<String>, endpoint: &str) -> Result<Option<Credentials>> {
+        match (user, password) {
+            (Some(user), Some(password)) => Ok(Some(Credentials { user, password })),
+            (None, None) => Ok(None),
+            _ => Err(Error::InvalidArgument {
+                op: "connect",
+                name: endpoint.to_owned(),
+                reason: "a user and a password go together".into(),
+            }),
+        }
+    }
+}
+
 /// The password is never printed.
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -101,6 +117,24 @@ pub struct ClientTls {
     pub certificate: Option<PathBuf>,
     /// The private key of `certificate`.
     pub private_key: Option<PathBuf>,
+}
+
+impl ClientTls {
+    /// The files a binding passes as optional paths; `None` when none is given.
+    pub fn from_paths(
+        root_ca: Option<String>,
+        certificate: Option<String>,
+        private_key: Option<String>,
+    ) -> Option<ClientTls> {
+        if root_ca.is_none() && certificate.is_none() && private_key.is_none() {
+            return None;
+        }
+        Some(ClientTls {
+            root_ca: root_ca.map(Into::into),
+            certificate: certificate.map(Into::into),
+            private_key: private_key.map(Into::into),
+        })
+    }
 }
 
 #[cfg(feature = "remote")]
