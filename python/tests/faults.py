@@ -21,6 +21,13 @@ exits within ``STOP_S`` when asked. One JSON summary line goes to stdout.
 
     .venv/bin/python python/tests/faults.py --seconds 20 [--seed N]    # short mode (the test)
     .venv/bin/python python/tests/faults.py --seconds 600 [--seed N]   # long mode (docs/CHECKS.md)
+    sudo .venv/bin/python python/tests/faults.py --netns --seconds 60  # a network of hosts
+
+With ``--netns`` every node is a host of its own (a network namespace, netns.py) reached over TCP
+at its own address, the links between nodes carry ``LINK_DELAY_S`` each way (a userspace relay:
+the kernel here has no netem), and the chaos also cuts a node's link for a while and
+heals it (a partition); each node's resident memory must stay within ``RSS_GROWTH_MAX`` times
+what it was after warming up.
 
 The schedule of kills (times, kinds, targets) is a function of the seed and the duration only:
 ``--seed`` replays it.
@@ -44,6 +51,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import netns
 
 REPO = Path(__file__).resolve().parents[2]
 NODES = ("a", "b", "c")
@@ -70,6 +79,9 @@ RECOVER_S = 15.0
 STOP_S = 15.0
 #: A channel holding more live items than this is not reclaiming (5 s of frames).
 LIVE_ITEMS_MAX = 150
+#: With --netns: a consumer cut off by a partition (up to PARTITION_S) catches up through delayed
+#: links at a few items a frame, so its backlog may take as long again to drain (10 s of frames).
+LIVE_ITEMS_MAX_NETWORK = 300
 #: Clients and nodes killed per chaos event: the time between events, in seconds.
 CHAOS_GAP_S = (1.0, 2.0)
 #: Every NODE_EVERY-th chaos event (from a seeded offset) kills a whole node, down for a while.
@@ -78,6 +90,16 @@ NODE_DOWN_S = (0.5, 1.5)
 #: How often the harness samples the nodes' resident memory (reported, first and last sample of
 #: each node's current process).
 RSS_EVERY_S = 5.0
+#: With --netns: every PARTITION_EVERY-th chaos event (from a seeded offset) cuts a node's link.
+PARTITION_EVERY = 5
+PARTITION_S = (1.0, 3.0)
+#: With --netns: the delay of each link between nodes, each way.
+LINK_DELAY_S = 0.005
+#: With --netns: the port every node listens on, at its own address.
+NODE_PORT = 7447
+#: A node's resident memory may grow to this many times its size after WARMUP_S.
+RSS_GROWTH_MAX = 2.0
+WARMUP_S = 10.0
 BODY_BYTES = 188
 EXPECTED_ERRORS = {"Unreachable", "Closed", "NotFound", "AlreadyExists"}
 
@@ -339,10 +361,17 @@ def probe_main(spec_json: str) -> None:
 # ----------------------------------------------------------------------------------- schedule
 
 
-def schedule(seed: int, seconds: float, clients: list[str]) -> list[tuple[float, str, str]]:
+def schedule(
+    seed: int, seconds: float, clients: list[str], partitions: bool = False
+) -> list[tuple[float, str, str]]:
     """The chaos events (time from the start, kind, target): a function of its arguments only.
-    Kinds: "client" (SIGKILL, restarted at once), "node" (SIGKILL) and "node-up" (restart)."""
+    Kinds: "client" (SIGKILL, restarted at once), "node" (SIGKILL) and "node-up" (restart); with
+    `partitions`, "cut" (a node's link down) and "heal"."""
     rng = random.Random(seed)
+    # Drawn from a generator of its own, so the schedule without partitions is what it always was.
+    cuts = random.Random(seed ^ 0x5EED)
+    cut_offset = cuts.randrange(1, PARTITION_EVERY)
+    cut_until = {node: 0.0 for node in NODES}
     # Client kills cycle through the roles (producer, consumers), so every role dies in a short run.
     roles = sorted({c.split("/")[-1] for c in clients})
     kills = 0
@@ -351,7 +380,12 @@ def schedule(seed: int, seconds: float, clients: list[str]) -> list[tuple[float,
     at, index, offset = rng.uniform(*CHAOS_GAP_S), 0, rng.randrange(2, NODE_EVERY)
     while at < seconds:
         up = [n for n in NODES if down_until[n] <= at]
-        if index % NODE_EVERY == offset and up:
+        linked = [n for n in up if cut_until[n] <= at]
+        if partitions and index % PARTITION_EVERY == cut_offset and index % NODE_EVERY != offset and linked:
+            node = cuts.choice(linked)
+            cut_until[node] = at + cuts.uniform(*PARTITION_S)
+            events += [(round(at, 3), "cut", node), (round(cut_until[node], 3), "heal", node)]
+        elif index % NODE_EVERY == offset and up:
             node = rng.choice(up)
             down_until[node] = at + rng.uniform(*NODE_DOWN_S)
             events += [(round(at, 3), "node", node), (round(down_until[node], 3), "node-up", node)]
@@ -433,17 +467,30 @@ def stampede_bin() -> str:
 
 
 class Harness:
-    def __init__(self, seconds: float, seed: int, tmp: Path, mesh_ts_min: bool = False) -> None:
+    def __init__(
+        self, seconds: float, seed: int, tmp: Path, mesh_ts_min: bool = False, network: bool = False
+    ) -> None:
         self.seconds, self.seed, self.tmp = seconds, seed, tmp
         self.t0 = time.monotonic()
         self.stop = tmp / "stop"
-        self.endpoint = {n: f"unixsock-stream/{tmp}/{n}.sock" for n in NODES}
+        self.network: netns.Network | None = None
+        self.relays: netns.Relays | None = None
+        #: What the summary says of the network.
+        self.delay_by = "one host, Unix sockets"
+        self.partitions = 0
+        self.live_items_max = LIVE_ITEMS_MAX_NETWORK if network else LIVE_ITEMS_MAX
+        if network:
+            self.network = netns.Network(NODES)
+            self.endpoint = {n: f"tcp/{self.network.addresses[n]}:{NODE_PORT}" for n in NODES}
+        else:
+            self.endpoint = {n: f"unixsock-stream/{tmp}/{n}.sock" for n in NODES}
         self.node_started_ms = {n: 0 for n in NODES}
         self.down: set[str] = set()
         self.failures: list[str] = []
         self.kills = {"client": 0, "node": 0}
         self.hangs = 0
         self.producer_kills = 0
+        #: Per node: (its RSS after WARMUP_S, its largest since, its pid), MiB.
         self.rss: dict[str, tuple[int, int, int]] = {}
         self.rss_at = 0.0
         self.crashes = 0
@@ -454,7 +501,10 @@ class Harness:
             args += ["--mesh-ts-min"] if mesh_ts_min else []
             parent = PARENT[n]
             if parent is not None:
-                args += ["--connect", self.endpoint[parent]]
+                args += ["--connect", self.link_to(parent)]
+            if self.network is not None:
+                # Namespaced test hosts on a private bridge: nobody else can reach them.
+                args = [*self.network.inside(n), *args, "--allow-anonymous"]
             self.nodes[n] = Proc(n, args, tmp / f"node-{n}.log")
         self.clients: dict[str, Proc] = {}
         for n in NODES:
@@ -466,6 +516,17 @@ class Harness:
                 spec |= {"node": n, "t0": self.t0, "stop": str(self.stop), "name": name}
                 args = [sys.executable, str(Path(__file__).resolve()), "client", json.dumps(spec)]
                 self.clients[name] = Proc(name, args, tmp / f"client-{name.replace('/', '-')}.log")
+
+    def link_to(self, parent: str) -> str:
+        """The endpoint a node connects to its parent by: with a network, through a relay adding
+        LINK_DELAY_S each way (the kernel here has no netem to delay the link itself)."""
+        if self.network is None:
+            return self.endpoint[parent]
+        if self.relays is None:
+            self.relays = netns.Relays(self.network.host, LINK_DELAY_S)
+            delay_ms = f"{LINK_DELAY_S * 1000:g}"
+            self.delay_by = f"namespaces over TCP; node links through a userspace relay, {delay_ms} ms a way"
+        return f"tcp/{self.network.host}:{self.relays.add(self.network.addresses[parent], NODE_PORT)}"
 
     def fail(self, what: str) -> None:
         self.failures.append(what)
@@ -480,17 +541,24 @@ class Harness:
         self.down.discard(n)
 
     def sample_rss(self) -> None:
-        """Each node process's resident memory (MiB), every RSS_EVERY_S: its first and last sample."""
+        """Each node process's resident memory (MiB), every RSS_EVERY_S once it has run WARMUP_S:
+        its first such sample (warm) and the largest since; growing past RSS_GROWTH_MAX times the
+        warm size is a failure."""
         if time.monotonic() - self.rss_at < RSS_EVERY_S:
             return
         self.rss_at = time.monotonic()
         for n, node in self.nodes.items():
-            if node.alive() and node.proc is not None:
-                with contextlib.suppress(OSError, ValueError, IndexError, StopIteration):
-                    status = Path(f"/proc/{node.proc.pid}/status").read_text()
-                    kib = int(next(x for x in status.splitlines() if x.startswith("VmRSS:")).split()[1])
-                    first = self.rss[n][0] if self.rss.get(n, (0, 0, 0))[2] == node.proc.pid else kib // 1024
-                    self.rss[n] = (first, kib // 1024, node.proc.pid)
+            if not node.alive() or node.proc is None or time.monotonic() - node.started_at < WARMUP_S:
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError, StopIteration):
+                status = Path(f"/proc/{node.proc.pid}/status").read_text()
+                mib = int(next(x for x in status.splitlines() if x.startswith("VmRSS:")).split()[1]) // 1024
+                warm, largest, pid = self.rss.get(n, (mib, 0, node.proc.pid))
+                if pid != node.proc.pid:  # restarted: warm again
+                    warm, largest = mib, 0
+                self.rss[n] = (warm, max(largest, mib), node.proc.pid)
+                if mib > RSS_GROWTH_MAX * warm:
+                    self.fail(f"node {n} grew to {mib} MiB from {warm} MiB after warming up")
 
     def watch(self) -> None:
         """Restarts what died on its own (a failure) and kills clients silent for HANG_S (hangs)."""
@@ -521,7 +589,7 @@ class Harness:
             time.sleep(min(0.1, max(0.0, end - time.monotonic())))
 
     def chaos(self) -> list[tuple[float, str, str]]:
-        events = schedule(self.seed, self.seconds, sorted(self.clients))
+        events = schedule(self.seed, self.seconds, sorted(self.clients), partitions=self.network is not None)
         start = time.monotonic()
         for at, kind, target in events:
             self.pause(start + at - time.monotonic())
@@ -533,6 +601,13 @@ class Harness:
                 self.kills["node"] += 1
                 self.down.add(target)
                 kill(self.nodes[target].proc)  # type: ignore[arg-type]
+            elif kind == "cut":
+                assert self.network is not None
+                self.partitions += 1
+                self.network.cut(target)
+            elif kind == "heal":
+                assert self.network is not None
+                self.network.heal(target)
             else:
                 self.start_node(target)
         self.pause(start + self.seconds - time.monotonic())
@@ -593,8 +668,8 @@ class Harness:
                 started = self.node_started_ms[n]
                 if not started < first < second:
                     self.fail(f"ts_min on {n} did not advance: {p['ts_min']}, node started at {started}")
-                if p["live"] > LIVE_ITEMS_MAX:
-                    self.fail(f"faults/{n} holds {p['live']} live items at the end (bound {LIVE_ITEMS_MAX})")
+                if (live := p["live"]) > self.live_items_max:
+                    self.fail(f"faults/{n} holds {live} live items at the end (bound {self.live_items_max})")
             nodes_alive = all(node.alive() for node in self.nodes.values())
             if not nodes_alive:
                 self.fail("a node process is not alive at the end")
@@ -616,6 +691,10 @@ class Harness:
             for proc in [*self.clients.values(), *self.nodes.values()]:
                 if proc.proc is not None:
                     kill(proc.proc)
+            if self.relays is not None:
+                self.relays.close()
+            if self.network is not None:
+                self.network.close()
 
     def summary(
         self, events: list[tuple[float, str, str]], probes: dict[str, Any], nodes_alive: bool, wall: float
@@ -670,25 +749,33 @@ class Harness:
             "hangs": self.hangs,
             "crashes": self.crashes,
             "nodes_alive": nodes_alive,
-            "node_rss_mib": {n: [first, last] for n, (first, last, _) in sorted(self.rss.items())},
+            "node_rss_mib": {n: [warm, largest] for n, (warm, largest, _) in sorted(self.rss.items())},
+            "network": self.delay_by,
+            "partitions": self.partitions,
+            "live_items_bound": self.live_items_max,
             "failures": self.failures,
             "wall_s": round(wall, 1),
         }
 
 
 def run(
-    seconds: float, seed: int | None = None, mesh_ts_min: bool = False, keep: Path | None = None
+    seconds: float,
+    seed: int | None = None,
+    mesh_ts_min: bool = False,
+    keep: Path | None = None,
+    network: bool = False,
 ) -> dict[str, Any]:
     """One fault run; returns its summary (see the module's doc). `mesh_ts_min`: the nodes share
     ts_min (`stampede serve --mesh-ts-min`). `keep`: a directory for the sockets and the processes'
-    logs, kept afterwards (default: a temporary one, removed)."""
+    logs, kept afterwards (default: a temporary one, removed). `network`: every node a host of its
+    own, with partitions (needs root: netns.unavailable() says why not)."""
     if seed is None:
         seed = random.SystemRandom().randrange(1 << 32)
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
-        return Harness(seconds, seed, keep, mesh_ts_min).run()
+        return Harness(seconds, seed, keep, mesh_ts_min, network).run()
     with tempfile.TemporaryDirectory(prefix="stampede-faults-") as tmp:
-        return Harness(seconds, seed, Path(tmp), mesh_ts_min).run()
+        return Harness(seconds, seed, Path(tmp), mesh_ts_min, network).run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -708,8 +795,14 @@ def main(argv: list[str] | None = None) -> int:
         "--mesh-ts-min", action="store_true", help="the nodes share ts_min (stampede serve --mesh-ts-min)"
     )
     parser.add_argument("--keep", type=Path, default=None, help="keep the processes' logs in this directory")
+    parser.add_argument(
+        "--netns", action="store_true", help="every node a host of its own, links delayed and cut (root)"
+    )
     args = parser.parse_args(argv)
-    summary = run(args.seconds, args.seed, args.mesh_ts_min, args.keep)
+    if args.netns and (reason := netns.unavailable()):
+        print(f"faults: --netns: {reason}", file=sys.stderr)
+        return 2
+    summary = run(args.seconds, args.seed, args.mesh_ts_min, args.keep, args.netns)
     print(json.dumps(summary), flush=True)
     return 0 if not summary["failures"] and summary["hangs"] == 0 else 1
 

@@ -4,7 +4,8 @@ whole nodes (the harness is `faults.py`; its long mode is in docs/CHECKS.md). Af
 hung, every item a consumer got was intact and in order, every restarted producer joined again
 (docs/SEMANTICS.md, "Virtual time, visibility, GC"), live items stayed bounded, ts_min advanced on
 every node, and every node is alive. Every wait is bounded; every process is killed in the harness's
-`finally`."""
+`finally`. The same for 60 s on a network of hosts (every node in a network namespace of its own,
+links delayed, cut and healed: `faults.py --netns`), where namespaces can be made."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import os
 import sys
 
 import faults
+import netns
 import pytest
 from conftest import WATCHDOG_S
 
@@ -22,6 +24,7 @@ import stampede
 #: The short run's seed: fixed so CI replays one schedule; STAMPEDE_FAULTS_SEED picks another.
 SEED = int(os.environ.get("STAMPEDE_FAULTS_SEED", "1"))
 SHORT_S = 20.0
+NETWORK_S = 60.0
 
 
 def test_the_schedule_of_kills_is_a_function_of_the_seed():
@@ -34,6 +37,11 @@ def test_the_schedule_of_kills_is_a_function_of_the_seed():
     kills = [at for at, kind, _ in first if kind != "node-up"]
     assert all(faults.CHAOS_GAP_S[0] - 0.002 <= b - a for a, b in zip(kills, kills[1:]))
     assert all(at < 60.0 for at, kind, _ in first if kind != "node-up")
+    # With partitions: cuts and heals in pairs, and the same schedule for the same seed.
+    cut = faults.schedule(7, 60.0, clients, partitions=True)
+    assert cut == faults.schedule(7, 60.0, clients, partitions=True)
+    kinds = [kind for _, kind, _ in cut]
+    assert kinds.count("cut") == kinds.count("heal") >= 2 and kinds.count("node") >= 2
 
 
 def test_a_frame_is_checked_for_its_timestamp_and_checksum():
@@ -58,6 +66,23 @@ def test_short_fault_run_keeps_every_invariant(mesh_ts_min):
     faulthandler.dump_traceback_later(max(WATCHDOG_S, 150.0), exit=True, file=sys.stderr)
     summary = faults.run(SHORT_S, seed=SEED, mesh_ts_min=mesh_ts_min)
     print(json.dumps(summary))
+    check(summary)
+
+
+def test_a_network_of_hosts_keeps_every_invariant():
+    """Every node a host of its own: TCP at its own address, node links delayed, and partitions."""
+    if reason := netns.unavailable():
+        pytest.skip(reason)
+    faulthandler.dump_traceback_later(max(WATCHDOG_S, 240.0), exit=True, file=sys.stderr)
+    summary = faults.run(NETWORK_S, seed=SEED, network=True)
+    print(json.dumps(summary))
+    check(summary)
+    assert summary["partitions"] >= 3
+    assert "namespaces" in summary["network"]
+
+
+def check(summary):
+    """What every fault run must show."""
     assert summary["failures"] == []
     assert summary["hangs"] == 0 and summary["crashes"] == 0
     assert summary["corrupt"] == 0 and summary["disorder"] == 0
@@ -70,7 +95,7 @@ def test_short_fault_run_keeps_every_invariant(mesh_ts_min):
     assert summary["producer_kills"] >= 1
     assert summary["producer_joins"] >= 3 + summary["producer_kills"]
     assert summary["items_put"] > 0 and summary["items_got"] > 0
-    assert summary["max_live_items"] <= faults.LIVE_ITEMS_MAX
+    assert summary["max_live_items"] <= summary["live_items_bound"]
     for node, (first, second) in summary["ts_min_end"].items():
         assert first < second, f"ts_min on {node} advanced"
     # No call outlived the documented bound of a remote call on a dead fabric (slice + margin).

@@ -7,16 +7,18 @@
 //!   not, is acknowledged in a later header ([`ClientSession::acks`], at most [`ACKS_MAX`] per
 //!   header), and the node then forgets it.
 //! - A numbered request whose reply was lost is sent again, with its number, [`REQUEST_RETRIES`]
-//!   times — while the client is open and less than a lease passed since it was first sent (the
-//!   node may have ended the session after that).
+//!   times — while the client is open, less than a lease passed since it was first sent (the
+//!   node may have ended the session after that) and its reply deadline (the wait it asked for
+//!   plus [`QUERY_MARGIN`]) has not passed: a retry waits only for what is left of it, so no call
+//!   outlives its deadline, whichever try is under way.
 //! - The node ends a silent session no sooner than a lease after the last message of the
 //!   client's zenoh session, which sends one at least every quarter lease. So the reply to a
 //!   request that may hold something on the node ([`Request::holds_on_node`]) is taken only
 //!   within [`LEASE_SHARE`] of the lease after it was first sent, and within the call's wait plus
 //!   [`QUERY_MARGIN`] ([`Reading::Late`] else) — whichever try the reply answers, so a retry
 //!   waits only for what is left of that ([`Call`]); a lost reply of such a request ends the session,
-//!   so that what the reply carried goes back on the node. Other replies are taken late: their
-//!   effect on the node happened either way.
+//!   so that what the reply carried goes back on the node. Other replies are taken whenever they
+//!   come within the deadline: their effect on the node happened either way.
 
 use std::time::Duration;
 
@@ -125,22 +127,19 @@ impl ClientSession {
     }
 
     /// How long the try of `call` that starts `taken` after its first send waits for its reply:
-    /// for a request that may hold something on the node, what is left of its reply deadline (a
-    /// reply read later is late whichever try it answers); for others, a whole reply deadline.
+    /// what is left of its reply deadline (for a request that may hold something on the node, a
+    /// reply read later is late whichever try it answers; for any request, the caller's timeout
+    /// bounds the whole call, retries included).
     pub fn try_timeout(&self, call: &Call, taken: Duration) -> Duration {
-        let deadline = self.reply_deadline(call);
-        match call.holds_on_node {
-            true => deadline.saturating_sub(taken),
-            false => deadline,
-        }
+        self.reply_deadline(call).saturating_sub(taken)
     }
 
     /// Whether to send `call` again after a try that ended `taken` after its first send: its
     /// reply was `lost`, it is numbered, retries are left (counted in `tries`), the client is not
-    /// `closed`, the node cannot have ended the session meanwhile, and for a request that may
-    /// hold something on the node, its reply deadline has not passed.
+    /// `closed`, the node cannot have ended the session meanwhile, and its reply deadline has not
+    /// passed.
     pub fn retries(&self, call: &Call, lost: bool, taken: Duration, tries: &mut u32, closed: bool) -> bool {
-        let in_time = taken < self.lease && (!call.holds_on_node || taken < self.reply_deadline(call));
+        let in_time = taken < self.lease && taken < self.reply_deadline(call);
         let retry = lost && call.seq != 0 && *tries < REQUEST_RETRIES && !closed && in_time;
         *tries += u32::from(retry);
         retry
@@ -214,10 +213,15 @@ mod tests {
         let early = Duration::from_millis(10);
         assert_eq!(session.try_timeout(&get, Duration::ZERO), half);
         assert_eq!(session.try_timeout(&get, half - early), early, "what is left of the deadline");
-        assert_eq!(session.try_timeout(&plain, half), QUERY_MARGIN, "its retry waits a whole deadline");
+        assert_eq!(session.try_timeout(&plain, half), QUERY_MARGIN - half, "what is left of its own deadline");
         assert!(session.retries(&get, true, half - early, &mut 0, false));
         assert!(!session.retries(&get, true, half, &mut 0, false), "its deadline passed");
-        assert!(session.retries(&plain, true, half, &mut 0, false), "its reply stands however late");
+        assert!(session.retries(&plain, true, half, &mut 0, false), "its longer deadline has not");
+        let plain_long = session.call(&Request::TsMin, LEASE * 10);
+        assert!(!session.retries(&plain_long, true, LEASE, &mut 0, false), "a lease passed");
+        let plain_short = session.call(&Request::TsMin, Duration::ZERO);
+        let tight = ClientSession::new(QUERY_MARGIN * 4);
+        assert!(!tight.retries(&plain_short, true, QUERY_MARGIN, &mut 0, false), "no call outlives its deadline");
         // The retry's own reply came quickly, but `half + early` after the first send.
         assert_eq!(session.reading(&get, true, half + early), Reading::Late);
     }
