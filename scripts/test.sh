@@ -79,6 +79,8 @@ echo "== [${SECONDS} s] Event log benchmark, smoke run (docs/BENCHMARKS.md \"tra
 target/debug/trace --quick >/dev/null
 echo "== [${SECONDS} s] Videoconference benchmark, smoke run (docs/BENCHMARKS.md \"conference\"): K=2 and 3, 2 s each"
 .venv/bin/python python/bench/bench_conference.py --quick >/dev/null
+echo "== [${SECONDS} s] Failure detection benchmark, smoke run (docs/BENCHMARKS.md \"failure detection\"): a reader on another host killed, cut off"
+.venv/bin/python python/bench/bench_failure_detection.py --quick >/dev/null
 
 echo "== [${SECONDS} s] Conformance: the Python semantic suites in the serve, mesh and split configurations"
 for configuration in serve mesh split; do

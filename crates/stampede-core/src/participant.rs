@@ -16,7 +16,8 @@
 //! - A root task starts at or above ts_min and the node's door ([`Participant::check_root`]); a
 //!   restarted participant has no door for a moment, and root tasks are refused `Unreachable`
 //!   until it has.
-//! - A shadow task takes over a move only when the mesh may take it, its carry reached this node
+//! - A shadow task takes over a move only when the mesh may take it, its view is complete (every
+//!   member's snapshot here, so a fence of the mover is known), its carry reached this node
 //!   and covers the task, and it is at or above ts_min ([`Participant::check_takeover`]); every
 //!   refusal but one for an earlier incarnation of this node declines the move, so the mover's
 //!   carry is released.
@@ -140,12 +141,34 @@ impl Participant {
         self.linked.as_mut().map(|linked| &mut linked.mesh)
     }
 
-    /// The mesh participant after what waits in the stash went to it (if it takes it now): for
-    /// inputs that only add this runtime's own claims (a move's carry), which need no settling.
-    pub fn mesh_flushed(&mut self) -> Option<&mut Mesh> {
-        let linked = self.linked.as_mut()?;
+    /// Covers a task of this runtime at `visibility` moving to `to` with a carry
+    /// ([`Mesh::send_move`]), after what waits in the stash (it only adds this runtime's own
+    /// claim: no settling needed). Returns the mover (this participant) and the move's id.
+    /// `Unreachable` while a restarted participant has no door, and below its floor: its claims
+    /// read as the floor to the mesh and its peers may have reclaimed below it, so a carry below
+    /// would be refused there and the receiver's shadow would start below their ts_min (a task
+    /// holding an item from before the restart stays on this node until it consumes it).
+    pub fn send_move(&mut self, to: Peer, visibility: Timestamp) -> Result<(Peer, MoveId)> {
+        let linked = self.linked.as_mut().ok_or_else(not_linked)?;
+        match linked.floor {
+            Floor::Waiting { .. } => return Err(joining("shadow", "attach again once it joined")),
+            Floor::At(floor) if visibility < floor => {
+                let reason = format!(
+                    "the task holds timestamp {visibility}, below {floor}, where this node's mesh may have reclaimed \
+                     since the node rejoined it; consume what it holds below {floor} first"
+                );
+                return Err(Error::Unreachable { op: "shadow", name: "runtime".into(), reason });
+            }
+            Floor::None | Floor::At(_) => {}
+        }
         linked.flush_stash();
-        Some(&mut linked.mesh)
+        let me = linked.mesh.me();
+        let id = linked.mesh.send_move(to, visibility).map_err(|refusal| Error::Unreachable {
+            op: "shadow",
+            name: "runtime".into(),
+            reason: format!("this node's mesh cannot move the task to {to:?}: {refusal}"),
+        })?;
+        Ok((me, id))
     }
 
     /// Claim changes the mesh has not taken yet (0 unlinked): held under backpressure and handed
@@ -301,6 +324,15 @@ impl Participant {
             }
         } else if let Err(refusal) = linked.mesh.may_accept(from, id) {
             takeover_refused(&refusal)
+        } else if !linked.mesh.is_complete() {
+            // A member's snapshot may still say the mover is dead (a newcomer that joined after a
+            // peer declared the mover dead): a takeover now could be of data that peer no longer
+            // covers. Once every snapshot is here, a fence of the mover refuses it above.
+            Error::Unreachable {
+                op: "shadow",
+                name: "runtime".into(),
+                reason: "this node has not heard from every node of its mesh yet; attach again".into(),
+            }
         } else {
             match linked.mesh.carried(from, id) {
                 Some(carried) if virtual_time < carried => below("the task's move", carried),

@@ -85,11 +85,11 @@ impl MeshLink {
         let visibility = state.visibility();
         // A new claim: nothing to mirror or reclaim, so no settling (which could sweep and lock
         // tasks) under the task's lock.
-        let moved = self.space.with_mesh_unsettled(|mesh| mesh.send_move(to, visibility).map(|id| (mesh.me(), id)));
-        let (from, id) = moved.map_err(|refusal| Error::Unreachable {
-            op: "shadow",
-            name: format!("task {}", state.id()),
-            reason: format!("this node's mesh cannot move the task to {to:?}: {refusal}"),
+        let (from, id) = self.space.send_move(to, visibility).map_err(|e| match e {
+            Error::Unreachable { op, reason, .. } => {
+                Error::Unreachable { op, name: format!("task {}", state.id()), reason }
+            }
+            other => other,
         })?;
         Ok((from, id, visibility))
     }

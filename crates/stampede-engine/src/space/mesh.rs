@@ -7,7 +7,8 @@
 use std::sync::atomic::Ordering;
 
 use crate::mesh_link::MeshWake;
-use stampede_core::{Mesh, Result};
+use stampede_core::mesh::MoveId;
+use stampede_core::{Mesh, Peer, Result, Timestamp};
 
 use super::Space;
 
@@ -63,13 +64,15 @@ impl Space {
         f(self.tracking.lock().participant.mesh().expect("a linked mesh"))
     }
 
-    /// Runs `f` on the linked mesh without settling: for inputs that only add this node's own
-    /// claims (nothing to mirror or reclaim), so it may run under a task's lock. What waits in
-    /// the stash goes first, in order (if the mesh takes it now). Wakes the driver.
-    pub(crate) fn with_mesh_unsettled<R>(&self, f: impl FnOnce(&mut Mesh) -> R) -> R {
+    /// A task's move to `to` at `visibility`, covered by a carry ([`Participant::send_move`])
+    /// without settling: it only adds this node's own claim (nothing to mirror or reclaim), so it
+    /// may run under the task's lock. Wakes the driver.
+    ///
+    /// [`Participant::send_move`]: stampede_core::Participant::send_move
+    pub(crate) fn send_move(&self, to: Peer, visibility: Timestamp) -> Result<(Peer, MoveId)> {
         let tracking = &mut *self.tracking.lock();
-        let value = f(tracking.participant.mesh_flushed().expect("a linked mesh"));
+        let moved = tracking.participant.send_move(to, visibility);
         tracking.wake();
-        value
+        moved
     }
 }

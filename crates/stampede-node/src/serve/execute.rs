@@ -134,8 +134,10 @@ pub(super) async fn execute(
             let link = shares_ts_min(node, op)?;
             // The move's carry reaches this node's view with its mover's next batch: the shadow
             // starts at or above it, whatever the client says.
+            // So does every member's snapshot (the takeover waits for a complete view).
             let deadline = tokio::time::Instant::now() + TAKEOVER_WAIT;
-            while link.carried(from, id).is_none() && tokio::time::Instant::now() < deadline {
+            let arrived = || link.carried(from, id).is_some() && link.read(|mesh| mesh.is_complete());
+            while !arrived() && tokio::time::Instant::now() < deadline {
                 tokio::time::sleep(TAKEOVER_POLL).await;
             }
             let task = link.take_over_task(from, id, to, virtual_time)?;
