@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 # The namespaces are the fault harness's (python/tests/netns.py).
 sys.path.insert(0, str(REPO / "python" / "tests"))
 import netns  # noqa: E402
+from faults import stampede_bin  # noqa: E402
 
 PORT = 7447
 POLL_S = 0.005
@@ -49,13 +49,6 @@ inp = rt.task(stampede.INFINITY).attach_input(frames)
 print("ready", flush=True)
 time.sleep(3600)
 """
-
-
-def stampede_bin() -> str:
-    path = os.environ.get("STAMPEDE_BIN") or str(REPO / "target" / "debug" / "stampede")
-    if not Path(path).exists():
-        subprocess.run(["cargo", "build", "-q", "-p", "stampede-cli"], cwd=REPO, check=True)
-    return path
 
 
 def trial(

@@ -192,7 +192,8 @@ impl ChannelState {
         let mut born_consumed = 0;
         // Items inputs with a bound on lag let go (counted as their consumptions below).
         let mut skipped = Vec::new();
-        let newest = self.items.last_key_value().map_or(ts, |(&last, _)| last.max(ts));
+        // The channel's newest item, looked up only for an input bounded by timestamp distance.
+        let newest = || self.items.last_key_value().map_or(ts, |(&last, _)| last.max(ts));
         for (&conn, input) in self.inputs.iter_mut() {
             if input.floor.is_some_and(|floor| ts <= floor) {
                 born_consumed += 1;
@@ -200,7 +201,7 @@ impl ChannelState {
             }
             let before = input.claim();
             input.unseen.insert(ts);
-            let trimmed = input.lag.trim(&mut input.unseen, Some(newest));
+            let trimmed = input.lag.trim(&mut input.unseen, input.lag.max_lag_ts.map(|_| newest()));
             input.counts.skipped += trimmed.len() as u64;
             skipped.extend(trimmed);
             push_move(&mut fx.claims, Location::Input(conn), before, input.claim());
