@@ -22,13 +22,31 @@ pub(crate) fn map_extent(file: &File) -> io::Result<memmap2::Mmap> {
 }
 
 /// Reserves `size` bytes for `file` on its disk (`posix_fallocate`), so a full disk fails here.
+/// An extent larger than the disk's free space fails `ENOSPC` before anything is reserved: a
+/// failing `posix_fallocate` may keep what it reserved until the file is removed, and would fill
+/// the disk for every other writer meanwhile (seen: a 1 TiB extent's refusal made the tests
+/// beside it fail `ENOSPC`).
 pub(crate) fn allocate(file: &File, size: u64) -> io::Result<()> {
+    if size > free_bytes(file)? {
+        return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+    }
     let size = libc::off_t::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
     // SAFETY: a valid open file descriptor; posix_fallocate touches no memory of ours.
     match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size) } {
         0 => Ok(()),
         errno => Err(io::Error::from_raw_os_error(errno)),
     }
+}
+
+/// Bytes free for an unprivileged writer on `file`'s file system.
+fn free_bytes(file: &File) -> io::Result<u64> {
+    // SAFETY: plain data the call fills in; zeroes are a valid `statvfs`.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid open file descriptor, and a `statvfs` of ours for the call to fill in.
+    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut stat) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
 }
 
 /// Takes an exclusive `flock` on `file` without waiting; `WouldBlock` when another holds it.
