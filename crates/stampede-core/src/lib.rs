@@ -4,6 +4,8 @@
 //!
 //! - [`time`] — timestamps, `INFINITY`, selectors.
 //! - [`name`] — what a channel or queue name may be; hierarchical prefixes.
+//! - [`op`] — the operation vocabulary: every operation on a runtime as data ([`Op`]) and what
+//!   it returns ([`Outcome`]).
 //! - [`item`] — payloads (bytes + codec) and items.
 //! - [`error`] — the one error type; every message names the channel, the timestamp and the rule.
 //! - [`claims`] — a multiset of timestamps with its minimum at hand.
@@ -39,6 +41,7 @@ pub mod graph;
 pub mod item;
 pub mod mesh;
 pub mod name;
+pub mod op;
 pub mod pacer;
 pub mod participant;
 pub mod progress;
@@ -56,6 +59,7 @@ pub use error::{Error, ErrorKind, Result, DETACHED};
 pub use item::{Codec, Item, Payload, CODEC_NAME_BYTES_MAX};
 pub use mesh::{Mesh, MeshLimits, MeshRefusal, Peer};
 pub use name::NAME_BYTES_MAX;
+pub use op::{ContainerInfo, Handle, Op, Outcome};
 pub use pacer::{Pace, PaceRule};
 pub use participant::{Participant, Settled};
 pub use progress::{ContainerKey, IdMap, Location, Progress, Refusal, Update, Updates};

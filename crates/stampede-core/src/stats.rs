@@ -5,6 +5,7 @@ use crate::time::Timestamp;
 
 /// A snapshot of one channel's or queue's counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Stats {
     /// Items stored now.
     pub live_items: usize,

@@ -18,6 +18,7 @@ pub const TS_MAX: Timestamp = INFINITY - 1;
 /// Which item a `get` asks for (docs/SEMANTICS.md, "Channels"). Wildcards consider only items that
 /// are present and not consumed on the asking connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Selector {
     /// Exactly this timestamp.
     At(Timestamp),

@@ -17,6 +17,11 @@
 //!   `collect`, `close`, watching names ([`watch`]) and the runtime's
 //!   [`Graph`](stampede_core::graph::Graph) (`graph`, private).
 //! - [`task`] — [`Task`]: virtual time, visibility, `spawn`, `close`.
+//! - `execute` (private) — [`Runtime::execute`]: one [`Op`](stampede_core::Op) of a [`Session`]
+//!   run as the typed calls, its [`Outcome`](stampede_core::Outcome) returned; [`Body`], a put's
+//!   payload beside its op.
+//! - [`session`] — [`Session`]: what one caller of `execute` holds under handles, with its bounds;
+//!   [`Admission`]: its rights.
 //! - [`channel`] — [`Channel`], [`ChannelOutput`] and [`ChannelInput`]; [`queue`] — [`Queue`]
 //!   and its connections.
 //! - [`options`] — the plain data of the API: [`ChannelOptions`], [`QueueOptions`],
@@ -36,6 +41,7 @@
 
 pub mod channel;
 pub mod disk;
+mod execute;
 mod graph;
 pub mod mesh_link;
 pub mod npy;
@@ -44,6 +50,7 @@ mod os;
 pub mod payload;
 pub mod queue;
 pub mod runtime;
+pub mod session;
 mod space;
 mod sync;
 pub mod task;
@@ -53,9 +60,11 @@ pub mod watch;
 
 pub use channel::{Channel, ChannelInput, ChannelOutput};
 pub use disk::{DiskStats, DiskTier};
+pub use execute::Body;
 pub use mesh_link::{MeshLink, MeshWake};
 pub use options::{ChannelOptions, Info, PutOptions, QueueOptions, RuntimeStats, DESCRIPTION_BYTES_MAX};
 pub use queue::{Queue, QueueInput, QueueOutput};
 pub use runtime::{Container, Runtime};
+pub use session::{Admission, Right, Session, Unrestricted};
 pub use task::Task;
 pub use wait::Changed;

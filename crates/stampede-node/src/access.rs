@@ -42,26 +42,7 @@ use stampede_wire::Secret;
 /// Largest policy file read.
 pub const POLICY_BYTES_MAX: u64 = 1 << 20;
 
-/// What a right allows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Right {
-    /// Attach an input (get, consume); read the node's graph (with `""`).
-    Read,
-    /// Attach an output (put).
-    Write,
-    /// Create and destroy channels and queues.
-    Create,
-}
-
-impl Right {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Right::Read => "read",
-            Right::Write => "write",
-            Right::Create => "create",
-        }
-    }
-}
+pub use stampede_engine::session::Right;
 
 /// The users a node admits and what each may do.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]

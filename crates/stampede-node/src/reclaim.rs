@@ -54,7 +54,7 @@ pub(crate) type Sending = tokio::sync::Mutex<()>;
 /// the node's embedded handler for it on first use.
 pub(crate) fn subscribe(node: &Arc<NodeShared>, session: &Session, container: Option<Handle>) -> Result<()> {
     let target = match container {
-        Some(handle) => Some(session.container("on_reclaim", handle)?),
+        Some(handle) => Some(session.handles.container("on_reclaim", handle)?),
         None => None,
     };
     // Installed under the lock: a second session asking meanwhile returns only once the handler
@@ -94,8 +94,7 @@ fn reclaimed(node: &Weak<NodeShared>, container: Option<Handle>, name: &str, ite
             node.reclaims.dropped.fetch_add(1, Ordering::Relaxed);
             continue;
         }
-        let header =
-            ItemHeader { ts: item.ts, codec: item.payload.codec.name().to_owned(), len: item.payload.len() as u64 };
+        let header = ItemHeader::of(item);
         let event = ReclaimEvent { container, name: name.to_owned(), item: header };
         outbox.events.push_back((event, item.payload.data.clone()));
     }

@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use stampede_core::{Error, Result};
+use stampede_core::{Error, Op, Outcome, Result};
+use stampede_engine::Body;
 use zenoh::bytes::ZBytes;
 use zenoh::sample::SampleKind;
 
@@ -75,21 +76,6 @@ pub(crate) fn refusal(e: &Error) -> Answer {
     Answer { header: encode(&Reply::Error(WireError::from(e))), payloads: Vec::new() }
 }
 
-/// A request's payload: the bytes after its header, which a put copies in, or a shared-memory
-/// segment passed with it, which a put stores as it is (the item is the client's segment).
-enum Body<'a> {
-    Inline(&'a [u8]),
-    Passed(Bytes),
-}
-
-impl Body<'_> {
-    fn len(&self) -> usize {
-        match self {
-            Body::Inline(bytes) => bytes.len(),
-            Body::Passed(bytes) => bytes.len(),
-        }
-    }
-}
 async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) -> Result<Served> {
     let refuse = |reason: String| Error::InvalidArgument { op: "request", name: node.options.name.clone(), reason };
     let message_bytes_max = node.options.payload_bytes_max + REQUEST_HEADER_BYTES_MAX;
@@ -120,7 +106,7 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
             }
             Ok(done())
         }
-        request => {
+        Request::Op(op) => {
             let session = node.sessions.lock().get(&header.session).cloned();
             // A wrong secret reads as no session: the id is public, the secret proves the sender.
             // A session being ended (still listed while its closing gives back what it held)
@@ -131,29 +117,23 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
                 .ok_or_else(|| session::closed(&header.session))?;
             session.replies.lock().acknowledge(&header.acks);
             match header.seq {
-                0 => run(node, &session, request, body).await,
-                seq => at_most_once(node, &session, seq, request, body).await,
+                0 => run(node, &session, op, body).await,
+                seq => at_most_once(node, &session, seq, op, body).await,
             }
         }
     }
 }
 
 /// Runs a request of an open session; the items it reclaimed reach the client before its reply.
-async fn run(node: &Arc<NodeShared>, session: &Session, request: Request, body: Body<'_>) -> Result<Served> {
-    let served = execute(node, session, request, body).await;
+async fn run(node: &Arc<NodeShared>, session: &Session, op: Op, body: Body<'_>) -> Result<Served> {
+    let served = execute(node, session, op, body).await;
     reclaim::send(node, session).await;
     served
 }
 
 /// Runs the session's request numbered `seq` at most once (`stampede_wire::session::Replies`): a repeat of it — the
 /// client's retry after a lost reply — gets the first reply, waiting for it if need be.
-async fn at_most_once(
-    node: &Arc<NodeShared>,
-    session: &Session,
-    seq: u64,
-    request: Request,
-    body: Body<'_>,
-) -> Result<Served> {
+async fn at_most_once(node: &Arc<NodeShared>, session: &Session, seq: u64, op: Op, body: Body<'_>) -> Result<Served> {
     /// Forgets the request as under way if it stops before its reply (the node closing).
     struct Running<'a> {
         session: &'a Session,
@@ -182,8 +162,7 @@ async fn at_most_once(
     }
     // Dropped after the reply is recorded, it changes nothing.
     let _running = Running { session, seq };
-    let served =
-        run(node, session, request, body).await.unwrap_or_else(|e| (Reply::Error(WireError::from(&e)), Vec::new()));
+    let served = run(node, session, op, body).await.unwrap_or_else(|e| (Reply::Error(WireError::from(&e)), Vec::new()));
     session.replies.lock().answered(seq, &served);
     Ok(served)
 }
@@ -256,7 +235,8 @@ async fn open(node: &NodeShared, id: &str, user: Option<&str>, password: Option<
             );
             return Err(Error::InvalidArgument { op: "connect", name: name.clone(), reason });
         }
-        let session = Session::new(id.to_owned(), node.options.session_handles_max, secret, rights);
+        let (handles_max, payload_bytes_max) = (node.options.session_handles_max, node.options.payload_bytes_max);
+        let session = Session::new(id.to_owned(), handles_max, payload_bytes_max, secret, rights);
         sessions.insert(id.to_owned(), Arc::new(session));
     }
     if !token_alive(node, id).await {
@@ -288,5 +268,5 @@ async fn token_alive(node: &NodeShared, id: &str) -> bool {
 }
 
 fn done() -> Served {
-    (Reply::Done, Vec::new())
+    (Reply::Outcome(Outcome::Done), Vec::new())
 }

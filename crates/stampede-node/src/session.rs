@@ -1,7 +1,9 @@
 //! A client's session on a node — the papers' surrogate.
 //!
-//! A remote client's tasks and connections live here, in the node's own [`stampede::Runtime`],
-//! owned by its session; the client holds only their handles. Every operation therefore runs the
+//! A remote client's tasks and connections live in the node's engine, in its
+//! [`stampede_engine::Session`]; the client holds only their handles. Here the node keeps what is
+//! its own beside them: the session's secret and rights, its shadows and moves across nodes, its
+//! reclaimed items to send and its kept replies. Every operation therefore runs the
 //! embedded code path, with the embedded semantics and errors. Closing the session (the client
 //! closed it, or its liveliness token disappeared) closes every task it owns: their claims on
 //! ts_min are released and the items they held open go back (docs/SEMANTICS.md,
@@ -12,60 +14,33 @@
 //! creation fails `InvalidArgument` and the node carries on.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
 use parking_lot::Mutex;
-use stampede_core::{Error, Result};
-use stampede_engine::{ChannelInput, ChannelOutput, Container, QueueInput, QueueOutput, Task};
-
 use stampede_core::mesh::MoveId;
-use stampede_core::Peer;
-use stampede_wire::{Handle, Secret};
+use stampede_core::{Error, Handle, Peer, Result};
+use stampede_engine::session::{Admission, Right};
+use stampede_engine::Task;
+use stampede_wire::session::Replies;
+use stampede_wire::Secret;
 
-use crate::access::{Right, Rights};
+use crate::access::Rights;
 use crate::reclaim::{Outbox, Sending};
 use crate::serve::Served;
-use stampede_wire::session::Replies;
 
-/// The reason of the `Closed` error of a request in a session that ended.
-pub const SESSION_CLOSED: &str =
-    "the client's session on the node ended (closed, or the client vanished); connect again";
+pub(crate) use stampede_engine::session::closed;
 
-/// The error of a request in the session `id` after it ended (or that was never opened).
-pub(crate) fn closed(id: &str) -> Error {
-    Error::Closed { name: format!("session {id}"), reason: SESSION_CLOSED }
-}
-
-/// A connection a session holds. Shared so that a request can use it without holding the session's
-/// lock while it waits.
-#[derive(Clone)]
-pub(crate) enum Connection {
-    ChannelInput(Arc<ChannelInput>),
-    ChannelOutput(Arc<ChannelOutput>),
-    QueueInput(Arc<QueueInput>),
-    QueueOutput(Arc<QueueOutput>),
-}
-
-impl Connection {
-    fn detach(&self) {
-        match self {
-            Connection::ChannelInput(c) => c.detach(),
-            Connection::ChannelOutput(c) => c.detach(),
-            Connection::QueueInput(c) => c.detach(),
-            Connection::QueueOutput(c) => c.detach(),
-        }
-    }
-}
-
-/// One client's session: its id and what it owns.
+/// One client's session: its id, its handles in the node's engine, and what the node keeps of it
+/// beside them.
 pub(crate) struct Session {
     pub(crate) id: String,
     /// What requests of this session must carry (`access.rs`).
     pub(crate) secret: Secret,
     /// The user's rights on a node with an access policy; `None`: every right.
     rights: Option<Rights>,
+    /// Its tasks, connections and containers in the node's engine, with their bound.
+    pub(crate) handles: stampede_engine::Session,
     handles_max: usize,
-    owned: Mutex<Owned>,
+    mesh: Mutex<Mesh>,
     /// Items reclaimed for the client's GC handlers, not sent yet (`reclaim.rs`).
     pub(crate) outbox: Mutex<Outbox>,
     /// The replies of its numbered requests not yet acknowledged (`stampede_wire::session`).
@@ -73,14 +48,10 @@ pub(crate) struct Session {
     pub(crate) sending: Sending,
 }
 
+/// What the session's tasks do across nodes. Locked after the engine session's table, never
+/// while a request waits.
 #[derive(Default)]
-struct Owned {
-    closed: bool,
-    tasks: HashMap<Handle, Task>,
-    connections: HashMap<Handle, Connection>,
-    /// Channels and queues the client created or looked up, under their runtime ids.
-    containers: HashMap<Handle, Container>,
-    next_connection: Handle,
+struct Mesh {
     /// The node participant whose task each shadow task of this session stands for.
     shadows: HashMap<Handle, Peer>,
     /// Moves of this session's tasks to other nodes (`MoveTask`), with the node's name: those
@@ -100,34 +71,27 @@ pub(crate) struct Move {
     pub(crate) id: MoveId,
 }
 
-impl Owned {
-    fn count(&self) -> usize {
-        self.tasks.len() + self.connections.len() + self.containers.len()
+impl Admission for Session {
+    fn check(&self, op: &'static str, right: Right, name: &str) -> Result<()> {
+        self.rights.as_ref().map_or(Ok(()), |rights| rights.check(op, right, name))
+    }
+
+    fn sees(&self, name: &str) -> bool {
+        self.rights.as_ref().is_none_or(|rights| rights.sees(name))
     }
 }
 
 impl Session {
-    pub(crate) fn new(id: String, handles_max: usize, secret: Secret, rights: Option<Rights>) -> Session {
-        let (owned, outbox, sending) = (Mutex::default(), Mutex::default(), Sending::default());
-        Session { id, secret, rights, handles_max, owned, outbox, replies: Mutex::default(), sending }
-    }
-
-    /// `Ok` if this session's user has `right` on `name` (always, on a node without a policy).
-    pub(crate) fn check(&self, op: &'static str, right: Right, name: &str) -> Result<()> {
-        self.rights.as_ref().map_or(Ok(()), |rights| rights.check(op, right, name))
-    }
-
-    /// Whether the session's user may look `name` up and see it listed (any right on it).
-    pub(crate) fn sees(&self, name: &str) -> bool {
-        self.rights.as_ref().is_none_or(|rights| rights.sees(name))
-    }
-
-    /// `Ok` if the session's user may look `name` up, else `PermissionDenied` (right `read`).
-    pub(crate) fn check_sees(&self, op: &'static str, name: &str) -> Result<()> {
-        if self.sees(name) {
-            return Ok(());
-        }
-        self.check(op, Right::Read, name)
+    pub(crate) fn new(
+        id: String,
+        handles_max: usize,
+        payload_bytes_max: usize,
+        secret: Secret,
+        rights: Option<Rights>,
+    ) -> Session {
+        let handles = stampede_engine::Session::new(id.clone(), handles_max, payload_bytes_max);
+        let (mesh, outbox, sending) = (Mutex::default(), Mutex::default(), Sending::default());
+        Session { id, secret, rights, handles, handles_max, mesh, outbox, replies: Mutex::default(), sending }
     }
 
     /// Whether the node has an access policy for this session.
@@ -135,219 +99,82 @@ impl Session {
         self.rights.is_some()
     }
 
-    /// The task `handle` of this session.
-    pub(crate) fn task(&self, op: &'static str, handle: Handle) -> Result<Task> {
-        let owned = self.open()?;
-        owned.tasks.get(&handle).cloned().ok_or_else(|| self.unknown(op, "task", handle))
-    }
-
-    /// The channel or queue `handle` of this session.
-    pub(crate) fn container(&self, op: &'static str, handle: Handle) -> Result<Container> {
-        let owned = self.open()?;
-        owned.containers.get(&handle).cloned().ok_or_else(|| self.unknown(op, "channel or queue", handle))
-    }
-
-    /// The connection `handle` of this session.
-    pub(crate) fn connection(&self, op: &'static str, handle: Handle) -> Result<Connection> {
-        let owned = self.open()?;
-        owned.connections.get(&handle).cloned().ok_or_else(|| self.unknown(op, "connection", handle))
-    }
-
-    /// Takes `task` into the session; closes it instead if the session ended or is full.
-    pub(crate) fn add_task(&self, op: &'static str, task: Task) -> Result<Handle> {
-        self.add(op, task, None)
-    }
-
     /// Takes `task`, a shadow of a task of node participant `home`, into the session (closed
     /// with it, or when `home` dies: [`close_shadows_of`](Self::close_shadows_of)).
     pub(crate) fn add_shadow(&self, op: &'static str, task: Task, home: Peer) -> Result<Handle> {
-        self.add(op, task, Some(home))
-    }
-
-    /// Whether task `id` of the node's runtime is this session's.
-    pub(crate) fn owns_task(&self, id: Handle) -> bool {
-        self.owned.lock().tasks.contains_key(&id)
-    }
-
-    fn add(&self, op: &'static str, task: Task, home: Option<Peer>) -> Result<Handle> {
-        let mut owned = self.owned.lock();
-        if let Err(e) = self.admit(op, &owned) {
-            drop(owned);
-            task.close();
-            return Err(e);
-        }
-        let handle = task.id();
-        owned.tasks.insert(handle, task);
-        if let Some(home) = home {
-            owned.shadows.insert(handle, home);
-        }
+        let handle = self.handles.add_task(op, task)?;
+        self.mesh.lock().shadows.insert(handle, home);
         Ok(handle)
     }
 
     /// Closes the shadows of tasks of `home`, a node found dead: their task can never move
     /// again, and they would hold every node's ts_min for as long as the client keeps them.
     pub(crate) fn close_shadows_of(&self, home: Peer) {
-        let orphans: Vec<Task> = {
-            let mut owned = self.owned.lock();
-            let handles: Vec<Handle> =
-                owned.shadows.iter().filter(|(_, of)| **of == home).map(|(handle, _)| *handle).collect();
-            handles
-                .into_iter()
-                .filter_map(|handle| {
-                    owned.shadows.remove(&handle);
-                    owned.tasks.remove(&handle)
-                })
-                .collect()
+        let orphans: Vec<Handle> = {
+            let mut mesh = self.mesh.lock();
+            let orphans = mesh.shadows.iter().filter(|(_, of)| **of == home).map(|(handle, _)| *handle).collect();
+            mesh.shadows.retain(|_, of| *of != home);
+            orphans
         };
-        for task in orphans {
-            task.close();
-        }
+        self.handles.close_tasks(&orphans);
     }
 
     /// The ids of the moves recorded, for the caller to find those resolved (outside the
     /// session's lock: asking the mesh settles it, which may run GC handlers).
     pub(crate) fn move_ids(&self) -> Vec<(Peer, MoveId)> {
-        self.owned.lock().moves.iter().map(|m| (m.to, m.id)).collect()
+        self.mesh.lock().moves.iter().map(|m| (m.to, m.id)).collect()
     }
 
     /// Records `new`, a move of one of this session's tasks, forgetting those `resolved` are
     /// taken over or declined already. `InvalidArgument` past the session's bound on moves not
-    /// known to be resolved (the move is then left to the caller to decline).
+    /// known to be resolved (the move is then left to the caller to decline); `Closed` once the
+    /// session ended.
     pub(crate) fn add_move(&self, op: &'static str, new: Move, resolved: &HashSet<(Peer, MoveId)>) -> Result<()> {
-        let mut owned = self.open()?;
-        owned.moves.retain(|m| !resolved.contains(&(m.to, m.id)));
-        if owned.moves.len() >= self.handles_max {
+        let mut mesh = self.mesh.lock();
+        if self.handles.ended() {
+            return Err(closed(&self.id));
+        }
+        mesh.moves.retain(|m| !resolved.contains(&(m.to, m.id)));
+        if mesh.moves.len() >= self.handles_max {
             return Err(Error::InvalidArgument {
                 op,
-                name: self.name(),
+                name: self.handles.name(),
                 reason: format!(
                     "the session's tasks have {} moves to other nodes not taken over yet, the node's \
                      session_handles_max; attach a task to another node's channels and queues once it took the \
                      earlier ones over",
-                    owned.moves.len()
+                    mesh.moves.len()
                 ),
             });
         }
-        owned.moves.push(new);
+        mesh.moves.push(new);
         Ok(())
     }
 
-    /// Takes `container` into the session under its runtime id (once, however often it is looked up).
-    pub(crate) fn add_container(&self, op: &'static str, handle: Handle, container: Container) -> Result<()> {
-        let mut owned = self.owned.lock();
-        if owned.containers.contains_key(&handle) {
-            return Ok(());
-        }
-        self.admit(op, &owned)?;
-        owned.containers.insert(handle, container);
-        Ok(())
-    }
-
-    /// Forgets the container `handle` (destroyed): its slot counts no more.
-    pub(crate) fn forget_container(&self, handle: Handle) {
-        self.owned.lock().containers.remove(&handle);
-    }
-
-    /// Takes `connection` into the session; detaches it instead if the session ended or is full.
-    pub(crate) fn add_connection(&self, op: &'static str, connection: Connection) -> Result<Handle> {
-        let mut owned = self.owned.lock();
-        if let Err(e) = self.admit(op, &owned) {
-            drop(owned);
-            connection.detach();
-            return Err(e);
-        }
-        owned.next_connection += 1;
-        let handle = owned.next_connection;
-        owned.connections.insert(handle, connection);
-        Ok(handle)
-    }
-
-    /// Closes the task `handle` and forgets it (its connections stay, detached, as in the
-    /// embedded API: their later use fails `Closed`).
-    /// Returns the task's moves to other nodes, for the caller to decline those still open.
+    /// Closes the task `handle` and forgets it (as the engine's `CloseTask`). Returns the task's
+    /// moves to other nodes, for the caller to decline those still open.
     pub(crate) fn close_task(&self, op: &'static str, handle: Handle) -> Result<Vec<Move>> {
-        let (task, moves) = {
-            let mut owned = self.open()?;
-            let task = owned.tasks.remove(&handle).ok_or_else(|| self.unknown(op, "task", handle))?;
-            owned.shadows.remove(&handle);
-            let (moves, kept) = std::mem::take(&mut owned.moves).into_iter().partition(|m| m.task == handle);
-            owned.moves = kept;
-            (task, moves)
-        };
-        task.close();
+        self.handles.close_task(op, handle)?;
+        let mut mesh = self.mesh.lock();
+        mesh.shadows.remove(&handle);
+        let (moves, kept) = std::mem::take(&mut mesh.moves).into_iter().partition(|m| m.task == handle);
+        mesh.moves = kept;
         Ok(moves)
     }
 
-    /// Detaches the connection `handle` and forgets it.
-    pub(crate) fn detach(&self, op: &'static str, handle: Handle) -> Result<()> {
-        let connection =
-            self.open()?.connections.remove(&handle).ok_or_else(|| self.unknown(op, "connection", handle))?;
-        connection.detach();
-        Ok(())
-    }
-
     /// Ends the session: every task is closed (claims released, open items back) and every
-    /// connection detached; requests in flight on them fail `Closed`. Idempotent.
+    /// connection detached; requests in flight on them fail `Closed`. Idempotent. Returns the
+    /// moves of its tasks, for the caller to decline those still open.
     pub(crate) fn close(&self) -> Vec<Move> {
-        let owned = {
-            let mut owned = self.owned.lock();
-            let taken = std::mem::take(&mut *owned);
-            // After the take: the table left behind must say closed, or a request in flight
-            // would add a task nobody ever closes.
-            owned.closed = true;
-            taken
-        };
-        for connection in owned.connections.values() {
-            connection.detach();
-        }
-        for task in owned.tasks.values() {
-            task.close();
-        }
-        owned.moves
+        self.handles.close();
+        let mut mesh = self.mesh.lock();
+        mesh.shadows.clear();
+        std::mem::take(&mut mesh.moves)
     }
 
     /// Whether the session is ended or being ended: [`close`](Self::close) began.
     pub(crate) fn ended(&self) -> bool {
-        self.owned.lock().closed
-    }
-
-    /// The session's table, or `Closed` once the session ended.
-    fn open(&self) -> Result<parking_lot::MutexGuard<'_, Owned>> {
-        let owned = self.owned.lock();
-        if owned.closed {
-            return Err(self.closed());
-        }
-        Ok(owned)
-    }
-
-    fn admit(&self, op: &'static str, owned: &Owned) -> Result<()> {
-        if owned.closed {
-            return Err(self.closed());
-        }
-        if owned.count() >= self.handles_max {
-            return Err(Error::InvalidArgument {
-                op,
-                name: self.name(),
-                reason: format!(
-                    "the session holds {} tasks, connections and containers, the node's session_handles_max; close \
-                     tasks or detach connections first",
-                    owned.count()
-                ),
-            });
-        }
-        Ok(())
-    }
-
-    fn closed(&self) -> Error {
-        closed(&self.id)
-    }
-
-    fn unknown(&self, op: &'static str, what: &str, handle: Handle) -> Error {
-        Error::InvalidArgument { op, name: self.name(), reason: format!("this session holds no {what} #{handle}") }
-    }
-
-    fn name(&self) -> String {
-        format!("session {}", self.id)
+        self.handles.ended()
     }
 }
 
@@ -356,21 +183,19 @@ mod tests {
     use super::*;
     use stampede_engine::Runtime;
 
-    /// A request that arrives after the session closed adds nothing: the task it made is closed
-    /// at once, and the session stays closed (it must not reopen when its table is taken).
+    /// A shadow closed because its home node died is gone from the session's handles too, and
+    /// its claim with it.
     #[test]
-    fn a_closed_session_takes_nothing_more() {
+    fn the_shadows_of_a_dead_node_are_closed() {
         let runtime = Runtime::new();
-        let session = Session::new("0a".into(), 16, [0; 16], None);
-        session.add_task("task", runtime.task(0).unwrap()).unwrap();
-        session.close();
-        let late = runtime.task(0).unwrap();
-        assert!(matches!(session.add_task("task", late.clone()), Err(Error::Closed { .. })));
-        assert!(matches!(
-            runtime.create_channel("c", stampede_core::Limits::unbounded().into()).unwrap().attach_output(&late),
-            Err(Error::Closed { .. })
-        ));
-        assert_eq!(runtime.ts_min(), 0, "a fresh runtime's ts_min with no claims left");
-        assert!(matches!(session.task("task", late.id()), Err(Error::Closed { .. })));
+        let session = Session::new("0a".into(), 16, 1 << 20, [0; 16], None);
+        let home = Peer { id: 7, incarnation: 1 };
+        let shadow = session.add_shadow("shadow", runtime.task(3).unwrap(), home).unwrap();
+        let kept = session.handles.add_task("task", runtime.task(5).unwrap()).unwrap();
+        assert_eq!(runtime.stats().claims, 2);
+        session.close_shadows_of(home);
+        assert!(session.handles.task("task", shadow).is_err());
+        assert!(session.handles.task("task", kept).is_ok());
+        assert_eq!(runtime.stats().claims, 1, "the shadow's claim went with it");
     }
 }

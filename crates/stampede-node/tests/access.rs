@@ -11,7 +11,7 @@ use stampede::{ConnectOptions, Credentials, Error, Limits, Runtime, OLDEST_UNSEE
 use stampede_node::access::hash_password;
 use stampede_node::{AccessPolicy, Node, NodeOptions};
 use stampede_wire::fabric;
-use stampede_wire::{decode_reply, encode, Reply, Request, RequestHeader, WireError};
+use stampede_wire::{decode_reply, encode, Op, Reply, Request, RequestHeader, WireError};
 use support::{with_watchdog, TestNode, CONNECT_TIMEOUT};
 use zenoh::Wait;
 
@@ -86,7 +86,7 @@ fn another_sessions_id_without_its_secret_is_refused() {
         let tokens = intruder.liveliness().get(fabric::sessions_key("test")).wait().unwrap();
         let victim =
             tokens.recv().unwrap().result().unwrap().key_expr().as_str().rsplit('/').next().unwrap().to_owned();
-        let header = RequestHeader::new(victim, [0; 16], Request::Names { prefix: String::new() });
+        let header = RequestHeader::new(victim, [0; 16], Request::Op(Op::Names { prefix: String::new() }));
         let replies = intruder.get(fabric::rpc_key("test")).payload(encode(&header)).wait().unwrap();
         let reply = replies.recv().unwrap();
         let bytes = reply.result().unwrap().payload().to_bytes().into_owned();

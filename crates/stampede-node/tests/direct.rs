@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use stampede::{ConnectOptions, Error, Limits, INFINITY, OLDEST_UNSEEN};
 use stampede_node::direct::CONNECTIONS_PER_SESSION;
-use stampede_wire::{decode_reply, encode, Reply, Request, RequestHeader, FRAME_LENGTH_BYTES, VERSION};
+use stampede_wire::{decode_reply, encode, Op, Outcome, Reply, Request, RequestHeader, FRAME_LENGTH_BYTES, VERSION};
 use support::{raw_connection, with_watchdog, TestNode, CONNECT_TIMEOUT};
 
 /// How soon a call blocked on the node must return once its client closes or the node goes (a
@@ -311,7 +311,8 @@ const ID: &str = "0123456789abcdef0123456789abcdef";
 #[test]
 fn a_session_being_ended_answers_no_repeat() {
     with_watchdog("a_session_being_ended_answers_no_repeat", || {
-        use stampede_wire::{fabric, WireSelector};
+        use stampede::Selector;
+        use stampede_wire::fabric;
         use zenoh::Wait;
         let node = TestNode::new();
         let frames = node.runtime.create_channel("frames", Limits::unbounded()).unwrap();
@@ -334,15 +335,17 @@ fn a_session_being_ended_answers_no_repeat() {
             panic!("the session opens")
         };
         let ask = move |stream: &mut UnixStream, seq: u64, request: Request| ask(stream, secret, seq, request);
-        let reply = ask(&mut first, 1, Request::Task { virtual_time: 0 });
-        let Reply::Handle(task) = reply else { panic!("a task: {reply:?}") };
-        let Reply::Container(info) = ask(&mut first, 2, Request::Lookup { name: "frames".into() }) else {
+        let reply = ask(&mut first, 1, Request::Op(Op::Task { virtual_time: 0 }));
+        let Reply::Outcome(Outcome::Handle(task)) = reply else { panic!("a task: {reply:?}") };
+        let Reply::Outcome(Outcome::Container(info)) =
+            ask(&mut first, 2, Request::Op(Op::Lookup { name: "frames".into() }))
+        else {
             panic!("the channel")
         };
-        let Reply::Handle(connection) = ask(
+        let Reply::Outcome(Outcome::Handle(connection)) = ask(
             &mut first,
             3,
-            Request::AttachInput { task, container: info.id, max_lag_items: None, max_lag_ts: None },
+            Request::Op(Op::AttachInput { task, container: info.id, max_lag_items: None, max_lag_ts: None }),
         ) else {
             panic!("a connection")
         };
@@ -350,8 +353,11 @@ fn a_session_being_ended_answers_no_repeat() {
         let camera = node.runtime.task(0).unwrap();
         camera.attach_output(&frames).unwrap().put(0, vec![7u8; 16]).unwrap();
         camera.set_virtual_time(1).unwrap();
-        let get = Request::Get { connection, selector: WireSelector::At(0), wait_us: 0 };
-        assert!(matches!(ask(&mut first, 4, get.clone()), Reply::Item(_)), "the get returns the item");
+        let get = Request::Op(Op::Get { connection, selector: Selector::At(0), wait_us: 0 });
+        assert!(
+            matches!(ask(&mut first, 4, get.clone()), Reply::Outcome(Outcome::Item(_))),
+            "the get returns the item"
+        );
 
         // The client closes on a second connection; the closing reclaims the item and is held in
         // the GC handler, the session still listed.
@@ -360,7 +366,7 @@ fn a_session_being_ended_answers_no_repeat() {
         in_handler.recv_timeout(CONNECT_TIMEOUT).expect("the closing reclaims the item");
         let repeat = ask(&mut first, 4, get);
         release.send(()).unwrap();
-        assert_eq!(closing.join().unwrap(), Reply::Done, "the session closes");
+        assert_eq!(closing.join().unwrap(), Reply::Outcome(Outcome::Done), "the session closes");
         let Reply::Error(e) = repeat else { panic!("the repeat was answered: {repeat:?}") };
         assert!(matches!(Error::from(e), Error::Closed { .. }));
         zenoh.close().wait().unwrap();

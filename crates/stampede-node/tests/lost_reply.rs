@@ -13,8 +13,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use stampede::connect;
+use stampede::Retention;
 use stampede::{Error, Limits, OLDEST_UNSEEN};
-use stampede_wire::{decode_request, encode, ContainerInfo, Hello, Reply, Request, WireRetention};
+use stampede_wire::{decode_request, encode, ContainerInfo, Hello, Op, Outcome, Reply, Request};
 use support::with_watchdog;
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
@@ -62,16 +63,16 @@ fn hello(zid: &str, liveliness_timeout_ms: u64) -> Reply {
 
 /// The fake's channel (or `queue`) `name`, id 1, unbounded.
 fn container(name: String, queue: bool) -> Reply {
-    Reply::Container(ContainerInfo {
+    Reply::Outcome(Outcome::Container(ContainerInfo {
         id: 1,
         queue,
         name,
         capacity: None,
         bytes_max: None,
-        retention: WireRetention::History,
+        retention: Retention::History,
         codec: None,
         description: String::new(),
-    })
+    }))
 }
 
 /// A node that says hello and then never answers `Open`: `connect` fails `Unreachable` when its
@@ -113,11 +114,13 @@ fn lost_get_reply_ends_the_session() {
         let (fake, _queryable) = fake_node(&endpoint, |query, request, zid| {
             let reply = match request {
                 Request::Hello => hello(zid, 10_000),
-                Request::CreateChannel { name, .. } => container(name, false),
+                Request::Op(Op::CreateChannel { name, .. }) => container(name, false),
                 Request::Open { .. } => Reply::Opened([1; 16]),
-                Request::Task { .. } | Request::AttachInput { .. } => Reply::Handle(2),
-                Request::Get { .. } => return, // the lost reply
-                _ => Reply::Done,
+                Request::Op(Op::Task { .. }) | Request::Op(Op::AttachInput { .. }) => {
+                    Reply::Outcome(Outcome::Handle(2))
+                }
+                Request::Op(Op::Get { .. }) => return, // the lost reply
+                _ => Reply::Outcome(Outcome::Done),
             };
             let _ = query.reply(query.key_expr().clone(), encode(&reply)).wait();
         });
@@ -167,11 +170,13 @@ fn a_get_whose_reply_missed_its_deadline_is_not_sent_again() {
             let reply = match request {
                 Request::Hello => hello(zid, LEASE_MS),
                 Request::Open { .. } => Reply::Opened([1; 16]),
-                Request::Task { .. } | Request::AttachInput { .. } => Reply::Handle(2),
-                Request::CreateQueue { name, .. } => container(name, true),
+                Request::Op(Op::Task { .. }) | Request::Op(Op::AttachInput { .. }) => {
+                    Reply::Outcome(Outcome::Handle(2))
+                }
+                Request::Op(Op::CreateQueue { name, .. }) => container(name, true),
                 // Held unanswered as long as the fake lives: no reply within the deadline.
-                Request::QueueGet { .. } => return holding.lock().unwrap().push(query),
-                _ => Reply::Done,
+                Request::Op(Op::QueueGet { .. }) => return holding.lock().unwrap().push(query),
+                _ => Reply::Outcome(Outcome::Done),
             };
             let _ = query.reply(query.key_expr().clone(), encode(&reply)).wait();
         });

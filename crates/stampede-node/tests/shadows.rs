@@ -179,9 +179,9 @@ fn a_gc_handler_may_read_a_task_that_is_moving() {
 #[test]
 fn a_lost_move_reply_ends_the_session() {
     use stampede_core::Peer;
-    use stampede_wire::Request;
+    use stampede_wire::{Op, Request};
     let to = Peer { id: stampede_node::mesh::peer_id("b"), incarnation: 1 };
-    assert!(Request::MoveTask { task: 1, to_node: "b".into(), to }.holds_on_node());
+    assert!(Request::Op(Op::MoveTask { task: 1, to_node: "b".into(), to }).holds_on_node());
 }
 
 /// Embedded, a task's visibility bounds its `set_virtual_time`, puts and spawns: with an item
@@ -264,7 +264,7 @@ fn a_shadow_ends_when_its_home_node_leaves() {
 fn a_shadow_cannot_start_below_its_move() {
     with_watchdog("a_shadow_cannot_start_below_its_move", || {
         use stampede_wire::fabric;
-        use stampede_wire::{decode_reply, encode, Reply, Request, RequestHeader};
+        use stampede_wire::{decode_reply, encode, Op, Outcome, Reply, Request, RequestHeader};
         use zenoh::Wait;
 
         let (a, _b, _b_rt, _b_dir) = two_nodes();
@@ -290,8 +290,11 @@ fn a_shadow_cannot_start_below_its_move() {
         let to = hello.mesh.expect("b shares ts_min");
         assert!(matches!(call("a", Request::Open { user: None, password: None }), Reply::Opened(_)));
         assert!(matches!(call("b", Request::Open { user: None, password: None }), Reply::Opened(_)));
-        let Reply::Handle(task) = call("a", Request::Task { virtual_time: 21 }) else { panic!("a task") };
-        let Reply::Moved { from, id, visibility } = call("a", Request::MoveTask { task, to_node: "b".into(), to })
+        let Reply::Outcome(Outcome::Handle(task)) = call("a", Request::Op(Op::Task { virtual_time: 21 })) else {
+            panic!("a task")
+        };
+        let Reply::Outcome(Outcome::Moved { from, id, visibility }) =
+            call("a", Request::Op(Op::MoveTask { task, to_node: "b".into(), to }))
         else {
             panic!("the move")
         };
@@ -299,14 +302,19 @@ fn a_shadow_cannot_start_below_its_move() {
         // A takeover meant for an earlier life of b (a request in flight across its restart):
         // refused, and it declines nothing — the same id may yet be this life's.
         let earlier = stampede_core::Peer { incarnation: to.incarnation - 1, ..to };
-        let stale = call("b", Request::TakeOverTask { from, id, to: earlier, virtual_time: 21 });
+        let stale = call("b", Request::Op(Op::TakeOverTask { from, id, to: earlier, virtual_time: 21 }));
         assert!(matches!(stale, Reply::Error(_)), "a takeover for another incarnation: {stale:?}");
-        let taken = call("b", Request::TakeOverTask { from, id, to, virtual_time: 21 });
-        assert!(matches!(taken, Reply::Handle(_)), "the move is still open after the stale takeover: {taken:?}");
-        let Reply::Moved { from, id, .. } = call("a", Request::MoveTask { task, to_node: "b".into(), to }) else {
+        let taken = call("b", Request::Op(Op::TakeOverTask { from, id, to, virtual_time: 21 }));
+        assert!(
+            matches!(taken, Reply::Outcome(Outcome::Handle(_))),
+            "the move is still open after the stale takeover: {taken:?}"
+        );
+        let Reply::Outcome(Outcome::Moved { from, id, .. }) =
+            call("a", Request::Op(Op::MoveTask { task, to_node: "b".into(), to }))
+        else {
             panic!("another move")
         };
-        let below = call("b", Request::TakeOverTask { from, id, to, virtual_time: 0 });
+        let below = call("b", Request::Op(Op::TakeOverTask { from, id, to, virtual_time: 0 }));
         assert!(matches!(below, Reply::Error(_)), "a shadow at 0 for a move carrying 21: {below:?}");
         let _ = raw.close().wait();
     })
@@ -442,7 +450,7 @@ fn a_task_cannot_span_nodes_that_share_no_ts_min() {
 fn a_move_never_taken_over_is_declined_when_its_session_ends() {
     with_watchdog("a_move_never_taken_over_is_declined_when_its_session_ends", || {
         use stampede_wire::fabric;
-        use stampede_wire::{decode_reply, encode, Reply, Request, RequestHeader};
+        use stampede_wire::{decode_reply, encode, Op, Outcome, Reply, Request, RequestHeader};
         use zenoh::Wait;
 
         let (a, _b, b_rt, _b_dir) = two_nodes();
@@ -478,20 +486,26 @@ fn a_move_never_taken_over_is_declined_when_its_session_ends() {
         };
 
         // A task moved to b, then closed before anything took the move over: a declines it.
-        let Reply::Handle(task) = call("a", &session, Request::Task { virtual_time: 21 }) else { panic!("a task") };
-        let moved = call("a", &session, Request::MoveTask { task, to_node: "b".into(), to });
-        assert!(matches!(moved, Reply::Moved { visibility: 21, .. }), "{moved:?}");
+        let Reply::Outcome(Outcome::Handle(task)) = call("a", &session, Request::Op(Op::Task { virtual_time: 21 }))
+        else {
+            panic!("a task")
+        };
+        let moved = call("a", &session, Request::Op(Op::MoveTask { task, to_node: "b".into(), to }));
+        assert!(matches!(moved, Reply::Outcome(Outcome::Moved { visibility: 21, .. })), "{moved:?}");
         put_on_b(25);
         // The put on b and the move reach b's view with no signal to the test: give them time; an absence (b's ts_min not past 21) is what is checked.
         std::thread::sleep(Duration::from_millis(300));
         assert_eq!(b_rt.ts_min(), 21, "the task and its open move hold b's ts_min");
-        assert!(matches!(call("a", &session, Request::CloseTask { task }), Reply::Done));
+        assert!(matches!(call("a", &session, Request::Op(Op::CloseTask { task })), Reply::Outcome(Outcome::Done)));
         assert!(eventually(SETTLE, || b_rt.ts_min() == 26), "the closed task's move was declined: {}", b_rt.ts_min());
 
         // Another, moved, and its client vanishes: a ends the session and has b decline the move.
-        let Reply::Handle(task) = call("a", &session, Request::Task { virtual_time: 26 }) else { panic!("a task") };
-        let moved = call("a", &session, Request::MoveTask { task, to_node: "b".into(), to });
-        assert!(matches!(moved, Reply::Moved { visibility: 26, .. }), "{moved:?}");
+        let Reply::Outcome(Outcome::Handle(task)) = call("a", &session, Request::Op(Op::Task { virtual_time: 26 }))
+        else {
+            panic!("a task")
+        };
+        let moved = call("a", &session, Request::Op(Op::MoveTask { task, to_node: "b".into(), to }));
+        assert!(matches!(moved, Reply::Outcome(Outcome::Moved { visibility: 26, .. })), "{moved:?}");
         put_on_b(30);
         drop(token);
         let _ = raw.close().wait();

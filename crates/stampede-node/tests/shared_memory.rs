@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use stampede::{ConnectOptions, Container, Error, Limits, Payload, INFINITY};
 use stampede_wire::shared::{self, SEALS, SHARED_BYTES_MIN};
-use stampede_wire::{decode_reply, encode, Reply, Request, RequestHeader, FRAME_LENGTH_BYTES};
+use stampede_wire::{decode_reply, encode, Op, Reply, Request, RequestHeader, FRAME_LENGTH_BYTES};
 use support::{raw_connection, with_watchdog, TestNode, CONNECT_TIMEOUT};
 
 /// A 6 MB frame, a borrowed one copied in, a small one and a queue's item from one client to
@@ -161,7 +161,8 @@ fn hostile_descriptors_get_typed_errors_and_the_node_serves_on() {
         let node = TestNode::with(|options| options.payload_bytes_max = 1 << 20);
         let (_, mut stream) = raw_connection(&node);
         let put = |payload: &[u8]| {
-            let request = Request::Put { connection: 1, ts: 5, codec: "raw".into(), refcount: None, wait_us: 0 };
+            let request =
+                Request::Op(Op::Put { connection: 1, ts: 5, codec: "raw".into(), refcount: None, wait_us: 0 });
             let mut message = encode(&RequestHeader::new("ab", [0; 16], request));
             message.extend_from_slice(payload);
             message

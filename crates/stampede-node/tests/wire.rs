@@ -5,9 +5,10 @@
 use proptest::prelude::*;
 use stampede::graph::Holder;
 use stampede::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
+use stampede_core::{Retention, Selector, Stats};
 use stampede_wire::{
-    decode_reply, decode_request, encode, ContainerInfo, DecodeError, DirectPath, Hello, ItemHeader, Reply, Request,
-    RequestHeader, WireError, WireRetention, WireSelector, WireStats, ACKS_MAX, REQUEST_HEADER_BYTES_MAX, VERSION,
+    decode_reply, decode_request, encode, ContainerInfo, DecodeError, DirectPath, Hello, ItemHeader, Op, Outcome,
+    Reply, Request, RequestHeader, WireError, WireOutcome, ACKS_MAX, REQUEST_HEADER_BYTES_MAX, VERSION,
 };
 
 fn ts() -> impl Strategy<Value = i64> {
@@ -18,88 +19,97 @@ fn text() -> impl Strategy<Value = String> {
     prop_oneof!["[a-z/]{0,12}", any::<String>()]
 }
 
-fn selector() -> impl Strategy<Value = WireSelector> {
+fn selector() -> impl Strategy<Value = Selector> {
     prop_oneof![
-        ts().prop_map(WireSelector::At),
-        Just(WireSelector::Oldest),
-        Just(WireSelector::Newest),
-        Just(WireSelector::OldestUnseen),
-        Just(WireSelector::NewestUnseen),
+        ts().prop_map(Selector::At),
+        Just(Selector::Oldest),
+        Just(Selector::Newest),
+        Just(Selector::OldestUnseen),
+        Just(Selector::NewestUnseen),
     ]
 }
 
 fn request() -> impl Strategy<Value = Request> {
-    let bound = || proptest::option::of(any::<u64>());
-    let retention = prop_oneof![Just(WireRetention::History), Just(WireRetention::CurrentReaders)];
     prop_oneof![
         Just(Request::Hello),
         (proptest::option::of(text()), proptest::option::of(text()))
             .prop_map(|(user, password)| Request::Open { user, password }),
         Just(Request::Close),
+        op().prop_map(Request::Op),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let bound = || proptest::option::of(any::<u64>());
+    let retention = prop_oneof![Just(Retention::History), Just(Retention::CurrentReaders)];
+    prop_oneof![
         (text(), bound(), bound(), retention, proptest::option::of(text()), text()).prop_map(
             |(name, capacity, bytes_max, retention, codec, description)| {
-                Request::CreateChannel { name, capacity, bytes_max, retention, codec, description }
+                Op::CreateChannel { name, capacity, bytes_max, retention, codec, description }
             }
         ),
         (text(), bound(), bound(), text()).prop_map(|(name, capacity, bytes_max, description)| {
-            Request::CreateQueue { name, capacity, bytes_max, description }
+            Op::CreateQueue { name, capacity, bytes_max, description }
         }),
-        text().prop_map(|name| Request::Lookup { name }),
-        text().prop_map(|prefix| Request::Names { prefix }),
-        any::<u64>().prop_map(|container| Request::ContainerStats { container }),
-        any::<u64>().prop_map(|container| Request::Destroy { container }),
-        ts().prop_map(|virtual_time| Request::Task { virtual_time }),
-        (any::<u64>(), ts()).prop_map(|(task, virtual_time)| Request::Spawn { task, virtual_time }),
-        (any::<u64>(), ts()).prop_map(|(task, virtual_time)| Request::SetVirtualTime { task, virtual_time }),
-        any::<u64>().prop_map(|task| Request::Times { task }),
-        any::<u64>().prop_map(|task| Request::CloseTask { task }),
+        text().prop_map(|name| Op::Lookup { name }),
+        text().prop_map(|prefix| Op::Names { prefix }),
+        any::<u64>().prop_map(|container| Op::ContainerStats { container }),
+        any::<u64>().prop_map(|container| Op::Destroy { container }),
+        ts().prop_map(|virtual_time| Op::Task { virtual_time }),
+        (any::<u64>(), ts()).prop_map(|(task, virtual_time)| Op::Spawn { task, virtual_time }),
+        (any::<u64>(), ts()).prop_map(|(task, virtual_time)| Op::SetVirtualTime { task, virtual_time }),
+        any::<u64>().prop_map(|task| Op::Times { task }),
+        any::<u64>().prop_map(|task| Op::CloseTask { task }),
         (any::<u64>(), any::<u64>(), any::<Option<u64>>(), any::<Option<u64>>()).prop_map(
-            |(task, container, max_lag_items, max_lag_ts)| Request::AttachInput {
+            |(task, container, max_lag_items, max_lag_ts)| Op::AttachInput {
                 task,
                 container,
                 max_lag_items,
                 max_lag_ts
             }
         ),
-        (any::<u64>(), any::<u64>()).prop_map(|(task, container)| Request::AttachOutput { task, container }),
-        any::<u64>().prop_map(|connection| Request::Detach { connection }),
+        (any::<u64>(), any::<u64>()).prop_map(|(task, container)| Op::AttachOutput { task, container }),
+        any::<u64>().prop_map(|connection| Op::Detach { connection }),
         (any::<u64>(), ts(), text(), proptest::option::of(any::<u32>()), any::<u64>()).prop_map(
-            |(connection, ts, codec, refcount, wait_us)| Request::Put { connection, ts, codec, refcount, wait_us }
+            |(connection, ts, codec, refcount, wait_us)| Op::Put { connection, ts, codec, refcount, wait_us }
         ),
-        (any::<u64>(), selector(), any::<u64>()).prop_map(|(connection, selector, wait_us)| Request::Get {
+        (any::<u64>(), selector(), any::<u64>()).prop_map(|(connection, selector, wait_us)| Op::Get {
             connection,
             selector,
             wait_us
         }),
-        (any::<u64>(), ts(), ts()).prop_map(|(connection, t0, t1)| Request::GetRange { connection, t0, t1 }),
-        (any::<u64>(), ts()).prop_map(|(connection, ts)| Request::Consume { connection, ts }),
-        (any::<u64>(), ts()).prop_map(|(connection, ts)| Request::ConsumeUntil { connection, ts }),
-        (any::<u64>(), ts(), text(), any::<u64>()).prop_map(|(connection, ts, codec, wait_us)| Request::QueuePut {
+        (any::<u64>(), ts(), ts()).prop_map(|(connection, t0, t1)| Op::GetRange { connection, t0, t1 }),
+        (any::<u64>(), ts()).prop_map(|(connection, ts)| Op::Consume { connection, ts }),
+        (any::<u64>(), ts()).prop_map(|(connection, ts)| Op::ConsumeUntil { connection, ts }),
+        (any::<u64>(), ts(), text(), any::<u64>()).prop_map(|(connection, ts, codec, wait_us)| Op::QueuePut {
             connection,
             ts,
             codec,
             wait_us
         }),
-        (any::<u64>(), any::<u64>()).prop_map(|(connection, wait_us)| Request::QueueGet { connection, wait_us }),
-        (any::<u64>(), proptest::option::of(any::<u64>()), ts())
-            .prop_map(|(connection, seq, ts)| Request::QueueConsume { connection, seq, ts }),
-        Just(Request::TsMin),
-        Just(Request::Stats),
-        Just(Request::Collect),
-        Just(Request::TraceClock),
-        Just(Request::CheckInvariants),
-        any::<u64>().prop_map(|container| Request::Timestamps { container }),
-        any::<u64>().prop_map(|container| Request::Settledness { container }),
-        any::<u64>().prop_map(|container| Request::CloseProducers { container }),
-        any::<u64>().prop_map(|connection| Request::Demand { connection }),
+        (any::<u64>(), any::<u64>()).prop_map(|(connection, wait_us)| Op::QueueGet { connection, wait_us }),
+        (any::<u64>(), proptest::option::of(any::<u64>()), ts()).prop_map(|(connection, seq, ts)| Op::QueueConsume {
+            connection,
+            seq,
+            ts
+        }),
+        Just(Op::TsMin),
+        Just(Op::Stats),
+        Just(Op::Collect),
+        Just(Op::TraceClock),
+        Just(Op::CheckInvariants),
+        any::<u64>().prop_map(|container| Op::Timestamps { container }),
+        any::<u64>().prop_map(|container| Op::Settledness { container }),
+        any::<u64>().prop_map(|container| Op::CloseProducers { container }),
+        any::<u64>().prop_map(|connection| Op::Demand { connection }),
         (any::<u64>(), proptest::option::of(selector()), any::<u64>())
-            .prop_map(|(connection, selector, wait_us)| Request::WaitChanged { connection, selector, wait_us }),
-        any::<u64>().prop_map(|wait_us| Request::WaitProgress { wait_us }),
-        (any::<u64>(), text()).prop_map(|(task, name)| Request::SetTaskName { task, name }),
-        Just(Request::Graph),
-        (any::<u64>(), text(), peer()).prop_map(|(task, to_node, to)| Request::MoveTask { task, to_node, to }),
+            .prop_map(|(connection, selector, wait_us)| Op::WaitChanged { connection, selector, wait_us }),
+        any::<u64>().prop_map(|wait_us| Op::WaitProgress { wait_us }),
+        (any::<u64>(), text()).prop_map(|(task, name)| Op::SetTaskName { task, name }),
+        Just(Op::Graph),
+        (any::<u64>(), text(), peer()).prop_map(|(task, to_node, to)| Op::MoveTask { task, to_node, to }),
         (peer(), any::<u64>(), peer(), any::<i64>())
-            .prop_map(|(from, id, to, virtual_time)| { Request::TakeOverTask { from, id, to, virtual_time } }),
+            .prop_map(|(from, id, to, virtual_time)| { Op::TakeOverTask { from, id, to, virtual_time } }),
     ]
 }
 
@@ -205,10 +215,10 @@ fn wire_error() -> impl Strategy<Value = WireError> {
     ]
 }
 
-fn stats() -> impl Strategy<Value = WireStats> {
-    (any::<u64>(), any::<u64>(), proptest::option::of(ts()), ts()).prop_map(|(a, b, claim, ts_min)| WireStats {
-        live_items: a,
-        live_bytes: b,
+fn stats() -> impl Strategy<Value = Stats> {
+    (any::<u64>(), any::<u64>(), proptest::option::of(ts()), ts()).prop_map(|(a, b, claim, ts_min)| Stats {
+        live_items: a as usize,
+        live_bytes: b as usize,
         reclaimed: a ^ b,
         puts: a,
         gets: b,
@@ -241,59 +251,66 @@ fn reply() -> impl Strategy<Value = (Reply, Vec<u8>)> {
                     })
                 }
             ),
-        (peer(), any::<u64>(), any::<i64>()).prop_map(|(from, id, visibility)| Reply::Moved { from, id, visibility }),
-        Just(Reply::Done),
-        (".{0,20}", any::<u64>(), any::<u64>()).prop_map(|(host, received_ns, replied_ns)| Reply::TraceClock {
+        any::<[u8; 16]>().prop_map(Reply::Opened),
+        wire_error().prop_map(Reply::Error),
+        outcome().prop_map(Reply::Outcome),
+    ]
+    .prop_map(|reply| (reply, Vec::new()));
+    let carrying = prop_oneof![
+        item_header().prop_map(Outcome::Item),
+        proptest::collection::vec(item_header(), 0..4).prop_map(Outcome::Items),
+        (any::<u64>(), item_header()).prop_map(|(seq, item)| Outcome::QueueItem { seq, item }),
+    ]
+    .prop_map(|outcome| {
+        let len = match &outcome {
+            Outcome::Item(item) | Outcome::QueueItem { item, .. } => item.len,
+            Outcome::Items(items) => items.iter().map(|i| i.len).sum(),
+            _ => 0,
+        };
+        let payload = (0..len).map(|i| i as u8).collect();
+        (Reply::Outcome(outcome), payload)
+    });
+    prop_oneof![plain, carrying]
+}
+
+/// An outcome that carries no item.
+fn outcome() -> impl Strategy<Value = WireOutcome> {
+    prop_oneof![
+        (peer(), any::<u64>(), any::<i64>()).prop_map(|(from, id, visibility)| Outcome::Moved { from, id, visibility }),
+        Just(Outcome::Done),
+        (".{0,20}", any::<u64>(), any::<u64>()).prop_map(|(host, received_ns, replied_ns)| Outcome::TraceClock {
             host,
             received_ns,
             replied_ns
         }),
-        any::<[u8; 16]>().prop_map(Reply::Opened),
         (any::<u64>(), any::<bool>(), text(), proptest::option::of(any::<u64>())).prop_map(
-            |(id, queue, name, capacity)| Reply::Container(ContainerInfo {
+            |(id, queue, name, capacity)| Outcome::Container(ContainerInfo {
                 id,
                 queue,
                 name,
                 capacity,
                 bytes_max: None,
-                retention: if queue { WireRetention::History } else { WireRetention::CurrentReaders },
+                retention: if queue { Retention::History } else { Retention::CurrentReaders },
                 codec: (!queue).then(|| "npy".to_owned()),
                 description: String::new(),
             })
         ),
-        any::<u64>().prop_map(Reply::Handle),
-        (ts(), ts()).prop_map(|(virtual_time, visibility)| Reply::Times { virtual_time, visibility }),
-        proptest::collection::vec(text(), 0..5).prop_map(Reply::Names),
-        proptest::collection::vec(ts(), 0..5).prop_map(Reply::Timestamps),
+        any::<u64>().prop_map(Outcome::Handle),
+        (ts(), ts()).prop_map(|(virtual_time, visibility)| Outcome::Times { virtual_time, visibility }),
+        proptest::collection::vec(text(), 0..5).prop_map(Outcome::Names),
+        proptest::collection::vec(ts(), 0..5).prop_map(Outcome::Timestamps),
         (ts(), any::<bool>())
-            .prop_map(|(settled_below, producers_closed)| Reply::Settledness { settled_below, producers_closed }),
-        ts().prop_map(Reply::Timestamp),
-        stats().prop_map(Reply::Stats),
-        (ts(), any::<u64>(), any::<u64>()).prop_map(|(ts_min, containers, claims)| Reply::RuntimeStats {
+            .prop_map(|(settled_below, producers_closed)| Outcome::Settledness { settled_below, producers_closed }),
+        ts().prop_map(Outcome::Timestamp),
+        stats().prop_map(Outcome::Stats),
+        (ts(), any::<u64>(), any::<u64>()).prop_map(|(ts_min, containers, claims)| Outcome::RuntimeStats {
             ts_min,
             containers,
             claims
         }),
-        any::<u64>().prop_map(Reply::Count),
-        graph().prop_map(Reply::Graph),
-        wire_error().prop_map(Reply::Error),
+        any::<u64>().prop_map(Outcome::Count),
+        graph().prop_map(Outcome::Graph),
     ]
-    .prop_map(|reply| (reply, Vec::new()));
-    let carrying = prop_oneof![
-        item_header().prop_map(Reply::Item),
-        proptest::collection::vec(item_header(), 0..4).prop_map(Reply::Items),
-        (any::<u64>(), item_header()).prop_map(|(seq, item)| Reply::QueueItem { seq, item }),
-    ]
-    .prop_map(|reply| {
-        let len = match &reply {
-            Reply::Item(item) | Reply::QueueItem { item, .. } => item.len,
-            Reply::Items(items) => items.iter().map(|i| i.len).sum(),
-            _ => 0,
-        };
-        let payload = (0..len).map(|i| i as u8).collect();
-        (reply, payload)
-    });
-    prop_oneof![plain, carrying]
 }
 
 /// A byte-level change to a message: flip, truncate, insert or overwrite.
@@ -401,20 +418,20 @@ proptest! {
 /// A header longer than the bound is refused, even when it is otherwise well formed.
 #[test]
 fn oversized_request_header_is_refused() {
-    let header = RequestHeader::new("ab", [0; 16], Request::Lookup { name: "x".repeat(20_000) });
+    let header = RequestHeader::new("ab", [0; 16], Op::Lookup { name: "x".repeat(20_000) }.into());
     assert!(matches!(decode_request(&encode(&header)), Err(DecodeError::HeaderTooLarge { .. })));
 }
 
 /// Bytes after a request that carries no payload, or item lengths that do not add up, are refused.
 #[test]
 fn stray_payload_is_refused() {
-    let header = RequestHeader::new("ab", [0; 16], Request::TsMin);
+    let header = RequestHeader::new("ab", [0; 16], Op::TsMin.into());
     assert!(matches!(decode_request(&with_payload(encode(&header), b"x")), Err(DecodeError::Payload(_))));
-    let reply = Reply::Item(ItemHeader { ts: 1, codec: "raw".into(), len: 3 });
+    let reply = Reply::Outcome(Outcome::Item(ItemHeader { ts: 1, codec: "raw".into(), len: 3 }));
     assert!(matches!(decode_reply(&with_payload(encode(&reply), b"ab")), Err(DecodeError::Payload(_))));
-    let items = Reply::Items(vec![
+    let items = Reply::Outcome(Outcome::Items(vec![
         ItemHeader { ts: 1, codec: "raw".into(), len: u64::MAX },
         ItemHeader { ts: 2, codec: "raw".into(), len: 2 },
-    ]);
+    ]));
     assert!(matches!(decode_reply(&encode(&items)), Err(DecodeError::Payload(_))));
 }

@@ -2,7 +2,7 @@
 //! raw. Decoding never panics, whatever the bytes; every failure is a [`DecodeError`].
 
 use serde::{Deserialize, Serialize};
-use stampede_core::WatchEvent;
+use stampede_core::{Outcome, WatchEvent};
 
 use crate::reply::{ReclaimEvent, Reply};
 use crate::request::{RequestHeader, REQUEST_HEADER_BYTES_MAX};
@@ -95,7 +95,7 @@ pub fn decode_reply_passed(message: &[u8], passed_bytes: usize) -> Result<Reply,
     if !payload.is_empty() {
         return Err(DecodeError::Payload(format!("{} bytes after a reply whose payload was passed", payload.len())));
     }
-    if !matches!(reply, Reply::Item(_) | Reply::QueueItem { .. }) {
+    if !matches!(reply, Reply::Outcome(Outcome::Item(_) | Outcome::QueueItem { .. })) {
         return Err(DecodeError::Payload("a payload passed with a reply that carries no item".into()));
     }
     check_reply_payload(&reply, passed_bytes)?;
@@ -105,8 +105,8 @@ pub fn decode_reply_passed(message: &[u8], passed_bytes: usize) -> Result<Reply,
 /// Checks `payload_bytes` against the item lengths `reply` declares.
 fn check_reply_payload(reply: &Reply, payload_bytes: usize) -> Result<(), DecodeError> {
     let declared = match reply {
-        Reply::Item(item) | Reply::QueueItem { item, .. } => Some(item.len),
-        Reply::Items(items) => Some(
+        Reply::Outcome(Outcome::Item(item) | Outcome::QueueItem { item, .. }) => Some(item.len),
+        Reply::Outcome(Outcome::Items(items)) => Some(
             items
                 .iter()
                 .try_fold(0u64, |sum, item| sum.checked_add(item.len))
@@ -159,7 +159,7 @@ mod tests {
     /// Another version's message is a clear error, whatever follows the version byte.
     #[test]
     fn version_mismatch_is_clear() {
-        let mut message = encode(&Reply::Done);
+        let mut message = encode(&Reply::Outcome(Outcome::Done));
         message[0] = VERSION + 1;
         let e = decode_reply(&message).unwrap_err();
         assert_eq!(e, DecodeError::Version { found: VERSION + 1 });

@@ -7,9 +7,7 @@ use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
-use stampede_core::{Error, Timestamp};
-
-use crate::values::WireSelector;
+use stampede_core::{Error, Selector, Timestamp};
 
 /// [`Error`] on the wire, variant by variant; `&'static str` fields travel as text.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,7 +37,7 @@ pub enum WireError {
     NotAvailable {
         op: String,
         name: String,
-        selector: WireSelector,
+        selector: Selector,
         previous: Option<Timestamp>,
         next: Option<Timestamp>,
         settled: bool,
@@ -107,7 +105,7 @@ impl From<&Error> for WireError {
             Error::NotAvailable { op, name, selector, previous, next, settled } => WireError::NotAvailable {
                 op: text(op),
                 name: name.clone(),
-                selector: (*selector).into(),
+                selector: *selector,
                 previous: *previous,
                 next: *next,
                 settled: *settled,
@@ -148,7 +146,7 @@ impl From<WireError> for Error {
             WireError::InvalidTimestamp { op, name, ts } => Error::InvalidTimestamp { op: keep(&op), name, ts },
             WireError::Full { name, ts, reason, can_never_fit } => Error::Full { name, ts, reason, can_never_fit },
             WireError::NotAvailable { op, name, selector, previous, next, settled } => {
-                Error::NotAvailable { op: keep(&op), name, selector: selector.into(), previous, next, settled }
+                Error::NotAvailable { op: keep(&op), name, selector, previous, next, settled }
             }
             WireError::AlreadyConsumed { name, ts } => Error::AlreadyConsumed { name, ts },
             WireError::Reclaimed { name, ts, reason } => Error::Reclaimed { name, ts, reason },
@@ -196,7 +194,6 @@ fn keep(text: &str) -> &'static str {
 mod tests {
     use super::*;
     use crate::{decode_reply, encode, Reply};
-    use stampede_core::Selector;
 
     /// Every error variant crosses the wire as an equal error with the same message text.
     #[test]

@@ -28,10 +28,11 @@
 //!
 //! # Layout
 //!
-//! - [`request`] — [`RequestHeader`] and [`Request`]: what a client asks, and its bounds.
-//! - [`reply`] — [`Reply`] and what a node sends unasked ([`ReclaimEvent`]); [`Hello`],
+//! - [`request`] — [`RequestHeader`] and [`Request`]: what a client asks (session control, or an
+//!   [`Op`] of `stampede-core`'s vocabulary), and its bounds.
+//! - [`reply`] — [`Reply`] (an [`Outcome`] with items as [`ItemHeader`]s, or an error) and what a node sends unasked ([`ReclaimEvent`]); [`Hello`],
 //!   [`DirectPath`] and the direct path's frame ([`FRAME_LENGTH_BYTES`]).
-//! - [`values`] — the core's selectors, retention, counters and bounds on the wire.
+//! - [`values`] — counts from the wire as `usize`.
 //! - [`error`] — [`WireError`]: the core's errors on the wire.
 //! - [`codec`] — [`encode`] and the `decode_*` functions, [`DecodeError`].
 //! - [`fabric`] — zenoh configurations and the key expressions a node answers on.
@@ -55,14 +56,16 @@ pub use codec::{
     DecodeError,
 };
 pub use error::{WireError, KEPT_TEXTS_MAX, KEPT_TEXT_BYTES_MAX, TEXT_NOT_KEPT};
-pub use reply::{ContainerInfo, DirectPath, Hello, ItemHeader, ReclaimEvent, Reply, FRAME_LENGTH_BYTES};
+pub use reply::{DirectPath, Hello, ItemHeader, ReclaimEvent, Reply, WireOutcome, FRAME_LENGTH_BYTES};
 pub use request::{
     Handle, Request, RequestHeader, Secret, ACKS_MAX, REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX, SESSION_ID_BYTES_MAX,
 };
-pub use values::{limits, size, WireRetention, WireSelector, WireStats};
+pub use stampede_core::{ContainerInfo, Op, Outcome};
+pub use values::size;
 
 /// The wire format's version, the first byte of every message. Bump it on any change to the
 /// types of this crate or of those it carries (`Graph`). 12: the wire became its own crate
 /// (`stampede-wire`); 13: a graph says what holds ts_min and which session owns each task; 14: an
-/// input connection's bound on lag.
-pub const VERSION: u8 = 14;
+/// input connection's bound on lag; 15: requests carry `stampede-core`'s `Op` and replies its
+/// `Outcome`.
+pub const VERSION: u8 = 15;

@@ -1,13 +1,11 @@
 //! What a node answers: a [`Reply`], and the messages a node sends unasked ([`ReclaimEvent`]),
-//! with the records they carry ([`Hello`], [`DirectPath`], [`ContainerInfo`], [`ItemHeader`]).
+//! with the records they carry ([`Hello`], [`DirectPath`], [`ItemHeader`]).
 
 use serde::{Deserialize, Serialize};
-use stampede_core::graph::Graph;
-use stampede_core::{Peer, Timestamp};
+use stampede_core::{Item, Outcome, Peer, Timestamp};
 
 use crate::error::WireError;
 use crate::request::{Handle, Secret};
-use crate::values::{WireRetention, WireStats};
 
 /// A node's answer. Replies that carry items are followed by their payloads.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -15,53 +13,18 @@ pub enum Reply {
     Hello(Hello),
     /// The session is open; every later request carries this secret.
     Opened(Secret),
-    Done,
-    Container(ContainerInfo),
-    Handle(Handle),
-    Times {
-        virtual_time: Timestamp,
-        visibility: Timestamp,
-    },
-    /// One channel item; its payload follows.
-    Item(ItemHeader),
-    /// Channel items in timestamp order; their payloads follow back to back.
-    Items(Vec<ItemHeader>),
-    /// One queue item; its payload follows.
-    QueueItem {
-        seq: u64,
-        item: ItemHeader,
-    },
-    Names(Vec<String>),
-    /// Names with their kinds: `true` for a queue.
-    Listing(Vec<(String, bool)>),
-    Timestamp(Timestamp),
-    Timestamps(Vec<Timestamp>),
-    Settledness {
-        settled_below: Timestamp,
-        producers_closed: bool,
-    },
-    Stats(WireStats),
-    RuntimeStats {
-        ts_min: Timestamp,
-        containers: u64,
-        claims: u64,
-    },
-    Count(u64),
-    Graph(Graph),
-    /// A task's visibility moved by node participant `from` as its move `id`.
-    Moved {
-        from: Peer,
-        id: u64,
-        visibility: Timestamp,
-    },
     Error(WireError),
-    /// The node's host, and its monotonic clock (ns) when it received the request and when it
-    /// replied.
-    TraceClock {
-        host: String,
-        received_ns: u64,
-        replied_ns: u64,
-    },
+    /// What the session's operation returned; items as headers, their payloads following.
+    Outcome(WireOutcome),
+}
+
+/// An [`Outcome`] on the wire: each item as its header, its payload after the reply's header.
+pub type WireOutcome = Outcome<ItemHeader>;
+
+impl From<WireOutcome> for Reply {
+    fn from(outcome: WireOutcome) -> Reply {
+        Reply::Outcome(outcome)
+    }
 }
 
 /// What a node tells a client on first contact.
@@ -100,7 +63,7 @@ pub struct DirectPath {
 pub const FRAME_LENGTH_BYTES: usize = 4;
 
 /// An item reclaimed on the node, sent to a session that subscribed to it
-/// ([`Request::OnReclaim`](crate::Request::OnReclaim)); the item's payload follows the header.
+/// ([`Op::OnReclaim`](stampede_core::Op::OnReclaim)); the item's payload follows the header.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReclaimEvent {
     /// The container's id (the handle the session knows it by), or `None` for an event of a
@@ -111,25 +74,17 @@ pub struct ReclaimEvent {
     pub item: ItemHeader,
 }
 
-/// A channel or queue as a session sees it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContainerInfo {
-    pub id: Handle,
-    pub queue: bool,
-    pub name: String,
-    pub capacity: Option<u64>,
-    pub bytes_max: Option<u64>,
-    /// A channel's retention (a queue's: `History`).
-    pub retention: WireRetention,
-    /// The codec its payloads must have, if it declares one.
-    pub codec: Option<String>,
-    pub description: String,
-}
-
 /// An item's timestamp, codec and payload length (the payload itself follows the header).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ItemHeader {
     pub ts: Timestamp,
     pub codec: String,
     pub len: u64,
+}
+
+impl ItemHeader {
+    /// The header of `item`.
+    pub fn of(item: &Item) -> ItemHeader {
+        ItemHeader { ts: item.ts, codec: item.payload.codec.name().to_owned(), len: item.payload.len() as u64 }
+    }
 }

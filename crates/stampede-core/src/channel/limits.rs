@@ -29,6 +29,13 @@ impl Limits {
         Limits { bytes_max: Some(bytes_max), ..self }
     }
 
+    /// Bounds given as 64-bit counts (an [`Op`](crate::Op)'s); `None` when one does not fit this
+    /// machine's `usize`.
+    pub fn from_counts(capacity: Option<u64>, bytes_max: Option<u64>) -> Option<Limits> {
+        let convert = |n: Option<u64>| n.map(usize::try_from).transpose();
+        Some(Limits { capacity: convert(capacity).ok()?, bytes_max: convert(bytes_max).ok()? })
+    }
+
     /// Refuses bounds nothing could ever fit in (`capacity` or `bytes_max` of 0): every put
     /// would fail. `op` and `name` are the creation's, for the error.
     pub fn check(&self, op: &'static str, name: &str) -> Result<()> {
@@ -78,6 +85,7 @@ impl Limits {
 /// When a channel may reclaim an item above ts_min (docs/CORRELATION.md,
 /// "Demand feedback and the current-readers policy").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Retention {
     /// Late joiners may read the past: an item lives until ts_min passes it (or its reference
     /// count is reached).

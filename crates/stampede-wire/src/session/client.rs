@@ -175,13 +175,14 @@ pub struct Call {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stampede_core::Op;
 
     const LEASE: Duration = Duration::from_secs(4);
 
     /// A get asked to wait `wait` and a request that holds nothing on the node (`ts_min`).
     fn get_and_plain(session: &mut ClientSession, wait: Duration) -> (Call, Call) {
-        let get = session.call(&Request::QueueGet { connection: 1, wait_us: 0 }, wait);
-        let plain = session.call(&Request::TsMin, wait);
+        let get = session.call(&Op::QueueGet { connection: 1, wait_us: 0 }.into(), wait);
+        let plain = session.call(&Op::TsMin.into(), wait);
         assert!(get.holds_on_node && !plain.holds_on_node);
         (get, plain)
     }
@@ -217,9 +218,9 @@ mod tests {
         assert!(session.retries(&get, true, half - early, &mut 0, false));
         assert!(!session.retries(&get, true, half, &mut 0, false), "its deadline passed");
         assert!(session.retries(&plain, true, half, &mut 0, false), "its longer deadline has not");
-        let plain_long = session.call(&Request::TsMin, LEASE * 10);
+        let plain_long = session.call(&Op::TsMin.into(), LEASE * 10);
         assert!(!session.retries(&plain_long, true, LEASE, &mut 0, false), "a lease passed");
-        let plain_short = session.call(&Request::TsMin, Duration::ZERO);
+        let plain_short = session.call(&Op::TsMin.into(), Duration::ZERO);
         let tight = ClientSession::new(QUERY_MARGIN * 4);
         assert!(!tight.retries(&plain_short, true, QUERY_MARGIN, &mut 0, false), "no call outlives its deadline");
         // The retry's own reply came quickly, but `half + early` after the first send.
@@ -230,7 +231,7 @@ mod tests {
     fn numbers_rise_and_acknowledgements_are_bounded_per_header() {
         let mut session = ClientSession::new(LEASE);
         assert_eq!(session.call(&Request::Open { user: None, password: None }, Duration::ZERO).seq, 0);
-        let seqs: Vec<u64> = (0..ACKS_MAX + 5).map(|_| session.call(&Request::TsMin, Duration::ZERO).seq).collect();
+        let seqs: Vec<u64> = (0..ACKS_MAX + 5).map(|_| session.call(&Op::TsMin.into(), Duration::ZERO).seq).collect();
         assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1));
         seqs.iter().for_each(|&seq| session.read(seq));
         session.read(0);

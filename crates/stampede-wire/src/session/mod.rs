@@ -22,7 +22,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::Request;
+    use stampede_core::Op;
 
     /// A get whose reply is lost: the client sends it again with its number; the node answers the
     /// repeat with the first answer (the item it took) without running it again; the client
@@ -32,7 +32,7 @@ mod tests {
         let lease = Duration::from_secs(3);
         let mut client = ClientSession::new(lease);
         let mut node: Replies<&'static str> = Replies::default();
-        let get = Request::QueueGet { connection: 1, wait_us: 0 };
+        let get = Op::QueueGet { connection: 1, wait_us: 0 }.into();
         let call = client.call(&get, Duration::ZERO);
         let seq = call.seq;
         assert_ne!(seq, 0);
@@ -52,7 +52,7 @@ mod tests {
         client.read(seq);
 
         // The next header acknowledges it; the node forgets it.
-        let next = client.call(&Request::TsMin, Duration::ZERO).seq;
+        let next = client.call(&Op::TsMin.into(), Duration::ZERO).seq;
         assert!(next > seq);
         node.acknowledge(&client.acks());
         assert!(node.is_empty(), "an acknowledged reply is forgotten");

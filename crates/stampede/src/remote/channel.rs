@@ -23,7 +23,7 @@ use crate::{
 use crate::remote::connection::{container_handle, item, Link};
 use crate::remote::runtime::unexpected;
 use crate::remote::task::RemoteTask;
-use stampede_wire::{Reply, Request};
+use stampede_wire::{Op, Outcome, WireOutcome};
 
 container_handle!(RemoteChannel, "channel");
 
@@ -88,8 +88,7 @@ impl RemoteChannelOutput {
         let payload = self.admit(ts, payload)?;
         let codec = payload.codec.name().to_owned();
         let connection = self.link.id;
-        let request =
-            |wait_us| Request::Put { connection, ts, codec: codec.clone(), refcount: options.refcount, wait_us };
+        let request = |wait_us| Op::Put { connection, ts, codec: codec.clone(), refcount: options.refcount, wait_us };
         done("put", &self.link, self.link.waiting(options.timeout, Some(payload.data), request))
     }
 
@@ -98,8 +97,7 @@ impl RemoteChannelOutput {
         let payload = self.admit(ts, payload)?;
         let codec = payload.codec.name().to_owned();
         let connection = self.link.id;
-        let request =
-            |wait_us| Request::Put { connection, ts, codec: codec.clone(), refcount: options.refcount, wait_us };
+        let request = |wait_us| Op::Put { connection, ts, codec: codec.clone(), refcount: options.refcount, wait_us };
         done("put", &self.link, self.link.waiting_async(options.timeout, Some(payload.data), request).await)
     }
 
@@ -118,8 +116,8 @@ impl RemoteChannelOutput {
 
     /// Demand feedback from the node (its ts_min when the node cannot be reached).
     pub fn demand(&self) -> Timestamp {
-        match self.link.client.call(Request::Demand { connection: self.link.id }, None, Duration::ZERO) {
-            Ok((Reply::Timestamp(ts), _)) => ts,
+        match self.link.client.call(Op::Demand { connection: self.link.id }, None, Duration::ZERO) {
+            Ok((Outcome::Timestamp(ts), _)) => ts,
             _ => self.channel.stats().ts_min,
         }
     }
@@ -144,9 +142,9 @@ impl RemoteChannelOutput {
 }
 
 /// `Ok` for a `Done` reply.
-pub(crate) fn done(op: &'static str, link: &Link, reply: Result<(Reply, Bytes)>) -> Result<()> {
+pub(crate) fn done(op: &'static str, link: &Link, reply: Result<(WireOutcome, Bytes)>) -> Result<()> {
     match reply?.0 {
-        Reply::Done => Ok(()),
+        Outcome::Done => Ok(()),
         _ => Err(unexpected(op, link.client.node())),
     }
 }
@@ -183,9 +181,9 @@ impl RemoteChannelInput {
     /// `timeout`: `None` waits as long as needed, `Some(Duration::ZERO)` never waits.
     pub fn get(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
         let span = trace::span(Kind::Get, self.link.trace_name(), NO_ITEM, 0);
-        let selector = selector.into().into();
+        let selector = selector.into();
         let connection = self.link.id;
-        let got = self.got(self.link.waiting(timeout, None, |wait_us| Request::Get { connection, selector, wait_us }));
+        let got = self.got(self.link.waiting(timeout, None, |wait_us| Op::Get { connection, selector, wait_us }));
         if let Ok(item) = &got {
             span.end_with(item.ts as u64, item.data().len() as u64);
         }
@@ -194,14 +192,14 @@ impl RemoteChannelInput {
 
     /// [`get`](Self::get) without blocking a thread.
     pub async fn get_async(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
-        let selector = selector.into().into();
+        let selector = selector.into();
         let connection = self.link.id;
-        self.got(self.link.waiting_async(timeout, None, |wait_us| Request::Get { connection, selector, wait_us }).await)
+        self.got(self.link.waiting_async(timeout, None, |wait_us| Op::Get { connection, selector, wait_us }).await)
     }
 
-    fn got(&self, reply: Result<(Reply, Bytes)>) -> Result<Item> {
+    fn got(&self, reply: Result<(WireOutcome, Bytes)>) -> Result<Item> {
         match reply? {
-            (Reply::Item(header), data) => {
+            (Outcome::Item(header), data) => {
                 self.remember(header.ts);
                 Ok(item(header, data))
             }
@@ -211,15 +209,15 @@ impl RemoteChannelInput {
 
     /// Completes when a get with `selector` blocked on this connection would wake (or spuriously).
     pub fn changed(&self, selector: impl Into<Selector>) -> Changed {
-        self.link.changed(Some(selector.into().into()))
+        self.link.changed(Some(selector.into()))
     }
 
     /// Every item with `t0 <= ts <= t1` present and not consumed on this connection, in
     /// timestamp order; each becomes open. Never waits.
     pub fn get_range(&self, t0: Timestamp, t1: Timestamp) -> Result<Vec<Item>> {
         let connection = self.link.id;
-        match self.link.waiting(Some(Duration::ZERO), None, |_| Request::GetRange { connection, t0, t1 })? {
-            (Reply::Items(headers), data) => {
+        match self.link.waiting(Some(Duration::ZERO), None, |_| Op::GetRange { connection, t0, t1 })? {
+            (Outcome::Items(headers), data) => {
                 let mut offset = 0;
                 let mut items = Vec::with_capacity(headers.len());
                 for header in headers {
@@ -242,7 +240,7 @@ impl RemoteChannelInput {
     /// Any other timestamp waits for the node's answer (`NotAvailable` for one never put).
     pub fn consume(&self, ts: Timestamp) -> Result<()> {
         let _span = trace::span(Kind::Consume, self.link.trace_name(), ts as u64, 0);
-        let request = Request::Consume { connection: self.link.id, ts };
+        let request = Op::Consume { connection: self.link.id, ts };
         if self.got.lock().remove(&ts) {
             return self.link.send(request);
         }
@@ -251,7 +249,7 @@ impl RemoteChannelInput {
 
     /// Marks every present item `<= ts` consumed on this connection, unseen ones included.
     pub fn consume_until(&self, ts: Timestamp) -> Result<()> {
-        self.link.done(Request::ConsumeUntil { connection: self.link.id, ts })?;
+        self.link.done(Op::ConsumeUntil { connection: self.link.id, ts })?;
         let mut got = self.got.lock();
         *got = got.split_off(&ts.saturating_add(1));
         Ok(())

@@ -9,12 +9,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::{Codec, Error, Info, InputOptions, Item, Limits, Payload, Result, Retention, Stats, Timestamp};
+use crate::{Codec, Error, Info, InputOptions, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp};
 
 use crate::remote::client::Client;
 use crate::remote::task::{RemoteTask, TaskRef};
 use crate::wait::Changed;
-use stampede_wire::{Handle, ItemHeader, Reply, Request, WireSelector};
+
+use stampede_wire::{Handle, ItemHeader, Op, Outcome, WireOutcome};
 
 /// Defines a container handle type (`RemoteChannel`, `RemoteQueue`) around a [`ContainerRef`]:
 /// the struct and what both kinds offer (id, name, limits, stats, destroy, equality, debug).
@@ -123,17 +124,17 @@ impl ContainerRef {
 
     /// The container's counters on the node now (the last ones seen when it cannot be reached).
     pub(crate) fn stats(&self) -> Stats {
-        let answer = self.client.call(Request::ContainerStats { container: self.id }, None, Duration::ZERO);
+        let answer = self.client.call(Op::ContainerStats { container: self.id }, None, Duration::ZERO);
         let mut known = self.known.lock();
-        if let Ok((Reply::Stats(stats), _)) = answer {
-            known.stats = (&stats).into();
+        if let Ok((Outcome::Stats(stats), _)) = answer {
+            known.stats = stats;
         }
         known.stats.clone()
     }
 
     /// Destroys the container on the node.
     pub(crate) fn destroy(&self) -> Result<()> {
-        self.client.done(Request::Destroy { container: self.id })
+        self.client.done(Op::Destroy { container: self.id })
     }
 
     /// Attaches an input (`input`) or output connection of `task`.
@@ -144,8 +145,8 @@ impl ContainerRef {
 
     /// Timestamps of the items the channel stores now (none when the node cannot be reached).
     pub(crate) fn timestamps(&self) -> Vec<Timestamp> {
-        match self.client.call(Request::Timestamps { container: self.id }, None, Duration::ZERO) {
-            Ok((Reply::Timestamps(timestamps), _)) => timestamps,
+        match self.client.call(Op::Timestamps { container: self.id }, None, Duration::ZERO) {
+            Ok((Outcome::Timestamps(timestamps), _)) => timestamps,
             _ => Vec::new(),
         }
     }
@@ -153,9 +154,9 @@ impl ContainerRef {
     /// The channel's settled horizon and whether its producer set is closed (as last seen when
     /// the node cannot be reached: both only ever grow).
     pub(crate) fn settledness(&self) -> (Timestamp, bool) {
-        let answer = self.client.call(Request::Settledness { container: self.id }, None, Duration::ZERO);
+        let answer = self.client.call(Op::Settledness { container: self.id }, None, Duration::ZERO);
         let mut known = self.known.lock();
-        if let Ok((Reply::Settledness { settled_below, producers_closed }, _)) = answer {
+        if let Ok((Outcome::Settledness { settled_below, producers_closed }, _)) = answer {
             known.settled_below = known.settled_below.max(settled_below);
             known.producers_closed |= producers_closed;
         }
@@ -164,7 +165,7 @@ impl ContainerRef {
 
     /// Closes the channel's producer set on the node.
     pub(crate) fn close_producers(&self) -> Result<()> {
-        self.client.done(Request::CloseProducers { container: self.id })
+        self.client.done(Op::CloseProducers { container: self.id })
     }
 
     /// `true` when both refer to the same container through the same session.
@@ -209,16 +210,16 @@ impl Link {
     }
 
     /// A request answered by `Done`.
-    pub(crate) fn done(&self, request: Request) -> Result<()> {
+    pub(crate) fn done(&self, request: Op) -> Result<()> {
         self.check_attached()?;
         self.client.done(request)
     }
 
     /// Sends `request` without waiting for its reply (see [`Client::send`]), once this side
     /// knows it is attached and its session open: those errors are the caller's.
-    pub(crate) fn send(&self, request: Request) -> Result<()> {
+    pub(crate) fn send(&self, request: Op) -> Result<()> {
         self.check_attached()?;
-        self.client.check_open(request.op())?;
+        self.client.check_open(request.name())?;
         self.client.send(request);
         Ok(())
     }
@@ -228,8 +229,8 @@ impl Link {
         &self,
         timeout: Option<Duration>,
         payload: Option<Bytes>,
-        request: impl Fn(u64) -> Request,
-    ) -> Result<(Reply, Bytes)> {
+        request: impl Fn(u64) -> Op,
+    ) -> Result<(WireOutcome, Bytes)> {
         self.check_attached()?;
         self.client.call_waiting(timeout, payload, request)
     }
@@ -239,8 +240,8 @@ impl Link {
         &self,
         timeout: Option<Duration>,
         payload: Option<Bytes>,
-        request: impl Fn(u64) -> Request,
-    ) -> Result<(Reply, Bytes)> {
+        request: impl Fn(u64) -> Op,
+    ) -> Result<(WireOutcome, Bytes)> {
         self.check_attached()?;
         self.client.call_waiting_async(timeout, payload, request).await
     }
@@ -250,14 +251,14 @@ impl Link {
     /// one wait slice, or when the node cannot be reached (the caller's next attempt says why).
     /// The request is sent now, before the caller's attempt, so a change after the node
     /// registered it is never missed; it may complete spuriously, as every [`crate::Changed`].
-    pub(crate) fn changed(&self, selector: Option<WireSelector>) -> Changed {
-        self.client.changed(|wait_us| Request::WaitChanged { connection: self.id, selector, wait_us })
+    pub(crate) fn changed(&self, selector: Option<Selector>) -> Changed {
+        self.client.changed(|wait_us| Op::WaitChanged { connection: self.id, selector, wait_us })
     }
 
     /// Detaches on the node (waiting for it: claims are dropped when this returns). Idempotent.
     pub(crate) fn detach(&self) {
         if !self.detached.swap(true, Ordering::SeqCst) {
-            let _ = self.client.done(Request::Detach { connection: self.id });
+            let _ = self.client.done(Op::Detach { connection: self.id });
         }
     }
 }
@@ -265,7 +266,7 @@ impl Link {
 impl Drop for Link {
     fn drop(&mut self) {
         if !self.detached.load(Ordering::SeqCst) {
-            self.client.send(Request::Detach { connection: self.id });
+            self.client.send(Op::Detach { connection: self.id });
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::remote::channel::{check_fits, done};
 use crate::remote::connection::{container_handle, item, Link};
 use crate::remote::runtime::unexpected;
 use crate::remote::task::RemoteTask;
-use stampede_wire::{Reply, Request};
+use stampede_wire::{Op, Outcome, WireOutcome};
 
 container_handle!(RemoteQueue, "queue");
 
@@ -49,7 +49,7 @@ impl RemoteQueueOutput {
         let payload = self.admit(ts, payload)?;
         let codec = payload.codec.name().to_owned();
         let connection = self.link.id;
-        let request = |wait_us| Request::QueuePut { connection, ts, codec: codec.clone(), wait_us };
+        let request = |wait_us| Op::QueuePut { connection, ts, codec: codec.clone(), wait_us };
         done("put", &self.link, self.link.waiting(timeout, Some(payload.data), request))
     }
 
@@ -58,7 +58,7 @@ impl RemoteQueueOutput {
         let payload = self.admit(ts, payload)?;
         let codec = payload.codec.name().to_owned();
         let connection = self.link.id;
-        let request = |wait_us| Request::QueuePut { connection, ts, codec: codec.clone(), wait_us };
+        let request = |wait_us| Op::QueuePut { connection, ts, codec: codec.clone(), wait_us };
         done("put", &self.link, self.link.waiting_async(timeout, Some(payload.data), request).await)
     }
 
@@ -102,7 +102,7 @@ impl RemoteQueueInput {
     pub fn get(&self, timeout: Option<Duration>) -> Result<QueueItem> {
         let span = trace::span(Kind::Get, self.link.trace_name(), NO_ITEM, 0);
         let connection = self.link.id;
-        let got = self.got(self.link.waiting(timeout, None, |wait_us| Request::QueueGet { connection, wait_us }));
+        let got = self.got(self.link.waiting(timeout, None, |wait_us| Op::QueueGet { connection, wait_us }));
         if let Ok(got) = &got {
             span.end_with(got.item.ts as u64, got.item.data().len() as u64);
         }
@@ -112,12 +112,12 @@ impl RemoteQueueInput {
     /// [`get`](Self::get) without blocking a thread.
     pub async fn get_async(&self, timeout: Option<Duration>) -> Result<QueueItem> {
         let connection = self.link.id;
-        self.got(self.link.waiting_async(timeout, None, |wait_us| Request::QueueGet { connection, wait_us }).await)
+        self.got(self.link.waiting_async(timeout, None, |wait_us| Op::QueueGet { connection, wait_us }).await)
     }
 
-    fn got(&self, reply: Result<(Reply, Bytes)>) -> Result<QueueItem> {
+    fn got(&self, reply: Result<(WireOutcome, Bytes)>) -> Result<QueueItem> {
         match reply? {
-            (Reply::QueueItem { seq, item: header }, data) => Ok(QueueItem { seq, item: item(header, data) }),
+            (Outcome::QueueItem { seq, item: header }, data) => Ok(QueueItem { seq, item: item(header, data) }),
             _ => Err(unexpected("get", self.link.client.node())),
         }
     }
@@ -130,13 +130,13 @@ impl RemoteQueueInput {
     /// Consumes an item this connection got; the queue reclaims it.
     pub fn consume(&self, item: &QueueItem) -> Result<()> {
         let _span = trace::span(Kind::Consume, self.link.trace_name(), item.item.ts as u64, 0);
-        self.link.done(Request::QueueConsume { connection: self.link.id, seq: Some(item.seq), ts: item.item.ts })
+        self.link.done(Op::QueueConsume { connection: self.link.id, seq: Some(item.seq), ts: item.item.ts })
     }
 
     /// Consumes the oldest item open on this connection at `ts`.
     pub fn consume_ts(&self, ts: Timestamp) -> Result<()> {
         let _span = trace::span(Kind::Consume, self.link.trace_name(), ts as u64, 0);
-        self.link.done(Request::QueueConsume { connection: self.link.id, seq: None, ts })
+        self.link.done(Op::QueueConsume { connection: self.link.id, seq: None, ts })
     }
 
     /// Detaches the connection on the node (idempotent; dropping it detaches too); items it holds

@@ -22,7 +22,7 @@ use crate::remote::task::RemoteTask;
 use crate::remote::watch::Subscription;
 use crate::remote::LIVELINESS_TIMEOUT_DEFAULT;
 use crate::watch::{self, Watch};
-use stampede_wire::{self as wire, ContainerInfo, Reply, Request, WireRetention};
+use stampede_wire::{self as wire, ContainerInfo, Op, Outcome};
 
 /// A client session on a node: channels, queues and tasks there, through the fabric. Cheap to
 /// clone; every clone is the same session. The session ends with [`close`](Self::close), or when
@@ -142,10 +142,8 @@ impl RemoteRuntime {
             });
         }
         let (capacity, bytes_max) = bounds(limits);
-        let retention = WireRetention::from(retention);
         let codec = codec.map(|codec| codec.name().to_owned());
-        let request =
-            Request::CreateChannel { name: name.to_owned(), capacity, bytes_max, retention, codec, description };
+        let request = Op::CreateChannel { name: name.to_owned(), capacity, bytes_max, retention, codec, description };
         match self.container(request)? {
             RemoteContainer::Channel(channel) => Ok(channel),
             RemoteContainer::Queue(_) => Err(unexpected("create_channel", self.node())),
@@ -159,7 +157,7 @@ impl RemoteRuntime {
         }
         let QueueOptions { limits, description, node: _ } = options;
         let (capacity, bytes_max) = bounds(limits);
-        match self.container(Request::CreateQueue { name: name.to_owned(), capacity, bytes_max, description })? {
+        match self.container(Op::CreateQueue { name: name.to_owned(), capacity, bytes_max, description })? {
             RemoteContainer::Queue(queue) => Ok(queue),
             RemoteContainer::Channel(_) => Err(unexpected("create_queue", self.node())),
         }
@@ -179,9 +177,9 @@ impl RemoteRuntime {
         self.placed("watch", None)?;
         let mut snapshot = Vec::new();
         for session in std::iter::once(self.clone()).chain(self.other_sessions()) {
-            let request = Request::Listing { prefix: prefix.to_owned() };
+            let request = Op::Listing { prefix: prefix.to_owned() };
             let listing = match session.client.call_after_declarations(request)?.0 {
-                Reply::Listing(listing) => listing,
+                Outcome::Listing(listing) => listing,
                 _ => return Err(unexpected("watch", session.node())),
             };
             let names = listing.into_iter().map(|(name, queue)| (name, if queue { "queue" } else { "channel" }));
@@ -201,11 +199,11 @@ impl RemoteRuntime {
     /// first, then every node reachable, in name order); `NotFound` when none has it.
     pub fn lookup(&self, name: &str) -> Result<RemoteContainer> {
         if let Some(there) = self.placed("lookup", None)? {
-            if let Ok(container) = there.container(Request::Lookup { name: name.to_owned() }) {
+            if let Ok(container) = there.container(Op::Lookup { name: name.to_owned() }) {
                 return Ok(container);
             }
         }
-        let here = self.container(Request::Lookup { name: name.to_owned() });
+        let here = self.container(Op::Lookup { name: name.to_owned() });
         if !matches!(here, Err(Error::NotFound { .. })) {
             return here;
         }
@@ -219,7 +217,7 @@ impl RemoteRuntime {
             let opened = self.others.lock().sessions.get(&node).is_none_or(RemoteRuntime::is_closed);
             // A node gone meanwhile, or one this user may not use, is not where the name is.
             let Ok(there) = self.on_node("lookup", Some(&node)) else { continue };
-            if let Ok(container) = there.container(Request::Lookup { name: name.to_owned() }) {
+            if let Ok(container) = there.container(Op::Lookup { name: name.to_owned() }) {
                 return Ok(container);
             }
             if opened {
@@ -251,8 +249,8 @@ impl RemoteRuntime {
         self.placed("names", None)?;
         let mut names = Vec::new();
         for session in std::iter::once(self.clone()).chain(self.other_sessions()) {
-            match session.client.call(Request::Names { prefix: prefix.to_owned() }, None, Duration::ZERO)?.0 {
-                Reply::Names(there) => names.extend(there),
+            match session.client.call(Op::Names { prefix: prefix.to_owned() }, None, Duration::ZERO)?.0 {
+                Outcome::Names(there) => names.extend(there),
                 _ => return Err(unexpected("names", session.node())),
             }
         }
@@ -263,7 +261,7 @@ impl RemoteRuntime {
 
     /// A root task on the node at `virtual_time`, owned by this session.
     pub fn task(&self, virtual_time: Timestamp) -> Result<RemoteTask> {
-        let handle = self.client.handle(Request::Task { virtual_time })?;
+        let handle = self.client.handle(Op::Task { virtual_time })?;
         Ok(RemoteTask::new(self.client.clone(), handle, virtual_time))
     }
 
@@ -271,8 +269,8 @@ impl RemoteRuntime {
     /// The lowest ts_min of the nodes this runtime uses (the last one seen of a node that cannot
     /// be reached): nothing below it is left on any of them.
     pub fn ts_min(&self) -> Timestamp {
-        let here = match self.client.call(Request::TsMin, None, Duration::ZERO) {
-            Ok((Reply::Timestamp(ts), _)) => {
+        let here = match self.client.call(Op::TsMin, None, Duration::ZERO) {
+            Ok((Outcome::Timestamp(ts), _)) => {
                 let mut known = self.known.lock();
                 known.ts_min = known.ts_min.max(ts);
                 known.ts_min
@@ -285,8 +283,8 @@ impl RemoteRuntime {
     /// Runs a GC pass on every node this runtime uses; returns the number of items reclaimed (0
     /// on a node that cannot be reached).
     pub fn collect(&self) -> usize {
-        let here = match self.client.call(Request::Collect, None, Duration::ZERO) {
-            Ok((Reply::Count(n), _)) => wire::size(n),
+        let here = match self.client.call(Op::Collect, None, Duration::ZERO) {
+            Ok((Outcome::Count(n), _)) => wire::size(n),
             _ => 0,
         };
         here + self.other_sessions().iter().map(RemoteRuntime::collect).sum::<usize>()
@@ -295,8 +293,8 @@ impl RemoteRuntime {
     /// The counters of the nodes this runtime uses (the last ones seen of a node that cannot be
     /// reached): the lowest ts_min, containers and claims summed.
     pub fn stats(&self) -> RuntimeStats {
-        if let Ok((Reply::RuntimeStats { ts_min, containers, claims }, _)) =
-            self.client.call(Request::Stats, None, Duration::ZERO)
+        if let Ok((Outcome::RuntimeStats { ts_min, containers, claims }, _)) =
+            self.client.call(Op::Stats, None, Duration::ZERO)
         {
             let mut known = self.known.lock();
             *known = RuntimeStats {
@@ -347,8 +345,8 @@ impl RemoteRuntime {
 
     /// The graph of this session's node alone.
     fn node_graph(&self) -> Result<crate::graph::Graph> {
-        match self.client.call(Request::Graph, None, Duration::ZERO)? {
-            (Reply::Graph(graph), _) => Ok(graph),
+        match self.client.call(Op::Graph, None, Duration::ZERO)? {
+            (Outcome::Graph(graph), _) => Ok(graph),
             _ => Err(unexpected("graph", self.client.node())),
         }
     }
@@ -357,8 +355,7 @@ impl RemoteRuntime {
     /// contract of [`crate::Runtime::check_invariants`]). A node that cannot be reached checks
     /// nothing.
     pub fn check_invariants(&self) {
-        if let Err(e @ Error::InvalidArgument { .. }) = self.client.call(Request::CheckInvariants, None, Duration::ZERO)
-        {
+        if let Err(e @ Error::InvalidArgument { .. }) = self.client.call(Op::CheckInvariants, None, Duration::ZERO) {
             panic!("the node's invariants do not hold: {e}");
         }
     }
@@ -397,10 +394,10 @@ impl RemoteRuntime {
         self.client.is_closed()
     }
 
-    fn container(&self, request: Request) -> Result<RemoteContainer> {
-        let op = request.op();
+    fn container(&self, request: Op) -> Result<RemoteContainer> {
+        let op = request.name();
         match self.client.call(request, None, Duration::ZERO)?.0 {
-            Reply::Container(info) => RemoteContainer::new(&self.client, info, op),
+            Outcome::Container(info) => RemoteContainer::new(&self.client, info, op),
             _ => Err(unexpected(op, self.node())),
         }
     }
@@ -414,13 +411,13 @@ impl std::fmt::Debug for RemoteRuntime {
 
 impl RemoteContainer {
     fn new(client: &Arc<Client>, info: ContainerInfo, op: &'static str) -> Result<RemoteContainer> {
-        let limits = wire::limits(info.capacity, info.bytes_max).ok_or_else(|| unexpected(op, client.node()))?;
+        let limits = Limits::from_counts(info.capacity, info.bytes_max).ok_or_else(|| unexpected(op, client.node()))?;
         let container = ContainerRef {
             client: client.clone(),
             id: info.id,
             name: info.name.into(),
             limits,
-            retention: info.retention.into(),
+            retention: info.retention,
             codec: info.codec.as_deref().map(Codec::from_name),
             description: info.description.into(),
             known: Arc::default(),

@@ -17,7 +17,7 @@ use crate::{Error, InputOptions, Result, Timestamp, INFINITY};
 
 use crate::remote::client::Client;
 use crate::remote::runtime::unexpected;
-use stampede_wire::{Handle, Reply, Request};
+use stampede_wire::{Handle, Op, Outcome};
 
 /// A task on the node. Cheap to clone; every clone is the same task.
 #[derive(Clone)]
@@ -60,12 +60,12 @@ impl Drop for TaskRef {
     fn drop(&mut self) {
         let closed = self.closed.load(Ordering::SeqCst);
         if !closed {
-            self.client.send(Request::CloseTask { task: self.id });
+            self.client.send(Op::CloseTask { task: self.id });
         }
         let mut registry = self.client.shadows.lock();
         for (node, shadow) in self.shadows.get_mut().iter() {
             if !closed {
-                shadow.client.send(Request::CloseTask { task: shadow.id });
+                shadow.client.send(Op::CloseTask { task: shadow.id });
             }
             registry.remove(&(node.clone(), shadow.id));
         }
@@ -111,14 +111,14 @@ impl RemoteTask {
     /// without waiting for the node's reply, as a consume is (`direct.rs`): the node cannot
     /// refuse it, and every later call of this client sees it applied.
     pub fn set_virtual_time(&self, v: Timestamp) -> Result<()> {
-        let request = Request::SetVirtualTime { task: self.inner.id, virtual_time: v };
+        let request = Op::SetVirtualTime { task: self.inner.id, virtual_time: v };
         let client = &self.inner.client;
         if self.inner.shadows.lock().is_empty() && client.sends_directly() && !self.inner.closed.load(Ordering::SeqCst)
         {
             // Held across the send: two threads setting the task send in the order they checked.
             let mut highest = self.inner.highest.lock();
             if v >= *highest {
-                client.check_open(request.op())?;
+                client.check_open(request.name())?;
                 client.send(request);
                 *highest = v;
                 return Ok(());
@@ -134,7 +134,7 @@ impl RemoteTask {
         *highest = (*highest).max(v);
         drop(highest);
         for (node, shadow) in self.shadows_by_node() {
-            if let Err(e) = shadow.client.done(Request::SetVirtualTime { task: shadow.id, virtual_time: v }) {
+            if let Err(e) = shadow.client.done(Op::SetVirtualTime { task: shadow.id, virtual_time: v }) {
                 if !self.forget_if_gone(&node, &shadow) {
                     return Err(e);
                 }
@@ -145,13 +145,13 @@ impl RemoteTask {
 
     /// A child task on the node whose virtual time must be `>= self.visibility()`.
     pub fn spawn(&self, virtual_time: Timestamp) -> Result<RemoteTask> {
-        let handle = self.inner.client.handle(Request::Spawn { task: self.inner.id, virtual_time })?;
+        let handle = self.inner.client.handle(Op::Spawn { task: self.inner.id, virtual_time })?;
         Ok(RemoteTask::new(self.inner.client.clone(), handle, virtual_time))
     }
 
     /// Labels the task on the node (its graph shows it).
     pub fn set_name(&self, name: &str) -> Result<()> {
-        self.inner.client.done(Request::SetTaskName { task: self.inner.id, name: name.to_owned() })?;
+        self.inner.client.done(Op::SetTaskName { task: self.inner.id, name: name.to_owned() })?;
         *self.inner.name.lock() = Some(name.to_owned());
         Ok(())
     }
@@ -166,9 +166,9 @@ impl RemoteTask {
     pub fn close(&self) {
         if !self.inner.closed.swap(true, Ordering::SeqCst) {
             let _changing = self.inner.changing.lock();
-            let _ = self.inner.client.done(Request::CloseTask { task: self.inner.id });
+            let _ = self.inner.client.done(Op::CloseTask { task: self.inner.id });
             for (node, shadow) in self.shadows_by_node() {
-                let _ = shadow.client.done(Request::CloseTask { task: shadow.id });
+                let _ = shadow.client.done(Op::CloseTask { task: shadow.id });
                 self.inner.client.shadows.lock().remove(&(node, shadow.id));
             }
         }
@@ -196,9 +196,9 @@ impl RemoteTask {
     /// Virtual time and visibility now, or as last seen when the node cannot be reached.
     fn times(&self) -> (Timestamp, Timestamp) {
         let client = &self.inner.client;
-        let answer = client.call(Request::Times { task: self.inner.id }, None, Duration::ZERO);
+        let answer = client.call(Op::Times { task: self.inner.id }, None, Duration::ZERO);
         let mut known = self.inner.known.lock();
-        if let Ok((Reply::Times { virtual_time, visibility }, _)) = answer {
+        if let Ok((Outcome::Times { virtual_time, visibility }, _)) = answer {
             *known = (virtual_time, visibility);
         }
         *known
@@ -232,13 +232,13 @@ impl RemoteTask {
             });
         };
         let request = match input {
-            Some(options) => Request::AttachInput {
+            Some(options) => Op::AttachInput {
                 task,
                 container,
                 max_lag_items: options.max_lag_items.map(|items| items as u64),
                 max_lag_ts: options.max_lag_ts,
             },
-            None => Request::AttachOutput { task, container },
+            None => Op::AttachOutput { task, container },
         };
         client.handle(request)
     }
@@ -286,16 +286,16 @@ impl RemoteTask {
                 ),
             });
         };
-        let request = Request::MoveTask { task: self.inner.id, to_node: client.node().to_owned(), to };
+        let request = Op::MoveTask { task: self.inner.id, to_node: client.node().to_owned(), to };
         let (from, id, visibility) = match home.call(request, None, Duration::ZERO)?.0 {
-            Reply::Moved { from, id, visibility } => (from, id, visibility),
+            Outcome::Moved { from, id, visibility } => (from, id, visibility),
             _ => return Err(unexpected(op, home.node())),
         };
-        let shadow = client.handle(Request::TakeOverTask { from, id, to, virtual_time: visibility })?;
+        let shadow = client.handle(Op::TakeOverTask { from, id, to, virtual_time: visibility })?;
         let virtual_time = self.times().0;
         if virtual_time > visibility {
-            if let Err(e) = client.done(Request::SetVirtualTime { task: shadow, virtual_time }) {
-                let _ = client.done(Request::CloseTask { task: shadow });
+            if let Err(e) = client.done(Op::SetVirtualTime { task: shadow, virtual_time }) {
+                let _ = client.done(Op::CloseTask { task: shadow });
                 return Err(e);
             }
         }
@@ -313,8 +313,8 @@ impl std::fmt::Debug for RemoteTask {
 
 /// A shadow's virtual time and visibility (`None` when its node cannot be reached).
 fn shadow_times(shadow: &Shadow) -> Option<(Timestamp, Timestamp)> {
-    match shadow.client.call(Request::Times { task: shadow.id }, None, Duration::ZERO) {
-        Ok((Reply::Times { virtual_time, visibility }, _)) => Some((virtual_time, visibility)),
+    match shadow.client.call(Op::Times { task: shadow.id }, None, Duration::ZERO) {
+        Ok((Outcome::Times { virtual_time, visibility }, _)) => Some((virtual_time, visibility)),
         _ => None,
     }
 }

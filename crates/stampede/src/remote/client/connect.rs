@@ -20,7 +20,7 @@ use crate::runtime::{ClientTls, ConnectOptions};
 use stampede_core::name::check_name;
 use stampede_wire::fabric;
 use stampede_wire::session::ClientSession;
-use stampede_wire::{decode_reply, encode, DecodeError, Hello, Reply, Request, RequestHeader, Secret};
+use stampede_wire::{decode_reply, encode, DecodeError, Hello, Op, Outcome, Reply, Request, RequestHeader, Secret};
 
 use super::{blocking, Client, Fabric};
 
@@ -264,8 +264,8 @@ impl Client {
         if !crate::trace::enabled() {
             return;
         }
-        crate::trace::exchange_clocks(at_end, || match self.call(Request::TraceClock, None, Duration::ZERO) {
-            Ok((Reply::TraceClock { host, received_ns, replied_ns }, _)) => Some((host, received_ns, replied_ns)),
+        crate::trace::exchange_clocks(at_end, || match self.call(Op::TraceClock, None, Duration::ZERO) {
+            Ok((Outcome::TraceClock { host, received_ns, replied_ns }, _)) => Some((host, received_ns, replied_ns)),
             _ => None,
         });
     }

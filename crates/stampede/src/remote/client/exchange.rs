@@ -21,7 +21,9 @@ use crate::remote::direct::Direct;
 use crate::remote::runtime::unexpected;
 use crate::remote::{CLIENT_CLOSED, REPLY_LATE};
 use stampede_wire::shared;
-use stampede_wire::{decode_reply, decode_reply_passed, encode, Handle, Reply, Request, RequestHeader};
+use stampede_wire::{
+    decode_reply, decode_reply_passed, encode, Handle, Op, Outcome, Reply, Request, RequestHeader, WireOutcome,
+};
 
 use super::{blocking, Client};
 use stampede_wire::session::{Call, Reading};
@@ -70,15 +72,25 @@ impl Client {
     /// One request and its reply (with the payload that follows it). `wait` is how long the node
     /// may wait before answering. The node's errors come back unchanged; fabric trouble is
     /// `Unreachable`, and ends the session if the request may have taken items.
-    pub(crate) fn call(&self, request: Request, payload: Option<Bytes>, wait: Duration) -> Result<(Reply, Bytes)> {
-        self.call_on(request, payload, wait, self.direct_path(), None)
+    pub(crate) fn call(&self, op: Op, payload: Option<Bytes>, wait: Duration) -> Result<(WireOutcome, Bytes)> {
+        let name = op.name();
+        self.outcome(name, self.call_on(op.into(), payload, wait, self.direct_path(), None))
+    }
+
+    /// The outcome of the op `name`'s reply; a session-level reply to an op is the node's fault.
+    fn outcome(&self, name: &'static str, reply: Result<(Reply, Bytes)>) -> Result<(WireOutcome, Bytes)> {
+        match reply? {
+            (Reply::Outcome(outcome), payload) => Ok((outcome, payload)),
+            _ => Err(unexpected(name, self.node())),
+        }
     }
 
     /// [`call`](Self::call) as a zenoh query, whatever path the session's requests take: the
     /// node serves it after the declarations this client made on zenoh before it (a watch's
     /// subscribers), which a request on the direct path may overtake.
-    pub(crate) fn call_after_declarations(&self, request: Request) -> Result<(Reply, Bytes)> {
-        self.call_on(request, None, Duration::ZERO, None, None)
+    pub(crate) fn call_after_declarations(&self, op: Op) -> Result<(WireOutcome, Bytes)> {
+        let name = op.name();
+        self.outcome(name, self.call_on(op.into(), None, Duration::ZERO, None, None))
     }
 
     /// [`call`](Self::call) on `direct` (`None`: as a zenoh query), its reply waited for until
@@ -161,10 +173,15 @@ impl Client {
     /// [`call`](Self::call) without blocking a thread.
     pub(crate) async fn call_async(
         &self,
-        request: Request,
+        op: Op,
         payload: Option<Bytes>,
         wait: Duration,
-    ) -> Result<(Reply, Bytes)> {
+    ) -> Result<(WireOutcome, Bytes)> {
+        let name = op.name();
+        self.outcome(name, self.request_async(op.into(), payload, wait).await)
+    }
+
+    async fn request_async(&self, request: Request, payload: Option<Bytes>, wait: Duration) -> Result<(Reply, Bytes)> {
         let op = request.op();
         self.check_open(op)?;
         self.finish_sends_async().await;
@@ -189,20 +206,20 @@ impl Client {
     }
 
     /// A request answered by a new handle (a task, a connection).
-    pub(crate) fn handle(&self, request: Request) -> Result<Handle> {
-        let op = request.op();
-        match self.call(request, None, Duration::ZERO)?.0 {
-            Reply::Handle(handle) => Ok(handle),
-            _ => Err(unexpected(op, self.node())),
+    pub(crate) fn handle(&self, op: Op) -> Result<Handle> {
+        let name = op.name();
+        match self.call(op, None, Duration::ZERO)?.0 {
+            Outcome::Handle(handle) => Ok(handle),
+            _ => Err(unexpected(name, self.node())),
         }
     }
 
     /// A request answered by `Done`.
-    pub(crate) fn done(&self, request: Request) -> Result<()> {
-        let op = request.op();
-        match self.call(request, None, Duration::ZERO)?.0 {
-            Reply::Done => Ok(()),
-            _ => Err(unexpected(op, self.node())),
+    pub(crate) fn done(&self, op: Op) -> Result<()> {
+        let name = op.name();
+        match self.call(op, None, Duration::ZERO)?.0 {
+            Outcome::Done => Ok(()),
+            _ => Err(unexpected(name, self.node())),
         }
     }
 
@@ -221,7 +238,7 @@ impl Client {
         // parked for room, rarer, counts as messaging).
         let waits_for_items = matches!(
             request,
-            Request::Get { .. } | Request::QueueGet { .. } | Request::WaitChanged { .. } | Request::WaitProgress { .. }
+            Request::Op(Op::Get { .. } | Op::QueueGet { .. } | Op::WaitChanged { .. } | Op::WaitProgress { .. })
         );
         let round_trip = if waits_for_items && !call.wait.is_zero() { Kind::Wait } else { Kind::Send };
         let serialise = trace::span(Kind::Serialise, 0, 0, 0);

@@ -1,13 +1,13 @@
 //! The client's side of the fabric: connecting to a node, its session, and one request.
 //!
 //! [`connect`] opens a zenoh session in client mode to the node's endpoint, asks the node its name
-//! and bounds ([`Request::Hello`]), declares the session's liveliness token
+//! and bounds ([`Op::Hello`]), declares the session's liveliness token
 //! `stampede/<node>/session/<id>` and opens the session. Every later call is one zenoh query on
 //! `stampede/<node>/rpc` with a timeout of the wait it asks for plus [`QUERY_MARGIN`].
 //!
 //! **No lost items.** A blocking get asks the node to wait at most the node's wait slice; the node
 //! replies with the item or "not yet" within it, and the client asks again until its own
-//! deadline. A request whose lost reply would leave something held on the node ([`Request::holds_on_node`]) whose reply does not come
+//! deadline. A request whose lost reply would leave something held on the node ([`Op::holds_on_node`]) whose reply does not come
 //! within the slice plus the margin ends the session: the client withdraws its liveliness token,
 //! the node closes the session, and whatever the lost reply carried goes back on the node. A dead
 //! client's token disappears with it, to the same effect. So an item is never taken by a client
@@ -61,7 +61,7 @@ use crate::remote::CLIENT_CLOSED;
 use stampede_wire::fabric;
 use stampede_wire::session::ClientSession;
 use stampede_wire::shared::{self, SHARED_BYTES_MIN};
-use stampede_wire::{Handle, Hello, Request, Secret};
+use stampede_wire::{Handle, Hello, Op, Secret};
 
 mod close;
 mod connect;
@@ -169,7 +169,7 @@ impl Client {
                 Some(id)
             }
         };
-        self.done(Request::OnReclaim { container })
+        self.done(Op::OnReclaim { container })
     }
 
     /// The client's zenoh session.

@@ -7,7 +7,7 @@
 //! call on the direct path follows them on their connection).
 
 use crate::remote::QUERY_MARGIN;
-use stampede_wire::{encode, Request};
+use stampede_wire::{encode, Op, Request};
 use zenoh::query::ConsolidationMode;
 use zenoh::Wait;
 
@@ -19,11 +19,11 @@ const UNFINISHED_SENDS_MAX: usize = 256;
 
 impl Client {
     /// Sends `request` without waiting for its reply (drops and detaches).
-    pub(crate) fn send(&self, request: Request) {
-        if self.check_open(request.op()).is_err() {
+    pub(crate) fn send(&self, op: Op) {
+        if self.check_open(op.name()).is_err() {
             return;
         }
-        blocking(|| self.send_now(request));
+        blocking(|| self.send_now(op.into()));
     }
 
     fn send_now(&self, request: Request) {

@@ -13,7 +13,7 @@ use zenoh::Wait;
 
 use crate::remote::QUERY_MARGIN;
 use crate::wait::{Changed, Signal};
-use stampede_wire::{Reply, Request};
+use stampede_wire::{Op, WireOutcome};
 
 use super::{blocking, Client};
 
@@ -25,8 +25,8 @@ impl Client {
         &self,
         timeout: Option<Duration>,
         payload: Option<Bytes>,
-        request: impl Fn(u64) -> Request,
-    ) -> Result<(Reply, Bytes)> {
+        request: impl Fn(u64) -> Op,
+    ) -> Result<(WireOutcome, Bytes)> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             let wait = self.slice(deadline);
@@ -42,8 +42,8 @@ impl Client {
         &self,
         timeout: Option<Duration>,
         payload: Option<Bytes>,
-        request: impl Fn(u64) -> Request,
-    ) -> Result<(Reply, Bytes)> {
+        request: impl Fn(u64) -> Op,
+    ) -> Result<(WireOutcome, Bytes)> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             let wait = self.slice(deadline);
@@ -65,7 +65,7 @@ impl Client {
     /// A readiness future over a waiting request (`request(wait_us)`, one wait slice): sent now,
     /// so that a change after the node registered it is never missed; it completes when the
     /// query ends (answered, timed out, or the session closed).
-    pub(crate) fn changed(&self, request: impl FnOnce(u64) -> Request) -> Changed {
+    pub(crate) fn changed(&self, request: impl FnOnce(u64) -> Op) -> Changed {
         let signal = Arc::new(Signal::default());
         let changed = Changed::new(&signal);
         let wait = self.slice(None);
@@ -75,12 +75,12 @@ impl Client {
 
     /// Completes at the next put or claim change on the node, or after a wait slice.
     pub(crate) fn progressed(&self) -> Changed {
-        self.changed(|wait_us| Request::WaitProgress { wait_us })
+        self.changed(|wait_us| Op::WaitProgress { wait_us })
     }
 
     /// Sends `request` and notifies `signal` when its query ends (answered, timed out, or the
     /// session closed), without waiting.
-    fn notify_when_answered(&self, request: Request, wait: Duration, signal: Arc<Signal>) {
+    fn notify_when_answered(&self, request: Op, wait: Duration, signal: Arc<Signal>) {
         /// Notifies when zenoh drops the query's callback: the query has ended.
         struct Ended(Arc<Signal>);
         impl Drop for Ended {
@@ -89,10 +89,10 @@ impl Client {
             }
         }
         let ended = Ended(signal);
-        if self.check_open(request.op()).is_err() {
+        if self.check_open(request.name()).is_err() {
             return;
         }
-        let query = self.query(0, request, None, wait.saturating_add(QUERY_MARGIN));
+        let query = self.query(0, request.into(), None, wait.saturating_add(QUERY_MARGIN));
         let _ = blocking(|| query.callback(move |_| ended.0.notify()).wait());
     }
 }
