@@ -10,21 +10,13 @@ import java.util.List;
  * copied. Thread-safe.
  */
 public final class ChannelInput extends Connection {
-    private final Channel channel;
-
     ChannelInput(long handle, Channel channel) {
-        super(handle);
-        this.channel = channel;
+        super(handle, channel);
     }
 
     /** The channel this connection reads. */
     public Channel channel() {
-        return channel;
-    }
-
-    @Override
-    public String name() {
-        return channel.name();
+        return (Channel) container;
     }
 
     /** {@link #get(Selector, Duration)}, waiting as long as needed. */

@@ -8,17 +8,21 @@ import java.lang.ref.Reference;
  * in a get or put on the connection: that call returns {@code ClosedException}. Every later call fails
  * {@code Closed}. A connection that is never detached detaches when it becomes unreachable.
  */
-public abstract sealed class Connection implements AutoCloseable
-        permits ChannelInput, ChannelOutput, QueueInput, QueueOutput {
+public abstract sealed class Connection implements AutoCloseable permits ChannelInput, QueueInput, Output {
     final long handle;
+    /** The channel or queue it is attached to. */
+    final Container container;
 
-    Connection(long handle) {
+    Connection(long handle, Container container) {
         this.handle = handle;
+        this.container = container;
         Native.own(this, handle);
     }
 
     /** The container's name. */
-    public abstract String name();
+    public String name() {
+        return container.name();
+    }
 
     /** Detaches the connection (idempotent); an input's claims are dropped. */
     public void detach() {

@@ -10,21 +10,13 @@ import java.time.Duration;
  * the items it holds open back to the head of the queue. Thread-safe.
  */
 public final class QueueInput extends Connection {
-    private final Queue queue;
-
     QueueInput(long handle, Queue queue) {
-        super(handle);
-        this.queue = queue;
+        super(handle, queue);
     }
 
     /** The queue this connection gets from. */
     public Queue queue() {
-        return queue;
-    }
-
-    @Override
-    public String name() {
-        return queue.name();
+        return (Queue) container;
     }
 
     /** {@link #get(Duration)}, waiting as long as needed. */
