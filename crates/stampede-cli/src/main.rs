@@ -10,6 +10,8 @@
 //! - `stampede dashboard --connect <endpoint> [--port <port>]` — serves a live web dashboard of a
 //!   node's runtime (see [`dashboard`]); `stampede serve --dashboard <port>` serves one of its own.
 //!
+//! - `stampede certs --node a=127.0.0.1 --client alice` — a CA and the certificates of a TLS mesh
+//!   (see [`certs`]); `stampede hash-password` — a password's hash for an access policy.
 //! - `stampede trace export <dir> -o trace.json`, `stampede trace report <dir>` — the event logs
 //!   of a traced run (`STAMPEDE_TRACE=<dir>`) as a Perfetto trace or a table (see [`trace`]).
 //!
@@ -17,6 +19,7 @@
 //!
 //! Errors are printed as `stampede: <message>` on stderr with exit status 1; usage errors exit 2.
 
+mod certs;
 mod dashboard;
 mod ls;
 mod record;
@@ -209,6 +212,24 @@ enum Command {
     /// Reads a password from standard input (one line) and prints its Argon2id hash, for the
     /// `password` of a user in an --access policy file.
     HashPassword,
+    /// Makes a certificate authority (once: ca.pem, ca.key, reused after) and certificates for
+    /// the nodes and clients of a TLS mesh, as PEM files in --out (docs/SECURITY.md). Never
+    /// overwrites a file.
+    Certs {
+        /// The directory to write into (created if need be).
+        #[arg(long, default_value = "certs")]
+        out: std::path::PathBuf,
+        /// A node's certificate: its name (the common name, for --mesh-node-cn) and the hosts
+        /// clients reach it at, as IP addresses or DNS names: a=127.0.0.1,localhost. Repeatable.
+        #[arg(long = "node", value_name = "NAME=HOST[,HOST...]", value_parser = certs::node_spec)]
+        nodes: Vec<certs::NodeSpec>,
+        /// A client's certificate, its user's name as the common name. Repeatable.
+        #[arg(long = "client", value_name = "NAME", value_parser = certs::file_name)]
+        clients: Vec<String>,
+        /// Days the certificates are valid.
+        #[arg(long, default_value_t = 365)]
+        days: u32,
+    },
     /// The event logs of a traced run (STAMPEDE_TRACE=<dir>): a Perfetto trace, or where each
     /// thread's time went.
     Trace {
@@ -328,6 +349,7 @@ fn main() -> ExitCode {
             })
         }
         Command::HashPassword => hash_password(),
+        Command::Certs { out, nodes, clients, days } => certs::run(&out, &nodes, &clients, days),
         Command::Trace { action: TraceAction::Export { dir, output } } => trace::export(&dir, &output),
         Command::Trace { action: TraceAction::Report { dir, chart, no_chart } } => {
             let chart = (!no_chart).then(|| chart.unwrap_or_else(|| dir.join("breakdown.png")));
