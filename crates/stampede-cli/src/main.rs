@@ -267,13 +267,18 @@ fn compression(text: &str) -> Result<stampede_record::Compression, String> {
     stampede_record::Compression::from_name(text).ok_or_else(|| format!("{text:?} is not none, lz4 or zstd"))
 }
 
-/// A positive, finite number of seconds.
+/// Shortest duration a flag in seconds takes: below it, scheduling noise alone is the whole wait.
+const SECONDS_MIN: f64 = 0.001;
+/// Longest duration a flag in seconds takes (30 days): beyond it a wait is a mistake, not a plan.
+const SECONDS_MAX: f64 = 30.0 * 24.0 * 3600.0;
+
+/// A number of seconds in `SECONDS_MIN ..= SECONDS_MAX`.
 fn seconds(text: &str) -> Result<f64, String> {
     let s: f64 = text.parse().map_err(|e| format!("{text:?} is not a number of seconds: {e}"))?;
-    if s.is_finite() && s > 0.0 && Duration::try_from_secs_f64(s).is_ok() {
+    if (SECONDS_MIN..=SECONDS_MAX).contains(&s) {
         Ok(s)
     } else {
-        Err(format!("{text} is not a positive number of seconds"))
+        Err(format!("{text} seconds is outside {SECONDS_MIN} ..= {SECONDS_MAX} (SECONDS_MIN, SECONDS_MAX: 30 days)"))
     }
 }
 
@@ -386,5 +391,16 @@ mod tests {
     #[test]
     fn command_line_is_consistent() {
         super::Cli::command().debug_assert();
+    }
+
+    /// Every flag in seconds is bounded, and the refusal names the bounds.
+    #[test]
+    fn durations_are_bounded() {
+        assert_eq!(super::seconds("2.5"), Ok(2.5));
+        for bad in ["0", "-1", "0.0001", "1e12", "inf", "NaN", "2592001"] {
+            let refused = super::seconds(bad).unwrap_err();
+            assert!(refused.contains("SECONDS_MIN") || refused.contains("not a number"), "{bad}: {refused}");
+        }
+        assert!(super::seconds(&super::SECONDS_MAX.to_string()).is_ok());
     }
 }
