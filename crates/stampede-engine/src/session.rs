@@ -93,7 +93,7 @@ impl Connection {
 
 /// One session's handles and bounds.
 pub struct Session {
-    /// Its id, in errors ("session <id>").
+    /// Its id, in errors (`session <id>`).
     pub id: String,
     handles_max: usize,
     /// Largest payload one put of the session may carry.
