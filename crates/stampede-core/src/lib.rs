@@ -59,7 +59,7 @@ pub use error::{Error, ErrorKind, Result, DETACHED};
 pub use item::{Codec, Item, Payload, CODEC_NAME_BYTES_MAX};
 pub use mesh::{Mesh, MeshLimits, MeshRefusal, Peer};
 pub use name::NAME_BYTES_MAX;
-pub use op::{ContainerInfo, Handle, Op, Outcome};
+pub use op::{ContainerInfo, Handle, MoveProof, Op, Outcome};
 pub use pacer::{Pace, PaceRule};
 pub use participant::{Participant, Settled};
 pub use progress::{ContainerKey, IdMap, Location, Progress, Refusal, Update, Updates};

@@ -24,6 +24,10 @@ use crate::time::{Selector, Timestamp};
 /// Identifies a task, connection or container within one session.
 pub type Handle = u64;
 
+/// Random bytes a node hands the client that moved a task ([`Outcome::Moved`]): the move's
+/// takeover must present them, so nobody who merely learns a move's id can take it over.
+pub type MoveProof = [u8; 16];
+
 /// One operation. Field names are the API's; handles are the session's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -184,13 +188,18 @@ pub enum Op {
         to_node: String,
         to: Peer,
     },
-    /// Starts a shadow task at `virtual_time`, taking over `from`'s move `id` to participant `to`.
-    /// A node's operation: it waits for the move's carry to reach the node's view.
+    /// Starts a shadow task at `virtual_time`, taking over the move `id` to participant `to` that
+    /// node `from_node` (participant `from`) made, presenting the `proof` its [`Outcome::Moved`]
+    /// carried: only the client that moved the task may take the move over. A node's operation:
+    /// it asks `from_node` whether the proof is the move's, and waits for the move's carry to reach
+    /// its view.
     TakeOverTask {
+        from_node: String,
         from: Peer,
         id: u64,
         to: Peer,
         virtual_time: Timestamp,
+        proof: MoveProof,
     },
     /// Subscribes the session to the items reclaimed from `container` (`None`: from every channel
     /// and queue). A node's operation: it sends them over the fabric.
@@ -320,11 +329,13 @@ pub enum Outcome<I> {
     },
     Count(u64),
     Graph(Graph),
-    /// A task's visibility moved by node participant `from` as its move `id`.
+    /// A task's visibility moved by node participant `from` as its move `id`; `proof` is what its
+    /// takeover must present.
     Moved {
         from: Peer,
         id: u64,
         visibility: Timestamp,
+        proof: MoveProof,
     },
     /// The host, and its monotonic clock (ns) when it received the op and when it answered.
     TraceClock {
@@ -359,7 +370,7 @@ impl<I> Outcome<I> {
             }
             Outcome::Count(n) => Outcome::Count(n),
             Outcome::Graph(graph) => Outcome::Graph(graph),
-            Outcome::Moved { from, id, visibility } => Outcome::Moved { from, id, visibility },
+            Outcome::Moved { from, id, visibility, proof } => Outcome::Moved { from, id, visibility, proof },
             Outcome::TraceClock { host, received_ns, replied_ns } => {
                 Outcome::TraceClock { host, received_ns, replied_ns }
             }

@@ -39,8 +39,9 @@ use stampede_engine::MeshLink;
 
 use crate::mesh::driver::Driver;
 use crate::session::Move;
+use stampede_core::mesh::MoveId;
 use stampede_core::{Error, Result};
-use stampede_core::{Mesh, MeshLimits, Peer};
+use stampede_core::{Mesh, MeshLimits, MoveProof, Peer};
 use stampede_engine::Runtime;
 use zenoh::Wait;
 
@@ -74,6 +75,32 @@ fn sponsor_key(name: &str, incarnation: u64) -> String {
 
 fn decline_key(name: &str, incarnation: u64) -> String {
     format!("{}/decline", mesh_key(name, incarnation))
+}
+
+fn owns_key(name: &str, incarnation: u64) -> String {
+    format!("{}/owns", mesh_key(name, incarnation))
+}
+
+/// How long a node waits for a move's home node to say whether a takeover's proof is the move's.
+const OWNS_WAIT: Duration = Duration::from_secs(5);
+
+/// Asks node `from_node` (participant `from`) whether its move `id` to `to` was made by the
+/// client that presents `proof`: `false` when it says no, or does not answer within
+/// [`OWNS_WAIT`].
+pub(crate) async fn owned_there(
+    zenoh: &zenoh::Session,
+    from_node: &str,
+    from: Peer,
+    (to, id, proof): (Peer, MoveId, MoveProof),
+) -> bool {
+    let payload = postcard::to_allocvec(&(to, id, proof)).unwrap_or_default();
+    let Ok(replies) = zenoh.get(owns_key(from_node, from.incarnation)).payload(payload).timeout(OWNS_WAIT).await else {
+        return false;
+    };
+    match replies.recv_async().await {
+        Ok(reply) => reply.result().is_ok_and(|sample| sample.payload().to_bytes().as_ref() == [1]),
+        Err(_) => false,
+    }
 }
 
 /// How long a node waits for another to confirm it declined a move.
@@ -153,7 +180,13 @@ pub struct Hooks {
     /// This node was expelled and its participant replaced by a new incarnation, not joined
     /// yet: the node ends every client session (their clients see `Closed` and reconnect).
     pub expelled: Arc<dyn Fn() + Send + Sync>,
+    /// Whether one of the node's sessions made move `id` to `to` and handed out `proof` for it
+    /// (asked by the move's target before a takeover): runs on a zenoh thread.
+    pub owns_move: OwnsMove,
 }
+
+/// [`Hooks::owns_move`]: whether the node made move `id` to `to` for the client presenting the proof.
+pub type OwnsMove = Arc<dyn Fn(Peer, MoveId, &MoveProof) -> bool + Send + Sync>;
 
 /// Set in a node's environment, its driver says on standard error what it learns and refuses.
 pub const DEBUG_ENV: &str = "STAMPEDE_MESH_DEBUG";
@@ -221,6 +254,8 @@ struct Fabric {
     /// A message addressed to this participant found the inbox full: its sender's stream has a
     /// gap, so the driver restarts the participant.
     overflow: Arc<AtomicBool>,
+    /// [`Hooks::owns_move`], for the queryable each life declares.
+    owns_move: OwnsMove,
 }
 
 /// A new incarnation: larger than `after`, from the clock when it can be (a restarted process
@@ -270,6 +305,7 @@ impl MeshDriver {
             counters: counters.clone(),
             resync: Arc::new(AtomicBool::new(false)),
             overflow: Arc::new(AtomicBool::new(false)),
+            owns_move: hooks.owns_move.clone(),
         };
         let life = fabric.begin(peer).map_err(unreachable)?;
         let stop = Arc::new(AtomicBool::new(false));

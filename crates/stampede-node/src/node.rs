@@ -227,6 +227,17 @@ impl NodeShared {
         }
     }
 
+    /// Whether one of this node's sessions made the move `id` to `to` with `proof`.
+    pub(crate) fn owns_move(
+        &self,
+        to: Peer,
+        id: stampede_core::mesh::MoveId,
+        proof: &stampede_core::MoveProof,
+    ) -> bool {
+        let sessions: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
+        sessions.iter().any(|session| session.owns_move(to, id, proof))
+    }
+
     /// Ends every session (the node was expelled from its mesh: their tasks' claims and shadows
     /// belonged to its old incarnation). Their clients get `Closed` and reconnect.
     pub(crate) fn close_sessions(&self) {
@@ -305,7 +316,7 @@ impl Node {
             direct_requests: Default::default(),
         });
         let mesh = if options.mesh_ts_min {
-            let (dead, expelled) = (Arc::downgrade(&shared), Arc::downgrade(&shared));
+            let (dead, expelled, owner) = (Arc::downgrade(&shared), Arc::downgrade(&shared), Arc::downgrade(&shared));
             let hooks = crate::mesh::Hooks {
                 dead: Arc::new(move |peer| {
                     if let Some(node) = dead.upgrade() {
@@ -316,6 +327,9 @@ impl Node {
                     if let Some(node) = expelled.upgrade() {
                         node.close_sessions();
                     }
+                }),
+                owns_move: Arc::new(move |to, id, proof| {
+                    owner.upgrade().is_some_and(|node| node.owns_move(to, id, proof))
                 }),
             };
             match MeshDriver::start(&shared.zenoh, &shared.runtime, &options.name, options.liveliness_timeout, hooks) {

@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 
 use parking_lot::Mutex;
 use stampede_core::mesh::MoveId;
-use stampede_core::{Error, Handle, Peer, Result};
+use stampede_core::{Error, Handle, MoveProof, Peer, Result};
 use stampede_engine::session::{Admission, Right};
 use stampede_engine::Task;
 use stampede_wire::session::Replies;
@@ -69,6 +69,8 @@ pub(crate) struct Move {
     pub(crate) to_node: String,
     pub(crate) to: Peer,
     pub(crate) id: MoveId,
+    /// What the move's takeover must present (`MoveProof`).
+    pub(crate) proof: MoveProof,
 }
 
 impl Admission for Session {
@@ -149,6 +151,12 @@ impl Session {
         }
         mesh.moves.push(new);
         Ok(())
+    }
+
+    /// Whether this session made the move `id` to `to` and handed out `proof` for it.
+    pub(crate) fn owns_move(&self, to: Peer, id: MoveId, proof: &MoveProof) -> bool {
+        let mesh = self.mesh.lock();
+        mesh.moves.iter().any(|m| m.to == to && m.id == id && crate::access::same_secret(&m.proof, proof))
     }
 
     /// Closes the task `handle` and forgets it (as the engine's `CloseTask`). Returns the task's

@@ -264,7 +264,7 @@ fn a_shadow_ends_when_its_home_node_leaves() {
 fn a_shadow_cannot_start_below_its_move() {
     with_watchdog("a_shadow_cannot_start_below_its_move", || {
         use stampede_wire::fabric;
-        use stampede_wire::{decode_reply, encode, Op, Outcome, Reply, Request, RequestHeader};
+        use stampede_wire::{decode_reply, encode, Op, Outcome, Reply, Request, RequestHeader, WireError};
         use zenoh::Wait;
 
         let (a, _b, _b_rt, _b_dir) = two_nodes();
@@ -293,7 +293,7 @@ fn a_shadow_cannot_start_below_its_move() {
         let Reply::Outcome(Outcome::Handle(task)) = call("a", Request::Op(Op::Task { virtual_time: 21 })) else {
             panic!("a task")
         };
-        let Reply::Outcome(Outcome::Moved { from, id, visibility }) =
+        let Reply::Outcome(Outcome::Moved { from, id, visibility, proof }) =
             call("a", Request::Op(Op::MoveTask { task, to_node: "b".into(), to }))
         else {
             panic!("the move")
@@ -302,19 +302,28 @@ fn a_shadow_cannot_start_below_its_move() {
         // A takeover meant for an earlier life of b (a request in flight across its restart):
         // refused, and it declines nothing — the same id may yet be this life's.
         let earlier = stampede_core::Peer { incarnation: to.incarnation - 1, ..to };
-        let stale = call("b", Request::Op(Op::TakeOverTask { from, id, to: earlier, virtual_time: 21 }));
+        let takeover =
+            |to, virtual_time, proof| Op::TakeOverTask { from_node: "a".into(), from, id, to, virtual_time, proof };
+        let stale = call("b", Request::Op(takeover(earlier, 21, proof)));
         assert!(matches!(stale, Reply::Error(_)), "a takeover for another incarnation: {stale:?}");
-        let taken = call("b", Request::Op(Op::TakeOverTask { from, id, to, virtual_time: 21 }));
+        // Whoever learns a move's id without its proof cannot take it over (nor decline it).
+        let forged = call("b", Request::Op(takeover(to, 21, [0; 16])));
+        let Reply::Error(WireError::PermissionDenied { reason, .. }) = &forged else {
+            panic!("a takeover without the move's proof: {forged:?}")
+        };
+        assert!(reason.contains("proof"), "{reason}");
+        let taken = call("b", Request::Op(takeover(to, 21, proof)));
         assert!(
             matches!(taken, Reply::Outcome(Outcome::Handle(_))),
             "the move is still open after the stale takeover: {taken:?}"
         );
-        let Reply::Outcome(Outcome::Moved { from, id, .. }) =
+        let Reply::Outcome(Outcome::Moved { from, id, proof, .. }) =
             call("a", Request::Op(Op::MoveTask { task, to_node: "b".into(), to }))
         else {
             panic!("another move")
         };
-        let below = call("b", Request::Op(Op::TakeOverTask { from, id, to, virtual_time: 0 }));
+        let below =
+            call("b", Request::Op(Op::TakeOverTask { from_node: "a".into(), from, id, to, virtual_time: 0, proof }));
         assert!(matches!(below, Reply::Error(_)), "a shadow at 0 for a move carrying 21: {below:?}");
         let _ = raw.close().wait();
     })

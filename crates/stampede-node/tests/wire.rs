@@ -108,8 +108,14 @@ fn op() -> impl Strategy<Value = Op> {
         (any::<u64>(), text()).prop_map(|(task, name)| Op::SetTaskName { task, name }),
         Just(Op::Graph),
         (any::<u64>(), text(), peer()).prop_map(|(task, to_node, to)| Op::MoveTask { task, to_node, to }),
-        (peer(), any::<u64>(), peer(), any::<i64>())
-            .prop_map(|(from, id, to, virtual_time)| { Op::TakeOverTask { from, id, to, virtual_time } }),
+        (peer(), any::<u64>(), peer(), any::<i64>()).prop_map(|(from, id, to, virtual_time)| Op::TakeOverTask {
+            from_node: "a".into(),
+            from,
+            id,
+            to,
+            virtual_time,
+            proof: [id as u8; 16],
+        }),
     ]
 }
 
@@ -276,7 +282,8 @@ fn reply() -> impl Strategy<Value = (Reply, Vec<u8>)> {
 /// An outcome that carries no item.
 fn outcome() -> impl Strategy<Value = WireOutcome> {
     prop_oneof![
-        (peer(), any::<u64>(), any::<i64>()).prop_map(|(from, id, visibility)| Outcome::Moved { from, id, visibility }),
+        (peer(), any::<u64>(), any::<i64>(), any::<[u8; 16]>())
+            .prop_map(|(from, id, visibility, proof)| Outcome::Moved { from, id, visibility, proof }),
         Just(Outcome::Done),
         (".{0,20}", any::<u64>(), any::<u64>()).prop_map(|(host, received_ns, replied_ns)| Outcome::TraceClock {
             host,

@@ -9,7 +9,7 @@ use std::sync::mpsc::TrySendError;
 use std::time::{Duration, Instant};
 
 use stampede_core::mesh::MoveId;
-use stampede_core::{Peer, Timestamp};
+use stampede_core::{MoveProof, Peer, Timestamp};
 use stampede_engine::MeshLink;
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::{Publisher, Subscriber};
@@ -18,7 +18,7 @@ use zenoh::query::Queryable;
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
-use crate::mesh::{decline_key, mesh_key, peer_of, sponsor_key, Fabric, Input, MESH_KEYS, SPONSOR_RETRY};
+use crate::mesh::{decline_key, mesh_key, owns_key, peer_of, sponsor_key, Fabric, Input, MESH_KEYS, SPONSOR_RETRY};
 
 /// What one incarnation of the node declared on the fabric; dropped, it leaves the fabric.
 pub(super) struct Life {
@@ -31,6 +31,7 @@ pub(super) struct Life {
     _liveliness: Subscriber<()>,
     _sponsor: Queryable<()>,
     _decline: Queryable<()>,
+    _owns: Queryable<()>,
     _token: LivelinessToken,
 }
 
@@ -145,6 +146,28 @@ impl Fabric {
                 .wait()
                 .map_err(zerr)?
         };
+        let owns = {
+            let (owns_move, key) = (self.owns_move.clone(), owns_key(&self.name, peer.incarnation));
+            zenoh
+                .declare_queryable(key.clone())
+                .callback(move |query| {
+                    // As for the sponsor: only a query on this very key.
+                    if query.key_expr().as_str() != key {
+                        return;
+                    }
+                    let asked = query
+                        .payload()
+                        .and_then(|p| postcard::from_bytes::<(Peer, MoveId, MoveProof)>(&p.to_bytes()).ok());
+                    let _ = match asked {
+                        Some((to, id, proof)) => {
+                            query.reply(query.key_expr().clone(), [u8::from(owns_move(to, id, &proof))]).wait()
+                        }
+                        None => query.reply_err("the query names no move").wait(),
+                    };
+                })
+                .wait()
+                .map_err(zerr)?
+        };
         let alone = open_door(zenoh, &self.link, peer, self.timeout)?;
         let token = zenoh.liveliness().declare_token(key).wait().map_err(zerr)?;
         Ok(Life {
@@ -155,6 +178,7 @@ impl Fabric {
             _liveliness: liveliness,
             _sponsor: sponsor,
             _decline: decline,
+            _owns: owns,
             _token: token,
         })
     }

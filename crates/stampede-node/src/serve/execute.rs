@@ -33,15 +33,37 @@ pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, mut op: O
             let resolved: HashSet<_> =
                 link.read(|mesh| recorded.into_iter().filter(|&(to, id)| !mesh.is_move_open(to, id)).collect());
             let (from, id, visibility) = link.move_task(&session.handles.task(name, task)?, to)?;
-            let taken = Move { task, to_node, to, id };
+            let proof = crate::access::new_secret().map_err(|reason| Error::Unreachable {
+                op: name,
+                name: node.options.name.clone(),
+                reason,
+            })?;
+            let taken = Move { task, to_node, to, id, proof };
             if let Err(e) = session.add_move(name, taken.clone(), &resolved) {
                 decline(node, vec![taken]).await;
                 return Err(e);
             }
-            WireOutcome::Moved { from, id, visibility }
+            WireOutcome::Moved { from, id, visibility, proof }
         }
-        Op::TakeOverTask { from, id, to, virtual_time } => {
+        Op::TakeOverTask { from_node, from, id, to, virtual_time, proof } => {
             let link = shares_ts_min(node, name)?;
+            // Only the client that moved the task may take the move over: its home node says
+            // whether the proof is the one it handed out. Refused, nothing is declined (the move
+            // stays its owner's).
+            let owned = crate::mesh::peer_id(&from_node) == from.id
+                && crate::mesh::owned_there(&node.zenoh, &from_node, from, (to, id, proof)).await;
+            if !owned {
+                let reason = format!(
+                    "node {from_node:?} made no move #{id} to this node for this client (a takeover presents the proof \
+                     its move returned)"
+                );
+                return Err(Error::PermissionDenied {
+                    op: name,
+                    name: node.options.name.clone(),
+                    right: "own",
+                    reason,
+                });
+            }
             // The move's carry reaches this node's view with its mover's next batch: the shadow
             // starts at or above it, whatever the client says.
             // So does every member's snapshot (the takeover waits for a complete view).

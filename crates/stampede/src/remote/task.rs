@@ -287,11 +287,12 @@ impl RemoteTask {
             });
         };
         let request = Op::MoveTask { task: self.inner.id, to_node: client.node().to_owned(), to };
-        let (from, id, visibility) = match home.call(request, None, Duration::ZERO)?.0 {
-            Outcome::Moved { from, id, visibility } => (from, id, visibility),
+        let (from, id, visibility, proof) = match home.call(request, None, Duration::ZERO)?.0 {
+            Outcome::Moved { from, id, visibility, proof } => (from, id, visibility, proof),
             _ => return Err(unexpected(op, home.node())),
         };
-        let shadow = client.handle(Op::TakeOverTask { from, id, to, virtual_time: visibility })?;
+        let from_node = home.node().to_owned();
+        let shadow = client.handle(Op::TakeOverTask { from_node, from, id, to, virtual_time: visibility, proof })?;
         let virtual_time = self.times().0;
         if virtual_time > visibility {
             if let Err(e) = client.done(Op::SetVirtualTime { task: shadow, virtual_time }) {
