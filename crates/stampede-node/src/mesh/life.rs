@@ -98,75 +98,25 @@ impl Fabric {
                 .map_err(zerr)?
         };
         let sponsor = {
-            let (link, key) = (self.link.clone(), sponsor_key(&self.name, peer.incarnation));
-            zenoh
-                .declare_queryable(key.clone())
-                .callback(move |query| {
-                    // Only a query on this very key: a wildcard one (`stampede/**`) passes the
-                    // access control of the mesh's keys (docs/SECURITY.md).
-                    if query.key_expr().as_str() != key {
-                        return;
-                    }
-                    let newcomer = query.payload().and_then(|p| postcard::from_bytes::<Peer>(&p.to_bytes()).ok());
-                    let answer = match newcomer {
-                        Some(newcomer) => sponsor(&link, peer, newcomer),
-                        None => Err("the query names no participant".to_owned()),
-                    };
-                    let _ = match answer {
-                        Ok(door) => query
-                            .reply(query.key_expr().clone(), postcard::to_allocvec(&door).unwrap_or_default())
-                            .wait(),
-                        Err(reason) => query.reply_err(reason).wait(),
-                    };
-                })
-                .wait()
-                .map_err(zerr)?
+            let link = self.link.clone();
+            answer(zenoh, sponsor_key(&self.name, peer.incarnation), "no participant", move |newcomer: Peer| {
+                sponsor(&link, peer, newcomer).map(|door| postcard::to_allocvec(&door).unwrap_or_default())
+            })?
         };
         let decline = {
-            let (link, key) = (self.link.clone(), decline_key(&self.name, peer.incarnation));
-            zenoh
-                .declare_queryable(key.clone())
-                .callback(move |query| {
-                    // As for the sponsor: only a query on this very key.
-                    if query.key_expr().as_str() != key {
-                        return;
-                    }
-                    let asked =
-                        query.payload().and_then(|p| postcard::from_bytes::<(Peer, MoveId)>(&p.to_bytes()).ok());
-                    let _ = match asked {
-                        // Refused when resolved already (taken over, or declined before), or
-                        // when this life is over: fine.
-                        Some((from, id)) => {
-                            let declined = link.peer() == peer && link.decline(from, id);
-                            query.reply(query.key_expr().clone(), [u8::from(declined)]).wait()
-                        }
-                        None => query.reply_err("the query names no move").wait(),
-                    };
-                })
-                .wait()
-                .map_err(zerr)?
+            let link = self.link.clone();
+            answer(zenoh, decline_key(&self.name, peer.incarnation), "no move", move |(from, id): (Peer, MoveId)| {
+                // Refused when resolved already (taken over, or declined before), or when this
+                // life is over: fine.
+                Ok(vec![u8::from(link.peer() == peer && link.decline(from, id))])
+            })?
         };
         let owns = {
-            let (owns_move, key) = (self.owns_move.clone(), owns_key(&self.name, peer.incarnation));
-            zenoh
-                .declare_queryable(key.clone())
-                .callback(move |query| {
-                    // As for the sponsor: only a query on this very key.
-                    if query.key_expr().as_str() != key {
-                        return;
-                    }
-                    let asked = query
-                        .payload()
-                        .and_then(|p| postcard::from_bytes::<(Peer, MoveId, MoveProof)>(&p.to_bytes()).ok());
-                    let _ = match asked {
-                        Some((to, id, proof)) => {
-                            query.reply(query.key_expr().clone(), [u8::from(owns_move(to, id, &proof))]).wait()
-                        }
-                        None => query.reply_err("the query names no move").wait(),
-                    };
-                })
-                .wait()
-                .map_err(zerr)?
+            let owns_move = self.owns_move.clone();
+            let key = owns_key(&self.name, peer.incarnation);
+            answer(zenoh, key, "no move", move |(to, id, proof): (Peer, MoveId, MoveProof)| {
+                Ok(vec![u8::from(owns_move(to, id, &proof))])
+            })?
         };
         let alone = open_door(zenoh, &self.link, peer, self.timeout)?;
         let token = zenoh.liveliness().declare_token(key).wait().map_err(zerr)?;
@@ -182,6 +132,33 @@ impl Fabric {
             _token: token,
         })
     }
+}
+
+/// Declares a queryable on `key` that answers a query carrying a `T` (postcard) with what
+/// `respond` makes of it, or an error naming `what` the query lacks. Only a query on this very
+/// key is answered: a wildcard one (`stampede/**`) passes the access control of the mesh's keys
+/// (docs/SECURITY.md).
+fn answer<T: serde::de::DeserializeOwned>(
+    zenoh: &zenoh::Session,
+    key: String,
+    what: &'static str,
+    respond: impl Fn(T) -> std::result::Result<Vec<u8>, String> + Send + Sync + 'static,
+) -> std::result::Result<Queryable<()>, String> {
+    zenoh
+        .declare_queryable(key.clone())
+        .callback(move |query| {
+            if query.key_expr().as_str() != key {
+                return;
+            }
+            let asked = query.payload().and_then(|p| postcard::from_bytes::<T>(&p.to_bytes()).ok());
+            let answer = asked.ok_or_else(|| format!("the query names {what}")).and_then(&respond);
+            let _ = match answer {
+                Ok(bytes) => query.reply(query.key_expr().clone(), bytes).wait(),
+                Err(reason) => query.reply_err(reason).wait(),
+            };
+        })
+        .wait()
+        .map_err(|e| format!("zenoh refused the mesh's declarations: {e}"))
 }
 
 /// A newcomer asks this node for a door: learn it (its token may not be out yet), then hand it
