@@ -350,3 +350,58 @@ fn too_large(op: &'static str, name: &str) -> Error {
 fn micros(wait_us: u64) -> Duration {
     Duration::from_micros(wait_us)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::Unrestricted;
+    use stampede_core::{Peer, Retention, Selector};
+
+    /// Runs `op` of `session` to its end on a one-thread runtime (the waits use tokio's timer).
+    fn run(runtime: &Runtime, session: &Session, op: Op, body: Body<'_>) -> Result<Outcome<Item>> {
+        let tokio = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        tokio.block_on(runtime.execute(session, &Unrestricted, op, body))
+    }
+
+    fn handle(outcome: Result<Outcome<Item>>) -> Handle {
+        match outcome {
+            Ok(Outcome::Handle(handle)) => handle,
+            other => panic!("a handle: {other:?}"),
+        }
+    }
+
+    /// A put and a get given as data go through the session's handles to the channel, the item
+    /// and its payload come back whole; an op of a node and a handle the session does not hold
+    /// are refused.
+    #[test]
+    fn ops_run_through_the_sessions_handles() {
+        let runtime = Runtime::new();
+        let session = Session::new("0a".into(), 16, 1 << 20);
+        let create = Op::CreateChannel {
+            name: "frames".into(),
+            capacity: None,
+            bytes_max: None,
+            retention: Retention::History,
+            codec: None,
+            description: String::new(),
+        };
+        let Ok(Outcome::Container(info)) = run(&runtime, &session, create, Body::Inline(&[])) else {
+            panic!("a channel")
+        };
+        let task = handle(run(&runtime, &session, Op::Task { virtual_time: 0 }, Body::Inline(&[])));
+        let out = handle(run(&runtime, &session, Op::AttachOutput { task, container: info.id }, Body::Inline(&[])));
+        let attach = Op::AttachInput { task, container: info.id, max_lag_items: None, max_lag_ts: None };
+        let input = handle(run(&runtime, &session, attach, Body::Inline(&[])));
+        let put = Op::Put { connection: out, ts: 3, codec: "raw".into(), refcount: None, wait_us: 0 };
+        assert!(matches!(run(&runtime, &session, put, Body::Inline(b"abc")), Ok(Outcome::Done)));
+        let get = Op::Get { connection: input, selector: Selector::OldestUnseen, wait_us: 0 };
+        let Ok(Outcome::Item(item)) = run(&runtime, &session, get, Body::Inline(&[])) else { panic!("the item") };
+        assert_eq!((item.ts, item.data().as_ref()), (3, &b"abc"[..]));
+
+        let peer = Peer { id: 1, incarnation: 1 };
+        let node_only = Op::MoveTask { task, to_node: "b".into(), to: peer };
+        assert!(matches!(run(&runtime, &session, node_only, Body::Inline(&[])), Err(Error::InvalidArgument { .. })));
+        let unknown = Op::Consume { connection: 99, ts: 3 };
+        assert!(matches!(run(&runtime, &session, unknown, Body::Inline(&[])), Err(Error::InvalidArgument { .. })));
+    }
+}

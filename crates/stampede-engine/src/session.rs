@@ -144,15 +144,11 @@ impl Session {
 
     /// Takes `task` into the session; closes it instead if the session ended or is full.
     pub fn add_task(&self, op: &'static str, task: Task) -> Result<Handle> {
-        let mut owned = self.owned.lock();
-        if let Err(e) = self.admit(op, &owned) {
-            drop(owned);
-            task.close();
-            return Err(e);
-        }
         let handle = task.id();
-        owned.tasks.insert(handle, task);
-        Ok(handle)
+        self.take(op, task, Task::close, |owned, task| {
+            owned.tasks.insert(handle, task);
+            handle
+        })
     }
 
     /// Whether task `id` of the runtime is this session's.
@@ -178,16 +174,29 @@ impl Session {
 
     /// Takes `connection` into the session; detaches it instead if the session ended or is full.
     pub fn add_connection(&self, op: &'static str, connection: Connection) -> Result<Handle> {
+        self.take(op, connection, Connection::detach, |owned, connection| {
+            owned.next_connection += 1;
+            owned.connections.insert(owned.next_connection, connection);
+            owned.next_connection
+        })
+    }
+
+    /// Inserts `thing` into the table if the session admits one more handle; else lets it go
+    /// (`release`, outside the lock: closing a task may run GC handlers) and fails.
+    fn take<T>(
+        &self,
+        op: &'static str,
+        thing: T,
+        release: impl FnOnce(&T),
+        insert: impl FnOnce(&mut Owned, T) -> Handle,
+    ) -> Result<Handle> {
         let mut owned = self.owned.lock();
         if let Err(e) = self.admit(op, &owned) {
             drop(owned);
-            connection.detach();
+            release(&thing);
             return Err(e);
         }
-        owned.next_connection += 1;
-        let handle = owned.next_connection;
-        owned.connections.insert(handle, connection);
-        Ok(handle)
+        Ok(insert(&mut owned, thing))
     }
 
     /// Closes the task `handle` and forgets it (its connections stay, detached, as in the
