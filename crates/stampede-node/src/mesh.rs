@@ -81,20 +81,17 @@ fn owns_key(name: &str, incarnation: u64) -> String {
     format!("{}/owns", mesh_key(name, incarnation))
 }
 
-/// How long a node waits for a move's home node to say whether a takeover's proof is the move's.
-const OWNS_WAIT: Duration = Duration::from_secs(5);
-
 /// Asks node `from_node` (participant `from`) whether its move `id` to `to` was made by the
-/// client that presents `proof`: `false` when it says no, or does not answer within
-/// [`OWNS_WAIT`].
+/// client that presents `proof`: `false` when it says no, or does not answer within `timeout`.
 pub(crate) async fn owned_there(
     zenoh: &zenoh::Session,
     from_node: &str,
     from: Peer,
     (to, id, proof): (Peer, MoveId, MoveProof),
+    timeout: Duration,
 ) -> bool {
     let payload = postcard::to_allocvec(&(to, id, proof)).unwrap_or_default();
-    let Ok(replies) = zenoh.get(owns_key(from_node, from.incarnation)).payload(payload).timeout(OWNS_WAIT).await else {
+    let Ok(replies) = zenoh.get(owns_key(from_node, from.incarnation)).payload(payload).timeout(timeout).await else {
         return false;
     };
     match replies.recv_async().await {

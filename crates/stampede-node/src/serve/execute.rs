@@ -49,9 +49,11 @@ pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, mut op: O
             let link = shares_ts_min(node, name)?;
             // Only the client that moved the task may take the move over: its home node says
             // whether the proof is the one it handed out. Refused, nothing is declined (the move
-            // stays its owner's).
+            // stays its owner's). The question and the wait for the carry below share one bound.
+            let deadline = tokio::time::Instant::now() + TAKEOVER_WAIT;
+            let asking = deadline.saturating_duration_since(tokio::time::Instant::now());
             let owned = crate::mesh::peer_id(&from_node) == from.id
-                && crate::mesh::owned_there(&node.zenoh, &from_node, from, (to, id, proof)).await;
+                && crate::mesh::owned_there(&node.zenoh, &from_node, from, (to, id, proof), asking).await;
             if !owned {
                 let reason = format!(
                     "node {from_node:?} made no move #{id} to this node for this client (a takeover presents the proof \
@@ -67,7 +69,6 @@ pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, mut op: O
             // The move's carry reaches this node's view with its mover's next batch: the shadow
             // starts at or above it, whatever the client says.
             // So does every member's snapshot (the takeover waits for a complete view).
-            let deadline = tokio::time::Instant::now() + TAKEOVER_WAIT;
             let arrived = || link.carried(from, id).is_some() && link.read(|mesh| mesh.is_complete());
             while !arrived() && tokio::time::Instant::now() < deadline {
                 tokio::time::sleep(TAKEOVER_POLL).await;
@@ -122,7 +123,8 @@ fn header(item: Item, payloads: &mut Vec<bytes::Bytes>) -> ItemHeader {
     header
 }
 
-/// Longest wait for a move's carry to reach this node's view before its takeover is refused.
+/// Longest a takeover takes before it is refused: asking the move's home node whether the client
+/// owns it, then waiting for the move's carry to reach this node's view.
 const TAKEOVER_WAIT: Duration = Duration::from_secs(5);
 /// Between two looks for it.
 const TAKEOVER_POLL: Duration = Duration::from_millis(1);
