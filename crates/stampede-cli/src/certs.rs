@@ -43,6 +43,9 @@ pub fn node_spec(text: &str) -> Result<NodeSpec, String> {
     if hosts.is_empty() {
         return Err(format!("node {name:?} names no host: NAME=HOST[,HOST...]"));
     }
+    if let Some(bad) = hosts.iter().find(|host| !is_host(host)) {
+        return Err(format!("{bad:?} is neither an IP address nor a DNS name (letters, digits, '-' and '.')"));
+    }
     Ok(NodeSpec { name: file_name(name)?, hosts })
 }
 
@@ -158,6 +161,20 @@ fn validity(params: &mut CertificateParams, days: u32) {
     params.not_after = now + time::Duration::days(i64::from(days));
 }
 
+/// Whether `host` is an IP address (an IPv6 one in brackets or not) or a DNS name.
+fn is_host(host: &str) -> bool {
+    let dns = |h: &str| {
+        h.len() <= 253
+            && h.split('.').all(|label| {
+                (1..=63).contains(&label.len())
+                    && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+            })
+    };
+    host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>().is_ok() || dns(host)
+}
+
 /// A host as a subjectAltName: an IP address, or a DNS name.
 fn san(host: &str) -> Result<SanType, Failure> {
     if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
@@ -203,7 +220,8 @@ mod tests {
     fn node_specs_and_names_are_checked() {
         let spec = node_spec("a=127.0.0.1, localhost").unwrap();
         assert_eq!(spec, NodeSpec { name: "a".into(), hosts: vec!["127.0.0.1".into(), "localhost".into()] });
-        for bad in ["a", "a=", "../a=h", ".a=h", "a b=h", "=h"] {
+        assert!(node_spec("a=[::1],camera-host.local").is_ok());
+        for bad in ["a", "a=", "../a=h", ".a=h", "a b=h", "=h", "a=not_a_host!", "a=-x", "a=x..y"] {
             assert!(node_spec(bad).is_err(), "{bad:?}");
         }
         assert!(file_name(&"x".repeat(65)).is_err());
