@@ -25,13 +25,13 @@ mod lag;
 mod limits;
 mod reclaim;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::effects::{Effects, OpenChange};
 use crate::error::{Error, Result};
 use crate::item::{Item, Payload};
-use crate::progress::{push_move, Location};
+use crate::progress::{push_move, IdMap, Location};
 use crate::stats::{ConnectionStats, Stats};
 use crate::task::{TaskId, TaskState};
 use crate::time::{earliest, is_item_ts, show, Selector, Timestamp, INFINITY};
@@ -43,7 +43,7 @@ pub use limits::{Limits, Retention};
 pub type ConnId = u64;
 
 #[derive(Debug)]
-struct Stored {
+pub(super) struct Stored {
     payload: Payload,
     /// Consumptions still needed before the item is reclaimed early (docs/SEMANTICS.md,
     /// "Virtual time, visibility, GC": reference counts), if declared.
@@ -95,8 +95,8 @@ pub struct ChannelState {
     /// second put at the same timestamp is still rejected (runs of consecutive timestamps cost
     /// one entry; bounded, see [`Tombstones`]).
     tombstones: Tombstones,
-    inputs: HashMap<ConnId, Input>,
-    outputs: HashMap<ConnId, (TaskId, ConnectionStats)>,
+    inputs: IdMap<ConnId, Input>,
+    outputs: IdMap<ConnId, (TaskId, ConnectionStats)>,
     live_bytes: usize,
     /// With a disk tier: the timestamps of the items whose payload is still in memory (the rest
     /// are on disk). `None`: no tier, everything is in memory.
@@ -117,8 +117,8 @@ impl ChannelState {
             producers_closed: false,
             items: BTreeMap::new(),
             tombstones: Tombstones::new(),
-            inputs: HashMap::new(),
-            outputs: HashMap::new(),
+            inputs: IdMap::default(),
+            outputs: IdMap::default(),
             live_bytes: 0,
             in_memory: None,
             puts: 0,
@@ -140,10 +140,7 @@ impl ChannelState {
 
     /// Fails `Closed` once the channel is destroyed.
     pub fn check_open(&self) -> Result<()> {
-        match self.closed {
-            Some(reason) => Err(Error::Closed { name: self.name.to_string(), reason }),
-            None => Ok(()),
-        }
+        check_open(&self.name, self.closed)
     }
 
     /// Lowest timestamp stored or tombstoned, if any (lets GC skip channels with nothing to
@@ -159,7 +156,7 @@ impl ChannelState {
     }
 
     /// `put(ts, payload, refcount)` through output connection `conn` of `task` (docs/SEMANTICS.md,
-    /// "Channels"). Copy-in happened when `payload` was made.
+    /// "Channels"). Copy-in happened when `payload` was made. Its effects go into `fx`.
     pub fn put(
         &mut self,
         conn: ConnId,
@@ -167,15 +164,9 @@ impl ChannelState {
         ts: Timestamp,
         payload: Payload,
         refcount: Option<u32>,
-    ) -> Result<Effects> {
-        self.check_open()?;
-        if !is_item_ts(ts) {
-            return Err(Error::InvalidTimestamp { op: "put", name: self.name.to_string(), ts });
-        }
-        if !self.outputs.contains_key(&conn) {
-            return Err(Error::detached(&self.name));
-        }
-        task.check_put(&self.name, ts)?;
+        fx: &mut Effects,
+    ) -> Result<()> {
+        check_put(&self.name, self.closed, &self.outputs, conn, task, ts)?;
         if self.items.contains_key(&ts) || self.tombstones.contains(ts) {
             return Err(Error::DuplicateTimestamp { name: self.name.to_string(), ts });
         }
@@ -187,7 +178,6 @@ impl ChannelState {
             });
         }
         self.limits.check_room(&self.name, ts, self.items.len(), self.live_bytes, payload.len())?;
-        let mut fx = Effects::default();
         let mut holders = 0;
         let mut born_consumed = 0;
         // Items inputs with a bound on lag let go (counted as their consumptions below).
@@ -217,10 +207,10 @@ impl ChannelState {
         self.outputs.get_mut(&conn).expect("checked above").1.items += 1;
         fx.put = Some(ts);
         for ts in skipped {
-            self.count_consumption(ts, &mut fx);
+            self.count_consumption(ts, fx);
         }
-        self.reclaim_if_garbage(ts, &mut fx);
-        Ok(fx)
+        self.reclaim_if_garbage(ts, fx);
+        Ok(())
     }
 
     /// `get(selector)` on input connection `conn` (docs/SEMANTICS.md, "Channels"); the item becomes
@@ -324,7 +314,9 @@ impl ChannelState {
         if !is_item_ts(ts) {
             return Err(Error::InvalidTimestamp { op: "consume", name: self.name.to_string(), ts });
         }
-        let input = self.inputs.get(&conn).ok_or_else(|| Error::detached(&self.name))?;
+        // One lookup of the connection; the item's presence is checked against it (the
+        // error's neighbours come from it).
+        let input = self.inputs.get_mut(&conn).ok_or_else(|| Error::detached(&self.name))?;
         if !self.items.contains_key(&ts) {
             if ts < ts_min || self.tombstones.contains(ts) {
                 return Ok(());
@@ -339,7 +331,6 @@ impl ChannelState {
                 settled: false,
             });
         }
-        let input = self.inputs.get_mut(&conn).ok_or_else(|| Error::detached(&self.name))?;
         let before = input.claim();
         let was_open = input.open.remove(&ts);
         let was_unseen = !was_open && input.unseen.remove(&ts);
@@ -523,4 +514,32 @@ impl ChannelState {
     pub fn timestamps(&self) -> Vec<Timestamp> {
         self.items.keys().copied().collect()
     }
+}
+
+/// Fails `Closed` once a container is destroyed (`closed` says why).
+pub(crate) fn check_open(name: &str, closed: Option<&'static str>) -> Result<()> {
+    match closed {
+        Some(reason) => Err(Error::Closed { name: name.to_owned(), reason }),
+        None => Ok(()),
+    }
+}
+
+/// The checks a put makes first, on a channel or a queue: the container is open, `ts` is an item
+/// timestamp, `conn` is one of its output connections, and `task` may put at `ts`.
+pub(crate) fn check_put<V>(
+    name: &str,
+    closed: Option<&'static str>,
+    outputs: &IdMap<ConnId, V>,
+    conn: ConnId,
+    task: &TaskState,
+    ts: Timestamp,
+) -> Result<()> {
+    check_open(name, closed)?;
+    if !is_item_ts(ts) {
+        return Err(Error::InvalidTimestamp { op: "put", name: name.to_owned(), ts });
+    }
+    if !outputs.contains_key(&conn) {
+        return Err(Error::detached(name));
+    }
+    task.check_put(name, ts)
 }

@@ -125,6 +125,11 @@ impl Hasher for IdHasher {
     fn write_u64(&mut self, n: u64) {
         self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
+    // An enum's discriminant (a `Location`'s) is hashed as an `isize`, which the default hashes
+    // byte by byte.
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
 }
 
 /// A hash map keyed by node-unique ids, hashed with [`IdHasher`].

@@ -14,18 +14,18 @@
 //! line ([`QueueState::leave`]), passing its share on: no item is ever stranded behind a ticket
 //! nobody holds.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::channel::{ConnId, Limits};
+use crate::channel::{check_open, check_put, ConnId, Limits};
 use crate::claims::Claims;
 use crate::effects::{Effects, OpenChange};
 use crate::error::{Error, Result};
 use crate::item::{Item, Payload};
-use crate::progress::{push_move, ContainerKey, Location};
+use crate::progress::{push_move, ContainerKey, IdMap, Location};
 use crate::stats::{ConnectionStats, Stats};
 use crate::task::{TaskId, TaskState};
-use crate::time::{is_item_ts, Selector, Timestamp};
+use crate::time::{Selector, Timestamp};
 
 /// An item delivered by a queue, with the sequence number that tells it apart from other items
 /// of the same timestamp.
@@ -52,9 +52,9 @@ pub struct QueueState {
     line: VecDeque<(Ticket, ConnId)>,
     next_ticket: Ticket,
     /// Items gotten and not yet consumed, per input connection.
-    open: HashMap<ConnId, Vec<QueueItem>>,
-    inputs: HashMap<ConnId, (TaskId, ConnectionStats)>,
-    outputs: HashMap<ConnId, (TaskId, ConnectionStats)>,
+    open: IdMap<ConnId, Vec<QueueItem>>,
+    inputs: IdMap<ConnId, (TaskId, ConnectionStats)>,
+    outputs: IdMap<ConnId, (TaskId, ConnectionStats)>,
     /// Timestamps of every item not yet consumed; the minimum is the queue's claim on ts_min.
     claims: Claims,
     next_seq: u64,
@@ -75,9 +75,9 @@ impl QueueState {
             waiting: VecDeque::new(),
             line: VecDeque::new(),
             next_ticket: 0,
-            open: HashMap::new(),
-            inputs: HashMap::new(),
-            outputs: HashMap::new(),
+            open: IdMap::default(),
+            inputs: IdMap::default(),
+            outputs: IdMap::default(),
             claims: Claims::default(),
             next_seq: 0,
             live_bytes: 0,
@@ -100,10 +100,7 @@ impl QueueState {
 
     /// Fails `Closed` once the queue is destroyed.
     pub fn check_open(&self) -> Result<()> {
-        match self.closed {
-            Some(reason) => Err(Error::Closed { name: self.name.to_string(), reason }),
-            None => Ok(()),
-        }
+        check_open(&self.name, self.closed)
     }
 
     fn live_items(&self) -> usize {
@@ -111,18 +108,17 @@ impl QueueState {
     }
 
     /// Appends an item through output connection `conn` of `task` (duplicate timestamps
-    /// allowed).
-    pub fn put(&mut self, conn: ConnId, task: &TaskState, ts: Timestamp, payload: Payload) -> Result<Effects> {
-        self.check_open()?;
-        if !is_item_ts(ts) {
-            return Err(Error::InvalidTimestamp { op: "put", name: self.name.to_string(), ts });
-        }
-        if !self.outputs.contains_key(&conn) {
-            return Err(Error::detached(&self.name));
-        }
-        task.check_put(&self.name, ts)?;
+    /// allowed). Its effects go into `fx`.
+    pub fn put(
+        &mut self,
+        conn: ConnId,
+        task: &TaskState,
+        ts: Timestamp,
+        payload: Payload,
+        fx: &mut Effects,
+    ) -> Result<()> {
+        check_put(&self.name, self.closed, &self.outputs, conn, task, ts)?;
         self.limits.check_room(&self.name, ts, self.live_items(), self.live_bytes, payload.len())?;
-        let mut fx = Effects::default();
         let before = self.claims.min();
         self.claims.add(ts);
         push_move(&mut fx.claims, Location::Queue(self.key), before, self.claims.min());
@@ -132,7 +128,7 @@ impl QueueState {
         self.puts += 1;
         self.outputs.get_mut(&conn).expect("checked above").1.items += 1;
         fx.put = Some(ts);
-        Ok(fx)
+        Ok(())
     }
 
     /// Takes the oldest waiting item for `conn`; it is open there until consumed. `ticket`:
@@ -316,7 +312,7 @@ mod tests {
     }
 
     fn put(q: &mut QueueState, task: &TaskState, ts: Timestamp) {
-        q.put(20, task, ts, Payload::from(vec![ts as u8])).unwrap();
+        q.put(20, task, ts, Payload::from(vec![ts as u8]), &mut Effects::default()).unwrap();
     }
 
     /// Waiting getters are served in the order they started waiting; a fresh getter (with or

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stampede_core::{
-    ConnId, Effects, InputOptions, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp, TS_MAX,
+    ConnId, InputOptions, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp, TS_MAX,
 };
 
 use crate::disk::DiskStats;
@@ -288,7 +288,7 @@ impl ChannelOutput {
         let (_, reclaimed) = self
             .channel
             .space
-            .run(&**shared, &self.task, |s, t, _| Ok(((), s.put(self.conn, t, ts, payload.clone(), refcount)?)))?;
+            .run(&**shared, &self.task, |s, t, _, fx| s.put(self.conn, t, ts, payload.clone(), refcount, fx))?;
         shared.changed.notify();
         self.channel.reclaimed(&reclaimed);
         Ok(())
@@ -374,11 +374,10 @@ impl ChannelInput {
     /// Every item with `t0 <= ts <= t1` present and not consumed on this connection, in
     /// timestamp order; each becomes open. Never waits.
     pub fn get_range(&self, t0: Timestamp, t1: Timestamp) -> Result<Vec<Item>> {
-        let (items, _) = self.channel.space.run(&*self.channel.shared, &self.task, |s, _, _| {
-            let mut fx = Effects::default();
-            let items = s.get_range(self.conn, t0, t1, &mut fx)?;
-            Ok((items, fx))
-        })?;
+        let (items, _) = self
+            .channel
+            .space
+            .run(&*self.channel.shared, &self.task, |s, _, _, fx| s.get_range(self.conn, t0, t1, fx))?;
         Ok(items)
     }
 
@@ -386,22 +385,20 @@ impl ChannelInput {
     /// or reclaimed; `NotAvailable` for a timestamp never put.
     pub fn consume(&self, ts: Timestamp) -> Result<()> {
         let _span = trace::span(Kind::Consume, self.channel.shared.trace_name(), ts as u64, 0);
-        let (_, reclaimed) = self.channel.space.run(&*self.channel.shared, &self.task, |s, _, ts_min| {
-            let mut fx = Effects::default();
-            s.consume(self.conn, ts, ts_min, &mut fx)?;
-            Ok(((), fx))
-        })?;
+        let (_, reclaimed) = self
+            .channel
+            .space
+            .run(&*self.channel.shared, &self.task, |s, _, ts_min, fx| s.consume(self.conn, ts, ts_min, fx))?;
         self.channel.reclaimed(&reclaimed);
         Ok(())
     }
 
     /// Marks every present item `<= ts` consumed on this connection, unseen ones included.
     pub fn consume_until(&self, ts: Timestamp) -> Result<()> {
-        let (_, reclaimed) = self.channel.space.run(&*self.channel.shared, &self.task, |s, _, _| {
-            let mut fx = Effects::default();
-            s.consume_until(self.conn, ts, &mut fx)?;
-            Ok(((), fx))
-        })?;
+        let (_, reclaimed) = self
+            .channel
+            .space
+            .run(&*self.channel.shared, &self.task, |s, _, _, fx| s.consume_until(self.conn, ts, fx))?;
         self.channel.reclaimed(&reclaimed);
         Ok(())
     }
@@ -414,10 +411,8 @@ impl ChannelInput {
 
     fn try_get(&self, selector: Selector) -> Result<Item> {
         let (space, shared) = (&self.channel.space, &self.channel.shared);
-        let (item, _) = space.run(&**shared, &self.task, |s, _, ts_min| {
-            let mut fx = Effects::default();
-            let item = s.get(self.conn, selector, ts_min, || space.horizon(shared), &mut fx)?;
-            Ok((item, fx))
+        let (item, _) = space.run(&**shared, &self.task, |s, _, ts_min, fx| {
+            s.get(self.conn, selector, ts_min, || space.horizon(shared), fx)
         })?;
         Ok(item)
     }

@@ -19,6 +19,10 @@ use stampede_core::{Codec, Error, Payload, Result, Timestamp, CODEC_NAME_BYTES_M
 pub const POOL_BUFFERS_MAX: usize = 8;
 /// Smallest payload copied through the pool; smaller ones use the allocator directly.
 pub const POOL_BYTES_MIN: usize = 16 * 1024;
+/// Largest payload copied into one allocation with its reference count ([`Inline`]): a
+/// `Vec`'s bytes need a second allocation for the count the first time an item is shared (its
+/// first get).
+pub const INLINE_BYTES_MAX: usize = 64;
 
 /// A pool of payload buffers owned by one channel or queue.
 #[derive(Default)]
@@ -49,6 +53,9 @@ impl Buffers {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         // In the event log: the runtime's allocation (a buffer taken, and the bytes copied in).
         let _allocating = crate::trace::span(crate::trace::Kind::Alloc, 0, 0, len as u64);
+        if len <= INLINE_BYTES_MAX {
+            return Bytes::from_owner(Inline::of(parts, len));
+        }
         if len < POOL_BYTES_MIN {
             return Bytes::from(parts.concat());
         }
@@ -71,6 +78,33 @@ impl Buffers {
             Some(i) => free.swap_remove(i),
             None => Vec::with_capacity(len),
         }
+    }
+}
+
+/// The bytes of a small item, held in the same allocation as their reference count.
+struct Inline {
+    len: usize,
+    bytes: [u8; INLINE_BYTES_MAX],
+}
+
+impl Inline {
+    /// `parts` concatenated; their lengths sum to `len`, at most [`INLINE_BYTES_MAX`].
+    fn of(parts: &[&[u8]], len: usize) -> Inline {
+        assert!(len <= INLINE_BYTES_MAX, "an inline payload of {len} bytes");
+        let mut inline = Inline { len, bytes: [0; INLINE_BYTES_MAX] };
+        let mut at = 0;
+        for part in parts {
+            inline.bytes[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        debug_assert_eq!(at, len, "the parts' lengths sum to len");
+        inline
+    }
+}
+
+impl AsRef<[u8]> for Inline {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes[..self.len]
     }
 }
 
@@ -257,5 +291,20 @@ mod tests {
         assert_eq!(second.as_ptr(), address);
         assert_eq!(&second[..], &frame[..]);
         assert_eq!(&pool.copy(&[b"small"])[..], b"small");
+    }
+
+    /// Small payloads are copied whole, in parts, up to and across [`INLINE_BYTES_MAX`], and a
+    /// clone shares the bytes (no copy when an item is got).
+    #[test]
+    fn small_payloads_are_copied_whole_and_shared() {
+        let pool = Arc::new(Buffers::default());
+        for len in [0, 1, 8, INLINE_BYTES_MAX - 1, INLINE_BYTES_MAX, INLINE_BYTES_MAX + 1, 1000] {
+            let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let (head, tail) = data.split_at(len / 3);
+            let copy = pool.copy(&[head, &[], tail]);
+            assert_eq!(&copy[..], &data[..], "{len} bytes");
+            let got = copy.clone();
+            assert_eq!(got.as_ptr(), copy.as_ptr(), "{len} bytes: a clone shares them");
+        }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stampede_core::queue::Ticket;
-use stampede_core::{ConnId, Effects, Item, Limits, Payload, QueueItem, Result, Stats, Timestamp};
+use stampede_core::{ConnId, Item, Limits, Payload, QueueItem, Result, Stats, Timestamp};
 
 use crate::options::Info;
 use crate::payload::IntoPayload;
@@ -175,7 +175,7 @@ impl QueueOutput {
 
     fn try_put(&self, ts: Timestamp, payload: &Payload) -> Result<()> {
         let shared = &self.queue.shared;
-        self.queue.space.run(&**shared, &self.task, |s, t, _| Ok(((), s.put(self.conn, t, ts, payload.clone())?)))?;
+        self.queue.space.run(&**shared, &self.task, |s, t, _, fx| s.put(self.conn, t, ts, payload.clone(), fx))?;
         shared.changed.notify();
         Ok(())
     }
@@ -252,21 +252,15 @@ impl QueueInput {
     fn consume_at(&self, seq: Option<u64>, ts: Timestamp) -> Result<()> {
         let shared = &self.queue.shared;
         let _span = trace::span(Kind::Consume, shared.trace_name(), ts as u64, 0);
-        let (_, reclaimed) = self.queue.space.run(&**shared, &self.task, |s, _, _| {
-            let mut fx = Effects::default();
-            s.consume(self.conn, seq, ts, &mut fx)?;
-            Ok(((), fx))
-        })?;
+        let (_, reclaimed) =
+            self.queue.space.run(&**shared, &self.task, |s, _, _, fx| s.consume(self.conn, seq, ts, fx))?;
         self.queue.space.reclaimed(shared, &reclaimed);
         Ok(())
     }
 
     fn try_get(&self, ticket: Option<&mut Option<Ticket>>) -> Result<QueueItem> {
-        let (item, _) = self.queue.space.run(&*self.queue.shared, &self.task, |s, _, _| {
-            let mut fx = Effects::default();
-            let item = s.get(self.conn, ticket, &mut fx)?;
-            Ok((item, fx))
-        })?;
+        let (item, _) =
+            self.queue.space.run(&*self.queue.shared, &self.task, |s, _, _, fx| s.get(self.conn, ticket, fx))?;
         Ok(item)
     }
 }

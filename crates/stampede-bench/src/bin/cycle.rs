@@ -18,6 +18,7 @@
 //!   on one thread.
 //!
 //! Means over all cycles; `p50_ns` is the median of per-batch means (batches of 1000 cycles).
+//! `--case NAME` runs that case alone (`op:` for the per-operation timings), to profile it.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -54,7 +55,10 @@ enum Reclaim {
 }
 
 fn main() -> Result<()> {
-    let options = Options::from_args();
+    // `--case <name>`: only that case (to profile it alone; `op:` for the per-operation timings).
+    let (options, values) = Options::with_values(&["--case"]);
+    let only = values.into_iter().map(|(_, value)| value).next_back();
+    let wanted = |case: &str| only.as_deref().is_none_or(|name| case == name);
     let cycles = options.scale(1_000_000, 10_000);
     let buf = source(SMALL_BYTES, 0);
 
@@ -66,10 +70,16 @@ fn main() -> Result<()> {
         ("put+get+consume (set_vt every 1024)", Reclaim::Amortized, false),
         ("put(refcount=1)+get+consume", Reclaim::Refcount, false),
     ] {
+        if !wanted(case) {
+            continue;
+        }
         let runtime = Runtime::new();
         let _node = linked.then(|| lone_node(&runtime)).transpose()?;
         let summary = stampede_cycle(runtime, &buf, cycles, reclaim)?;
         emit(case, "stampede", &summary, Some(crossbeam.mean_ns));
+    }
+    if !wanted("op:") {
+        return Ok(());
     }
     for (op, ns) in op_breakdown(&buf, cycles)? {
         Line::new("cycle", &format!("op:{op}"), "stampede").field("mean_ns", ns).emit();

@@ -85,7 +85,9 @@ mod tests {
     }
 
     fn put(ch: &mut ChannelState, producer: &TaskState, ts: Timestamp, refcount: Option<u32>) -> Effects {
-        ch.put(OUTPUT, producer, ts, Payload::from(bytes::Bytes::from_static(b"x")), refcount).unwrap()
+        let mut fx = Effects::default();
+        ch.put(OUTPUT, producer, ts, Payload::from(bytes::Bytes::from_static(b"x")), refcount, &mut fx).unwrap();
+        fx
     }
 
     #[test]

@@ -2,16 +2,16 @@
 //! their reference count is reached or, under [`Retention::CurrentReaders`], once no connection
 //! holds them — their timestamps kept as tombstones until ts_min passes them.
 
-use crate::channel::{ChannelState, Retention};
+use crate::channel::{ChannelState, Retention, Stored};
 use crate::effects::{Effects, OpenChange};
 use crate::item::Item;
 use crate::progress::{push_move, Location};
 use crate::time::{show, Timestamp};
 
 impl ChannelState {
-    /// Reclaims every item below `ts_min` (TGC) and forgets tombstones below it. Work is
-    /// proportional to what is reclaimed.
-    pub fn reclaim_below(&mut self, ts_min: Timestamp, reclaimed: &mut Vec<Item>) {
+    /// Reclaims every item below `ts_min` (TGC) into `reclaimed` and forgets tombstones below it.
+    /// Work is proportional to what is reclaimed.
+    pub fn reclaim_below(&mut self, ts_min: Timestamp, reclaimed: &mut impl Extend<Item>) {
         debug_assert!(
             self.inputs.values().all(|input| input.claim().is_none_or(|claim| claim >= ts_min)),
             "channel \"{}\" has an unconsumed item below ts_min {}",
@@ -25,7 +25,7 @@ impl ChannelState {
             let (ts, stored) = entry.remove_entry();
             self.live_bytes -= stored.payload.len();
             self.reclaimed += 1;
-            reclaimed.push(Item { ts, payload: stored.payload });
+            reclaimed.extend([Item { ts, payload: stored.payload }]);
         }
         if let Some(in_memory) = self.in_memory.as_mut() {
             *in_memory = in_memory.split_off(&ts_min);
@@ -49,19 +49,22 @@ impl ChannelState {
                 *refs_left = refs_left.saturating_sub(1);
             }
         }
-        self.reclaim_if_garbage(ts, fx);
+        if is_garbage(self.retention, stored) {
+            self.reclaim_early(ts, fx);
+        }
     }
 
     /// Reclaims the item at `ts` early if its reference count is reached or, under
     /// [`Retention::CurrentReaders`], no connection holds it any more. Its timestamp is kept as a
     /// tombstone until ts_min passes it, so it cannot be put again.
     pub(super) fn reclaim_if_garbage(&mut self, ts: Timestamp, fx: &mut Effects) {
-        let Some(stored) = self.items.get(&ts) else { return };
-        let by_refcount = stored.refs_left == Some(0);
-        let by_readers = self.retention == Retention::CurrentReaders && stored.holders == 0;
-        if !(by_refcount || by_readers) {
-            return;
+        if self.items.get(&ts).is_some_and(|stored| is_garbage(self.retention, stored)) {
+            self.reclaim_early(ts, fx);
         }
+    }
+
+    /// Reclaims the present item at `ts` now, keeping its timestamp as a tombstone.
+    fn reclaim_early(&mut self, ts: Timestamp, fx: &mut Effects) {
         let stored = self.items.remove(&ts).expect("item present");
         if let Some(in_memory) = self.in_memory.as_mut() {
             in_memory.remove(&ts);
@@ -83,4 +86,10 @@ impl ChannelState {
         }
         fx.reclaimed.push(Item { ts, payload: stored.payload });
     }
+}
+
+/// `true` when an item's reference count is reached or, under [`Retention::CurrentReaders`], no
+/// connection holds it any more.
+fn is_garbage(retention: Retention, stored: &Stored) -> bool {
+    stored.refs_left == Some(0) || (retention == Retention::CurrentReaders && stored.holders == 0)
 }

@@ -19,35 +19,37 @@ use super::{ContainerState, Shared, Space, TaskShared};
 impl Space {
     // ---- the operation path ------------------------------------------------------------------
 
-    /// Runs `op` on a container's state with the acting task locked, then commits its effects:
-    /// the acting task's open changes and every claim update while both are locked, other tasks'
-    /// open changes after, then a GC sweep if ts_min advanced. Returns the op's value and the
-    /// items it reclaimed itself (for the caller's GC handlers).
+    /// Runs `op` on a container's state with the acting task locked (it reports its effects into
+    /// the `Effects` it is handed), then commits them: the acting task's open changes and every
+    /// claim update while both are locked, other tasks' open changes after, then a GC sweep if
+    /// ts_min advanced. Returns the op's value and the items it reclaimed itself (for the
+    /// caller's GC handlers).
     pub(crate) fn run<S: ContainerState, R>(
         &self,
         container: &Shared<S>,
         task: &TaskShared,
-        op: impl FnOnce(&mut S, &mut TaskState, Timestamp) -> Result<(R, Effects)>,
+        op: impl FnOnce(&mut S, &mut TaskState, Timestamp, &mut Effects) -> Result<R>,
     ) -> Result<(R, Vec<Item>)> {
         let mut guard = lock_traced(&container.state);
         let mut state = lock_traced(&task.state);
-        let (value, fx) = op(&mut guard, &mut state, self.ts_min())?;
-        let Effects { mut claims, opens, reclaimed, put } = fx;
+        // Filled and read in place: the effects are a few hundred bytes, not moved around.
+        let mut fx = Effects::default();
+        let value = op(&mut guard, &mut state, self.ts_min(), &mut fx)?;
         let mut others = OpenChanges::new();
-        for change in opens {
+        for change in fx.opens.drain(..) {
             if change.task == state.id() {
                 open_change(&mut state, change);
             } else {
                 others.push(change);
             }
         }
-        park_handovers(&mut claims, &others);
-        let due = self.commit(&claims, put, container.listing(&guard), Some(&state));
+        park_handovers(&mut fx.claims, &others);
+        let due = self.commit(&fx.claims, fx.put, container.listing(&guard), Some(&state));
         drop(state);
         drop(guard);
         self.apply_others(others);
         self.sweep_due(due);
-        Ok((value, reclaimed))
+        Ok((value, fx.reclaimed))
     }
 
     /// Applies one operation's claim updates, put watermark and sweep-index listing as one step;

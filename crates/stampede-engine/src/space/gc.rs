@@ -53,7 +53,8 @@ impl Space {
         let Some(due) = due else { return 0 };
         let _sweeping = crate::trace::span(crate::trace::Kind::GcSweep, 0, 0, 0);
         let mut total = 0;
-        let mut items = Vec::new();
+        // Inline: a sweep usually reclaims a frame or a few (no allocation per sweep).
+        let mut items = smallvec::SmallVec::<[Item; 4]>::new();
         for (popped, key) in due {
             let Some(ch) = self.channels.read().get(&key).cloned() else { continue };
             loop {

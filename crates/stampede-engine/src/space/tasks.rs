@@ -151,7 +151,10 @@ impl Space {
             Held::ChannelInput(ch, conn) => {
                 if let Some(ch) = ch.upgrade() {
                     // Under Retention::CurrentReaders, detaching may reclaim what only it held.
-                    if let Ok((_, items)) = self.run(&*ch, task, |s, _, _| Ok(((), s.detach_input(conn)))) {
+                    if let Ok((_, items)) = self.run(&*ch, task, |s, _, _, fx| {
+                        *fx = s.detach_input(conn);
+                        Ok(())
+                    }) {
                         self.reclaimed(&ch, &items);
                     }
                     self.forget_connection(&ch, |_| {});
@@ -165,7 +168,10 @@ impl Space {
             Held::QueueInput(q, conn) => {
                 if let Some(q) = q.upgrade() {
                     // Items it held open go back to the queue.
-                    let _ = self.run(&*q, task, |s, _, _| Ok(((), s.detach_input(conn))));
+                    let _ = self.run(&*q, task, |s, _, _, fx| {
+                        *fx = s.detach_input(conn);
+                        Ok(())
+                    });
                     self.forget_connection(&q, |_| {});
                 }
             }
