@@ -19,9 +19,8 @@ use stampede_core::{Codec, Error, Payload, Result, Timestamp, CODEC_NAME_BYTES_M
 pub const POOL_BUFFERS_MAX: usize = 8;
 /// Smallest payload copied through the pool; smaller ones use the allocator directly.
 pub const POOL_BYTES_MIN: usize = 16 * 1024;
-/// Largest payload copied into one allocation with its reference count: a
-/// `Vec`'s bytes need a second allocation for the count the first time an item is shared (its
-/// first get).
+/// Largest payload copied into one allocation with its reference count: a `Vec`'s bytes need a
+/// second allocation for the count the first time an item is shared (its first get).
 pub const INLINE_BYTES_MAX: usize = 64;
 
 /// A pool of payload buffers owned by one channel or queue.
