@@ -538,6 +538,64 @@ static void test_names_and_lookup(void) {
     stp_runtime_free(rt);
 }
 
+/* A watch reports the names under its prefix that exist, then each creation and destruction
+ * (kind, name, container kind, node), says STP_NOT_AVAILABLE when nothing came in time, and a
+ * watch waiting forever on another thread returns STP_CLOSED when its runtime closes (after the
+ * destruction of cam/left, which closing the runtime destroys). */
+struct watching {
+    stp_watch *watch;
+    int rc;
+};
+
+/* Reads events, each waiting forever, until a call fails. */
+static void *watch_forever(void *arg) {
+    struct watching *w = arg;
+    stp_watch_event ev;
+    do {
+        w->rc = stp_watch_next(w->watch, STP_FOREVER, &ev);
+    } while (w->rc == STP_OK);
+    return NULL;
+}
+
+static void test_watch(void) {
+    stp_runtime *rt = NULL;
+    OK(stp_runtime_new(&rt));
+    stp_channel *left = NULL, *other = NULL;
+    OK(stp_runtime_create_channel(rt, "cam/left", STP_UNBOUNDED, STP_UNBOUNDED, &left));
+    OK(stp_runtime_create_channel(rt, "audio", STP_UNBOUNDED, STP_UNBOUNDED, &other));
+    stp_watch *watch = NULL;
+    OK(stp_runtime_watch(rt, "cam/", &watch));
+    stp_watch_event ev;
+    OK(stp_watch_next(watch, 1000, &ev));
+    CHECK(strcmp(ev.kind, "created") == 0 && strcmp(ev.name, "cam/left") == 0);
+    CHECK(ev.container_kind == STP_KIND_CHANNEL && ev.node == NULL && ev.missed == 0);
+    stp_queue *right = NULL;
+    OK(stp_runtime_create_queue(rt, "cam/right", STP_UNBOUNDED, STP_UNBOUNDED, &right));
+    OK(stp_watch_next(watch, 1000, &ev));
+    CHECK(strcmp(ev.kind, "created") == 0 && strcmp(ev.name, "cam/right") == 0);
+    CHECK(ev.container_kind == STP_KIND_QUEUE);
+    OK(stp_queue_destroy(right));
+    OK(stp_watch_next(watch, 1000, &ev));
+    CHECK(strcmp(ev.kind, "destroyed") == 0 && strcmp(ev.name, "cam/right") == 0);
+    CHECK_RC(stp_watch_next(watch, 0, &ev), STP_NOT_AVAILABLE);
+    CHECK_RC(stp_watch_next(watch, 0, NULL), STP_INVALID_ARGUMENT);
+    CHECK_RC(stp_watch_next(NULL, 0, &ev), STP_INVALID_ARGUMENT);
+    CHECK_RC(stp_watch_next(watch, -7, &ev), STP_INVALID_ARGUMENT);
+    struct watching blocked = {.watch = watch, .rc = 12345};
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, watch_forever, &blocked) == 0);
+    sleep_ms(50);
+    OK(stp_runtime_close(rt));
+    CHECK(pthread_join(thread, NULL) == 0);
+    CHECK_RC(blocked.rc, STP_CLOSED);
+    stp_watch_free(watch);
+    stp_watch_free(NULL);
+    stp_queue_free(right);
+    stp_channel_free(left);
+    stp_channel_free(other);
+    stp_runtime_free(rt);
+}
+
 /* Spawned tasks start at or above their parent's visibility; closing a task releases its claim
  * on ts_min, which never runs ahead of 1 + the highest timestamp put. */
 static void test_tasks_and_ts_min(void) {
@@ -635,6 +693,7 @@ int main(void) {
         {"get_woken_by_put", test_get_woken_by_put},
         {"queues", test_queues},
         {"names_and_lookup", test_names_and_lookup},
+        {"watch", test_watch},
         {"tasks_and_ts_min", test_tasks_and_ts_min},
         {"a_bound_on_lag", test_a_bound_on_lag},
         {"npy_headers", test_npy_headers},

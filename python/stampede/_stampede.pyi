@@ -51,6 +51,7 @@ __all__ = [
     "PermissionDenied",
     "Storage",
     "Watch",
+    "WatchEvent",
     "connect",
     "replay",
     "span",
@@ -281,7 +282,20 @@ class Task:
 @final
 class Watch:
     def __iter__(self) -> Self: ...
-    def __next__(self) -> dict[str, Any]: ...
+    def __next__(self) -> WatchEvent: ...
+
+@final
+class WatchEvent:
+    @property
+    def kind(self) -> Literal["created", "destroyed", "node_up", "node_down", "lagged"]: ...
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def container_kind(self) -> Literal["channel", "queue"] | None: ...
+    @property
+    def node(self) -> str | None: ...
+    @property
+    def missed(self) -> int | None: ...
 
 @final
 class Dashboard:

@@ -385,20 +385,34 @@ def test_info_codec_and_placement(rt):
 
 
 def test_watch_reports_the_names_under_a_prefix(rt):
-    """watch(prefix, timeout): the names there, then each creation and destruction under it."""
+    """watch(prefix, timeout): the names there, then each creation and destruction under it, as
+    WatchEvent objects named as in docs/NODES.md (kind, name, container_kind, node, missed)."""
     rt.create_channel("camera/left")
     rt.create_channel("audio")
     watch = rt.watch("camera/", timeout=20)
-    names = (e for e in watch if e["event"] in ("created", "destroyed"))
+    names = (e for e in watch if e.kind in ("created", "destroyed"))
     node = placement(rt)
-    assert next(names) == {"event": "created", "name": "camera/left", "kind": "channel", "node": node}
+
+    def seen(event: stampede.WatchEvent) -> tuple[object, ...]:
+        return (event.kind, event.name, event.container_kind, event.node, event.missed)
+
+    first = next(names)
+    assert isinstance(first, stampede.WatchEvent)
+    assert seen(first) == ("created", "camera/left", "channel", node, None)
+    assert repr(first).startswith("WatchEvent(kind='created', name='camera/left', container_kind='channel'")
     right = rt.create_queue("camera/right")
     rt.create_channel("audio/mic")
-    assert next(names) == {"event": "created", "name": "camera/right", "kind": "queue", "node": node}
+    assert seen(next(names)) == ("created", "camera/right", "queue", node, None)
     right.destroy()
-    assert next(names) == {"event": "destroyed", "name": "camera/right", "kind": "queue", "node": node}
+    destroyed = next(names)
+    assert seen(destroyed) == ("destroyed", "camera/right", "queue", node, None)
+    assert destroyed != first
 
 
 def test_watch_ends_after_its_timeout(rt):
     """Iterating a watch ends when nothing happens for its timeout."""
-    assert [e for e in rt.watch("nothing/", timeout=0.2) if e["event"] != "node_up"] == []
+    events = list(rt.watch("nothing/", timeout=0.2))
+    assert [e for e in events if e.kind != "node_up"] == []
+    # Through a client, the watch starts with a node_up for each node reached, its own included.
+    assert all(e.name is None and e.container_kind is None and e.node for e in events)
+    assert rt.node is None or rt.node in {e.node for e in events}

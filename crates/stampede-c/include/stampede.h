@@ -139,6 +139,10 @@ typedef struct stp_runtime stp_runtime;
 // A task: the unit that holds a virtual time.
 typedef struct stp_task stp_task;
 
+// A watch on the names under a prefix (`stp_runtime_watch`). One thread at a time reads it
+// (another thread's `stp_watch_next` waits for the first to return).
+typedef struct stp_watch stp_watch;
+
 // What `stp_connect_with` is told besides the endpoint. A NULL string is absent. Start from
 // `{ .timeout_ms = STP_FOREVER }` (or a bound) and set what the node asks for.
 typedef struct stp_connect_options {
@@ -200,6 +204,21 @@ typedef struct stp_npy_layout {
   // `true` if the data is in Fortran (column-major) order.
   bool fortran_order;
 } stp_npy_layout;
+
+// One event of a watch. `kind` is what happened: `"created"`, `"destroyed"`, `"node_up"`,
+// `"node_down"` or `"lagged"`. For `"created"` and `"destroyed"`: `name` and
+// `container_kind` (`STP_KIND_CHANNEL` or `STP_KIND_QUEUE`; 0 otherwise) of the channel or
+// queue, and `node` where it lives (NULL: this process). For `"node_up"` and `"node_down"`:
+// `node`. For `"lagged"`: `missed`, how many changes the watcher missed (`stp_runtime_names`
+// tells the present). The strings stay valid until the watch's next `stp_watch_next` or its
+// `stp_watch_free`; fields that do not apply are NULL or 0.
+typedef struct stp_watch_event {
+  const char *kind;
+  const char *name;
+  int container_kind;
+  const char *node;
+  uint64_t missed;
+} stp_watch_event;
 
 #ifdef __cplusplus
 extern "C" {
@@ -740,6 +759,28 @@ int stp_runtime_on_reclaim(const struct stp_runtime *rt, stp_runtime_reclaim_fn 
 // writing `descr_capacity` bytes; `shape_out` NULL or valid for writing `shape_capacity`
 // `size_t`s; `layout_out` NULL or valid for writing a `stp_npy_layout`.
 int stp_npy_header(const uint8_t *data, size_t len, char *descr_out, size_t descr_capacity, size_t *shape_out, size_t shape_capacity, struct stp_npy_layout *layout_out);
+
+// A watch on the channels and queues under `prefix` (hierarchical, as `stp_runtime_names`:
+// `""` selects all), written to `*out`; free it with `stp_watch_free`. Remotely
+// `STP_UNREACHABLE` when the node cannot be reached.
+//
+// # Safety
+// `rt` is NULL or live; `prefix` NULL or NUL-terminated; `out` NULL or valid for a write.
+int stp_runtime_watch(const struct stp_runtime *rt, const char *prefix, struct stp_watch **out);
+
+// The next event, written to `*event`, waiting at most `timeout_ms` (`STP_FOREVER`: as long as
+// it takes; 0: not at all). `STP_NOT_AVAILABLE` when none came in time (call again),
+// `STP_CLOSED` once the runtime closed; `*event` is then left as it was.
+//
+// # Safety
+// `watch` is NULL or live; `event` NULL or valid for a write.
+int stp_watch_next(const struct stp_watch *watch, int64_t timeout_ms, struct stp_watch_event *event);
+
+// Ends a watch and frees it (NULL is a no-op); the strings of its last event go with it.
+//
+// # Safety
+// `watch` is NULL or a live watch, not used afterwards (and no call on it is in progress).
+void stp_watch_free(struct stp_watch *watch);
 
 #ifdef __cplusplus
 }  // extern "C"

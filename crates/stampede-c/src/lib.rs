@@ -19,6 +19,8 @@
 //! - [`item`] — `stp_item`, the zero-copy read-only view of an item, and `stp_items` lists.
 //! - [`reclaim`] — GC handlers written in C.
 //! - [`npy`] — `stp_npy_header`: `.npy` headers decoded by `stampede::npy`.
+//! - [`watch`] — `stp_watch`: the name service's events (names created and destroyed, nodes up
+//!   and down).
 //!
 //! # The contract every function keeps
 //!
@@ -61,6 +63,8 @@ pub mod reclaim;
 
 pub mod npy;
 
+pub mod watch;
+
 #[cfg(test)]
 mod header;
 #[cfg(test)]
@@ -85,4 +89,5 @@ const _: () = {
     shared::<task::stp_task>();
     shared::<item::stp_item>();
     shared::<item::stp_items>();
+    shared::<watch::stp_watch>();
 };

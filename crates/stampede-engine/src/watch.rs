@@ -110,7 +110,11 @@ impl NameFeed {
 pub fn snapshot(names: impl IntoIterator<Item = (String, &'static str)>, node: Option<&str>) -> Vec<WatchEvent> {
     names
         .into_iter()
-        .map(|(name, kind)| WatchEvent::Created { name, kind: kind.to_owned(), node: node.map(str::to_owned) })
+        .map(|(name, kind)| WatchEvent::Created {
+            name,
+            container_kind: kind.to_owned(),
+            node: node.map(str::to_owned),
+        })
         .collect()
 }
 

@@ -404,14 +404,15 @@ pub extern "system" fn Java_org_stampede_Native_watchNext(
                 Some(Err(e)) => return Err(e.into()),
             }
         };
+        // `WatchEvent.of`'s order: kind, name, container kind, node, missed.
+        let kind = Some(event.kind().to_owned());
         let fields: [Option<String>; 5] = match event {
-            WatchEvent::Created { name, kind, node } => [Some("created".into()), Some(name), Some(kind), node, None],
-            WatchEvent::Destroyed { name, kind, node } => {
-                [Some("destroyed".into()), Some(name), Some(kind), node, None]
+            WatchEvent::Created { name, container_kind, node }
+            | WatchEvent::Destroyed { name, container_kind, node } => {
+                [kind, Some(name), Some(container_kind), node, None]
             }
-            WatchEvent::NodeUp { node } => [Some("node_up".into()), None, None, Some(node), None],
-            WatchEvent::NodeDown { node } => [Some("node_down".into()), None, None, Some(node), None],
-            WatchEvent::Lagged { missed } => [Some("lagged".into()), None, None, None, Some(missed.to_string())],
+            WatchEvent::NodeUp { node } | WatchEvent::NodeDown { node } => [kind, None, None, Some(node), None],
+            WatchEvent::Lagged { missed } => [kind, None, None, None, Some(missed.to_string())],
         };
         let array = env.new_object_array(5, "java/lang/String", JObject::null())?;
         for (i, field) in fields.iter().enumerate() {

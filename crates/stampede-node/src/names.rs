@@ -44,11 +44,11 @@ impl Names {
                     Err(_) => return, // the runtime closed
                 };
                 let event = match event {
-                    WatchEvent::Created { name, kind, .. } => {
-                        WatchEvent::Created { name, kind, node: Some(node.clone()) }
+                    WatchEvent::Created { name, container_kind, .. } => {
+                        WatchEvent::Created { name, container_kind, node: Some(node.clone()) }
                     }
-                    WatchEvent::Destroyed { name, kind, .. } => {
-                        WatchEvent::Destroyed { name, kind, node: Some(node.clone()) }
+                    WatchEvent::Destroyed { name, container_kind, .. } => {
+                        WatchEvent::Destroyed { name, container_kind, node: Some(node.clone()) }
                     }
                     other => other,
                 };

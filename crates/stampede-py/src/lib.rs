@@ -19,7 +19,7 @@
 //!   connections.
 //! - [`reclaim`] — GC handlers written in Python, and the count of their exceptions.
 //! - [`pacer`] — `Pacer`.
-//! - [`watch`] — `Watch`: the name service's events as an iterator.
+//! - [`watch`] — `Watch`: the name service's events as an iterator of `WatchEvent`s.
 //! - [`dashboard`] — `Dashboard`: the live web dashboard of a runtime (`stampede-dashboard`).
 //! - [`record`] — `Recorder` and `replay`: MCAP recordings (`stampede-record`).
 //! - [`trace`] — `span` and `trace_flush`: the event log (`stampede::trace`).
@@ -69,6 +69,7 @@ fn _stampede(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<join::Matched>()?;
     m.add_class::<join::JoinStream>()?;
     m.add_class::<watch::Watch>()?;
+    m.add_class::<watch::WatchEvent>()?;
     m.add_class::<dashboard::Dashboard>()?;
     m.add_class::<record::Recorder>()?;
     m.add_function(wrap_pyfunction!(record::replay, m)?)?;

@@ -1,19 +1,16 @@
 //! `Watch`: iterating over the name service's events (docs/NODES.md, "The name service";
-//! `stampede::watch`).
+//! `stampede::watch`), each a `WatchEvent`.
 
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
-use stampede::WatchEvent;
 
 use crate::wait;
 
 /// The names under a prefix — those that exist, then each creation and destruction — and,
-/// through a client, nodes up and down. Each event is a dict: `event` ("created", "destroyed",
-/// "node_up", "node_down", "lagged"), and `name`, `kind`, `node` or `missed`. Iteration ends
-/// when nothing happens for the watch's timeout, or the runtime closes.
+/// through a client, nodes up and down, as `WatchEvent`s. Iteration ends when nothing happens for
+/// the watch's timeout, or the runtime closes.
 #[pyclass(module = "stampede._stampede", frozen)]
 pub(crate) struct Watch {
     inner: Mutex<stampede::Watch>,
@@ -32,9 +29,9 @@ impl Watch {
         slf
     }
 
-    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<WatchEvent>> {
         match wait::blocking(py, self.timeout, |slice| self.inner.lock().next_event(slice)) {
-            Ok(event) => Ok(Some(event_dict(py, event)?)),
+            Ok(event) => Ok(Some(WatchEvent::from(event))),
             Err(e) if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) => Err(e),
             // Nothing within the timeout, or the runtime closed: the iteration ends.
             Err(_) => Ok(None),
@@ -42,24 +39,54 @@ impl Watch {
     }
 }
 
-fn event_dict(py: Python<'_>, event: WatchEvent) -> PyResult<Bound<'_, PyDict>> {
-    let dict = PyDict::new(py);
-    let what = match &event {
-        WatchEvent::Created { .. } => "created",
-        WatchEvent::Destroyed { .. } => "destroyed",
-        WatchEvent::NodeUp { .. } => "node_up",
-        WatchEvent::NodeDown { .. } => "node_down",
-        WatchEvent::Lagged { .. } => "lagged",
-    };
-    dict.set_item("event", what)?;
-    match event {
-        WatchEvent::Created { name, kind, node } | WatchEvent::Destroyed { name, kind, node } => {
-            dict.set_item("name", name)?;
-            dict.set_item("kind", kind)?;
-            dict.set_item("node", node)?;
+/// One event of a watch: `kind` — what happened: "created", "destroyed", "node_up", "node_down"
+/// or "lagged" —, `name` and `container_kind` ("channel" or "queue") of the channel or queue
+/// created or destroyed, `node` (where it lives, or the node that came up or went down; `None`:
+/// this process), and `missed` (how many changes a lagged watcher missed; `names()` tells the
+/// present). Fields that do not apply are `None`.
+#[pyclass(module = "stampede._stampede", frozen, eq)]
+#[derive(PartialEq)]
+pub(crate) struct WatchEvent {
+    #[pyo3(get)]
+    kind: &'static str,
+    #[pyo3(get)]
+    name: Option<String>,
+    #[pyo3(get)]
+    container_kind: Option<String>,
+    #[pyo3(get)]
+    node: Option<String>,
+    #[pyo3(get)]
+    missed: Option<u64>,
+}
+
+#[pymethods]
+impl WatchEvent {
+    /// `WatchEvent(kind='created', name='camera/left', …)`: the fields that apply, each as Python
+    /// writes it.
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let text = [("name", &self.name), ("container_kind", &self.container_kind), ("node", &self.node)];
+        let mut fields = vec![format!("kind={}", pyo3::types::PyString::new(py, self.kind).repr()?)];
+        for (field, value) in text {
+            if let Some(value) = value {
+                fields.push(format!("{field}={}", pyo3::types::PyString::new(py, value).repr()?));
+            }
         }
-        WatchEvent::NodeUp { node } | WatchEvent::NodeDown { node } => dict.set_item("node", node)?,
-        WatchEvent::Lagged { missed } => dict.set_item("missed", missed)?,
+        fields.extend(self.missed.map(|missed| format!("missed={missed}")));
+        Ok(format!("WatchEvent({})", fields.join(", ")))
     }
-    Ok(dict)
+}
+
+impl From<stampede::WatchEvent> for WatchEvent {
+    fn from(event: stampede::WatchEvent) -> WatchEvent {
+        use stampede::WatchEvent::*;
+        let kind = event.kind();
+        let none = WatchEvent { kind, name: None, container_kind: None, node: None, missed: None };
+        match event {
+            Created { name, container_kind, node } | Destroyed { name, container_kind, node } => {
+                WatchEvent { name: Some(name), container_kind: Some(container_kind), node, ..none }
+            }
+            NodeUp { node } | NodeDown { node } => WatchEvent { node: Some(node), ..none },
+            Lagged { missed } => WatchEvent { missed: Some(missed), ..none },
+        }
+    }
 }

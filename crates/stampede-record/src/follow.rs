@@ -295,7 +295,9 @@ impl Watching {
         for (watch, selector) in self.watches.iter_mut().zip(&self.names) {
             loop {
                 match watch.next_event(Some(Duration::ZERO)) {
-                    Ok(WatchEvent::Created { name, kind, .. }) if kind == "channel" => created.push(name),
+                    Ok(WatchEvent::Created { name, container_kind, .. }) if container_kind == "channel" => {
+                        created.push(name)
+                    }
                     Ok(WatchEvent::Lagged { .. }) => relist.push(selector.clone()),
                     Ok(_) => {}
                     Err(Error::NotAvailable { .. } | Error::Closed { .. } | Error::Unreachable { .. }) => break,

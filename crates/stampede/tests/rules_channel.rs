@@ -473,13 +473,20 @@ fn watch_reports_the_names_under_a_prefix() {
         }
     };
     let node = configuration::placement(&rt);
-    let created =
-        |name: &str, kind: &str| WatchEvent::Created { name: name.into(), kind: kind.into(), node: node.clone() };
+    let created = |name: &str, kind: &str| WatchEvent::Created {
+        name: name.into(),
+        container_kind: kind.into(),
+        node: node.clone(),
+    };
     assert_eq!(next(), created("camera/left", "channel"));
     let right = rt.create_queue("camera/right", Limits::unbounded()).unwrap();
     rt.create_channel("audio/mic", Limits::unbounded()).unwrap();
     assert_eq!(next(), created("camera/right", "queue"));
     right.destroy().unwrap();
-    let destroyed = WatchEvent::Destroyed { name: "camera/right".into(), kind: "queue".into(), node: node.clone() };
-    assert_eq!(next(), destroyed);
+    let destroyed =
+        WatchEvent::Destroyed { name: "camera/right".into(), container_kind: "queue".into(), node: node.clone() };
+    let event = next();
+    assert_eq!(event, destroyed);
+    // What happened, named as every language names it.
+    assert_eq!((created("x", "channel").kind(), event.kind()), ("created", "destroyed"));
 }

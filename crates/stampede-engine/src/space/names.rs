@@ -33,7 +33,7 @@ impl Space {
         let kind = entry.kind();
         names.insert(name.to_owned(), entry);
         // Recorded under the names lock, so a watcher's snapshot and the log agree.
-        self.name_log.record(WatchEvent::Created { name: name.to_owned(), kind: kind.into(), node: None });
+        self.name_log.record(WatchEvent::Created { name: name.to_owned(), container_kind: kind.into(), node: None });
         Ok(())
     }
 
@@ -62,7 +62,8 @@ impl Space {
         let entry = {
             let mut names = self.names.write();
             let entry = names.remove(name).ok_or_else(|| Error::NotFound { name: name.to_owned() })?;
-            let destroyed = WatchEvent::Destroyed { name: name.to_owned(), kind: entry.kind().into(), node: None };
+            let destroyed =
+                WatchEvent::Destroyed { name: name.to_owned(), container_kind: entry.kind().into(), node: None };
             self.name_log.record(destroyed);
             entry
         };

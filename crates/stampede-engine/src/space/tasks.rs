@@ -201,7 +201,11 @@ impl Space {
         }
         let entries: Vec<(String, Entry)> = std::mem::take(&mut *self.names.write()).into_iter().collect();
         for (name, entry) in &entries {
-            self.name_log.record(WatchEvent::Destroyed { name: name.clone(), kind: entry.kind().into(), node: None });
+            self.name_log.record(WatchEvent::Destroyed {
+                name: name.clone(),
+                container_kind: entry.kind().into(),
+                node: None,
+            });
         }
         // Watchers wake to find the runtime closed once the log says so.
         self.name_log.signal.notify();

@@ -684,11 +684,19 @@ class ApiTest {
     void watchReportsNames() throws Exception {
         rt.createChannel("w/a");
         try (Watch watch = rt.watch("w/", Duration.ofMillis(100))) {
-            assertEquals("created", watch.next().orElseThrow().event());
-            rt.createQueue("w/b");
+            WatchEvent existing = watch.next().orElseThrow();
+            assertEquals("created", existing.kind());
+            assertEquals(java.util.Optional.of("w/a"), existing.name());
+            assertEquals(java.util.Optional.of("channel"), existing.containerKind());
+            Queue queue = rt.createQueue("w/b");
             WatchEvent created = watch.next().orElseThrow();
+            assertEquals("created", created.kind());
             assertEquals(java.util.Optional.of("w/b"), created.name());
-            assertEquals(java.util.Optional.of("queue"), created.kind());
+            assertEquals(java.util.Optional.of("queue"), created.containerKind());
+            queue.destroy();
+            WatchEvent destroyed = watch.next().orElseThrow();
+            assertEquals("destroyed", destroyed.kind());
+            assertEquals(java.util.Optional.of("w/b"), destroyed.name());
             assertTrue(watch.next().isEmpty());
         }
     }
