@@ -361,6 +361,8 @@ class Runtime:
         name: str | None = None,
         liveliness_timeout: float | None = None,
         max_payload_bytes: int | None = None,
+        max_live_bytes: int | None = None,
+        max_session_live_bytes: int | None = None,
         tls_certificate: str | os.PathLike[str] | None = None,
         tls_private_key: str | os.PathLike[str] | None = None,
         tls_root_ca: str | os.PathLike[str] | None = None,

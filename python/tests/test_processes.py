@@ -211,6 +211,26 @@ def test_an_embedded_runtime_serves_another_process(tmp_path):
         stampede.Runtime(name="app")  # serving options without an endpoint
 
 
+def test_a_session_flooding_a_node_meets_its_byte_budget(tmp_path):
+    """max_live_bytes / max_session_live_bytes (docs/LIMITS.md, "Byte budgets"): a session putting
+    into a channel nobody reads gets Full naming its budget, and stats() show use against budget."""
+    endpoint = f"unixsock-stream/{tmp_path}/budget.sock"
+    node_budget, session_budget = 4 << 20, 1 << 20
+    with stampede.Runtime(
+        listen=endpoint, name="n", max_live_bytes=node_budget, max_session_live_bytes=session_budget
+    ) as node:
+        with stampede.connect(endpoint, timeout=NODE_START_S) as rt:
+            out = rt.task(0).attach_output(rt.create_channel("flood"))
+            payload = bytes(64 * 1024)
+            with pytest.raises(stampede.Full, match="max_session_live_bytes"):
+                for ts in range(100):
+                    out.put(ts, payload, timeout=0.2)
+            stats = rt.stats()
+            assert (stats["session_live_bytes"], stats["max_session_live_bytes"]) == (session_budget, session_budget)
+            assert (stats["live_bytes"], stats["max_live_bytes"]) == (session_budget, node_budget)
+        assert node.stats()["max_live_bytes"] is None, "the embedded runtime's own puts are not budgeted"
+
+
 def test_a_camera_killed_and_restarted_reaches_a_display_that_was_never_restarted(endpoint):
     """A producer can always join (docs/SEMANTICS.md, "Virtual time, visibility, GC"): a display at
     INFINITY connects first; a camera process connects later at virtual time 0 and its frames

@@ -64,6 +64,15 @@ enum Command {
         /// Largest payload of one put.
         #[arg(long, value_name = "BYTES", default_value_t = PAYLOAD_BYTES_MAX_DEFAULT)]
         max_payload_bytes: usize,
+        /// Live payload bytes all clients' puts may hold together; at the limit a put waits for
+        /// room, then fails Full naming the budget [default: half of the lower of the machine's
+        /// memory and its cgroup's limit, printed at start].
+        #[arg(long, value_name = "BYTES")]
+        max_live_bytes: Option<u64>,
+        /// Live payload bytes one client session's puts may hold [default: a quarter of
+        /// --max-live-bytes].
+        #[arg(long, value_name = "BYTES")]
+        max_session_live_bytes: Option<u64>,
         /// Also serve a live web dashboard of the node on this port (0: any free port); prints
         /// `dashboard on <url>`.
         #[arg(long, value_name = "PORT")]
@@ -290,6 +299,8 @@ fn main() -> ExitCode {
             name,
             liveliness_timeout,
             max_payload_bytes,
+            max_live_bytes,
+            max_session_live_bytes,
             dashboard,
             page,
             tls,
@@ -304,6 +315,8 @@ fn main() -> ExitCode {
             name,
             liveliness_timeout: Duration::from_secs_f64(liveliness_timeout),
             payload_bytes_max: max_payload_bytes,
+            max_live_bytes,
+            max_session_live_bytes,
             dashboard: dashboard.map(|port| (port, page)),
             tls: tls.options(),
             mesh_ts_min,

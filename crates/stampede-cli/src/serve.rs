@@ -24,6 +24,9 @@ pub struct Options {
     pub name: String,
     pub liveliness_timeout: Duration,
     pub payload_bytes_max: usize,
+    /// The byte budgets ([`NodeOptions::max_live_bytes`], [`NodeOptions::max_session_live_bytes`]).
+    pub max_live_bytes: Option<u64>,
+    pub max_session_live_bytes: Option<u64>,
     /// Serve a dashboard of the node's runtime on this port (0: any free port), and what it shows.
     pub dashboard: Option<(u16, crate::dashboard::Page)>,
     /// Certificates for the tls/ endpoints.
@@ -49,6 +52,8 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             connect: options.connect,
             liveliness_timeout: options.liveliness_timeout,
             payload_bytes_max: options.payload_bytes_max,
+            max_live_bytes: options.max_live_bytes,
+            max_session_live_bytes: options.max_session_live_bytes,
             tls: options.tls,
             mesh_ts_min: options.mesh_ts_min,
             access,

@@ -64,7 +64,7 @@ pub use pacer::{Pace, PaceRule};
 pub use participant::{Participant, Settled};
 pub use progress::{ContainerKey, IdMap, Location, Progress, Refusal, Update, Updates};
 pub use queue::{QueueItem, QueueState};
-pub use stats::{ConnectionStats, Stats};
+pub use stats::{BudgetUse, ConnectionStats, Stats};
 pub use task::{TaskId, TaskState};
 pub use time::{Selector, Timestamp, INFINITY, TS_MAX};
 pub use watch::WatchEvent;

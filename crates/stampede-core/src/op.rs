@@ -18,7 +18,7 @@
 use crate::channel::Retention;
 use crate::graph::Graph;
 use crate::mesh::Peer;
-use crate::stats::Stats;
+use crate::stats::{BudgetUse, Stats};
 use crate::time::{Selector, Timestamp};
 
 /// Identifies a task, connection or container within one session.
@@ -326,6 +326,8 @@ pub enum Outcome<I> {
         ts_min: Timestamp,
         containers: u64,
         claims: u64,
+        /// The calling session's byte budget and its node's (`None`: not budgeted).
+        budget: Option<BudgetUse>,
     },
     Count(u64),
     Graph(Graph),
@@ -365,8 +367,8 @@ impl<I> Outcome<I> {
                 Outcome::Settledness { settled_below, producers_closed }
             }
             Outcome::Stats(stats) => Outcome::Stats(stats),
-            Outcome::RuntimeStats { ts_min, containers, claims } => {
-                Outcome::RuntimeStats { ts_min, containers, claims }
+            Outcome::RuntimeStats { ts_min, containers, claims, budget } => {
+                Outcome::RuntimeStats { ts_min, containers, claims, budget }
             }
             Outcome::Count(n) => Outcome::Count(n),
             Outcome::Graph(graph) => Outcome::Graph(graph),

@@ -44,3 +44,18 @@ pub struct ConnectionStats {
     /// reclaimed early by other readers' reference counts.
     pub skipped: u64,
 }
+
+/// Live payload bytes charged to byte budgets, against their maximums: through a node, the
+/// calling session's budget and its node's (docs/LIMITS.md, "Byte budgets").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct BudgetUse {
+    /// Live bytes charged to the node, from every session.
+    pub node_live_bytes: u64,
+    /// The node's budget (`max_live_bytes`).
+    pub node_max_bytes: u64,
+    /// Live bytes charged to the session.
+    pub session_live_bytes: u64,
+    /// The session's budget (`max_session_live_bytes`).
+    pub session_max_bytes: u64,
+}

@@ -139,6 +139,7 @@ impl Sampler {
             refresh_ms: self.refresh.as_millis() as u64,
             clients: self.clients.load(Ordering::Relaxed),
             image: self.image_state(),
+            budget: self.runtime.stats().budget,
         };
         let snapshot = build(graph, &mut self.rates, context);
         serde_json::to_string(&snapshot)

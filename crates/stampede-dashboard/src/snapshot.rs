@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Serialize, Serializer};
-use stampede::{ConnectionKind, Graph, Timestamp, INFINITY};
+use stampede::{BudgetUse, ConnectionKind, Graph, Timestamp, INFINITY};
 
 use crate::image::OverlayBox;
 use crate::ROWS_MAX;
@@ -59,6 +59,8 @@ pub(crate) struct Snapshot {
     pub channels: Vec<ChannelRow>,
     /// `null` when no image channel is configured.
     pub image: Option<ImageState>,
+    /// Through a node: its byte budget's use and this session's (`null` embedded).
+    pub budget: Option<BudgetUse>,
 }
 
 #[derive(Serialize)]
@@ -226,6 +228,7 @@ pub(crate) fn build(graph: Result<Graph, String>, rates: &mut Rates, context: Co
         tasks,
         channels,
         image: context.image,
+        budget: context.budget,
     }
 }
 
@@ -238,6 +241,7 @@ pub(crate) struct Context {
     pub refresh_ms: u64,
     pub clients: usize,
     pub image: Option<ImageState>,
+    pub budget: Option<BudgetUse>,
 }
 
 fn counters(graph: &Graph) -> HashMap<Counter, u64> {

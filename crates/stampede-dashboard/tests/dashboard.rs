@@ -380,6 +380,11 @@ fn a_dashboard_of_a_remote_runtime() {
         let s = snapshot_when(dashboard.address(), "the remote frame", |s| s["image"]["ts"] == 4);
         assert_eq!(s["node"], "node");
         assert_eq!(channel(&s, "camera")["puts"], 1);
+        // Through a node: the byte budgets' use against the budgets (the node's own puts are not
+        // charged, so nothing is live in them).
+        let budget = &s["budget"];
+        assert!(budget["node_max_bytes"].as_u64().is_some_and(|max| max > 0), "{budget}");
+        assert_eq!(budget["session_live_bytes"], 0);
         dashboard.close();
         remote.close();
         node.close();

@@ -92,6 +92,12 @@ function onSnapshot(s) {
   $("node").textContent = s.node ? "node " + s.node : "embedded runtime";
   $("ts-min").textContent = fmtTs(s.ts_min);
   $("held-by").textContent = s.held_by.length ? s.held_by.join("; ") : "nothing";
+  // Through a node: its byte budget's use (and this session's), against the budgets.
+  const b = s.budget;
+  $("budget").textContent = b
+    ? `node ${fmtBytes(b.node_live_bytes)} of ${fmtBytes(b.node_max_bytes)}, ` +
+      `this session ${fmtBytes(b.session_live_bytes)} of ${fmtBytes(b.session_max_bytes)}`
+    : "not budgeted (embedded)";
   $("task-count").textContent = String(s.tasks.length);
   $("channel-count").textContent = String(s.channels.length) + (s.truncated ? " (truncated)" : "");
   $("clients").textContent = String(s.clients);

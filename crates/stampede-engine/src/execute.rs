@@ -9,13 +9,14 @@
 //! `InvalidArgument`: the node runs those itself.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use stampede_core::{
     Codec, ContainerInfo, Error, Handle, InputOptions, Item, Limits, Op, Outcome, Payload, QueueItem, Result,
 };
 
+use crate::budget::{Charge, SessionBudget};
 use crate::payload::{Buffers, IntoPayload, Parts};
 use crate::session::{Admission, Connection, Right, Session};
 use crate::{ChannelOptions, Container, Info, PutOptions, QueueOptions, Runtime};
@@ -44,6 +45,8 @@ impl Body<'_> {
 struct Incoming<'a> {
     body: Body<'a>,
     codec: Codec,
+    /// What the session's budget charged for it (carried by the payload's bytes).
+    charge: Option<Charge>,
 }
 
 impl IntoPayload for Incoming<'_> {
@@ -52,9 +55,13 @@ impl IntoPayload for Incoming<'_> {
     }
 
     fn into_payload(self, buffers: &Arc<Buffers>) -> Payload {
-        match self.body {
+        let payload = match self.body {
             Body::Inline(bytes) => Parts { parts: &[bytes], codec: self.codec }.into_payload(buffers),
             Body::Passed(data) => Payload { data, codec: self.codec },
+        };
+        match self.charge {
+            Some(charge) => Payload { data: charge.carried_by(payload.data), codec: payload.codec },
+            None => payload,
         }
     }
 }
@@ -177,8 +184,10 @@ impl Runtime {
                     return Err(not_a(session, name, connection, "channel output"));
                 };
                 session.check_payload(out.channel().name(), ts, body.len())?;
-                let payload = Incoming { body, codec: Codec::from_name(&codec) };
-                out.put_async(ts, payload, PutOptions { refcount, timeout: Some(micros(wait_us)) }).await?;
+                let deadline = Deadline::after(micros(wait_us));
+                let charge = session.charge(out.channel().name(), ts, body.len(), deadline.left()).await?;
+                let payload = Incoming { body, codec: Codec::from_name(&codec), charge };
+                out.put_async(ts, payload, PutOptions { refcount, timeout: Some(deadline.left()) }).await?;
                 Outcome::Done
             }
             Op::Get { connection, selector, wait_us } => {
@@ -201,8 +210,10 @@ impl Runtime {
                     return Err(not_a(session, name, connection, "queue output"));
                 };
                 session.check_payload(out.queue().name(), ts, body.len())?;
-                let payload = Incoming { body, codec: Codec::from_name(&codec) };
-                out.put_async(ts, payload, Some(micros(wait_us))).await?;
+                let deadline = Deadline::after(micros(wait_us));
+                let charge = session.charge(out.queue().name(), ts, body.len(), deadline.left()).await?;
+                let payload = Incoming { body, codec: Codec::from_name(&codec), charge };
+                out.put_async(ts, payload, Some(deadline.left())).await?;
                 Outcome::Done
             }
             Op::QueueGet { connection, wait_us } => {
@@ -279,6 +290,7 @@ impl Runtime {
                     ts_min: stats.ts_min,
                     containers: stats.containers as u64,
                     claims: stats.claims as u64,
+                    budget: session.budget().map(SessionBudget::usage),
                 }
             }
             Op::Collect => Outcome::Count(self.collect() as u64),
@@ -349,6 +361,20 @@ fn too_large(op: &'static str, name: &str) -> Error {
 
 fn micros(wait_us: u64) -> Duration {
     Duration::from_micros(wait_us)
+}
+
+/// A put's wait: the budget's wait for room and the container's share it.
+struct Deadline(Option<Instant>);
+
+impl Deadline {
+    fn after(wait: Duration) -> Deadline {
+        Deadline(Instant::now().checked_add(wait))
+    }
+
+    /// What is left of the wait (all of it, for one too long to be a deadline).
+    fn left(&self) -> Duration {
+        self.0.map_or(Duration::MAX, |deadline| deadline.saturating_duration_since(Instant::now()))
+    }
 }
 
 #[cfg(test)]

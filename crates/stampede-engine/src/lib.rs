@@ -20,6 +20,7 @@
 //! - `execute` (private) — [`Runtime::execute`]: one [`Op`](stampede_core::Op) of a [`Session`]
 //!   run as the typed calls, its [`Outcome`](stampede_core::Outcome) returned; [`Body`], a put's
 //!   payload beside its op.
+//! - [`budget`] — byte budgets: the live payload bytes a node's sessions may hold, each and all.
 //! - [`session`] — [`Session`]: what one caller of `execute` holds under handles, with its bounds;
 //!   [`Admission`]: its rights.
 //! - [`channel`] — [`Channel`], [`ChannelOutput`] and [`ChannelInput`]; [`queue`] — [`Queue`]
@@ -39,6 +40,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod budget;
 pub mod channel;
 pub mod disk;
 mod execute;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use stampede_core::{Codec, Limits, Retention, Timestamp};
+use stampede_core::{BudgetUse, Codec, Limits, Retention, Timestamp};
 
 use crate::disk::DiskTier;
 
@@ -97,4 +97,7 @@ pub struct RuntimeStats {
     pub containers: usize,
     /// Claims on ts_min held (tasks plus channels and queues with unconsumed items).
     pub claims: usize,
+    /// Through a node: the session's byte budget and the node's, their live bytes against their
+    /// maximums (`None` embedded, where nothing is budgeted).
+    pub budget: Option<BudgetUse>,
 }

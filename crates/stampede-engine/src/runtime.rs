@@ -216,6 +216,7 @@ impl Runtime {
             ts_min: self.space.ts_min(),
             containers: self.space.entries().len(),
             claims: self.space.claim_count(),
+            budget: None,
         }
     }
 

@@ -12,9 +12,11 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
-use stampede_core::{Error, Handle, Result};
+use stampede_core::{Error, Handle, Result, Timestamp};
 
+use crate::budget::{Charge, SessionBudget};
 use crate::sync::{Mutex, MutexGuard};
 use crate::{ChannelInput, ChannelOutput, Container, QueueInput, QueueOutput, Task};
 
@@ -98,6 +100,8 @@ pub struct Session {
     handles_max: usize,
     /// Largest payload one put of the session may carry.
     payload_bytes_max: usize,
+    /// The live payload bytes its puts may hold, and its node's (`None`: not budgeted).
+    budget: Option<SessionBudget>,
     owned: Mutex<Owned>,
 }
 
@@ -121,7 +125,30 @@ impl Session {
     /// An empty session `id` holding at most `handles_max` handles, its puts at most
     /// `payload_bytes_max` bytes each.
     pub fn new(id: String, handles_max: usize, payload_bytes_max: usize) -> Session {
-        Session { id, handles_max, payload_bytes_max, owned: Mutex::default() }
+        Session { id, handles_max, payload_bytes_max, budget: None, owned: Mutex::default() }
+    }
+
+    /// This session with its puts charged to `budget` (docs/LIMITS.md, "Byte budgets").
+    pub fn with_budget(self, budget: SessionBudget) -> Session {
+        Session { budget: Some(budget), ..self }
+    }
+
+    /// Its budget, if it has one.
+    pub fn budget(&self) -> Option<&SessionBudget> {
+        self.budget.as_ref()
+    }
+
+    /// Charges a put of `bytes` at `ts` into `name` to the session's budget, waiting up to
+    /// `timeout` for room (`None` without a budget); `Full` naming the budget when none came.
+    pub(crate) async fn charge(
+        &self,
+        name: &str,
+        ts: Timestamp,
+        bytes: usize,
+        timeout: Duration,
+    ) -> Result<Option<Charge>> {
+        let Some(budget) = &self.budget else { return Ok(None) };
+        crate::wait::asynchronous(budget.freed(), Some(timeout), || budget.charge(name, ts, bytes)).await.map(Some)
     }
 
     /// The task `handle` of this session.
@@ -251,7 +278,7 @@ impl Session {
     }
 
     /// Refuses a payload above the session's bound as a put of an item that can never fit.
-    pub(crate) fn check_payload(&self, name: &str, ts: stampede_core::Timestamp, payload_bytes: usize) -> Result<()> {
+    pub(crate) fn check_payload(&self, name: &str, ts: Timestamp, payload_bytes: usize) -> Result<()> {
         let bytes_max = self.payload_bytes_max;
         if payload_bytes <= bytes_max {
             return Ok(());

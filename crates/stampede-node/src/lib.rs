@@ -36,12 +36,15 @@
 //! - [`direct`] — the node's own sockets beside zenoh (the direct request path), serving the
 //!   same requests.
 //! - [`access`] — access control: users, passwords, rights per name prefix, session secrets.
+//! - [`budget`] — the byte budgets of the sessions' puts, node-wide and per session, and their
+//!   defaults from the machine's memory.
 //! - [`mesh`] — the fabric driver of the distributed ts_min: the node's participant, its door,
 //!   its messages and liveliness on zenoh (`docs/PROTOCOL.md`).
 //! - `names` (private) — the node's liveliness token and its runtime's name changes, for watchers.
 //! - `reclaim` (private) — remote clients' GC handlers: items reclaimed here, sent to them.
 
 pub mod access;
+pub mod budget;
 pub mod direct;
 pub mod mesh;
 mod names;

@@ -24,6 +24,7 @@ use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
 use crate::access::AccessPolicy;
+use crate::budget::Budgets;
 use crate::mesh::MeshDriver;
 use crate::names::Names;
 use crate::reclaim::{self, Reclaims};
@@ -71,6 +72,13 @@ pub struct NodeOptions {
     pub sessions_max: usize,
     /// Most tasks, connections and containers one session holds; one more fails `InvalidArgument`.
     pub session_handles_max: usize,
+    /// Live payload bytes the sessions' puts may hold together (`--max-live-bytes`; at least
+    /// `BUDGET_BYTES_MIN`). `None`: half of the lower of the machine's memory and its cgroup's
+    /// limit. At the limit a put waits for room, then fails `Full` naming the budget.
+    pub max_live_bytes: Option<u64>,
+    /// Live payload bytes one session's puts may hold (`--max-session-live-bytes`; at most the
+    /// node's). `None`: a quarter of the node's.
+    pub max_session_live_bytes: Option<u64>,
     /// Certificates for the `tls/<host>:<port>` and `quic/<host>:<port>` endpoints (required when one is listened on;
     /// `None`: no TLS). See `docs/SECURITY.md`.
     pub tls: Option<TlsOptions>,
@@ -122,6 +130,8 @@ impl Default for NodeOptions {
             payload_bytes_max: PAYLOAD_BYTES_MAX_DEFAULT,
             sessions_max: SESSIONS_MAX_DEFAULT,
             session_handles_max: SESSION_HANDLES_MAX_DEFAULT,
+            max_live_bytes: None,
+            max_session_live_bytes: None,
             tls: None,
             mesh_ts_min: false,
             access: None,
@@ -209,6 +219,8 @@ pub(crate) struct NodeShared {
     pub(crate) options: NodeOptions,
     pub(crate) zenoh: zenoh::Session,
     pub(crate) sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// The byte budgets every session's puts are charged to.
+    pub(crate) budgets: Budgets,
     pub(crate) reclaims: Reclaims,
     /// The node's participant in the distributed ts_min, with `mesh_ts_min`.
     pub(crate) mesh: OnceLock<MeshLink>,
@@ -272,6 +284,15 @@ impl Node {
     /// runs its clients' operations on it directly, not through the public API.
     pub fn serve(runtime: Runtime, options: NodeOptions) -> Result<Node> {
         options.check()?;
+        let budgets = Budgets::of(&options)?;
+        // Said once at start, where the operator looks (the defaults come from the machine).
+        eprintln!(
+            "stampede: node {}: live payload bytes budget {} (max_live_bytes), {} per session \
+             (max_session_live_bytes)",
+            options.name,
+            budgets.node.node().max(),
+            budgets.session_bytes
+        );
         if let (None, Some(open)) = (&options.access, options.reachable_endpoint()) {
             // Asked for (allow_anonymous): said once, where the operator looks.
             eprintln!(
@@ -310,6 +331,7 @@ impl Node {
             options: options.clone(),
             zenoh,
             sessions: Mutex::default(),
+            budgets,
             reclaims: Reclaims::default(),
             mesh: OnceLock::new(),
             direct: OnceLock::new(),

@@ -236,7 +236,8 @@ async fn open(node: &NodeShared, id: &str, user: Option<&str>, password: Option<
             return Err(Error::InvalidArgument { op: "connect", name: name.clone(), reason });
         }
         let (handles_max, payload_bytes_max) = (node.options.session_handles_max, node.options.payload_bytes_max);
-        let session = Session::new(id.to_owned(), handles_max, payload_bytes_max, secret, rights);
+        let budget = node.budgets.node.session(node.budgets.session_bytes)?;
+        let session = Session::new(id.to_owned(), handles_max, payload_bytes_max, secret, rights).with_budget(budget);
         sessions.insert(id.to_owned(), Arc::new(session));
     }
     if !token_alive(node, id).await {

@@ -96,6 +96,11 @@ impl Session {
         Session { id, secret, rights, handles, handles_max, mesh, outbox, replies: Mutex::default(), sending }
     }
 
+    /// This session with its puts charged to `budget` (and its node's).
+    pub(crate) fn with_budget(self, budget: stampede_engine::budget::SessionBudget) -> Session {
+        Session { handles: self.handles.with_budget(budget), ..self }
+    }
+
     /// Whether the node has an access policy for this session.
     pub(crate) fn restricted(&self) -> bool {
         self.rights.is_some()

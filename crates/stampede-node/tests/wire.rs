@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use stampede::graph::Holder;
 use stampede::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
-use stampede_core::{Retention, Selector, Stats};
+use stampede_core::{BudgetUse, Retention, Selector, Stats};
 use stampede_wire::{
     decode_reply, decode_request, encode, ContainerInfo, DecodeError, DirectPath, Hello, ItemHeader, Op, Outcome,
     Reply, Request, RequestHeader, WireError, WireOutcome, ACKS_MAX, REQUEST_HEADER_BYTES_MAX, VERSION,
@@ -310,11 +310,16 @@ fn outcome() -> impl Strategy<Value = WireOutcome> {
             .prop_map(|(settled_below, producers_closed)| Outcome::Settledness { settled_below, producers_closed }),
         ts().prop_map(Outcome::Timestamp),
         stats().prop_map(Outcome::Stats),
-        (ts(), any::<u64>(), any::<u64>()).prop_map(|(ts_min, containers, claims)| Outcome::RuntimeStats {
-            ts_min,
-            containers,
-            claims
-        }),
+        (ts(), any::<u64>(), any::<u64>(), proptest::option::of(any::<[u64; 4]>())).prop_map(
+            |(ts_min, containers, claims, budget)| Outcome::RuntimeStats {
+                ts_min,
+                containers,
+                claims,
+                budget: budget.map(|[node_live_bytes, node_max_bytes, session_live_bytes, session_max_bytes]| {
+                    BudgetUse { node_live_bytes, node_max_bytes, session_live_bytes, session_max_bytes }
+                }),
+            }
+        ),
         any::<u64>().prop_map(Outcome::Count),
         graph().prop_map(Outcome::Graph),
     ]

@@ -55,7 +55,9 @@ impl Runtime {
     /// `"tls/127.0.0.1:7447"` or `"unixsock-stream/<path>"`, or a list of them) it also serves
     /// remote clients there, as `stampede serve` does: `name` is the node's name,
     /// `liveliness_timeout` (seconds) how long a vanished client's session lives on,
-    /// `max_payload_bytes` the largest put it accepts. A `tls/` endpoint needs `tls_certificate`
+    /// `max_payload_bytes` the largest put it accepts, `max_live_bytes` and
+    /// `max_session_live_bytes` the live payload bytes its clients' puts may hold, all together and
+    /// each (docs/LIMITS.md, "Byte budgets"). A `tls/` endpoint needs `tls_certificate`
     /// and `tls_private_key` (PEM files); `tls_root_ca` is the CA trusted for client certificates,
     /// and `tls_mutual=True` requires clients to present one it signed; `mesh_node_cn`: the
     /// common names of the mesh's node certificates, to whom the mesh's keys are kept (with
@@ -67,7 +69,7 @@ impl Runtime {
     #[new]
     #[pyo3(signature = (
         listen=None, *, name=None, liveliness_timeout=None, max_payload_bytes=None,
-        tls_certificate=None, tls_private_key=None, tls_root_ca=None, tls_mutual=false, mesh_node_cn=None,
+        max_live_bytes=None, max_session_live_bytes=None, tls_certificate=None, tls_private_key=None, tls_root_ca=None, tls_mutual=false, mesh_node_cn=None,
         access=None, connect=None, mesh_ts_min=false, allow_anonymous=false,
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -77,6 +79,8 @@ impl Runtime {
         name: Option<String>,
         liveliness_timeout: Option<&Bound<'_, PyAny>>,
         max_payload_bytes: Option<&Bound<'_, PyAny>>,
+        max_live_bytes: Option<&Bound<'_, PyAny>>,
+        max_session_live_bytes: Option<&Bound<'_, PyAny>>,
         tls_certificate: Option<std::path::PathBuf>,
         tls_private_key: Option<std::path::PathBuf>,
         tls_root_ca: Option<std::path::PathBuf>,
@@ -98,6 +102,8 @@ impl Runtime {
             None if name.is_some()
                 || liveliness_timeout.is_some()
                 || max_payload_bytes.is_some()
+                || max_live_bytes.is_some()
+                || max_session_live_bytes.is_some()
                 || tls_given
                 || access.is_some()
                 || connect.is_some()
@@ -107,8 +113,9 @@ impl Runtime {
                 return Err(to_pyerr(Error::InvalidArgument {
                     op: "Runtime",
                     name: "listen".into(),
-                    reason: "name, liveliness_timeout, max_payload_bytes, access, allow_anonymous, connect, \
-                             mesh_ts_min and the tls_ arguments configure serving: give listen too"
+                    reason: "name, liveliness_timeout, max_payload_bytes, max_live_bytes, max_session_live_bytes, \
+                             access, allow_anonymous, connect, mesh_ts_min and the tls_ arguments configure \
+                             serving: give listen too"
                         .into(),
                 }))
             }
@@ -124,6 +131,8 @@ impl Runtime {
                 if let Some(bytes) = args::count(max_payload_bytes, "max_payload_bytes", at)? {
                     options.payload_bytes_max = bytes;
                 }
+                options.max_live_bytes = args::count(max_live_bytes, "max_live_bytes", at)?;
+                options.max_session_live_bytes = args::count(max_session_live_bytes, "max_session_live_bytes", at)?;
                 if let Some(connect) = connect {
                     options.connect = endpoints(connect)?;
                 }
@@ -306,7 +315,9 @@ impl Runtime {
         py.import("json")?.call_method1("loads", (json,))
     }
 
-    /// Node-wide counters: ts_min, containers, claims, handler_errors.
+    /// Node-wide counters: ts_min, containers, claims, handler_errors; through a client also the
+    /// byte budgets' use (docs/LIMITS.md, "Byte budgets"): live_bytes and max_live_bytes of the
+    /// node, session_live_bytes and max_session_live_bytes of this session (`None` embedded).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let stats = self.inner.stats();
         let dict = PyDict::new(py);
@@ -314,6 +325,11 @@ impl Runtime {
         dict.set_item("containers", stats.containers)?;
         dict.set_item("claims", stats.claims)?;
         dict.set_item("handler_errors", self.errors().total())?;
+        let budget = stats.budget;
+        dict.set_item("live_bytes", budget.map(|b| b.node_live_bytes))?;
+        dict.set_item("max_live_bytes", budget.map(|b| b.node_max_bytes))?;
+        dict.set_item("session_live_bytes", budget.map(|b| b.session_live_bytes))?;
+        dict.set_item("max_session_live_bytes", budget.map(|b| b.session_max_bytes))?;
         Ok(dict)
     }
 

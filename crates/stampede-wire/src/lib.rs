@@ -67,5 +67,6 @@ pub use values::size;
 /// types of this crate or of those it carries (`Graph`). 12: the wire became its own crate
 /// (`stampede-wire`); 13: a graph says what holds ts_min and which session owns each task; 14: an
 /// input connection's bound on lag; 15: requests carry `stampede-core`'s `Op` and replies its
-/// `Outcome`; 16: a move's proof, presented by its takeover.
-pub const VERSION: u8 = 16;
+/// `Outcome`; 16: a move's proof, presented by its takeover; 17: runtime stats carry the byte
+/// budgets' use.
+pub const VERSION: u8 = 17;

@@ -64,7 +64,7 @@ impl RemoteRuntime {
     }
 
     pub(crate) fn new(client: Client, options: &ConnectOptions) -> RemoteRuntime {
-        let known = RuntimeStats { ts_min: 0, containers: 0, claims: 0 };
+        let known = RuntimeStats { ts_min: 0, containers: 0, claims: 0, budget: None };
         RemoteRuntime {
             client: Arc::new(client),
             known: Arc::new(Mutex::new(known)),
@@ -293,7 +293,7 @@ impl RemoteRuntime {
     /// The counters of the nodes this runtime uses (the last ones seen of a node that cannot be
     /// reached): the lowest ts_min, containers and claims summed.
     pub fn stats(&self) -> RuntimeStats {
-        if let Ok((Outcome::RuntimeStats { ts_min, containers, claims }, _)) =
+        if let Ok((Outcome::RuntimeStats { ts_min, containers, claims, budget }, _)) =
             self.client.call(Op::Stats, None, Duration::ZERO)
         {
             let mut known = self.known.lock();
@@ -301,13 +301,16 @@ impl RemoteRuntime {
                 ts_min: ts_min.max(known.ts_min),
                 containers: wire::size(containers),
                 claims: wire::size(claims),
+                budget,
             };
         }
         let here = self.known.lock().clone();
+        // The budget shown is this session's and its node's (the one it connected to).
         self.other_sessions().iter().map(RemoteRuntime::stats).fold(here, |all, there| RuntimeStats {
             ts_min: all.ts_min.min(there.ts_min),
             containers: all.containers + there.containers,
             claims: all.claims + there.claims,
+            budget: all.budget,
         })
     }
 
