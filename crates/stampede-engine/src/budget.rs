@@ -2,7 +2,7 @@
 //! each (docs/LIMITS.md, "Byte budgets"), so that one client putting into a channel nobody reads
 //! cannot grow the node until the kernel kills it.
 //!
-//! A put through a session first takes a [`Charge`] of its payload's size against the session's
+//! A put through a session first takes a `Charge` of its payload's size against the session's
 //! [`Budget`] and the node's; the charge travels inside the item's bytes and is given back when
 //! the last reference to them drops — when the item is reclaimed (or moved to the disk tier) and
 //! no reply still carries it. A session that ends leaves its items charged to the node alone (its
