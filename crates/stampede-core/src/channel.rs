@@ -30,8 +30,9 @@ use std::sync::Arc;
 
 use crate::effects::{Effects, OpenChange};
 use crate::error::{Error, Result};
+use crate::id_map::IdMap;
 use crate::item::{Item, Payload};
-use crate::progress::{push_move, IdMap, Location};
+use crate::progress::{push_move, Location};
 use crate::stats::{ConnectionStats, Stats};
 use crate::task::{TaskId, TaskState};
 use crate::time::{earliest, is_item_ts, show, Selector, Timestamp, INFINITY};

@@ -25,6 +25,7 @@
 //! - [`stats`] — counters.
 //! - [`pacer`] — the arithmetic of real-time pacing (docs/SEMANTICS.md, "Pacing").
 //! - [`graph`] — a snapshot of a runtime's tasks, connections and containers, for tools.
+//! - [`id_map`] — [`IdMap`]: hash maps keyed by ids, hashed by one multiplication.
 //! - [`watch`] — what a watcher of the name service sees.
 //!
 //! Each state machine is single-threaded and deterministic; the `stampede` crate wraps them in
@@ -38,6 +39,7 @@ pub mod claims;
 pub mod effects;
 pub mod error;
 pub mod graph;
+pub mod id_map;
 pub mod item;
 pub mod mesh;
 pub mod name;
@@ -56,13 +58,14 @@ pub use channel::{ChannelState, ConnId, InputOptions, Limits, Retention};
 pub use claims::Claims;
 pub use effects::{Effects, OpenChange, OpenChanges};
 pub use error::{Error, ErrorKind, Result, DETACHED};
+pub use id_map::IdMap;
 pub use item::{Codec, Item, Payload, CODEC_NAME_BYTES_MAX};
 pub use mesh::{Mesh, MeshLimits, MeshRefusal, Peer};
 pub use name::NAME_BYTES_MAX;
 pub use op::{ContainerInfo, Handle, MoveProof, Op, Outcome};
 pub use pacer::{Pace, PaceRule};
 pub use participant::{Participant, Settled};
-pub use progress::{ContainerKey, IdMap, Location, Progress, Refusal, Update, Updates};
+pub use progress::{ContainerKey, Location, Progress, Refusal, Update, Updates};
 pub use queue::{QueueItem, QueueState};
 pub use stats::{BudgetUse, ConnectionStats, Stats};
 pub use task::{TaskId, TaskState};

@@ -51,8 +51,8 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use crate::id_map::IdMap;
 use crate::mesh::view::View;
-use crate::progress::IdMap;
 use crate::time::Timestamp;
 pub use view::CLAIM_COUNT_MAX;
 pub use wire::{Batch, Change, Message, MoveId, MoveRef, Peer, Seq, Site, Snapshot, Transmit};

@@ -40,10 +40,10 @@
 //! released only when A's state no longer counts the item in its visibility — so ts_min can never
 //! pass a timestamp some task still reports as its visibility.
 
-use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::HashSet;
 
 use crate::claims::Claims;
+use crate::id_map::IdMap;
 use crate::time::{show, Timestamp, INFINITY};
 
 /// Identifies a task within a node.
@@ -107,33 +107,6 @@ pub enum Refusal {
     /// produces into.
     WouldUnsettle { channel: ContainerKey, horizon: Timestamp, earliest: Timestamp },
 }
-
-/// Hashes ids that are already unique `u64`s by one multiplication (the default SipHash costs
-/// more than the rest of an update).
-#[derive(Default)]
-pub struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-    // An enum's discriminant (a `Location`'s) is hashed as an `isize`, which the default hashes
-    // byte by byte.
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
-    }
-}
-
-/// A hash map keyed by node-unique ids, hashed with [`IdHasher`].
-pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// Net counts of one location, by timestamp. Inline: a location holds one or two timestamps.
 type Counts = smallvec::SmallVec<[(Timestamp, i64); 2]>;

@@ -10,9 +10,9 @@
 use std::collections::BTreeMap;
 
 use crate::claims::Claims;
+use crate::id_map::IdMap;
 use crate::mesh::wire::{Change, MoveId, Peer, Site};
 use crate::mesh::MeshRefusal;
-use crate::progress::IdMap;
 use crate::time::{Timestamp, INFINITY};
 
 /// Highest count one owner may hold at one site and timestamp. It keeps every sum over owners
