@@ -226,7 +226,8 @@ def test_a_session_flooding_a_node_meets_its_byte_budget(tmp_path):
                 for ts in range(100):
                     out.put(ts, payload, timeout=0.2)
             stats = rt.stats()
-            assert (stats["session_live_bytes"], stats["max_session_live_bytes"]) == (session_budget, session_budget)
+            session = (stats["session_live_bytes"], stats["max_session_live_bytes"])
+            assert session == (session_budget, session_budget)
             assert (stats["live_bytes"], stats["max_live_bytes"]) == (session_budget, node_budget)
         assert node.stats()["max_live_bytes"] is None, "the embedded runtime's own puts are not budgeted"
 
