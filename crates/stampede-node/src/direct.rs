@@ -12,21 +12,33 @@
 //! - Nothing is allocated for a frame above the node's largest request (`payload_bytes_max`
 //!   plus a header): the client gets an `InvalidArgument` reply naming the bound, and the
 //!   connection ends.
-//! - At most [`CONNECTIONS_PER_SESSION`] × `sessions_max` connections at once; past it a new one
-//!   is closed at once (the call that opened it fails `Unreachable`, as a lost reply).
+//! - Nothing before a session is proven costs the node much. A connection is *unproven* until its
+//!   first request names a live session with its secret; that request's header (at most
+//!   `REQUEST_HEADER_BYTES_MAX` bytes) is read and checked before anything else of it, so no
+//!   larger buffer exists for a sender without a session, and the connection must send it within
+//!   [`HANDSHAKE_DEADLINE`]. Unproven connections are bounded apart, [`UNPROVEN_CONNECTIONS_MAX`]
+//!   in all and [`UNPROVEN_PER_SOURCE_MAX`] per source address: idle or half-sent connections
+//!   cannot take the places of proven ones, and each is closed at its deadline.
+//! - At most [`CONNECTIONS_PER_SESSION`] × `sessions_max` proven connections at once; past it the
+//!   first request of a new one is refused (`Unreachable`) and the connection closed.
 //! - Not offered on a node with TLS: a `tls/` or `quic/` client's requests stay on TLS.
 //! - The listeners and connections end with the node's worker threads ([`crate::Node::close`]).
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::net::IpAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use bytes::Bytes;
 use stampede_core::{Error, Result};
 use stampede_wire::shared;
-use stampede_wire::{DirectPath, FRAME_LENGTH_BYTES, REQUEST_HEADER_BYTES_MAX};
+use stampede_wire::{decode_request_head, DirectPath, FRAME_LENGTH_BYTES, REQUEST_HEADER_BYTES_MAX};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 
 use crate::node::NodeShared;
@@ -35,6 +47,16 @@ use crate::serve::{self, Answer};
 /// Connections a node accepts per session it may serve (a client keeps up to `IDLE_MAX`, 8,
 /// idle ones and opens more while calls overlap).
 pub const CONNECTIONS_PER_SESSION: usize = 16;
+
+/// How long a new connection has to send the header of its first request, which must name a live
+/// session with its secret (a client sends it as soon as it connects).
+pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Unproven connections (no request of a live session yet) the node holds at once, in all.
+pub const UNPROVEN_CONNECTIONS_MAX: usize = 256;
+
+/// Unproven connections from one source address (TCP; the Unix socket counts in all only).
+pub const UNPROVEN_PER_SOURCE_MAX: usize = 32;
 
 /// Replies up to this size are written in one system call, copied into one buffer; longer ones
 /// (a large item) are written part after part, not copied.
@@ -50,7 +72,7 @@ pub(crate) fn start(node: &Arc<NodeShared>, workers: &tokio::runtime::Handle) ->
     }
     let _entered = workers.enter();
     let unreachable = |reason: String| Error::Unreachable { op: "serve", name: options.name.clone(), reason };
-    let live = Arc::new(AtomicUsize::new(0));
+    let gates = Arc::new(Gates::default());
     for endpoint in &options.listen {
         let Some(address) = endpoint.strip_prefix("tcp/") else { continue };
         let Some((host, port)) = address.rsplit_once(':') else { continue };
@@ -62,7 +84,7 @@ pub(crate) fn start(node: &Arc<NodeShared>, workers: &tokio::runtime::Handle) ->
             .map_err(|e| unreachable(format!("the direct TCP port beside {endpoint} could not open: {e}")))?;
         let direct = listener.local_addr().map_err(|e| unreachable(e.to_string()))?.port();
         offered.tcp.push((port, direct));
-        workers.spawn(accept_tcp(Arc::downgrade(node), listener, live.clone()));
+        workers.spawn(accept_tcp(Arc::downgrade(node), listener, gates.clone()));
     }
     // The abstract name is this node's zenoh id: unique on the host, gone with the process, and
     // short (a node's name could exceed the 107 bytes a socket name may have).
@@ -72,27 +94,27 @@ pub(crate) fn start(node: &Arc<NodeShared>, workers: &tokio::runtime::Handle) ->
         .and_then(|l| l.set_nonblocking(true).map(|()| l))
         .and_then(tokio::net::UnixListener::from_std)
         .map_err(|e| unreachable(format!("the direct Unix socket @{name} could not open: {e}")))?;
-    workers.spawn(accept_unix(Arc::downgrade(node), listener, live));
+    workers.spawn(accept_unix(Arc::downgrade(node), listener, gates));
     offered.unix = Some(name);
     Ok(offered)
 }
 
-async fn accept_tcp(node: Weak<NodeShared>, listener: tokio::net::TcpListener, live: Arc<AtomicUsize>) {
+async fn accept_tcp(node: Weak<NodeShared>, listener: tokio::net::TcpListener, gates: Arc<Gates>) {
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => {
+            Ok((stream, source)) => {
                 let _ = stream.set_nodelay(true);
-                admit(&node, stream, &live);
+                admit(&node, stream, Some(source.ip()), &gates);
             }
             Err(_) => backoff().await,
         }
     }
 }
 
-async fn accept_unix(node: Weak<NodeShared>, listener: tokio::net::UnixListener, live: Arc<AtomicUsize>) {
+async fn accept_unix(node: Weak<NodeShared>, listener: tokio::net::UnixListener, gates: Arc<Gates>) {
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => admit(&node, stream, &live),
+            Ok((stream, _)) => admit(&node, stream, None, &gates),
             Err(_) => backoff().await,
         }
     }
@@ -104,48 +126,193 @@ async fn backoff() {
     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
 }
 
-/// Serves `stream` on its own task, if the node has room for another connection.
-fn admit<S: Transport>(node: &Weak<NodeShared>, stream: S, live: &Arc<AtomicUsize>) {
-    let Some(shared) = node.upgrade() else { return };
-    let connections_max = shared.options.sessions_max.saturating_mul(CONNECTIONS_PER_SESSION);
-    if live.fetch_add(1, Ordering::SeqCst) >= connections_max {
-        live.fetch_sub(1, Ordering::SeqCst);
-        return;
+/// The node's counts of connections: proven ones, and unproven ones in all and per source.
+#[derive(Default)]
+struct Gates {
+    proven: AtomicUsize,
+    unproven: Mutex<Unproven>,
+}
+
+#[derive(Default)]
+struct Unproven {
+    all: usize,
+    by_source: HashMap<IpAddr, usize>,
+}
+
+impl Gates {
+    /// A place for a new connection from `source` while it is unproven, if there is one.
+    fn unproven_place(self: &Arc<Self>, source: Option<IpAddr>) -> Option<UnprovenPlace> {
+        let mut unproven = self.unproven.lock();
+        if unproven.all >= UNPROVEN_CONNECTIONS_MAX {
+            return None;
+        }
+        if let Some(source) = source {
+            let from_source = unproven.by_source.entry(source).or_default();
+            if *from_source >= UNPROVEN_PER_SOURCE_MAX {
+                return None;
+            }
+            *from_source += 1;
+        }
+        unproven.all += 1;
+        Some(UnprovenPlace { gates: self.clone(), source })
     }
-    let (node, live) = (node.clone(), live.clone());
+
+    /// A place for a connection that proved a session, if fewer than `max` hold one.
+    fn proven_place(self: &Arc<Self>, max: usize) -> Option<ProvenPlace> {
+        if self.proven.fetch_add(1, Ordering::SeqCst) >= max {
+            self.proven.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(ProvenPlace(self.clone()))
+    }
+}
+
+/// An unproven connection's place, given back when dropped.
+struct UnprovenPlace {
+    gates: Arc<Gates>,
+    source: Option<IpAddr>,
+}
+
+impl Drop for UnprovenPlace {
+    fn drop(&mut self) {
+        let mut unproven = self.gates.unproven.lock();
+        unproven.all -= 1;
+        if let Some(source) = self.source {
+            if let Some(from_source) = unproven.by_source.get_mut(&source) {
+                *from_source -= 1;
+                if *from_source == 0 {
+                    unproven.by_source.remove(&source);
+                }
+            }
+        }
+    }
+}
+
+/// A proven connection's place, given back when dropped.
+struct ProvenPlace(Arc<Gates>);
+
+impl Drop for ProvenPlace {
+    fn drop(&mut self) {
+        self.0.proven.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Serves `stream` on its own task, if the node has room for another unproven connection (from
+/// `source`); otherwise it is closed at once.
+fn admit<S: Transport>(node: &Weak<NodeShared>, stream: S, source: Option<IpAddr>, gates: &Arc<Gates>) {
+    let Some(place) = gates.unproven_place(source) else { return };
+    let node = node.clone();
     tokio::spawn(async move {
-        let _ = connection(&node, stream).await;
-        live.fetch_sub(1, Ordering::SeqCst);
+        let _ = connection(&node, stream, place).await;
     });
 }
 
 /// Answers the requests of one connection, one after another, until the client closes it, the
-/// node goes, or a frame is out of bounds.
-async fn connection<S: Transport>(node: &Weak<NodeShared>, mut stream: S) -> std::io::Result<()> {
+/// node goes, or a frame is out of bounds. While the connection is unproven each frame must start
+/// within [`HANDSHAKE_DEADLINE`], and only its first `REQUEST_HEADER_BYTES_MAX` bytes are read
+/// before its header is checked: a frame naming a live session with its secret proves the
+/// connection; a longer one that does not is refused unread and the connection closed; a short one
+/// (a hello, an open, or bytes that are no request) is answered as usual.
+async fn connection<S: Transport>(node: &Weak<NodeShared>, mut stream: S, place: UnprovenPlace) -> std::io::Result<()> {
+    let mut unproven = Some(place);
+    let mut _proven = None;
     loop {
-        let (length, descriptor) = stream.read_prefix().await?;
-        let Some(node) = node.upgrade() else { return Ok(()) };
-        let name = || node.options.name.clone();
-        let message_bytes_max = node.options.payload_bytes_max + REQUEST_HEADER_BYTES_MAX;
-        if length > message_bytes_max {
-            let reason = format!("a request of {length} bytes (at most {message_bytes_max})");
-            let e = Error::InvalidArgument { op: "request", name: name(), reason };
-            write_answer(&mut stream, &serve::refusal(&e)).await?;
-            return Ok(());
-        }
-        let mut message = Vec::with_capacity(length);
-        (&mut stream).take(length as u64).read_to_end(&mut message).await?;
-        if message.len() < length {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        node.direct_requests.fetch_add(1, Ordering::Relaxed);
-        let answer = match descriptor.map(|d| shared::map(d, node.options.payload_bytes_max)).transpose() {
-            Ok(passed) => serve::answer(&node, &message, passed).await,
-            Err(reason) => serve::refusal(&Error::InvalidArgument { op: "request", name: name(), reason }),
+        let head_max = if unproven.is_some() { REQUEST_HEADER_BYTES_MAX } else { usize::MAX };
+        let read = read_head(node, &mut stream, head_max);
+        let frame = match unproven {
+            Some(_) => match tokio::time::timeout(HANDSHAKE_DEADLINE, read).await {
+                Ok(frame) => frame?,
+                Err(_) => return Ok(()), // nothing proven in time: closed
+            },
+            None => read.await?,
         };
-        drop((node, message));
+        let Some((length, descriptor, mut message)) = frame else { return Ok(()) };
+        let Some(shared) = node.upgrade() else { return Ok(()) };
+        if let Some(place) = &unproven {
+            let name = || shared.options.name.clone();
+            if serve::proves_session(&shared, &message) {
+                let connections_max = shared.options.sessions_max.saturating_mul(CONNECTIONS_PER_SESSION);
+                let Some(proven) = place.gates.proven_place(connections_max) else {
+                    let reason = format!("the node's direct path holds {connections_max} connections; try again");
+                    let e = Error::Unreachable { op: "request", name: name(), reason };
+                    return write_answer(&mut stream, &serve::refusal(&e)).await;
+                };
+                (_proven, unproven) = (Some(proven), None);
+            } else if message.len() < length {
+                let reason = "a request longer than a header on a direct connection must name a live session with \
+                              its secret";
+                return write_answer(&mut stream, &serve::refusal(&Error::Closed { name: name(), reason })).await;
+            }
+        }
+        read_rest(&mut stream, &mut message, length).await?;
+        shared.direct_requests.fetch_add(1, Ordering::Relaxed);
+        let answer = match descriptor.map(|d| shared::map(d, shared.options.payload_bytes_max)).transpose() {
+            Ok(passed) => serve::answer(&shared, &message, passed).await,
+            Err(reason) => {
+                serve::refusal(&Error::InvalidArgument { op: "request", name: shared.options.name.clone(), reason })
+            }
+        };
+        drop((shared, message));
         write_answer(&mut stream, &answer).await?;
     }
+}
+
+/// A frame's length, the segment passed with it, and the start of its message: all of it when it
+/// is at most `head_max` bytes, else what the reads brought until the request's header decodes or
+/// `head_max` bytes came. `None` when the frame is out of bounds (refused) or the node is gone.
+async fn read_head<S: Transport>(
+    node: &Weak<NodeShared>,
+    stream: &mut S,
+    head_max: usize,
+) -> std::io::Result<Option<(usize, Option<OwnedFd>, Vec<u8>)>> {
+    let (length, descriptor) = stream.read_prefix().await?;
+    if !within_bound(node, stream, length).await? {
+        return Ok(None);
+    }
+    let mut head = Vec::new();
+    if length <= head_max {
+        read_rest(stream, &mut head, length).await?;
+        return Ok(Some((length, descriptor, head)));
+    }
+    head.resize(head_max, 0);
+    let mut filled = 0;
+    while filled < head_max {
+        match stream.read(&mut head[filled..]).await? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            read => filled += read,
+        }
+        if decode_request_head(&head[..filled]).is_ok() {
+            break;
+        }
+    }
+    head.truncate(filled);
+    Ok(Some((length, descriptor, head)))
+}
+
+/// Whether a frame of `length` bytes is within the node's largest request; if not, the client
+/// gets a refusal naming the bound (nothing is allocated for the frame) and `false` ends the
+/// connection, as does the node being gone.
+async fn within_bound<S: Transport>(node: &Weak<NodeShared>, stream: &mut S, length: usize) -> std::io::Result<bool> {
+    let Some(node) = node.upgrade() else { return Ok(false) };
+    let message_bytes_max = node.options.payload_bytes_max + REQUEST_HEADER_BYTES_MAX;
+    if length <= message_bytes_max {
+        return Ok(true);
+    }
+    let reason = format!("a request of {length} bytes (at most {message_bytes_max})");
+    let e = Error::InvalidArgument { op: "request", name: node.options.name.clone(), reason };
+    write_answer(stream, &serve::refusal(&e)).await?;
+    Ok(false)
+}
+
+/// Reads into `message` until it holds `length` bytes; `UnexpectedEof` if the stream ends first.
+async fn read_rest<S: Transport>(stream: &mut S, message: &mut Vec<u8>, length: usize) -> std::io::Result<()> {
+    let missing = length.saturating_sub(message.len());
+    message.reserve_exact(missing);
+    stream.take(missing as u64).read_to_end(message).await?;
+    if message.len() < length {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(())
 }
 
 /// Writes `answer` as one frame. On a Unix socket an item's payload that is a shared-memory

@@ -24,8 +24,8 @@ use zenoh::sample::SampleKind;
 use stampede_engine::MeshLink;
 use stampede_wire::fabric;
 use stampede_wire::{
-    decode_request, decode_request_passed, encode, Hello, Reply, Request, WireError, REMOTE_WAIT_SLICE,
-    REQUEST_HEADER_BYTES_MAX,
+    decode_request, decode_request_head, decode_request_passed, encode, Hello, Reply, Request, Secret, WireError,
+    REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX,
 };
 
 use crate::access;
@@ -107,13 +107,7 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
             Ok(done())
         }
         Request::Op(op) => {
-            let session = node.sessions.lock().get(&header.session).cloned();
-            // A wrong secret reads as no session: the id is public, the secret proves the sender.
-            // A session being ended (still listed while its closing gives back what it held)
-            // serves nothing more, not even a repeat from its kept replies: what such a reply
-            // carried is going back.
-            let session = session
-                .filter(|s| access::same_secret(&s.secret, &header.secret) && !s.ended())
+            let session = proven_session(node, &header.session, &header.secret)
                 .ok_or_else(|| session::closed(&header.session))?;
             session.replies.lock().acknowledge(&header.acks);
             match header.seq {
@@ -122,6 +116,22 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
             }
         }
     }
+}
+
+/// The live session `id`, if `secret` is its secret. A wrong secret
+/// reads as no session: the id is public, the secret proves the sender. A session being ended
+/// (still listed while its closing gives back what it held) serves nothing more, not even a repeat
+/// from its kept replies: what such a reply carried is going back.
+fn proven_session(node: &NodeShared, id: &str, secret: &Secret) -> Option<Arc<Session>> {
+    let session = node.sessions.lock().get(id).cloned();
+    session.filter(|s| access::same_secret(&s.secret, secret) && !s.ended())
+}
+
+/// Whether the request whose message starts with `head` comes from a live session of this node
+/// (its header names one, with its secret): what the direct path checks before it reads the rest
+/// of a connection's first request.
+pub(crate) fn proves_session(node: &NodeShared, head: &[u8]) -> bool {
+    decode_request_head(head).is_ok_and(|header| proven_session(node, &header.session, &header.secret).is_some())
 }
 
 /// Runs a request of an open session; the items it reclaimed reach the client before its reply.

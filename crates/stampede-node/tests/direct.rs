@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use stampede::{ConnectOptions, Error, Limits, INFINITY, OLDEST_UNSEEN};
-use stampede_node::direct::CONNECTIONS_PER_SESSION;
+use stampede_node::direct::{HANDSHAKE_DEADLINE, UNPROVEN_CONNECTIONS_MAX};
 use stampede_wire::{decode_reply, encode, Op, Outcome, Reply, Request, RequestHeader, FRAME_LENGTH_BYTES, VERSION};
 use support::{raw_connection, with_watchdog, TestNode, CONNECT_TIMEOUT};
 
@@ -132,18 +132,69 @@ fn hostile_frames_on_the_direct_path_get_typed_errors() {
         send_frame(&mut stream, 100, &[1, 2, 3]);
         drop(stream);
 
-        // One session's worth of connections at most: the next one is closed at once.
-        let held: Vec<_> = (0..CONNECTIONS_PER_SESSION).map(|_| raw_connection(&node).1).collect();
-        let (_, mut refused) = raw_connection(&node);
-        send_frame(&mut refused, 1, &[0]);
-        assert!(read_reply(&mut refused).is_none(), "past the bound a connection is closed");
-        drop(held);
+        // Connections that proved no session are bounded apart: past UNPROVEN_CONNECTIONS_MAX
+        // the next one is closed at once — and a client still gets its work done meanwhile (its
+        // direct connection refused, its requests go as zenoh queries).
+        let (hello, first) = raw_connection(&node);
+        let held: Vec<_> = (1..UNPROVEN_CONNECTIONS_MAX).map(|_| support::direct_connection(&hello)).collect();
+        assert!(
+            support::eventually(CONNECT_TIMEOUT, || {
+                let mut refused = support::direct_connection(&hello);
+                send_frame(&mut refused, 1, &[0]);
+                read_reply(&mut refused).is_none()
+            }),
+            "past the bound an unproven connection is closed"
+        );
+        node_serves(&node);
+        drop((first, held));
         support::eventually(CONNECT_TIMEOUT, || {
             let (_, mut stream) = raw_connection(&node);
             send_frame(&mut stream, 1, &[0]);
             read_reply(&mut stream).is_some()
         });
         node_serves(&node);
+    })
+}
+
+/// Nothing before a session is proven costs the node much: a connection that sends nothing is
+/// closed at the handshake deadline, and a frame longer than a header that names no live session
+/// is refused (`Closed`) before its payload is read — the node does not wait for, or buffer, the
+/// 60 MiB it announces. The node serves on.
+#[test]
+fn unproven_connections_are_closed_early() {
+    with_watchdog("unproven_connections_are_closed_early", || {
+        let node = TestNode::new();
+        let (_, mut idle) = raw_connection(&node);
+        idle.set_read_timeout(Some(HANDSHAKE_DEADLINE * 10)).unwrap();
+        let mut byte = [0u8; 1];
+        assert!(matches!(idle.read(&mut byte), Ok(0)), "an idle unproven connection is closed by the node");
+
+        let (_, mut partial) = raw_connection(&node);
+        partial.set_read_timeout(Some(HANDSHAKE_DEADLINE * 10)).unwrap();
+        let header = encode(&RequestHeader::new("0123abcd", [7; 16], Request::Op(Op::Stats)));
+        send_frame(&mut partial, 60 << 20, &header);
+        match read_reply(&mut partial) {
+            Some(Reply::Error(e)) => assert!(matches!(Error::from(e), Error::Closed { .. })),
+            other => panic!("refused before the payload: {other:?}"),
+        }
+        assert!(read_reply(&mut partial).is_none(), "and the connection ends");
+        node_serves(&node);
+    })
+}
+
+/// Idle sockets on the node's zenoh endpoint do not lock newcomers out: with 150 of them held
+/// (zenoh's default allowed 100 links in their handshake, for 10 s each) a client connects within
+/// a 5 s timeout — half of what those sockets held before — and its first call works.
+#[test]
+fn idle_sockets_on_the_zenoh_endpoint_leave_room_for_a_client() {
+    with_watchdog("idle_sockets_on_the_zenoh_endpoint_leave_room_for_a_client", || {
+        let node = TestNode::new();
+        let path = node.endpoint.strip_prefix("unixsock-stream/").expect("a Unix socket endpoint");
+        let idle: Vec<_> = (0..150).map(|_| UnixStream::connect(path).unwrap()).collect();
+        let rt = stampede::connect(&node.endpoint, Some(Duration::from_secs(5))).expect("a newcomer connects");
+        assert!(rt.names("").is_ok(), "and is served");
+        rt.close();
+        drop(idle);
     })
 }
 

@@ -66,6 +66,18 @@ pub fn decode_request(message: &[u8]) -> Result<(RequestHeader, &[u8]), DecodeEr
     Ok((header, payload))
 }
 
+/// Decodes the header of a request from the start of its message (`head`: at most
+/// [`REQUEST_HEADER_BYTES_MAX`] bytes of it, the payload possibly cut off), so that a node can
+/// check who sends a request before it reads the rest.
+pub fn decode_request_head(head: &[u8]) -> Result<RequestHeader, DecodeError> {
+    let (header, rest): (RequestHeader, _) = decode(head)?;
+    let header_bytes = head.len() - rest.len();
+    if header_bytes > REQUEST_HEADER_BYTES_MAX {
+        return Err(DecodeError::HeaderTooLarge { bytes: header_bytes, bytes_max: REQUEST_HEADER_BYTES_MAX });
+    }
+    Ok(header)
+}
+
 /// Decodes a reply: its header and the payload that follows, checked against the item lengths
 /// the header declares.
 pub fn decode_reply(message: &[u8]) -> Result<(Reply, &[u8]), DecodeError> {

@@ -37,6 +37,14 @@ pub const OPEN_TIMEOUT_MAX: Duration = Duration::from_secs(10);
 /// Room zenoh allows in one message beyond the largest payload and request header.
 const MESSAGE_SLACK_BYTES: usize = 64 * 1024;
 
+/// How long a node's zenoh gives a new link to finish its handshake before closing it (zenoh's
+/// default is 10 s: a socket that connects and never speaks held a place that long).
+pub const ACCEPT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Links a node's zenoh holds in their handshake at once (zenoh's default is 100: 101 idle
+/// sockets locked every newcomer out until they timed out). Past it a new link is refused.
+pub const ACCEPT_PENDING_MAX: usize = 1024;
+
 /// The key a node's queryable answers on.
 pub fn rpc_key(node: &str) -> String {
     format!("stampede/{node}/rpc")
@@ -147,6 +155,8 @@ pub fn node_config(
     insert(&mut config, op, "connect/endpoints", &json(connect))?;
     let message_bytes_max = payload_bytes_max.saturating_add(REQUEST_HEADER_BYTES_MAX + MESSAGE_SLACK_BYTES);
     insert(&mut config, op, "transport/link/rx/max_message_size", &message_bytes_max.to_string())?;
+    insert(&mut config, op, "transport/unicast/accept_timeout", &ACCEPT_TIMEOUT.as_millis().to_string())?;
+    insert(&mut config, op, "transport/unicast/accept_pending", &ACCEPT_PENDING_MAX.to_string())?;
     let endpoints = listen.iter().chain(connect).map(String::as_str);
     let listen_tls = listen.iter().find(|e| is_tls(e));
     match (tls, listen_tls) {

@@ -52,8 +52,8 @@ pub mod shared;
 pub mod values;
 
 pub use codec::{
-    decode_event, decode_name_event, decode_reply, decode_reply_passed, decode_request, decode_request_passed, encode,
-    DecodeError,
+    decode_event, decode_name_event, decode_reply, decode_reply_passed, decode_request, decode_request_head,
+    decode_request_passed, encode, DecodeError,
 };
 pub use error::{WireError, KEPT_TEXTS_MAX, KEPT_TEXT_BYTES_MAX, TEXT_NOT_KEPT};
 pub use reply::{DirectPath, Hello, ItemHeader, ReclaimEvent, Reply, WireOutcome, FRAME_LENGTH_BYTES};

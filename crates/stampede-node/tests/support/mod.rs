@@ -93,7 +93,6 @@ pub fn live(rt: &Runtime, name: &str) -> usize {
 /// hostile client would open).
 pub fn raw_connection(node: &TestNode) -> (stampede_wire::Hello, std::os::unix::net::UnixStream) {
     use stampede_wire::{decode_reply, encode, Reply, Request, RequestHeader};
-    use std::os::linux::net::SocketAddrExt;
     use zenoh::Wait;
     let config = stampede_wire::fabric::client_config(&node.endpoint, Duration::from_secs(10), None).unwrap();
     let zenoh = zenoh::open(config).wait().unwrap();
@@ -101,9 +100,16 @@ pub fn raw_connection(node: &TestNode) -> (stampede_wire::Hello, std::os::unix::
     let reply = zenoh.get(stampede_wire::fabric::rpc_key("test")).payload(request).wait().unwrap().recv().unwrap();
     let bytes = reply.result().unwrap().payload().to_bytes().into_owned();
     let Ok((Reply::Hello(hello), _)) = decode_reply(&bytes) else { panic!("a hello") };
+    let stream = direct_connection(&hello);
+    (hello, stream)
+}
+
+/// Another connection to the Unix socket a node's `hello` offers (no request sent on it).
+pub fn direct_connection(hello: &stampede_wire::Hello) -> std::os::unix::net::UnixStream {
+    use std::os::linux::net::SocketAddrExt;
     let name = hello.direct.unix.clone().expect("the node offers a Unix socket");
     let address = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
     let stream = std::os::unix::net::UnixStream::connect_addr(&address).unwrap();
     stream.set_read_timeout(Some(CONNECT_TIMEOUT)).unwrap();
-    (hello, stream)
+    stream
 }

@@ -53,6 +53,10 @@ pub const SENDS_OWED_MAX: usize = 64;
 /// Longest wait to open a connection to the node.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a client sends its requests as zenoh queries after an exchange on the direct path
+/// failed (the node may be refusing connections it cannot take: docs/SECURITY.md).
+pub const DIRECT_COOLDOWN: Duration = Duration::from_secs(1);
+
 /// The node's sockets, as reached from this client.
 pub(crate) struct Direct {
     address: Address,
@@ -65,6 +69,8 @@ pub(crate) struct Direct {
     /// once closed (no connection is opened after).
     open: Mutex<Option<HashMap<u64, Stream>>>,
     next_id: AtomicU64,
+    /// Until when requests go as zenoh queries instead, after an exchange here failed.
+    cooling: Mutex<Option<Instant>>,
 }
 
 #[derive(Clone, Debug)]
@@ -117,7 +123,8 @@ impl Direct {
         Self::first_reached(offered.unix.iter().map(|name| Address::Unix(name.clone())).collect())
     }
 
-    /// The first of `candidates` that connects (its first connection is kept).
+    /// The first of `candidates` that connects. The connection that tried is closed: the node
+    /// closes a connection that sends no request of a live session within its handshake deadline.
     fn first_reached(candidates: Vec<Address>) -> Option<Direct> {
         candidates.into_iter().find_map(|address| {
             let direct = Direct {
@@ -127,9 +134,10 @@ impl Direct {
                 sends: Sends::default(),
                 open: Mutex::new(Some(HashMap::new())),
                 next_id: AtomicU64::new(0),
+                cooling: Mutex::new(None),
             };
-            let first = direct.connect().ok()?;
-            direct.idle.lock().push(first);
+            let tried = direct.connect().ok()?;
+            direct.forget(tried.id);
             Some(direct)
         })
     }
@@ -147,7 +155,7 @@ impl Direct {
     /// reply message, within `timeout` for the reply, with the payload it passed as a segment.
     /// `Err`: why there is no reply (the caller treats it as a lost reply, as a zenoh query's
     /// timeout).
-    pub(crate) fn exchange(
+    fn exchange(
         &self,
         parts: &[&[u8]],
         passed: Option<BorrowedFd<'_>>,
@@ -177,6 +185,27 @@ impl Direct {
             }
             Err(e) => Err(self.failed(&connection, &e)),
         }
+    }
+
+    /// Whether requests may take this path now: not within [`DIRECT_COOLDOWN`] of a failed
+    /// exchange.
+    pub(crate) fn usable(&self) -> bool {
+        self.cooling.lock().is_none_or(|until| Instant::now() >= until)
+    }
+
+    /// [`exchange`](Self::exchange), and when it fails the path cools down: the caller's next try,
+    /// and every request for [`DIRECT_COOLDOWN`], goes as a zenoh query.
+    pub(crate) fn exchange_or_cool(
+        &self,
+        parts: &[&[u8]],
+        passed: Option<BorrowedFd<'_>>,
+        timeout: Duration,
+    ) -> Result<(Bytes, Option<Bytes>), String> {
+        let exchanged = self.exchange(parts, passed, timeout);
+        if exchanged.is_err() {
+            *self.cooling.lock() = Instant::now().checked_add(DIRECT_COOLDOWN);
+        }
+        exchanged
     }
 
     /// Whether frames on this path may pass shared-memory segments (the Unix socket).

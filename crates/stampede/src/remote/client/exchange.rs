@@ -115,7 +115,13 @@ impl Client {
             let sent = Instant::now();
             loop {
                 let timeout = self.try_timeout(&call, sent.elapsed(), deadline);
-                let answer = self.exchange(&call, request.clone(), payload.clone(), timeout, direct);
+                // A direct path that just failed is cooling down: this try goes as a zenoh query,
+                // after the sends written there.
+                let on = direct.filter(|direct| direct.usable());
+                if direct.is_some() && on.is_none() {
+                    self.finish_direct_sends();
+                }
+                let answer = self.exchange(&call, request.clone(), payload.clone(), timeout, on);
                 let answer = (self.injected(op, answer), sent.elapsed());
                 if !self.retries(&call, &answer.0, answer.1, &mut tries) {
                     break answer;
@@ -254,7 +260,7 @@ impl Client {
             let bytes = parts.iter().map(|part| part.len() as u64).sum();
             let (message, shared) = {
                 let _trip = trace::span(round_trip, 0, 0, bytes);
-                direct.exchange(parts, passed.as_ref().map(|(d, _)| d.as_fd()), timeout)?
+                direct.exchange_or_cool(parts, passed.as_ref().map(|(d, _)| d.as_fd()), timeout)?
             };
             let _decode = trace::span(Kind::Serialise, 0, 0, message.len() as u64);
             return match shared {
