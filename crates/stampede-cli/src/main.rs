@@ -21,6 +21,7 @@
 
 mod certs;
 mod dashboard;
+mod info;
 mod ls;
 mod record;
 mod replay;
@@ -133,6 +134,23 @@ enum Command {
         /// The node's endpoint.
         #[arg(long, value_name = "ENDPOINT")]
         connect: String,
+        /// Seconds to keep trying to reach the node.
+        #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
+        timeout: f64,
+        #[command(flatten)]
+        tls: tls::ConnectTls,
+    },
+    /// What a channel or queue is and who uses it: kind, bounds, codec, live items and bytes,
+    /// puts, gets, reclaimed, its claim on ts_min, its producers and consumers.
+    Info {
+        /// The channel's or queue's name.
+        name: String,
+        /// The endpoint of a node.
+        #[arg(long, value_name = "ENDPOINT")]
+        connect: String,
+        /// The node it is on, reached through the one at --connect (default: that one).
+        #[arg(long)]
+        node: Option<String>,
         /// Seconds to keep trying to reach the node.
         #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
         timeout: f64,
@@ -332,6 +350,9 @@ fn main() -> ExitCode {
         }
         Command::Ls { prefix, ts_min, connect, timeout, tls } => {
             ls::run(&prefix, ts_min, &connect, &tls.options(Duration::from_secs_f64(timeout), None))
+        }
+        Command::Info { name, connect, node, timeout, tls } => {
+            info::run(&name, &connect, &tls.options(Duration::from_secs_f64(timeout), node))
         }
         Command::Tail { name, connect, node, count, timeout, tls } => tail::run(tail::Options {
             name,

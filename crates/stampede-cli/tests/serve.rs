@@ -70,6 +70,53 @@ fn ls_says_what_holds_ts_min() {
     });
 }
 
+/// `stampede info <name>` says what a channel is and who uses it, from the node's graph; an
+/// unknown name is one line naming it, exit code 1.
+#[test]
+fn info_says_what_a_channel_is_and_who_uses_it() {
+    with_watchdog("info_says_what_a_channel_is_and_who_uses_it", || {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = unix_endpoint(&dir);
+        let _node = serve(&endpoint, &["--name", "a"]);
+        let rt = client(&endpoint);
+        let frames = rt.create_channel("camera/frames", Limits::items(8)).unwrap();
+        let camera = rt.task(0).unwrap();
+        camera.set_name("camera").unwrap();
+        let out = camera.attach_output(&frames).unwrap();
+        let tracker = rt.task(INFINITY).unwrap();
+        tracker.set_name("tracker").unwrap();
+        let input = tracker.attach_input(&frames).unwrap();
+        for ts in 0..3 {
+            out.put(ts, &b"frame"[..]).unwrap();
+        }
+        input.consume(input.get(OLDEST_UNSEEN, Some(WAIT)).unwrap().ts).unwrap();
+        let info = |name: &str| {
+            Command::new(env!("CARGO_BIN_EXE_stampede"))
+                .args(["info", name, "--connect", &endpoint, "--timeout", "20"])
+                .output()
+                .expect("stampede info runs")
+        };
+        let output = info("camera/frames");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let text = String::from_utf8(output.stdout).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "camera/frames: channel on node a", "{text}");
+        assert_eq!(lines[1], "bounds: capacity 8, max_bytes unbounded; codec any; description \"\"", "{text}");
+        assert_eq!(lines[2], "live: 3 items, 15 bytes; puts 3, gets 1, reclaimed 0, dropped 0", "{text}");
+        assert_eq!(lines[3], "claim on ts_min: 1 (ts_min 0)", "{text}");
+        assert!(lines
+            .iter()
+            .any(|l| l.starts_with("producer: task") && l.contains("\"camera\"") && l.ends_with("put 3")));
+        assert!(lines.iter().any(|l| l.starts_with("consumer: task") && l.ends_with("got 1, skipped 0")), "{text}");
+
+        let missing = info("nothing/here");
+        assert_eq!(missing.status.code(), Some(1));
+        let message = String::from_utf8_lossy(&missing.stderr);
+        assert!(message.contains("no channel or queue named \"nothing/here\""), "{message}");
+        rt.close();
+    });
+}
+
 /// `stampede serve` on TCP prints exactly `listening on <endpoint>`, serves `stampede ls`, and
 /// exits 0 on SIGTERM; a second node on the same port fails with a clear message.
 #[test]
