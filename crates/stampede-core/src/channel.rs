@@ -156,17 +156,9 @@ impl ChannelState {
         self.items.range(ts..).next().map(|(&ts, _)| ts)
     }
 
-    /// `put(ts, payload, refcount)` through output connection `conn` of `task` (docs/SEMANTICS.md,
-    /// "Channels"). Copy-in happened when `payload` was made. Its effects go into `fx`.
-    pub fn put(
-        &mut self,
-        conn: ConnId,
-        task: &TaskState,
-        ts: Timestamp,
-        payload: Payload,
-        refcount: Option<u32>,
-        fx: &mut Effects,
-    ) -> Result<()> {
+    /// Every check of [`put`](Self::put) but room: what refuses the put whatever is reclaimed
+    /// (closed, not an item timestamp, detached, not visible to `task`, a duplicate, refcount 0).
+    pub fn check_put(&self, conn: ConnId, task: &TaskState, ts: Timestamp, refcount: Option<u32>) -> Result<()> {
         check_put(&self.name, self.closed, &self.outputs, conn, task, ts)?;
         if self.items.contains_key(&ts) || self.tombstones.contains(ts) {
             return Err(Error::DuplicateTimestamp { name: self.name.to_string(), ts });
@@ -178,6 +170,21 @@ impl ChannelState {
                 reason: format!("ts={ts}: refcount must be at least 1 (it counts consumptions)"),
             });
         }
+        Ok(())
+    }
+
+    /// `put(ts, payload, refcount)` through output connection `conn` of `task` (docs/SEMANTICS.md,
+    /// "Channels"). Copy-in happened when `payload` was made. Its effects go into `fx`.
+    pub fn put(
+        &mut self,
+        conn: ConnId,
+        task: &TaskState,
+        ts: Timestamp,
+        payload: Payload,
+        refcount: Option<u32>,
+        fx: &mut Effects,
+    ) -> Result<()> {
+        self.check_put(conn, task, ts, refcount)?;
         self.limits.check_room(&self.name, ts, self.items.len(), self.live_bytes, payload.len())?;
         let mut holders = 0;
         let mut born_consumed = 0;

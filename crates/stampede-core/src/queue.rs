@@ -108,6 +108,12 @@ impl QueueState {
         self.waiting.len() + self.open.values().map(Vec::len).sum::<usize>()
     }
 
+    /// Every check of [`put`](Self::put) but room: what refuses the put whatever is taken
+    /// (closed, not an item timestamp, detached, not visible to `task`).
+    pub fn check_put(&self, conn: ConnId, task: &TaskState, ts: Timestamp) -> Result<()> {
+        check_put(&self.name, self.closed, &self.outputs, conn, task, ts)
+    }
+
     /// Appends an item through output connection `conn` of `task` (duplicate timestamps
     /// allowed). Its effects go into `fx`.
     pub fn put(
@@ -118,7 +124,7 @@ impl QueueState {
         payload: Payload,
         fx: &mut Effects,
     ) -> Result<()> {
-        check_put(&self.name, self.closed, &self.outputs, conn, task, ts)?;
+        self.check_put(conn, task, ts)?;
         self.limits.check_room(&self.name, ts, self.live_items(), self.live_bytes, payload.len())?;
         let before = self.claims.min();
         self.claims.add(ts);

@@ -233,6 +233,16 @@ impl ChannelOutput {
         shared.limits.check_fits(&shared.name, ts, payload_bytes)
     }
 
+    /// `Ok` unless a put at `ts` would be refused whatever is reclaimed (closed, detached, not
+    /// visible to the task, a duplicate, refcount 0): what a caller about to wait for room of
+    /// its own (a session's byte budget) asks first, so that such a put fails at once and with
+    /// its own error.
+    pub(crate) fn check_put(&self, ts: Timestamp, refcount: Option<u32>) -> Result<()> {
+        // The order every operation takes them: the container's state, then the task's.
+        let state = self.channel.shared.state.lock();
+        state.check_put(self.conn, &self.task.state.lock(), ts, refcount)
+    }
+
     /// Copies `parts`, concatenated, into a buffer from this channel's recycling pool: the one
     /// copy of copy-in, for callers (bindings) that build a [`Payload`] themselves.
     pub fn copy_in(&self, parts: &[&[u8]]) -> bytes::Bytes {

@@ -9,7 +9,7 @@
 //! `InvalidArgument`: the node runs those itself.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use stampede_core::{
@@ -19,6 +19,7 @@ use stampede_core::{
 use crate::budget::{Charge, SessionBudget};
 use crate::payload::{Buffers, IntoPayload, Parts};
 use crate::session::{Admission, Connection, Right, Session};
+use crate::wait;
 use crate::{ChannelOptions, Container, Info, PutOptions, QueueOptions, Runtime};
 
 /// The payload that travels beside a put: bytes a put copies in once, or a buffer it stores as
@@ -183,11 +184,12 @@ impl Runtime {
                 let Connection::ChannelOutput(out) = session.connection(name, connection)? else {
                     return Err(not_a(session, name, connection, "channel output"));
                 };
-                session.check_payload(out.channel().name(), ts, body.len())?;
-                let deadline = Deadline::after(micros(wait_us));
-                let charge = session.charge(out.channel().name(), ts, body.len(), deadline.left()).await?;
+                let name = out.channel().name();
+                session.check_payload(name, ts, body.len())?;
+                let deadline = wait::deadline(Some(micros(wait_us)));
+                let charge = session.charge(name, ts, body.len(), deadline, || out.check_put(ts, refcount)).await?;
                 let payload = Incoming { body, codec: Codec::from_name(&codec), charge };
-                out.put_async(ts, payload, PutOptions { refcount, timeout: Some(deadline.left()) }).await?;
+                out.put_async(ts, payload, PutOptions { refcount, timeout: Some(wait::left(deadline)) }).await?;
                 Outcome::Done
             }
             Op::Get { connection, selector, wait_us } => {
@@ -209,11 +211,12 @@ impl Runtime {
                 let Connection::QueueOutput(out) = session.connection(name, connection)? else {
                     return Err(not_a(session, name, connection, "queue output"));
                 };
-                session.check_payload(out.queue().name(), ts, body.len())?;
-                let deadline = Deadline::after(micros(wait_us));
-                let charge = session.charge(out.queue().name(), ts, body.len(), deadline.left()).await?;
+                let name = out.queue().name();
+                session.check_payload(name, ts, body.len())?;
+                let deadline = wait::deadline(Some(micros(wait_us)));
+                let charge = session.charge(name, ts, body.len(), deadline, || out.check_put(ts)).await?;
                 let payload = Incoming { body, codec: Codec::from_name(&codec), charge };
-                out.put_async(ts, payload, Some(deadline.left())).await?;
+                out.put_async(ts, payload, Some(wait::left(deadline))).await?;
                 Outcome::Done
             }
             Op::QueueGet { connection, wait_us } => {
@@ -361,20 +364,6 @@ fn too_large(op: &'static str, name: &str) -> Error {
 
 fn micros(wait_us: u64) -> Duration {
     Duration::from_micros(wait_us)
-}
-
-/// A put's wait: the budget's wait for room and the container's share it.
-struct Deadline(Option<Instant>);
-
-impl Deadline {
-    fn after(wait: Duration) -> Deadline {
-        Deadline(Instant::now().checked_add(wait))
-    }
-
-    /// What is left of the wait (all of it, for one too long to be a deadline).
-    fn left(&self) -> Duration {
-        self.0.map_or(Duration::MAX, |deadline| deadline.saturating_duration_since(Instant::now()))
-    }
 }
 
 #[cfg(test)]

@@ -173,6 +173,14 @@ impl QueueOutput {
         self.queue.space.detach(&self.task, Held::QueueOutput(Arc::downgrade(&self.queue.shared), self.conn));
     }
 
+    /// `Ok` unless a put at `ts` would be refused whatever is taken (see
+    /// [`ChannelOutput::check_put`](crate::ChannelOutput)).
+    pub(crate) fn check_put(&self, ts: Timestamp) -> Result<()> {
+        // The order every operation takes them: the container's state, then the task's.
+        let state = self.queue.shared.state.lock();
+        state.check_put(self.conn, &self.task.state.lock(), ts)
+    }
+
     fn try_put(&self, ts: Timestamp, payload: &Payload) -> Result<()> {
         let shared = &self.queue.shared;
         self.queue.space.run(&**shared, &self.task, |s, t, _, fx| s.put(self.conn, t, ts, payload.clone(), fx))?;

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::Instant;
 
 use stampede_core::{Error, Handle, Result, Timestamp};
 
@@ -140,14 +140,23 @@ impl Session {
 
     /// Charges a put of `bytes` at `ts` into `name` to the session's budget, waiting up to
     /// `timeout` for room (`None` without a budget); `Full` naming the budget when none came.
+    ///
+    /// `refused` is what refuses the put whatever is reclaimed: asked before waiting for room,
+    /// so that such a put fails at once with its own error rather than the budget's `Full`.
     pub(crate) async fn charge(
         &self,
         name: &str,
         ts: Timestamp,
         bytes: usize,
-        timeout: Duration,
+        deadline: Option<Instant>,
+        refused: impl FnOnce() -> Result<()>,
     ) -> Result<Option<Charge>> {
         let Some(budget) = &self.budget else { return Ok(None) };
+        match budget.charge(name, ts, bytes) {
+            Err(Error::Full { can_never_fit: false, .. }) => refused()?,
+            charged => return charged.map(Some),
+        }
+        let timeout = crate::wait::left(deadline);
         crate::wait::asynchronous(budget.freed(), Some(timeout), || budget.charge(name, ts, bytes)).await.map(Some)
     }
 

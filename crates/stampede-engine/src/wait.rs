@@ -222,6 +222,11 @@ pub fn deadline(timeout: Option<Duration>) -> Option<Instant> {
     timeout.and_then(|d| Instant::now().checked_add(d))
 }
 
+/// What is left until `deadline` (all the time there is for `None`), zero once it passed.
+pub fn left(deadline: Option<Instant>) -> Duration {
+    deadline.map_or(Duration::MAX, |deadline| deadline.saturating_duration_since(Instant::now()))
+}
+
 /// A future that completes when something a blocked call of one connection waits for may have
 /// happened: for an input, an arrival, ts_min or the settled horizon passing what it asks for,
 /// its container destroyed, the connection detached, its task or the runtime closed; for an

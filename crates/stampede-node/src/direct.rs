@@ -227,6 +227,8 @@ async fn connection<S: Transport>(node: &Weak<NodeShared>, mut stream: S, place:
             None => read.await?,
         };
         let Some((length, descriptor, mut message)) = frame else { return Ok(()) };
+        // Upgraded again (within_bound did before the read): no strong handle is held across a
+        // read a slow peer controls, so a node that closes is not kept alive by its connections.
         let Some(shared) = node.upgrade() else { return Ok(()) };
         if let Some(place) = &unproven {
             let name = || shared.options.name.clone();

@@ -1,7 +1,8 @@
 //! Byte budgets (docs/LIMITS.md, "Byte budgets"): a client flooding a channel nobody reads is
 //! stopped by its session's budget — its put waits for room, then fails `Full` naming the budget —
 //! while another session's puts on the same node never wait and never fail; a put waiting for room
-//! goes through once an item is reclaimed; what a session charged is given back when its items go.
+//! goes through once an item is reclaimed; what a session charged is given back when its items go;
+//! a put refused for another reason fails at once with that reason, whatever the budget.
 
 mod support;
 
@@ -50,6 +51,10 @@ fn a_flooding_session_meets_its_budget_and_the_others_carry_on() {
         let budget = flood.stats().budget.expect("a node's session is budgeted");
         assert_eq!((budget.session_live_bytes, budget.session_max_bytes), (SESSION_BUDGET, SESSION_BUDGET));
         assert_eq!(budget.node_max_bytes, NODE_BUDGET);
+
+        // A put refused whatever is reclaimed fails at once with its own error, not the budget's.
+        let duplicate = put(ts - 1, Some(Duration::from_secs(60)));
+        assert!(matches!(duplicate, Err(Error::DuplicateTimestamp { .. })), "{duplicate:?}");
 
         // Another session's puts on the same node never wait and never fail.
         let ch2 = other.create_channel("steady", Limits::unbounded()).unwrap();
