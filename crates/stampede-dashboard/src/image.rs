@@ -48,9 +48,28 @@ pub(crate) struct Frame {
     pub message: Bytes,
 }
 
+/// An image item's pixels: rows of `width` × `channels` bytes, top to bottom (a view of the
+/// item's bytes, not a copy).
+#[derive(Clone, Debug)]
+pub(crate) struct Pixels {
+    pub width: usize,
+    pub height: usize,
+    /// 1 (grey), 3 (RGB) or 4 (RGBA).
+    pub channels: usize,
+    pub data: Bytes,
+}
+
 /// Turns an image item into a frame message, or says why it cannot be shown.
 pub(crate) fn decode_frame(channel: &str, item: &Item) -> Result<Frame, String> {
-    let refuse = |why: String| format!("image \"{channel}\" ts={}: {why}", item.ts);
+    let Pixels { width, height, channels, data } = pixels("image", channel, item)?;
+    Ok(Frame { ts: item.ts, width, height, channels, message: frame_message(item.ts, width, height, channels, &data) })
+}
+
+/// The pixels of an image item of `channel` (`what` names its role in a refusal), or why it is
+/// not a frame: `.npy` `uint8`, C order, (H, W), (H, W, 1), (H, W, 3) or (H, W, 4), each side at
+/// most [`FRAME_SIDE_MAX`], at most [`FRAME_BYTES_MAX`] of pixels.
+pub(crate) fn pixels(what: &str, channel: &str, item: &Item) -> Result<Pixels, String> {
+    let refuse = |why: String| format!("{what} \"{channel}\" ts={}: {why}", item.ts);
     if *item.codec() != Codec::Npy {
         return Err(refuse(format!(
             "codec \"{}\"; the image channel must carry npy uint8 arrays of shape (H, W), (H, W, 3) or (H, W, 4)",
@@ -86,8 +105,8 @@ pub(crate) fn decode_frame(channel: &str, item: &Item) -> Result<Frame, String> 
     }
     // check_payload made sure the payload is exactly header + data bytes.
     debug_assert_eq!(header.data_bytes, pixel_bytes);
-    let pixels = &data[header.data_offset..header.data_offset + pixel_bytes];
-    Ok(Frame { ts: item.ts, width, height, channels, message: frame_message(item.ts, width, height, channels, pixels) })
+    let data = data.slice(header.data_offset..header.data_offset + pixel_bytes);
+    Ok(Pixels { width, height, channels, data })
 }
 
 /// The binary WebSocket message of a frame (format in the module doc).

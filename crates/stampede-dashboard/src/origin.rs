@@ -33,7 +33,7 @@ pub(crate) fn admits(
         return Ok(());
     }
     Err(format!(
-        "a page at {origin} may not open this dashboard's WebSocket; allow it with --allow-origin {origin} \
+        "a page at {origin} may not open this WebSocket; allow it with --allow-origin {origin} \
          (Python: allowed_origins=[...])"
     ))
 }

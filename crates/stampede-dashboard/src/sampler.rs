@@ -204,7 +204,7 @@ impl Sampler {
         if !found {
             return;
         }
-        let task = match task_at_ts_min(&runtime) {
+        let task = match task_at_ts_min(&runtime, TASK_NAME) {
             Ok(task) => task,
             Err(e) => {
                 for source in self.sources().filter(|source| source.input.is_none()) {
@@ -354,9 +354,10 @@ fn lookup(runtime: &Runtime, name: &str) -> Result<Channel, (&'static str, Strin
 /// Most attempts at creating a task at ts_min while ts_min moves.
 const TASK_ATTEMPTS_MAX: usize = 8;
 
-/// A new task named [`TASK_NAME`] at the current ts_min (retried if ts_min moves past it
-/// meanwhile; at INFINITY if it keeps moving).
-fn task_at_ts_min(runtime: &Runtime) -> stampede::Result<Task> {
+/// A new task named `name` at the current ts_min (retried if ts_min moves past it meanwhile; at
+/// INFINITY if it keeps moving): a reader's task that attaches without consuming anything still
+/// readable.
+pub(crate) fn task_at_ts_min(runtime: &Runtime, name: &str) -> stampede::Result<Task> {
     let mut task = None;
     for _ in 0..TASK_ATTEMPTS_MAX {
         match runtime.task(runtime.ts_min()) {
@@ -372,7 +373,7 @@ fn task_at_ts_min(runtime: &Runtime) -> stampede::Result<Task> {
         Some(task) => task,
         None => runtime.task(INFINITY)?,
     };
-    if let Err(e) = task.set_name(TASK_NAME) {
+    if let Err(e) = task.set_name(name) {
         task.close();
         return Err(e);
     }

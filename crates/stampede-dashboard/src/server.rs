@@ -66,24 +66,13 @@ impl State {
     }
 }
 
-/// Serves on `listener` from a new thread until `stop` turns true.
+/// Serves the dashboard on `listener` from a new thread until `stop` turns true.
 pub(crate) fn start(
     listener: std::net::TcpListener,
     state: State,
     gate: Option<Arc<Gate>>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> std::io::Result<JoinHandle<()>> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .max_blocking_threads(2)
-        .thread_name("stampede-dashboard")
-        .enable_io()
-        .enable_time()
-        .build()?;
-    let listener = {
-        let _entered = runtime.enter();
-        tokio::net::TcpListener::from_std(listener)?
-    };
     let router = Router::new()
         .route("/", get(index))
         .route("/dashboard.js", get(script))
@@ -95,7 +84,30 @@ pub(crate) fn start(
         Some(gate) => router.layer(axum::middleware::from_fn_with_state(gate, login::require)),
         None => router,
     };
-    std::thread::Builder::new().name("stampede-dashboard-server".into()).spawn(move || {
+    spawn("stampede-dashboard", listener, router, stop)
+}
+
+/// Serves `router` on `listener` from a thread of its own (named `name`, with a tokio runtime of
+/// one worker, so that it works from any program, async or not) until `stop` turns true; then
+/// waits up to [`SHUTDOWN_GRACE`] for connections to finish and cancels what is left.
+pub(crate) fn spawn(
+    name: &str,
+    listener: std::net::TcpListener,
+    router: Router,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<JoinHandle<()>> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(2)
+        .thread_name(name)
+        .enable_io()
+        .enable_time()
+        .build()?;
+    let listener = {
+        let _entered = runtime.enter();
+        tokio::net::TcpListener::from_std(listener)?
+    };
+    std::thread::Builder::new().name(format!("{name}-server")).spawn(move || {
         runtime.block_on(async move {
             let mut graceful = stop.clone();
             let server = axum::serve(listener, router)
@@ -148,15 +160,9 @@ async fn websocket(
     headers: axum::http::HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response {
-    let header = |name| headers.get(name).and_then(|value: &header::HeaderValue| value.to_str().ok());
-    if let Err(reason) =
-        origin::admits(header(header::ORIGIN), header(header::HOST), state.loopback, &state.allowed_origins)
-    {
-        return (StatusCode::FORBIDDEN, reason).into_response();
-    }
-    let Some(slot) = Slot::take(&state.clients) else {
-        let reason = format!("the dashboard serves at most {WS_CLIENTS_MAX} WebSocket clients at once");
-        return (StatusCode::SERVICE_UNAVAILABLE, reason).into_response();
+    let slot = match admit(&headers, state.loopback, &state.allowed_origins, &state.clients, WS_CLIENTS_MAX) {
+        Ok(slot) => slot,
+        Err(refusal) => return refusal.into_response(),
     };
     let updates = state.updates.clone();
     upgrade
@@ -166,17 +172,32 @@ async fn websocket(
         .on_upgrade(move |socket| client(socket, updates, slot))
 }
 
-/// One client slot, given back on drop (also when the upgrade fails).
-struct Slot(Arc<AtomicUsize>);
-
-impl Slot {
-    fn take(clients: &Arc<AtomicUsize>) -> Option<Slot> {
-        clients
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < WS_CLIENTS_MAX).then_some(n + 1))
-            .ok()
-            .map(|_| Slot(clients.clone()))
+/// Whether a WebSocket upgrade with `headers` may open, on a listener on loopback or not, with
+/// `allowed` origins besides its own page (`origin`), and one of `max` client slots counted in
+/// `clients` free: the slot, else the refusal (`403` naming the origin, `503` naming the bound).
+pub(crate) fn admit(
+    headers: &axum::http::HeaderMap,
+    loopback: bool,
+    allowed: &[String],
+    clients: &Arc<AtomicUsize>,
+    max: usize,
+) -> Result<Slot, (StatusCode, String)> {
+    let header = |name| headers.get(name).and_then(|value: &header::HeaderValue| value.to_str().ok());
+    if let Err(reason) = origin::admits(header(header::ORIGIN), header(header::HOST), loopback, allowed) {
+        return Err((StatusCode::FORBIDDEN, reason));
+    }
+    let taken = clients.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1));
+    match taken {
+        Ok(_) => Ok(Slot(clients.clone())),
+        Err(_) => {
+            let reason = format!("this listener serves at most {max} WebSocket clients at once");
+            Err((StatusCode::SERVICE_UNAVAILABLE, reason))
+        }
     }
 }
+
+/// One client slot, given back on drop (also when the upgrade fails).
+pub(crate) struct Slot(Arc<AtomicUsize>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
