@@ -1,5 +1,5 @@
 import os
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Literal, TypeVar, final, overload
 
@@ -19,6 +19,7 @@ __all__ = [
     "Dashboard",
     "DuplicateTimestamp",
     "ExactJoin",
+    "Foxglove",
     "Full",
     "INFINITY",
     "InvalidArgument",
@@ -312,6 +313,31 @@ class Dashboard:
         allowed_origins: Sequence[str] | None = None,
         allow_anonymous: bool = False,
     ) -> Dashboard: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool: ...
+
+@final
+class Foxglove:
+    def __new__(
+        cls,
+        runtime: Runtime,
+        *,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        names: Sequence[str] | None = None,
+        overlays: Sequence[str] | None = None,
+        tick: float | str | None = None,
+        ticks: Mapping[str, float | str] | None = None,
+        allowed_origins: Sequence[str] | None = None,
+        allow_anonymous: bool = False,
+    ) -> Foxglove: ...
     @property
     def url(self) -> str: ...
     @property

@@ -9,6 +9,8 @@
 //!   [`replay`]).
 //! - `stampede dashboard --connect <endpoint> [--port <port>]` — serves a live web dashboard of a
 //!   node's runtime (see [`dashboard`]); `stampede serve --dashboard <port>` serves one of its own.
+//! - `stampede foxglove --connect <endpoint> [names…]` — a node's channels live in Foxglove (see
+//!   [`foxglove`]); `stampede serve --foxglove <port>` serves its own.
 //!
 //! - `stampede certs --node a=127.0.0.1 --client alice` — a CA and the certificates of a TLS mesh
 //!   (see [`certs`]); `stampede hash-password` — a password's hash for an access policy.
@@ -21,6 +23,7 @@
 
 mod certs;
 mod dashboard;
+mod foxglove;
 mod info;
 mod ls;
 mod record;
@@ -80,6 +83,14 @@ enum Command {
         dashboard: Option<u16>,
         #[command(flatten)]
         page: dashboard::Page,
+        /// Also serve the node's channels live to Foxglove on this port (0: any free port; the
+        /// --overlay and --allow-origin flags apply to it too); prints `foxglove on <url>`. Not
+        /// with --access: Foxglove's viewers give no credentials (run `stampede foxglove
+        /// --connect … --user …` instead).
+        #[arg(long, value_name = "PORT")]
+        foxglove: Option<u16>,
+        #[command(flatten)]
+        view: foxglove::View,
         #[command(flatten)]
         tls: tls::ServeTls,
         /// A policy file (TOML): the users admitted, their password hashes and their read, write
@@ -119,6 +130,41 @@ enum Command {
         /// anyone who reaches it sees every task and channel.
         #[arg(long)]
         allow_anonymous: bool,
+        #[command(flatten)]
+        tls: tls::ConnectTls,
+    },
+    /// Serves a node's channels live to Foxglove (or Lichtblick) on the Foxglove WebSocket
+    /// protocol until Ctrl-C or SIGTERM: npy images, boxes, text and JSON drawn as they are put.
+    /// Prints `foxglove on <url>`.
+    Foxglove {
+        /// Name prefixes to serve ("kiosk" serves kiosk/frames, kiosk/decisions, ...); all if none.
+        names: Vec<String>,
+        /// The node's endpoint.
+        #[arg(long, value_name = "ENDPOINT")]
+        connect: String,
+        /// The node to show, reached through the one at --connect (default: that one).
+        #[arg(long)]
+        node: Option<String>,
+        /// Port to serve on (0: any free port).
+        #[arg(long, default_value_t = stampede_dashboard::foxglove::PORT_DEFAULT)]
+        port: u16,
+        #[command(flatten)]
+        view: foxglove::View,
+        /// A channel of JSON boxes ({"boxes": [{"x", "y", "w", "h", "label", "color"}]}) shown as
+        /// image annotations. Repeatable.
+        #[arg(long = "overlay", value_name = "CHANNEL")]
+        overlays: Vec<String>,
+        /// A web origin besides Foxglove's web app (https://app.foxglove.dev) whose pages may
+        /// connect; others are refused. Repeatable.
+        #[arg(long = "allow-origin", value_name = "ORIGIN")]
+        allowed_origins: Vec<String>,
+        /// Listen on an address other machines reach (--foxglove-host): Foxglove's viewers give
+        /// no credentials, so anyone who reaches it sees what this client may read.
+        #[arg(long)]
+        allow_anonymous: bool,
+        /// Seconds to keep trying to reach the node.
+        #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
+        timeout: f64,
         #[command(flatten)]
         tls: tls::ConnectTls,
     },
@@ -321,11 +367,16 @@ fn main() -> ExitCode {
             max_session_live_bytes,
             dashboard,
             page,
+            foxglove,
+            view,
             tls,
             access,
             allow_anonymous,
             mesh_ts_min,
         } => serve::run(serve::Options {
+            foxglove: foxglove.map(|port| {
+                view.options(port, Vec::new(), page.overlays.clone(), &page.allowed_origins, allow_anonymous)
+            }),
             access,
             allow_anonymous,
             listen,
@@ -348,6 +399,22 @@ fn main() -> ExitCode {
                 connect: tls.options(Duration::from_secs_f64(timeout), node),
             })
         }
+        Command::Foxglove {
+            names,
+            connect,
+            node,
+            port,
+            view,
+            overlays,
+            allowed_origins,
+            allow_anonymous,
+            timeout,
+            tls,
+        } => foxglove::run(foxglove::Options {
+            endpoint: connect,
+            bridge: view.options(port, names, overlays, &allowed_origins, allow_anonymous),
+            connect: tls.options(Duration::from_secs_f64(timeout), node),
+        }),
         Command::Ls { prefix, ts_min, connect, timeout, tls } => {
             ls::run(&prefix, ts_min, &connect, &tls.options(Duration::from_secs_f64(timeout), None))
         }

@@ -5,7 +5,9 @@
 //! runtime, and exits 0. With `--dashboard <port>` it also serves a dashboard of its runtime and
 //! prints `dashboard on <url>` after the endpoints. With `--access` too, the dashboard asks for a
 //! login (HTTP Basic): a user of the policy with its password and the `read` right on `""` — what
-//! the node's graph needs from a client; anyone else gets `401`.
+//! the node's graph needs from a client; anyone else gets `401`. With `--foxglove <port>` it
+//! serves its channels to Foxglove and prints `foxglove on <url>` (refused with `--access`:
+//! Foxglove's viewers give no credentials).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -29,6 +31,8 @@ pub struct Options {
     pub max_session_live_bytes: Option<u64>,
     /// Serve a dashboard of the node's runtime on this port (0: any free port), and what it shows.
     pub dashboard: Option<(u16, crate::dashboard::Page)>,
+    /// Serve the node's channels to Foxglove, with these options.
+    pub foxglove: Option<stampede_dashboard::foxglove::FoxgloveOptions>,
     /// Certificates for the tls/ endpoints.
     pub tls: Option<TlsOptions>,
     /// Share ts_min with the mesh's other nodes ([`NodeOptions::mesh_ts_min`]).
@@ -41,6 +45,12 @@ pub struct Options {
 
 /// Serves until a signal; the node's or the signal handler's error otherwise.
 pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
+    if options.foxglove.is_some() && options.access.is_some() {
+        return Err("--foxglove with --access: Foxglove's viewers give no credentials, so the bridge would show \
+                    every channel to anyone on this machine. Serve the node alone and run `stampede foxglove \
+                    --connect <endpoint> --user <user>` where you view it: it shows what that user may read"
+            .into());
+    }
     let access = options.access.as_deref().map(AccessPolicy::load).transpose()?;
     let login = access.clone().map(|policy| dashboard_login(policy, options.name.clone()));
     let runtime = Runtime::new();
@@ -81,7 +91,24 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         }
         None => None,
     };
+    let foxglove = match options.foxglove {
+        Some(bridge) => match crate::foxglove::serve(&runtime, bridge) {
+            Ok(bridge) => Some(bridge),
+            Err(e) => {
+                if let Some(dashboard) = dashboard {
+                    dashboard.close();
+                }
+                node.close();
+                runtime.close();
+                return Err(e);
+            }
+        },
+        None => None,
+    };
     let waited = wait_for_signal();
+    if let Some(bridge) = foxglove {
+        bridge.close();
+    }
     if let Some(dashboard) = dashboard {
         dashboard.close();
     }

@@ -21,6 +21,7 @@
 //! - [`pacer`] — `Pacer`.
 //! - [`watch`] — `Watch`: the name service's events as an iterator of `WatchEvent`s.
 //! - [`dashboard`] — `Dashboard`: the live web dashboard of a runtime (`stampede-dashboard`).
+//! - [`foxglove`] — `Foxglove`: the live bridge of a runtime's channels to Foxglove.
 //! - [`record`] — `Recorder` and `replay`: MCAP recordings (`stampede-record`).
 //! - [`trace`] — `span` and `trace_flush`: the event log (`stampede::trace`).
 //!
@@ -35,6 +36,7 @@ mod connection;
 mod container;
 mod dashboard;
 mod errors;
+mod foxglove;
 mod item;
 mod join;
 mod pacer;
@@ -71,6 +73,7 @@ fn _stampede(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<watch::Watch>()?;
     m.add_class::<watch::WatchEvent>()?;
     m.add_class::<dashboard::Dashboard>()?;
+    m.add_class::<foxglove::Foxglove>()?;
     m.add_class::<record::Recorder>()?;
     m.add_function(wrap_pyfunction!(record::replay, m)?)?;
     m.add_class::<trace::Span>()?;

@@ -241,6 +241,8 @@ class RunConfig:
     max_frames: int | None = None
     #: Record the application's channels to this MCAP file (None: no recording).
     record: str | None = None
+    #: Serve the application's channels live to Foxglove on this port (None: no bridge).
+    foxglove: int | None = None
 
 
 def display(task: stampede.Task, inp: stampede.ChannelInput, stage: Stage, done: threading.Event) -> None:
@@ -302,6 +304,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--record", metavar="FILE", default=None, help="record every channel of the run to an MCAP file"
     )
+    parser.add_argument(
+        "--foxglove",
+        metavar="PORT",
+        type=int,
+        default=None,
+        help="serve the run's channels live to Foxglove on this port (8765 is Foxglove's default)",
+    )
 
 
 def run_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -316,6 +325,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         "port": args.port,
         "progress": not args.quiet,
         "record": args.record,
+        "foxglove": args.foxglove,
     }
 
 
@@ -323,15 +333,21 @@ def run_embedded(
     app_class: Callable[[stampede.Runtime, Any], Any], config: Any, image: str, overlays: list[str]
 ) -> dict:
     """Runs ``app_class(rt, config)`` on a fresh embedded runtime — serving its dashboard (``image``
-    with ``overlays``, on ``config.port``; the URL is printed) unless ``config.headless``, and
-    recording its channels (those under ``image``'s first name segment) to ``config.record`` when
-    set — and returns its result, with the recorder's account under ``"recording"``."""
+    with ``overlays``, on ``config.port``; the URL is printed) unless ``config.headless``, its
+    channels (those under ``image``'s first name segment) live to Foxglove on ``config.foxglove``
+    when set (the URL is printed), and recording them to ``config.record`` when set — and
+    returns its result, with the recorder's account under ``"recording"``."""
     with stampede.Runtime() as rt:
         app = app_class(rt, config)
         dash = None
         if not config.headless:
             dash = stampede.Dashboard(rt, port=config.port, image=image, overlays=overlays)
             print(f"dashboard on {dash.url}", flush=True)
+        bridge = None
+        if config.foxglove is not None:
+            prefix, tick = image.split("/")[0], 1.0 / config.fps  # frame numbers at the camera's rate
+            bridge = stampede.Foxglove(rt, port=config.foxglove, names=[prefix], overlays=overlays, tick=tick)
+            print(f"foxglove on {bridge.url}", flush=True)
         recorder = None
         if config.record is not None:
             recorder = stampede.Recorder(rt, image.split("/")[0], config.record)
@@ -341,6 +357,8 @@ def run_embedded(
         finally:
             if dash is not None:
                 dash.close()
+            if bridge is not None:
+                bridge.close()
             if recorder is not None:
                 recording = recorder.stop()
         if recorder is not None:

@@ -120,7 +120,8 @@ pub struct Foxglove {
     address: SocketAddr,
     bridge: Arc<bridge::Bridge>,
     stop: tokio::sync::watch::Sender<bool>,
-    threads: Vec<JoinHandle<()>>,
+    /// The server's and the watcher's threads, until closed.
+    threads: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Foxglove {
@@ -153,13 +154,13 @@ impl Foxglove {
             server_name: server_name.into(),
             stop: stopped,
         };
-        let mut foxglove = Foxglove { address, bridge: bridge.clone(), stop, threads: Vec::new() };
+        let foxglove = Foxglove { address, bridge: bridge.clone(), stop, threads: Default::default() };
         let started = start(listener, state).and_then(|server| {
-            foxglove.threads.push(server);
+            foxglove.threads().push(server);
             bridge.start_watcher()
         });
         match started {
-            Ok(watcher) => foxglove.threads.push(watcher),
+            Ok(watcher) => foxglove.threads().push(watcher),
             Err(e) => return Err(refused(format!("cannot start: {e}"))), // dropping it stops what started
         }
         Ok(foxglove)
@@ -175,23 +176,24 @@ impl Foxglove {
         self.address.port()
     }
 
-    /// Stops serving: every viewer gets a Close frame, every reader closes its task.
-    pub fn close(mut self) {
-        self.shut();
-    }
-
-    fn shut(&mut self) {
+    /// Stops serving: every viewer gets a Close frame, every reader closes its task. Idempotent.
+    pub fn close(&self) {
         let _ = self.stop.send(true);
         self.bridge.close();
-        for thread in self.threads.drain(..) {
+        let threads: Vec<JoinHandle<()>> = self.threads().drain(..).collect();
+        for thread in threads {
             let _ = thread.join();
         }
+    }
+
+    fn threads(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+        self.threads.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
 impl Drop for Foxglove {
     fn drop(&mut self) {
-        self.shut();
+        self.close();
     }
 }
 
