@@ -85,19 +85,14 @@ use std::time::Duration;
 use stampede::{Error, Result, Runtime};
 
 pub use image::{FRAME_HEADER_BYTES, FRAME_MAGIC};
+/// The bounds on what is read from an image or overlay item (largest frame in pixel bytes and
+/// per side, largest overlay item, most boxes kept), as every viewer of the project reads them.
+pub use stampede_view::image::{BOXES_MAX, FRAME_BYTES_MAX, FRAME_SIDE_MAX, OVERLAY_BYTES_MAX};
 
 /// Most WebSocket clients served at once; one more is answered `503 Service Unavailable`.
 pub const WS_CLIENTS_MAX: usize = 16;
-/// Largest image frame shown, in pixel bytes (height × width × channels): 4K RGBA fits.
-pub const FRAME_BYTES_MAX: usize = 32 << 20;
-/// Largest image height or width shown.
-pub const FRAME_SIDE_MAX: usize = 8192;
 /// Most overlay channels.
 pub const OVERLAYS_MAX: usize = 8;
-/// Largest overlay item read, in bytes.
-pub const OVERLAY_BYTES_MAX: usize = 256 << 10;
-/// Most boxes drawn from one overlay item (the rest are dropped and the overlay says so).
-pub const BOXES_MAX: usize = 256;
 /// Largest message a client may send (the page sends none; this bounds a hostile one).
 pub const CLIENT_MESSAGE_BYTES_MAX: usize = 64 << 10;
 /// Most channels or tasks listed in a snapshot (the snapshot says when it is truncated).

@@ -16,9 +16,10 @@ use axum::extract::ws::Utf8Bytes;
 use bytes::Bytes;
 use stampede::{Channel, ChannelInput, Container, Error, Item, Runtime, Selector, Task, Timestamp, INFINITY, TS_MAX};
 
-use crate::image::{decode_frame, decode_overlay, Frame};
+use crate::image::{decode_frame, Frame};
 use crate::snapshot::{build, Context, ImageState, OverlayState, Rates, Ts, RATE_WINDOW_MIN};
 use crate::DashboardOptions;
+use stampede_view::image::decode_overlay;
 
 /// The name of the dashboard's task, as tools show it.
 pub(crate) const TASK_NAME: &str = "dashboard";

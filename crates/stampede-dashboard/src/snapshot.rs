@@ -14,8 +14,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde::{Serialize, Serializer};
 use stampede::{BudgetUse, ConnectionKind, Graph, Timestamp, INFINITY};
 
-use crate::image::OverlayBox;
 use crate::ROWS_MAX;
+use stampede_view::image::OverlayBox;
 
 /// Shortest time over which a rate is computed: at 30 fps, one frame more or less in the window
 /// moves the rate by 3%.

@@ -19,7 +19,8 @@ use std::time::Duration;
 use stampede::{Container, Error, InputOptions, Runtime, WatchEvent, INFINITY, OLDEST_UNSEEN};
 use tokio::sync::{watch, Notify};
 
-use super::convert::{Kind, Tick};
+use stampede_view::foxglove::{Kind, Tick};
+
 use super::protocol::{message_data, Advertised};
 use super::{FoxgloveOptions, CHANNELS_MAX, OUTBOX_MESSAGES_MAX, READER_LAG_ITEMS};
 use crate::sampler::task_at_ts_min;
@@ -186,7 +187,7 @@ impl Bridge {
                 Arc::make_mut(catalog).refused.insert(name.to_owned(), reason);
                 return;
             }
-            let entry = Entry { name: name.to_owned(), kind, tick, advertised: kind.advertised(id, name) };
+            let entry = Entry { name: name.to_owned(), kind, tick, advertised: Advertised::of(kind, id, name) };
             let catalog = Arc::make_mut(catalog);
             catalog.refused.remove(name);
             catalog.channels.insert(id, entry);

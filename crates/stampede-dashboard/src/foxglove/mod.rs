@@ -21,7 +21,7 @@
 //!
 //! - **Every channel is advertised as it appears** (the name service's watch) and unadvertised
 //!   when destroyed; what it becomes (image, annotations, log, JSON) follows its codec
-//!   (`convert`); a channel not shown is listed, with why, in a status message.
+//!   (`stampede_view::foxglove::Kind`); a channel not shown is listed, with why, in a status message.
 //! - **A channel is read only while a viewer subscribes to it, and never holds GC back**: its
 //!   reader's task consumes each item as soon as it has it, and its input is bounded by lag
 //!   ([`READER_LAG_ITEMS`]) (`bridge`).
@@ -41,12 +41,12 @@
 //!
 //! - this file — [`FoxgloveOptions`], [`Foxglove`] and the bounds.
 //! - `protocol` — the protocol's messages (pure).
-//! - `convert` — channel kinds, schemas, each item's message, the timeline ([`Tick`]) (pure).
+//! - what each channel becomes, each item's message and the timeline ([`Tick`]) are
+//!   `stampede_view::foxglove`'s (pure), shared with recordings made for Foxglove.
 //! - `bridge` — the catalog watcher and the readers.
 //! - `server` — the WebSocket and each viewer's task.
 
 mod bridge;
-mod convert;
 mod protocol;
 mod server;
 
@@ -57,8 +57,8 @@ use std::thread::JoinHandle;
 
 use stampede::{Error, Result, Runtime};
 
-pub use convert::Tick;
 pub use protocol::SUBPROTOCOL;
+pub use stampede_view::foxglove::Tick;
 
 /// Most viewers served at once; one more is answered `503 Service Unavailable`.
 pub const CLIENTS_MAX: usize = 16;

@@ -5,10 +5,11 @@
 //! Why not the Foxglove SDK's own server: it cannot refuse a WebSocket upgrade by its `Origin`
 //! header, and a page of any web site could then read a bridge on the user's loopback (the rule
 //! every listener of the project keeps, docs/SECURITY.md). The SDK still gives the schemas and
-//! their encoding (`convert`).
+//! their encoding (`stampede_view::foxglove`).
 
 use base64::Engine;
 use serde::{Deserialize, Serialize};
+use stampede_view::foxglove::Kind;
 
 /// The WebSocket subprotocol Foxglove and Lichtblick ask for.
 pub const SUBPROTOCOL: &str = "foxglove.websocket.v1";
@@ -34,13 +35,15 @@ pub(crate) struct Advertised {
 }
 
 impl Advertised {
-    /// A channel whose messages are `encoding` with `schema` (binary `FileDescriptorSet` for
-    /// protobuf), or schemaless JSON for `schema` `None`.
-    pub(crate) fn new(id: u64, topic: &str, encoding: &str, schema: Option<&foxglove::Schema>) -> Advertised {
+    /// Channel `id` on `topic`, of `kind`: protobuf with its schema (a binary
+    /// `FileDescriptorSet`), or schemaless JSON.
+    pub(crate) fn of(kind: Kind, id: u64, topic: &str) -> Advertised {
+        let schema = kind.schema();
+        let schema = schema.as_ref();
         Advertised {
             id,
             topic: topic.to_owned(),
-            encoding: encoding.to_owned(),
+            encoding: kind.message_encoding().to_owned(),
             schema_name: schema.map_or_else(|| topic.to_owned(), |s| s.name.clone()),
             schema: schema.map_or_else(String::new, |s| base64::engine::general_purpose::STANDARD.encode(&s.data)),
             schema_encoding: schema.map(|s| s.encoding.clone()),
@@ -147,7 +150,7 @@ mod tests {
     /// The server's messages are the protocol's JSON, field for field.
     #[test]
     fn server_messages_are_the_protocols_json() {
-        let advertised = Advertised::new(3, "kiosk/blobs", "json", None);
+        let advertised = Advertised::of(Kind::Json, 3, "kiosk/blobs");
         let json = ServerMessage::Advertise { channels: vec![advertised] }.to_json();
         assert_eq!(
             json,

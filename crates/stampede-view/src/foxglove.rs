@@ -1,7 +1,9 @@
-//! What a channel becomes in Foxglove, and each item's message (pure).
+//! What a channel becomes in Foxglove, and each item's message (pure): what the live bridge
+//! (`stampede_dashboard::foxglove`) sends and what a recording made for Foxglove holds beside
+//! the raw items (`stampede_record`).
 //!
-//! A channel's kind is chosen when it is advertised, from its declared codec and the bridge's
-//! options ([`Kind::of`]):
+//! A live channel's kind is chosen when it is advertised, from its declared codec and the
+//! bridge's options ([`Kind::of`]):
 //!
 //! | channel | Foxglove schema | each item |
 //! |---|---|---|
@@ -10,6 +12,9 @@
 //! | codec `utf8` | `foxglove.Log` (protobuf) | the text, level info, the channel as its name |
 //! | codec `json`, or none declared | schemaless JSON | JSON as it is; text as `{"text"}`; any other payload described: `.npy` by dtype, shape and size, other codecs by name and size |
 //! | another codec (`raw`, an application's own) | not advertised | listed in a status, with the reason |
+//!
+//! A recording converts item by item ([`Kind::of_item`]): `npy` frames, JSON documents with
+//! `boxes`, and text; the rest is left as it is.
 //!
 //! Timestamps go on Foxglove's timeline through a [`Tick`]: a frame number times a tick in
 //! seconds, or nanoseconds as they are. Log time and each message's own timestamp are the same.
@@ -24,8 +29,7 @@ use foxglove::Encode;
 use serde_json::json;
 use stampede::{Codec, Info, Item, Timestamp};
 
-use super::protocol::Advertised;
-use crate::image::{decode_overlay, pixels};
+use crate::image::{decode_overlay, pixels, OVERLAY_BYTES_MAX};
 
 /// How a channel's timestamps become Foxglove's nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -65,7 +69,7 @@ impl Tick {
 
 /// What a channel is shown as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     Image,
     Annotations,
     Log,
@@ -75,7 +79,7 @@ pub(crate) enum Kind {
 impl Kind {
     /// The kind of the channel `info` describes (`overlay`: named as one), or why it is not
     /// advertised.
-    pub(crate) fn of(info: &Info, overlay: bool) -> Result<Kind, String> {
+    pub fn of(info: &Info, overlay: bool) -> Result<Kind, String> {
         if info.kind != "channel" {
             return Err(format!("\"{}\" is a queue: reading it would take its items from their consumers", info.name));
         }
@@ -93,18 +97,38 @@ impl Kind {
         }
     }
 
-    /// The channel as advertised under `id`.
-    pub(crate) fn advertised(self, id: u64, topic: &str) -> Advertised {
+    /// What a recording writes beside `item` for Foxglove to draw: an image for an `npy` frame,
+    /// annotations for a JSON document with `boxes`, a log line for text; `None` for anything
+    /// else (Foxglove shows JSON as it is) or an item that is none of these after all.
+    pub fn of_item(item: &Item) -> Option<Kind> {
+        match item.codec() {
+            Codec::Npy => Some(Kind::Image),
+            Codec::Utf8 => Some(Kind::Log),
+            Codec::Json if item.data().len() <= OVERLAY_BYTES_MAX && has_boxes(item.data()) => Some(Kind::Annotations),
+            _ => None,
+        }
+    }
+
+    /// The Foxglove schema of its messages (`None`: schemaless JSON).
+    pub fn schema(self) -> Option<foxglove::Schema> {
         match self {
-            Kind::Image => Advertised::new(id, topic, "protobuf", RawImage::get_schema().as_ref()),
-            Kind::Annotations => Advertised::new(id, topic, "protobuf", ImageAnnotations::get_schema().as_ref()),
-            Kind::Log => Advertised::new(id, topic, "protobuf", Log::get_schema().as_ref()),
-            Kind::Json => Advertised::new(id, topic, "json", None),
+            Kind::Image => RawImage::get_schema(),
+            Kind::Annotations => ImageAnnotations::get_schema(),
+            Kind::Log => Log::get_schema(),
+            Kind::Json => None,
+        }
+    }
+
+    /// Its messages' encoding: `"protobuf"` or `"json"`.
+    pub fn message_encoding(self) -> &'static str {
+        match self {
+            Kind::Json => "json",
+            _ => "protobuf",
         }
     }
 
     /// The message of `item` of `channel` for this kind, or why it is skipped.
-    pub(crate) fn encode(self, channel: &str, item: &Item, tick: Tick) -> Result<Vec<u8>, String> {
+    pub fn encode(self, channel: &str, item: &Item, tick: Tick) -> Result<Vec<u8>, String> {
         let time = foxglove_time(tick.nanos(item.ts));
         match self {
             Kind::Image => {
@@ -169,6 +193,11 @@ impl Kind {
             Kind::Json => Ok(json_message(item)),
         }
     }
+}
+
+/// Whether a JSON document has a `boxes` array at its top (an overlay).
+fn has_boxes(data: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(data).is_ok_and(|doc| doc.get("boxes").is_some_and(|b| b.is_array()))
 }
 
 /// The colour boxes without one (or with one not written `#rgb` or `#rrggbb`) are drawn in.
@@ -262,9 +291,9 @@ mod tests {
         assert!(Kind::of(&info(Some(Codec::Npy)), true).unwrap_err().contains("codec json"));
         let queue = Info { kind: "queue", ..info(Some(Codec::Json)) };
         assert!(Kind::of(&queue, false).unwrap_err().contains("queue"));
-        let advertised = Kind::Image.advertised(4, "cam");
-        assert_eq!((advertised.schema_name.as_str(), advertised.encoding.as_str()), ("foxglove.RawImage", "protobuf"));
-        assert!(!advertised.schema.is_empty());
+        let schema = Kind::Image.schema().unwrap();
+        assert_eq!((schema.name.as_str(), Kind::Image.message_encoding()), ("foxglove.RawImage", "protobuf"));
+        assert!(!schema.data.is_empty() && Kind::Json.schema().is_none());
     }
 
     /// An RGB frame becomes a RawImage with its pixels, its size and its time.
@@ -313,6 +342,18 @@ mod tests {
         assert_eq!((described["dtype"].as_str(), described["shape"][0].as_u64()), (Some("'<f4'"), Some(2)));
         let log = Log::decode(&Kind::Log.encode("c", &item(1, b"ok".to_vec(), Codec::Utf8), Tick::Nanos).unwrap()[..]);
         assert_eq!(log.unwrap().message, "ok");
+    }
+
+    /// A recording converts frames, overlays and text, and leaves other JSON and bytes as they are.
+    #[test]
+    fn a_recording_converts_what_foxglove_draws() {
+        let npy = stampede::npy::encode_header("'|u1'", &[1, 1]).unwrap();
+        assert_eq!(Kind::of_item(&item(0, [npy, vec![0]].concat(), Codec::Npy)), Some(Kind::Image));
+        assert_eq!(Kind::of_item(&item(0, br#"{"boxes": []}"#.to_vec(), Codec::Json)), Some(Kind::Annotations));
+        assert_eq!(Kind::of_item(&item(0, br#"{"blobs": []}"#.to_vec(), Codec::Json)), None);
+        assert_eq!(Kind::of_item(&item(0, b"[1]".to_vec(), Codec::Json)), None);
+        assert_eq!(Kind::of_item(&item(0, b"hi".to_vec(), Codec::Utf8)), Some(Kind::Log));
+        assert_eq!(Kind::of_item(&item(0, b"hi".to_vec(), Codec::Raw)), None);
     }
 
     /// Ticks: frame numbers times seconds, or nanoseconds; anything else is refused.
