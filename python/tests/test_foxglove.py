@@ -1,9 +1,16 @@
-"""The kiosk live in Foxglove (docs/FOXGLOVE.md): the real kiosk runs on a runtime with a
-``stampede.Foxglove`` bridge, and an independent client of the Foxglove WebSocket protocol (the
-``websockets`` package, Foxglove's own protobuf schemas from ``foxglove-schemas-protobuf``)
-subscribes to the camera, the decisions and the blobs and decodes them: every image is the very
-frame the camera rendered at its timestamp, every decision's boxes arrive as annotations, the
-blobs as JSON. Every wait is bounded; no duration is asserted."""
+"""The kiosk in Foxglove (docs/FOXGLOVE.md), live and recorded, checked by independent readers.
+
+Live: the real kiosk runs on a runtime with a ``stampede.Foxglove`` bridge, and a client of the
+Foxglove WebSocket protocol (the ``websockets`` package, Foxglove's own protobuf schemas from
+``foxglove-schemas-protobuf``) subscribes to the camera, the decisions and the blobs and decodes
+them: every image is the very frame the camera rendered at its timestamp, every decision's boxes
+arrive as annotations, the blobs as JSON.
+
+Recorded: a kiosk recording with ``foxglove_schemas=True`` read by the ``mcap`` package with
+``mcap-protobuf-support``'s decoder: every image decodes back to the frame that was put, beside
+the raw item, which replay still restores byte for byte.
+
+Every wait is bounded; no duration is asserted."""
 
 from __future__ import annotations
 
@@ -15,6 +22,8 @@ import pytest
 import websockets
 from foxglove_schemas_protobuf.ImageAnnotations_pb2 import ImageAnnotations
 from foxglove_schemas_protobuf.RawImage_pb2 import RawImage
+from mcap.reader import make_reader
+from mcap_protobuf.decoder import DecoderFactory
 from websockets.typing import Subprotocol
 
 import stampede
@@ -124,6 +133,43 @@ def test_a_foxglove_viewer_draws_the_kiosk():
 
     blobs = viewer.received["kiosk/blobs"]
     assert blobs and all("blobs" in json.loads(payload) for _, payload in blobs)
+
+
+def test_a_kiosk_recording_for_foxglove_decodes_to_the_frames_put(tmp_path):
+    path = tmp_path / "kiosk.mcap"
+    with stampede.Runtime() as rt:
+        config = kiosk.KioskConfig(fps=FPS, seed=3, progress=False, max_frames=60, width=160, height=120)
+        app = kiosk.Kiosk(rt, config)
+        with stampede.Recorder(rt, "kiosk", path, foxglove_schemas=True, tick=1 / FPS) as recorder:
+            app.run()
+        stats = recorder.stop()
+    frames = stats["channels"]["kiosk/frames"]["items"]
+    assert frames == app.camera.frames and stats["converted"] >= frames and stats["not_converted"] == 0
+
+    with open(path, "rb") as f:
+        reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        images = list(reader.iter_decoded_messages(topics=["kiosk/frames/foxglove"]))
+    assert len(images) == frames, "every frame has its image beside it"
+    for schema, _, message, image in images:
+        assert schema is not None and schema.name == "foxglove.RawImage"
+        ts = message.publish_time
+        assert (image.width, image.height, image.encoding) == (160, 120, "rgb8")
+        assert image.data == app.scene.render(ts).tobytes(), f"frame {ts} decodes to the frame put"
+        assert abs(image.timestamp.ToNanoseconds() - ts * NS_PER_TICK) <= 1  # float rounding
+    with open(path, "rb") as f:
+        boxes = list(
+            make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages(
+                topics=["kiosk/decisions/foxglove"]
+            )
+        )
+    assert all(decoded.DESCRIPTOR.full_name == "foxglove.ImageAnnotations" for _, _, _, decoded in boxes)
+    polygons = [p for _, _, _, decoded in boxes for p in decoded.points]
+    assert polygons and all(len(p.points) == 4 for p in polygons), "each decision's boxes as polygons"
+
+    with stampede.Runtime() as target:
+        replayed = stampede.replay(target, path, rate=None)
+        assert replayed["items"] == stats["items"], "replay skips the converted messages"
+        assert not [n for n in target.names("") if n.endswith("/foxglove")]
 
 
 def test_the_bridge_refuses_what_it_cannot_keep():

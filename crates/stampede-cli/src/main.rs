@@ -247,6 +247,14 @@ enum Command {
         /// A chunk is written out at least this often: what a crash of the recorder can lose.
         #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = seconds)]
         flush_interval: f64,
+        /// Also write what Foxglove draws, beside the raw items: npy frames as images, JSON with
+        /// boxes as image annotations, text as log lines (on <name>/foxglove; replay skips them).
+        #[arg(long)]
+        foxglove_schemas: bool,
+        /// With --foxglove-schemas: seconds per timestamp on Foxglove's timeline (0.0333 for
+        /// frame numbers at 30 fps, the default) or ns.
+        #[arg(long, value_name = "SECONDS|ns", value_parser = stampede_dashboard::foxglove::Tick::parse)]
+        tick: Option<stampede_dashboard::foxglove::Tick>,
         /// Seconds to keep trying to reach the node.
         #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
         timeout: f64,
@@ -427,7 +435,20 @@ fn main() -> ExitCode {
             count,
             connect: tls.options(Duration::from_secs_f64(timeout), node),
         }),
-        Command::Record { names, output, connect, node, seconds, compression, flush_interval, timeout, tls } => {
+        Command::Record {
+            names,
+            output,
+            connect,
+            node,
+            seconds,
+            compression,
+            flush_interval,
+            foxglove_schemas,
+            tick,
+            timeout,
+            tls,
+        } => {
+            let tick = tick.unwrap_or(stampede_dashboard::foxglove::Tick::DEFAULT);
             record::run(record::Options {
                 names,
                 output,
@@ -436,6 +457,7 @@ fn main() -> ExitCode {
                 recorder: stampede_record::RecorderOptions {
                     compression,
                     flush_interval: Duration::from_secs_f64(flush_interval),
+                    foxglove: foxglove_schemas.then_some(tick),
                     ..stampede_record::RecorderOptions::default()
                 },
                 connect: tls.options(Duration::from_secs_f64(timeout), node),

@@ -82,5 +82,13 @@ fn summary(out: &mut impl Write, stats: &RecorderStats, path: &std::path::Path) 
         writeln!(out, "  {queue}: a queue, not recorded")?;
     }
     let missed: u64 = stats.channels.values().map(|c| c.missed).sum();
-    writeln!(out, "recorded {} items ({} bytes) to {}, {missed} missed", stats.items, stats.bytes, path.display())
+    writeln!(out, "recorded {} items ({} bytes) to {}, {missed} missed", stats.items, stats.bytes, path.display())?;
+    if stats.converted + stats.not_converted > 0 {
+        let (converted, not) = (stats.converted, stats.not_converted);
+        writeln!(
+            out,
+            "  for Foxglove: {converted} messages beside the items; {not} items not images, overlays or text"
+        )?;
+    }
+    Ok(())
 }

@@ -23,8 +23,8 @@ pub(crate) struct Foxglove {
     served: Served,
 }
 
-/// A tick given as seconds or `"ns"`.
-fn tick(value: &Bound<'_, PyAny>, at: At<'_>) -> PyResult<Tick> {
+/// A tick given as seconds or `"ns"` (also `Recorder`'s).
+pub(crate) fn tick(value: &Bound<'_, PyAny>, at: At<'_>) -> PyResult<Tick> {
     let text = match value.extract::<f64>() {
         Ok(seconds) => seconds.to_string(),
         Err(_) => value.extract::<String>()?,

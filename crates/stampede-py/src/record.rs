@@ -15,6 +15,7 @@ use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use stampede::Error;
+use stampede_dashboard::foxglove::Tick;
 use stampede_record::{Compression, RecordError, RecorderOptions, RecorderStats, ReplayOptions, ReplayStats};
 
 use crate::args::At;
@@ -38,8 +39,11 @@ fn to_py(error: RecordError, interrupted: Option<PyErr>) -> PyErr {
 const FLUSH_INTERVAL_SECONDS_MAX: f64 = 3600.0;
 
 /// Records channels of `runtime` into an MCAP file: `Recorder(rt, names, path, *,
-/// compression="lz4", flush_interval=1.0)`; `names` is a channel name or prefix, or a list of
-/// them. Every item put from now on (and every item present) is written; `stop()` finishes.
+/// compression="lz4", flush_interval=1.0, foxglove_schemas=False, tick=None)`; `names` is a
+/// channel name or prefix, or a list of them. Every item put from now on (and every item present)
+/// is written; `stop()` finishes. `foxglove_schemas=True` also writes what Foxglove draws beside
+/// the raw items (images, annotations, log lines), on Foxglove's timeline by `tick` (seconds per
+/// timestamp, 1/30 by default, or `"ns"`).
 #[pyclass(module = "stampede", frozen)]
 pub(crate) struct Recorder {
     running: Mutex<Option<stampede_record::Recorder>>,
@@ -50,7 +54,8 @@ pub(crate) struct Recorder {
 #[pymethods]
 impl Recorder {
     #[new]
-    #[pyo3(signature = (runtime, names, path, *, compression="lz4", flush_interval=1.0))]
+    #[pyo3(signature = (runtime, names, path, *, compression="lz4", flush_interval=1.0, foxglove_schemas=false, tick=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         runtime: &Runtime,
@@ -58,6 +63,8 @@ impl Recorder {
         path: PathBuf,
         compression: &str,
         flush_interval: f64,
+        foxglove_schemas: bool,
+        tick: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Recorder> {
         let names: Vec<String> =
             if let Ok(one) = names.cast::<PyString>() { vec![one.to_str()?.to_owned()] } else { names.extract()? };
@@ -68,9 +75,11 @@ impl Recorder {
             let reason = format!("{flush_interval} is not in (0, {FLUSH_INTERVAL_SECONDS_MAX}] seconds");
             return Err(at("flush_interval").invalid(reason));
         }
+        let tick = tick.map(|t| crate::foxglove::tick(t, at("tick"))).transpose()?.unwrap_or(Tick::DEFAULT);
         let options = RecorderOptions {
             compression,
             flush_interval: Duration::from_secs_f64(flush_interval),
+            foxglove: foxglove_schemas.then_some(tick),
             ..RecorderOptions::default()
         };
         let rt = runtime.rust().clone();
@@ -80,7 +89,9 @@ impl Recorder {
         Ok(Recorder { running: Mutex::new(Some(started)), last: Mutex::new(last), path })
     }
 
-    /// What was recorded so far: `items`, `bytes`, `flushes`, `skipped_queues` and `channels`
+    /// What was recorded so far: `items`, `bytes`, `flushes`, `converted` and `not_converted`
+    /// (messages for Foxglove written, items that looked convertible and were not),
+    /// `skipped_queues` and `channels`
     /// (per name: `items`, `bytes`, `first_ts`, `last_ts`, `ended`).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let stats = match self.running.lock().as_ref() {
@@ -148,6 +159,8 @@ fn recorder_stats<'py>(py: Python<'py>, stats: &RecorderStats) -> PyResult<Bound
     out.set_item("items", stats.items)?;
     out.set_item("bytes", stats.bytes)?;
     out.set_item("flushes", stats.flushes)?;
+    out.set_item("converted", stats.converted)?;
+    out.set_item("not_converted", stats.not_converted)?;
     out.set_item("skipped_queues", stats.skipped_queues.clone())?;
     let channels = PyDict::new(py);
     for (name, channel) in &stats.channels {

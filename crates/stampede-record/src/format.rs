@@ -12,6 +12,10 @@
 //!   `log_time` = when the recorder got it (ns since the Unix epoch, the time viewers plot and
 //!   replay paces by), `sequence` = the item's number in its channel (wrapping at 2³²), data =
 //!   the payload's bytes, unchanged.
+//! - With a recorder's `foxglove` option, beside them: what Foxglove draws of an item (an image,
+//!   annotations, a log line; `stampede_view::foxglove`) on topic `<name>/foxglove`
+//!   ([`CONVERTED_TOPIC_SUFFIX`]) with the Foxglove schema, the same times, and metadata
+//!   [`META_CONVERTED_FROM`], which readers and replay skip.
 
 use std::collections::BTreeMap;
 
@@ -35,6 +39,11 @@ pub const JSON_SCHEMA: &str = "{}";
 pub const JSON_SCHEMA_NAME: &str = "stampede.json";
 /// The encoding of that schema.
 pub const JSON_SCHEMA_ENCODING: &str = "jsonschema";
+/// Metadata of a channel written for Foxglove beside the raw items: the Stampede channel it was
+/// converted from. Readers (and so replay) skip such a channel: the raw items are the record.
+pub const META_CONVERTED_FROM: &str = "stampede.converted_from";
+/// What follows a channel's name in the topic of its messages for Foxglove.
+pub const CONVERTED_TOPIC_SUFFIX: &str = "/foxglove";
 
 /// What a recording says about one Stampede channel.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,7 +96,8 @@ impl ChannelMeta {
 
     /// Reads what [`metadata`](Self::metadata) wrote; a channel without [`META_CODEC`] (a file
     /// another tool wrote) takes its codec from a `json` encoding, and is `Ok(None)` with any
-    /// other. `Err` says what is malformed.
+    /// other. `Err` says what is malformed. (A channel written for Foxglove,
+    /// [`META_CONVERTED_FROM`], is skipped before this.)
     pub fn parse(
         topic: &str,
         encoding: &str,

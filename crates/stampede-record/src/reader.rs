@@ -19,7 +19,7 @@ use mcap::McapError;
 use stampede::{Codec, Timestamp, TS_MAX};
 
 use crate::error::{RecordError, RecordResult};
-use crate::format::ChannelMeta;
+use crate::format::{ChannelMeta, META_CONVERTED_FROM};
 
 /// Largest record (or decompressed chunk) read: a corrupt length cannot make the reader allocate
 /// more. The recorder writes items up to a little less (`writer::ITEM_BYTES_MAX`).
@@ -58,7 +58,9 @@ pub struct Recording {
     path: PathBuf,
     file: File,
     reader: LinearReader,
-    channels: HashMap<u16, Arc<RecordedChannel>>,
+    /// Each channel defined so far; `None` for one written for Foxglove beside the raw items
+    /// (its messages are skipped).
+    channels: HashMap<u16, Option<Arc<RecordedChannel>>>,
     items: u64,
     cut_off: Option<String>,
     done: bool,
@@ -144,10 +146,15 @@ impl Recording {
 /// Takes one record in: channels are registered, messages become items, the rest is skipped.
 fn accept(
     path: &Path,
-    channels: &mut HashMap<u16, Arc<RecordedChannel>>,
+    channels: &mut HashMap<u16, Option<Arc<RecordedChannel>>>,
     record: Record<'_>,
 ) -> RecordResult<Option<RecordedItem>> {
     match record {
+        Record::Channel(channel) if channel.metadata.contains_key(META_CONVERTED_FROM) => {
+            // Written for Foxglove beside the raw items, which are the record.
+            channels.insert(channel.id, None);
+            Ok(None)
+        }
         Record::Channel(channel) => {
             let meta = ChannelMeta::parse(&channel.topic, &channel.message_encoding, &channel.metadata)
                 .map_err(|reason| RecordError::corrupt(path, reason))?
@@ -157,7 +164,7 @@ fn accept(
                     encoding: channel.message_encoding.clone(),
                 })?;
             if let Some(known) = channels.get(&channel.id) {
-                if known.meta != meta {
+                if known.as_ref().is_none_or(|known| known.meta != meta) {
                     return Err(RecordError::corrupt(
                         path,
                         format!("channel id {} is defined twice, differently", channel.id),
@@ -165,7 +172,7 @@ fn accept(
                 }
                 return Ok(None);
             }
-            channels.insert(channel.id, Arc::new(RecordedChannel { id: channel.id, meta }));
+            channels.insert(channel.id, Some(Arc::new(RecordedChannel { id: channel.id, meta })));
             Ok(None)
         }
         Record::Message { header, data } => {
@@ -175,6 +182,7 @@ fn accept(
                     format!("a message names channel id {} before it is defined", header.channel_id),
                 )
             })?;
+            let Some(channel) = channel else { return Ok(None) }; // converted for Foxglove
             let ts = Timestamp::try_from(header.publish_time).ok().filter(|ts| *ts <= TS_MAX).ok_or_else(|| {
                 RecordError::corrupt(
                     path,

@@ -32,11 +32,12 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::select_all;
 use stampede::{Item, Runtime, Timestamp};
+use stampede_view::foxglove::Tick;
 use tokio::sync::Notify;
 
 use crate::error::{RecordError, RecordResult};
 use crate::follow::{select, Followed, Found, Watching};
-use crate::writer::{McapWriter, ITEM_BYTES_MAX};
+use crate::writer::{Conversion, McapWriter, ITEM_BYTES_MAX};
 
 /// How chunks are compressed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -84,11 +85,21 @@ pub struct RecorderOptions {
     pub flush_interval: Duration,
     /// Target size of a chunk before compression.
     pub chunk_bytes: u64,
+    /// Also write what Foxglove draws, beside the raw items (never instead of them), with
+    /// timestamps placed on its timeline by this tick: `npy` frames as `foxglove.RawImage`,
+    /// JSON documents with `boxes` as `foxglove.ImageAnnotations`, text as `foxglove.Log`
+    /// ([`crate::format`]). `None` (the default): the raw items only.
+    pub foxglove: Option<Tick>,
 }
 
 impl Default for RecorderOptions {
     fn default() -> Self {
-        RecorderOptions { compression: Compression::Lz4, flush_interval: Duration::from_secs(1), chunk_bytes: 4 << 20 }
+        RecorderOptions {
+            compression: Compression::Lz4,
+            flush_interval: Duration::from_secs(1),
+            chunk_bytes: 4 << 20,
+            foxglove: None,
+        }
     }
 }
 
@@ -127,6 +138,11 @@ pub struct RecorderStats {
     /// Channels created under the names and destroyed again before the recorder could look
     /// them up (it looks every [`WATCH_POLL`]): what was put into them is not known.
     pub vanished: u64,
+    /// Messages written for Foxglove beside the raw items ([`RecorderOptions::foxglove`]).
+    pub converted: u64,
+    /// Items that looked convertible but were not (an `npy` array that is no image, an overlay
+    /// that is no valid overlay): recorded raw only.
+    pub not_converted: u64,
 }
 
 /// A recorder running in its own thread until [`stop`](Self::stop) (or drop).
@@ -326,9 +342,9 @@ fn write(
     stats: &Mutex<RecorderStats>,
 ) -> RecordResult<Option<String>> {
     if item.data().len() <= ITEM_BYTES_MAX {
-        writer.write(&f.channel, item)?;
+        let converted = writer.write(&f.channel, item)?;
         f.written += 1;
-        note(stats, &f.name, item);
+        note(stats, &f.name, item, converted);
     }
     f.consume(item.ts)
 }
@@ -398,11 +414,16 @@ fn ended(followed: &mut Vec<Followed>, ends: Vec<(usize, String)>, stats: &Mutex
 }
 
 /// Counts one written item.
-fn note(stats: &Mutex<RecorderStats>, name: &str, item: &Item) {
+fn note(stats: &Mutex<RecorderStats>, name: &str, item: &Item, conversion: Conversion) {
     let mut stats = stats.lock().unwrap_or_else(PoisonError::into_inner);
     let bytes = item.data().len() as u64;
     stats.items += 1;
     stats.bytes += bytes;
+    match conversion {
+        Conversion::Written => stats.converted += 1,
+        Conversion::Refused => stats.not_converted += 1,
+        Conversion::None => {}
+    }
     let channel = stats.channels.entry(name.to_owned()).or_default();
     channel.items += 1;
     channel.bytes += bytes;

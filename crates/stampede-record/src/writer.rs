@@ -1,7 +1,8 @@
 //! The MCAP side of the recorder: one MCAP channel per (Stampede channel, codec), one message
-//! per item, as [`crate::format`] lays them out.
+//! per item, as [`crate::format`] lays them out; and, when asked, what Foxglove draws of an item
+//! in a channel of its own beside it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -10,9 +11,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use mcap::records::MessageHeader;
 use mcap::{WriteOptions, Writer};
 use stampede::{Channel, Codec, Item};
+use stampede_view::foxglove::{Kind, Tick};
 
 use crate::error::{RecordError, RecordResult};
-use crate::format::{ChannelMeta, JSON_SCHEMA, JSON_SCHEMA_ENCODING, JSON_SCHEMA_NAME, PROFILE};
+use crate::format::{
+    ChannelMeta, CONVERTED_TOPIC_SUFFIX, JSON_SCHEMA, JSON_SCHEMA_ENCODING, JSON_SCHEMA_NAME, META_CONVERTED_FROM,
+    PROFILE,
+};
 use crate::reader::RECORD_BYTES_MAX;
 use crate::recorder::RecorderOptions;
 
@@ -29,6 +34,22 @@ pub(crate) struct McapWriter {
     channel_ids: HashMap<(String, Codec), u16>,
     sequences: HashMap<u16, u32>,
     json_schema: Option<u16>,
+    /// Converting for Foxglove, with this tick ([`RecorderOptions::foxglove`]).
+    foxglove: Option<Tick>,
+    /// The MCAP channel of each (Stampede channel, Foxglove kind), and each kind's schema.
+    converted_ids: HashMap<(String, Kind), u16>,
+    foxglove_schemas: HashMap<Kind, u16>,
+}
+
+/// What became of an item's conversion for Foxglove.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Conversion {
+    /// Not asked for, or nothing Foxglove draws.
+    None,
+    /// Written beside the item.
+    Written,
+    /// It looked convertible but is not (recorded raw only).
+    Refused,
 }
 
 impl McapWriter {
@@ -47,6 +68,9 @@ impl McapWriter {
             channel_ids: HashMap::new(),
             sequences: HashMap::new(),
             json_schema: None,
+            foxglove: options.foxglove,
+            converted_ids: HashMap::new(),
+            foxglove_schemas: HashMap::new(),
         })
     }
 
@@ -54,8 +78,46 @@ impl McapWriter {
         &self.path
     }
 
-    /// Writes one item of `channel`.
-    pub(crate) fn write(&mut self, channel: &Channel, item: &Item) -> RecordResult<()> {
+    /// Writes one item of `channel`, then what Foxglove draws of it if asked for.
+    pub(crate) fn write(&mut self, channel: &Channel, item: &Item) -> RecordResult<Conversion> {
+        let header = self.write_raw(channel, item)?;
+        let (Some(tick), Some(kind)) = (self.foxglove, Kind::of_item(item)) else { return Ok(Conversion::None) };
+        let Ok(message) = kind.encode(channel.name(), item, tick) else { return Ok(Conversion::Refused) };
+        let id = self.converted_channel(channel.name(), kind)?;
+        let sequence = self.sequences.entry(id).or_default();
+        let header = MessageHeader { channel_id: id, sequence: *sequence, ..header };
+        *sequence = sequence.wrapping_add(1);
+        self.writer.write_to_known_channel(&header, &message).map_err(|e| failed(&self.path, e))?;
+        Ok(Conversion::Written)
+    }
+
+    /// The MCAP channel of `name`'s messages of `kind` for Foxglove: topic `<name>/foxglove`,
+    /// the kind's schema, metadata naming the channel it was converted from (what tells a reader
+    /// to skip it: [`META_CONVERTED_FROM`]).
+    fn converted_channel(&mut self, name: &str, kind: Kind) -> RecordResult<u16> {
+        if let Some(&id) = self.converted_ids.get(&(name.to_owned(), kind)) {
+            return Ok(id);
+        }
+        let schema = match (self.foxglove_schemas.get(&kind), kind.schema()) {
+            (Some(&id), _) => id,
+            (None, Some(schema)) => {
+                let id = self.writer.add_schema(&schema.name, &schema.encoding, &schema.data);
+                let id = id.map_err(|e| failed(&self.path, e))?;
+                self.foxglove_schemas.insert(kind, id);
+                id
+            }
+            (None, None) => 0,
+        };
+        let metadata = BTreeMap::from([(META_CONVERTED_FROM.to_owned(), name.to_owned())]);
+        let topic = format!("{name}{CONVERTED_TOPIC_SUFFIX}");
+        let id = self.writer.add_channel(schema, &topic, kind.message_encoding(), &metadata);
+        let id = id.map_err(|e| failed(&self.path, e))?;
+        self.converted_ids.insert((name.to_owned(), kind), id);
+        Ok(id)
+    }
+
+    /// Writes `item` of `channel` as it is; returns its message header.
+    fn write_raw(&mut self, channel: &Channel, item: &Item) -> RecordResult<MessageHeader> {
         let key = (channel.name().to_owned(), item.codec().clone());
         let id = match self.channel_ids.get(&key) {
             Some(&id) => id,
@@ -76,7 +138,8 @@ impl McapWriter {
             publish_time: u64::try_from(item.ts).expect("items live at 0 ..= TS_MAX"),
         };
         *sequence = sequence.wrapping_add(1);
-        self.writer.write_to_known_channel(&header, item.data()).map_err(|e| failed(&self.path, e))
+        self.writer.write_to_known_channel(&header, item.data()).map_err(|e| failed(&self.path, e))?;
+        Ok(header)
     }
 
     fn json_schema(&mut self) -> RecordResult<u16> {

@@ -68,7 +68,7 @@ impl Tick {
 }
 
 /// What a channel is shown as.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     Image,
     Annotations,
