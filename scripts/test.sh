@@ -57,7 +57,7 @@ mvn -q -B -f java/pom.xml test -Dstampede.serve="$PWD/target/debug/stampede"
 
 echo "== [${SECONDS} s] Python package"
 . scripts/python-env.sh
-python_env pytest ruff mypy playwright mcap matplotlib jsonschema websockets foxglove-schemas-protobuf mcap-protobuf-support
+python_env pytest ruff mypy playwright mcap matplotlib jsonschema websockets foxglove-schemas-protobuf mcap-protobuf-support rosbags mcap-ros2-support
 
 echo "== [${SECONDS} s] Debian's Chromium for the dashboard's browser test (Playwright drives it; no browser download)"
 if ! command -v chromium >/dev/null; then

@@ -378,6 +378,8 @@ def replay(
     loop: bool = False,
     remap: dict[str, str] | None = None,
     offset: int = 0,
+    time: Literal["header", "log"] = "header",
+    tick: float | str | None = None,
 ) -> dict[str, Any]: ...
 
 @final

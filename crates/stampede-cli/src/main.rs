@@ -262,7 +262,8 @@ enum Command {
         tls: tls::ConnectTls,
     },
     /// Puts a recording's items back into channels of a node (created as recorded when missing),
-    /// paced at the recorded timing.
+    /// paced at the recorded timing; also a ROS 2 bag (rosbag2's MCAP storage: a file or its
+    /// directory), each topic into a channel.
     Replay {
         /// The recording.
         input: std::path::PathBuf,
@@ -284,6 +285,14 @@ enum Command {
         /// Added to every timestamp: to replay above the node's ts_min.
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         offset: i64,
+        /// A ROS 2 bag's timestamps: each message's header stamp (the log time for a message
+        /// without a header) or its log time.
+        #[arg(long, value_name = "header|log", default_value = "header", value_parser = replay::time_source)]
+        time: stampede_record::ros2::TimeSource,
+        /// A ROS 2 bag's times as timestamps: seconds per timestamp (0.0333 for frame numbers at
+        /// 30 fps), or ns (the default: nanoseconds as they are).
+        #[arg(long, value_name = "SECONDS|ns", default_value = "ns", value_parser = stampede_dashboard::foxglove::Tick::parse)]
+        tick: stampede_dashboard::foxglove::Tick,
         /// Seconds to keep trying to reach the node.
         #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
         timeout: f64,
@@ -463,7 +472,7 @@ fn main() -> ExitCode {
                 connect: tls.options(Duration::from_secs_f64(timeout), node),
             })
         }
-        Command::Replay { input, connect, node, rate, repeat, remap, offset, timeout, tls } => {
+        Command::Replay { input, connect, node, rate, repeat, remap, offset, time, tick, timeout, tls } => {
             replay::run(replay::Options {
                 input,
                 endpoint: connect,
@@ -472,6 +481,7 @@ fn main() -> ExitCode {
                     passes: if repeat { None } else { Some(1) },
                     remap,
                     offset,
+                    ros2: stampede_record::ros2::Ros2Time { source: time, tick },
                 },
                 connect: tls.options(Duration::from_secs_f64(timeout), node),
             })

@@ -88,6 +88,16 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             if let Some(why) = &stats.cut_off {
                 writeln!(out, "the recording was cut off ({why}); replayed what it holds")?;
             }
+            if stats.duplicates > 0 {
+                writeln!(out, "{} items skipped: their channel held their timestamp already", stats.duplicates)?;
+            }
+            if let Some(why) = &stats.skip_reason {
+                writeln!(
+                    out,
+                    "{} messages per pass skipped, not what their schema says; the first: {why}",
+                    stats.skipped
+                )?;
+            }
             writeln!(
                 out,
                 "replayed {} items ({} bytes) in {:.1} s, {} late by more than 10 ms",
@@ -102,4 +112,13 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     }
     rt.close();
     Ok(())
+}
+
+/// `header` or `log`: where a ROS 2 message's time comes from.
+pub fn time_source(text: &str) -> Result<stampede_record::ros2::TimeSource, String> {
+    match text {
+        "header" => Ok(stampede_record::ros2::TimeSource::Header),
+        "log" => Ok(stampede_record::ros2::TimeSource::Log),
+        other => Err(format!("{other:?}: header (each message's header stamp) or log (when it was logged)")),
+    }
 }

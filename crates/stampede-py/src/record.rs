@@ -16,6 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use stampede::Error;
 use stampede_dashboard::foxglove::Tick;
+use stampede_record::ros2::{Ros2Time, TimeSource};
 use stampede_record::{Compression, RecordError, RecorderOptions, RecorderStats, ReplayOptions, ReplayStats};
 
 use crate::args::At;
@@ -179,13 +180,17 @@ fn recorder_stats<'py>(py: Python<'py>, stats: &RecorderStats) -> PyResult<Bound
 
 /// Puts the items of the recording at `path` back into `runtime`'s channels (created as recorded
 /// when missing) and returns what it did: `replay(rt, path, *, rate=1.0, loop=False, remap=None,
-/// offset=0)`. `rate=None` replays as fast as the channels take items; `loop=True` repeats until
-/// interrupted, each pass above the last; `remap` is a dict `{from: to}` of names or prefixes.
+/// offset=0, time="header", tick="ns")`. `rate=None` replays as fast as the channels take items;
+/// `loop=True` repeats until interrupted, each pass above the last; `remap` is a dict `{from: to}`
+/// of names or prefixes. A ROS 2 bag (a file or a rosbag2 directory) replays each topic into a
+/// channel, timed by each message's header stamp or log time (`time`), as nanoseconds or frame
+/// numbers (`tick`: seconds per timestamp).
 #[pyfunction]
 #[pyo3(
-    signature = (runtime, path, *, rate=Some(1.0), r#loop=false, remap=None, offset=0),
-    text_signature = "(runtime, path, *, rate=1.0, loop=False, remap=None, offset=0)"
+    signature = (runtime, path, *, rate=Some(1.0), r#loop=false, remap=None, offset=0, time="header", tick=None),
+    text_signature = "(runtime, path, *, rate=1.0, loop=False, remap=None, offset=0, time='header', tick=None)"
 )]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn replay<'py>(
     py: Python<'py>,
     runtime: &Runtime,
@@ -194,12 +199,22 @@ pub(crate) fn replay<'py>(
     r#loop: bool,
     remap: Option<&Bound<'py, PyDict>>,
     offset: i64,
+    time: &str,
+    tick: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let remap = match remap {
         None => Vec::new(),
         Some(remap) => remap.iter().map(|(from, to)| Ok((from.extract()?, to.extract()?))).collect::<PyResult<_>>()?,
     };
-    let options = ReplayOptions { rate, passes: if r#loop { None } else { Some(1) }, remap, offset };
+    let at = |name| At { op: "replay", name };
+    let source = match time {
+        "header" => TimeSource::Header,
+        "log" => TimeSource::Log,
+        other => return Err(at("time").invalid(format!("{other:?} is not \"header\" or \"log\""))),
+    };
+    let tick = tick.map(|t| crate::foxglove::tick(t, at("tick"))).transpose()?.unwrap_or(Tick::Nanos);
+    let ros2 = Ros2Time { source, tick };
+    let options = ReplayOptions { rate, passes: if r#loop { None } else { Some(1) }, remap, offset, ros2 };
     let rt = runtime.rust().clone();
     let mut interrupted = None;
     let mut last_check = Instant::now();
@@ -226,5 +241,8 @@ fn replay_stats<'py>(py: Python<'py>, stats: &ReplayStats) -> PyResult<Bound<'py
     out.set_item("late", stats.late)?;
     out.set_item("channels", stats.channels.clone())?;
     out.set_item("cut_off", stats.cut_off.clone())?;
+    out.set_item("duplicates", stats.duplicates)?;
+    out.set_item("skipped", stats.skipped)?;
+    out.set_item("skip_reason", stats.skip_reason.clone())?;
     Ok(out)
 }

@@ -16,7 +16,7 @@ pub enum RecordError {
     #[error("{path}: writing the recording failed: {reason}")]
     Write { path: PathBuf, reason: String },
     /// The recording holds a channel whose payloads Stampede cannot put back as they are.
-    #[error("{path}: channel {topic:?} has message encoding {encoding:?} and no Stampede codec; only recordings of Stampede channels (or MCAP channels with encoding json) can be replayed")]
+    #[error("{path}: channel {topic:?} has message encoding {encoding:?} and no Stampede codec; only recordings of Stampede channels, MCAP channels with encoding json, and ROS 2 bags (cdr messages with ros2msg schemas) can be replayed")]
     UnknownCodec { path: PathBuf, topic: String, encoding: String },
     /// A bound of this crate was reached (the bound is named in `reason`).
     #[error("{0}")]

@@ -10,7 +10,9 @@
 //! - [`replay()`](replay::replay) puts a recording's items back into channels of the same (or remapped) names,
 //!   paced at the original timing, scaled, or as fast as possible, with a producer whose virtual
 //!   time follows the lowest timestamp still to come (so the target runtime keeps reclaiming).
-//! - [`reader`] reads recordings, whole or cut off by a crash, with typed errors for any bytes.
+//! - [`reader`] reads recordings, whole or cut off by a crash, with typed errors for any bytes;
+//!   and ROS 2 bags ([`ros2`]: rosbag2's MCAP storage, CDR decoded without ROS), which
+//!   [`replay()`](replay::replay) puts into channels like a recording.
 
 pub mod error;
 pub mod follow;
@@ -18,6 +20,7 @@ pub mod format;
 pub mod reader;
 pub mod recorder;
 pub mod replay;
+pub mod ros2;
 pub mod writer;
 
 pub use error::{RecordError, RecordResult};

@@ -11,6 +11,8 @@
 //! - Looping: each pass adds the recording's timestamp span, so timestamps keep rising.
 //! - A put into a full bounded channel waits for room (the consumers set the pace), so nothing
 //!   is dropped.
+//! - A ROS 2 bag replays like a recording ([`crate::ros2`]); two of its messages at one
+//!   timestamp in a channel: the first is put, the later ones are skipped and counted.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,6 +26,7 @@ use stampede::{
 use crate::error::{RecordError, RecordResult};
 use crate::format::ChannelMeta;
 use crate::reader::{RecordedItem, Recording};
+use crate::ros2::Ros2Time;
 
 /// Most items of a recording replayed: the first read keeps 8 bytes per item.
 pub const REPLAY_ITEMS_MAX: usize = 1 << 26;
@@ -51,11 +54,13 @@ pub struct ReplayOptions {
     pub remap: Vec<(String, String)>,
     /// Added to every timestamp (to replay above a runtime's ts_min).
     pub offset: Timestamp,
+    /// How a ROS 2 bag's messages are timed (header stamp or log time, and the tick).
+    pub ros2: Ros2Time,
 }
 
 impl Default for ReplayOptions {
     fn default() -> Self {
-        ReplayOptions { rate: Some(1.0), passes: Some(1), remap: Vec::new(), offset: 0 }
+        ReplayOptions { rate: Some(1.0), passes: Some(1), remap: Vec::new(), offset: 0, ros2: Ros2Time::default() }
     }
 }
 
@@ -77,6 +82,13 @@ pub struct ReplayStats {
     /// Set when the recording ends early (a recorder that was killed): why. Its items up to
     /// there were replayed.
     pub cut_off: Option<String>,
+    /// Items not put because their channel already held their timestamp (two messages of a ROS 2
+    /// topic at one timestamp: the later ones).
+    pub duplicates: u64,
+    /// Messages of a ROS 2 bag that were not what their schema says, per pass, and why the first
+    /// was not.
+    pub skipped: u64,
+    pub skip_reason: Option<String>,
 }
 
 /// Replays the recording at `path` into `rt`. `progress` is called at the start, after every
@@ -90,8 +102,13 @@ pub fn replay(
 ) -> RecordResult<ReplayStats> {
     let path = path.as_ref();
     let plan = Plan::read(path, options)?;
-    let mut stats =
-        ReplayStats { items_per_pass: plan.floors.len() as u64, cut_off: plan.cut_off.clone(), ..Default::default() };
+    let mut stats = ReplayStats {
+        items_per_pass: plan.floors.len() as u64,
+        cut_off: plan.cut_off.clone(),
+        skipped: plan.skipped.0,
+        skip_reason: plan.skipped.1.clone(),
+        ..Default::default()
+    };
     if plan.floors.is_empty() {
         return Ok(stats);
     }
@@ -128,7 +145,7 @@ pub fn replay(
     while options.passes.is_none_or(|passes| pass < passes) {
         let shift = plan.span.checked_mul(pass as i64).and_then(|s| s.checked_add(options.offset));
         let shift = shift.ok_or_else(|| RecordError::TooLarge(format!("pass {pass}: timestamps beyond TS_MAX")))?;
-        let mut recording = Recording::open(path)?;
+        let mut recording = Recording::open_with(path, options.ros2)?;
         if let Some(pacer) = pacer.as_mut() {
             pacer.reset();
         }
@@ -153,10 +170,13 @@ pub fn replay(
             }
             let name = remapped(&item.channel.meta.name, &options.remap);
             let output = outputs.get(&name).ok_or_else(|| changed(path))?;
-            put(output, ts, &item, &stats, progress)?;
-            stats.items += 1;
-            stats.bytes += item.data.len() as u64;
-            *stats.channels.entry(name).or_default() += 1;
+            if put(output, ts, &item, &stats, progress)? {
+                stats.items += 1;
+                stats.bytes += item.data.len() as u64;
+                *stats.channels.entry(name).or_default() += 1;
+            } else {
+                stats.duplicates += 1;
+            }
             index += 1;
             if !progress(&stats) {
                 return Err(RecordError::Stopped);
@@ -182,6 +202,8 @@ struct Plan {
     /// Every channel of the recording, in order of appearance.
     channels: Vec<ChannelMeta>,
     cut_off: Option<String>,
+    /// ROS 2 messages skipped, and why the first was.
+    skipped: (u64, Option<String>),
 }
 
 impl Plan {
@@ -189,7 +211,7 @@ impl Plan {
         if let Some(rate) = options.rate {
             tick(rate)?;
         }
-        let mut recording = Recording::open(path)?;
+        let mut recording = Recording::open_with(path, options.ros2)?;
         let mut floors = Vec::new();
         let mut channels: Vec<ChannelMeta> = Vec::new();
         let mut seen = std::collections::HashSet::new();
@@ -213,7 +235,9 @@ impl Plan {
             floors[i] = floors[i].min(floors[i + 1]);
         }
         let span = if floors.is_empty() { 1 } else { highest - lowest + 1 };
-        Ok(Plan { floors, span, channels, cut_off: recording.cut_off().map(str::to_owned) })
+        let (skipped, reason) = recording.skipped();
+        let skipped = (skipped, reason.map(str::to_owned));
+        Ok(Plan { floors, span, channels, cut_off: recording.cut_off().map(str::to_owned), skipped })
     }
 }
 
@@ -287,13 +311,15 @@ fn shifted(ts: Timestamp, shift: Timestamp) -> RecordResult<Timestamp> {
 
 /// Puts `item` at `ts`, waiting for room in slices of [`SLICE`] and asking `progress` between
 /// them, so a stop is heard while a full channel holds the replay up.
+/// Puts `item` at `ts`, waiting for room in slices; `false` when the channel already holds `ts`
+/// (the item is skipped).
 fn put(
     output: &ChannelOutput,
     ts: Timestamp,
     item: &RecordedItem,
     stats: &ReplayStats,
     progress: &mut dyn FnMut(&ReplayStats) -> bool,
-) -> RecordResult<()> {
+) -> RecordResult<bool> {
     let mut payload = Payload::from(item.data.clone());
     payload.codec = item.codec().clone();
     loop {
@@ -303,7 +329,8 @@ fn put(
                     return Err(RecordError::Stopped);
                 }
             }
-            done => return Ok(done?),
+            Err(Error::DuplicateTimestamp { .. }) => return Ok(false),
+            done => return Ok(done.map(|()| true)?),
         }
     }
 }
