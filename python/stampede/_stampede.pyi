@@ -359,6 +359,7 @@ class Recorder:
         compression: Literal["none", "lz4", "zstd"] = "lz4",
         flush_interval: float = 1.0,
         foxglove_schemas: bool = False,
+        ros2: bool = False,
         tick: float | str | None = None,
     ) -> Recorder: ...
     def stats(self) -> dict[str, Any]: ...

@@ -1,6 +1,7 @@
 """ROS 2 bags replayed into channels without ROS installed (docs/RECORDING.md, "ROS 2 bags"),
 checked against bags written by two independent writers: ``rosbags`` (a rosbag2 directory with
-MCAP storage and its ``metadata.yaml``) and ``mcap-ros2-support`` (one MCAP file). Images in
+MCAP storage and its ``metadata.yaml``) and ``mcap-ros2-support`` (one MCAP file); and bags
+written by ``Recorder(..., ros2=True)`` read by both. Images in
 mono8, rgb8, bgr8 and rgba8 come back as the frames they hold (RGB order), strings as text, any
 other type as its CDR bytes under ``ros2:<type>``; timestamps follow the header stamps or the log
 times, as nanoseconds or frame numbers; two messages at one timestamp: the later is skipped and
@@ -10,8 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from mcap.reader import make_reader
+from mcap_ros2.decoder import DecoderFactory
 from mcap_ros2.writer import Writer as McapRos2Writer
 from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.rosbag2.storage_mcap import McapReader
 from rosbags.typesys import Stores, get_typestore
 
 import stampede
@@ -195,3 +199,72 @@ def test_a_bags_duplicates_and_bad_messages_are_skipped_and_counted(tmp_path):
         assert cam.get(stampede.OLDEST_UNSEEN, timeout=0).array().shape == (H, W, 3)
     with stampede.Runtime() as rt, pytest.raises(stampede.InvalidArgument, match="header.*log"):
         stampede.replay(rt, bad, time="sometime")
+
+
+def test_a_recording_written_as_a_ros2_bag_reads_in_ros2_tools(tmp_path):
+    """``Recorder(..., ros2=True)`` writes a bag that ``mcap-ros2-support`` and ``rosbags`` read:
+    frames as ``sensor_msgs/msg/Image`` stamped at timestamp × tick, JSON and text as
+    ``std_msgs/msg/String``, ``ros2:<type>`` items as themselves; a raw item has no message and is
+    counted; replaying the bag gives the items back."""
+    path = tmp_path / "out.mcap"
+    put = {}
+    with stampede.Runtime() as rt:
+        names = {
+            "robot/cam": "npy",
+            "robot/log": "utf8",
+            "robot/doc": "json",
+            "robot/imu": None,
+            "robot/raw": None,
+        }
+        channels = {name: rt.create_channel(name) for name in names}
+        with stampede.Recorder(rt, "robot", path, ros2=True, tick=0.5) as recorder:
+            producer = rt.task(0)
+            outs = {name: producer.attach_output(ch) for name, ch in channels.items()}
+            for ts in range(FRAMES):
+                frame = pixels(ts, 3)
+                outs["robot/cam"].put(ts, frame)
+                outs["robot/log"].put(ts, f"line {ts}")
+                outs["robot/doc"].put(ts, f'{{"n": {ts}}}', codec="json")
+                cdr = TYPESTORE.serialize_cdr(imu(ts), "sensor_msgs/msg/Imu")
+                outs["robot/imu"].put(ts, bytes(cdr), codec="ros2:sensor_msgs/msg/Imu")
+                outs["robot/raw"].put(ts, b"\x00\x01")
+                put[ts] = frame
+                producer.set_virtual_time(ts + 1)
+            producer.close()
+        stats = recorder.stop()
+    assert (stats["converted"], stats["not_converted"]) == (4 * FRAMES, FRAMES), stats
+
+    with open(path, "rb") as f:
+        decoded = list(
+            make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages(topics=["/robot/cam"])
+        )
+    assert len(decoded) == FRAMES
+    for _, _, message, image in decoded:
+        ts = round(message.publish_time / 500_000_000)
+        assert (image.height, image.width, image.encoding, image.step) == (H, W, "rgb8", W * 3)
+        assert bytes(image.data) == put[ts].tobytes()
+        assert (image.header.stamp.sec, image.header.stamp.nanosec) == divmod(ts * 500_000_000, 1_000_000_000)
+        assert image.header.frame_id == "robot/cam"
+
+    reader = McapReader(path)
+    reader.open()
+    try:
+        by_topic: dict[str, list] = {}
+        for connection, _, raw in reader.messages(reader.connections):
+            by_topic.setdefault(connection.topic, []).append(
+                TYPESTORE.deserialize_cdr(raw, connection.msgtype)
+            )
+    finally:
+        reader.close()
+    assert sorted(by_topic) == ["/robot/cam", "/robot/doc", "/robot/imu", "/robot/log"]
+    assert [m.data for m in by_topic["/robot/log"]] == [f"line {ts}" for ts in range(FRAMES)]
+    assert [m.data for m in by_topic["/robot/doc"]] == [f'{{"n": {ts}}}' for ts in range(FRAMES)]
+    assert [m.angular_velocity.x for m in by_topic["/robot/imu"]] == [float(ts) for ts in range(FRAMES)]
+
+    with stampede.Runtime() as rt:
+        cam = rt.task(0).attach_input(rt.create_channel("robot/cam"))
+        stampede.replay(rt, path, rate=None, tick=0.5)
+        back = [cam.get(stampede.OLDEST_UNSEEN, timeout=0) for _ in range(FRAMES)]
+        assert [(i.ts, i.array().tobytes()) for i in back] == [
+            (ts, put[ts].tobytes()) for ts in range(FRAMES)
+        ]

@@ -251,7 +251,12 @@ enum Command {
         /// boxes as image annotations, text as log lines (on <name>/foxglove; replay skips them).
         #[arg(long)]
         foxglove_schemas: bool,
-        /// With --foxglove-schemas: seconds per timestamp on Foxglove's timeline (0.0333 for
+        /// Write a ROS 2 bag instead (rosbag2's MCAP storage, one file): images as
+        /// sensor_msgs/msg/Image, JSON and text as std_msgs/msg/String, ros2:<type> items as
+        /// themselves; other items are not written (counted).
+        #[arg(long, conflicts_with = "foxglove_schemas")]
+        ros2: bool,
+        /// With --foxglove-schemas or --ros2: seconds per timestamp on the timeline (0.0333 for
         /// frame numbers at 30 fps, the default) or ns.
         #[arg(long, value_name = "SECONDS|ns", value_parser = stampede_dashboard::foxglove::Tick::parse)]
         tick: Option<stampede_dashboard::foxglove::Tick>,
@@ -453,6 +458,7 @@ fn main() -> ExitCode {
             compression,
             flush_interval,
             foxglove_schemas,
+            ros2,
             tick,
             timeout,
             tls,
@@ -467,6 +473,7 @@ fn main() -> ExitCode {
                     compression,
                     flush_interval: Duration::from_secs_f64(flush_interval),
                     foxglove: foxglove_schemas.then_some(tick),
+                    ros2: ros2.then_some(tick),
                     ..stampede_record::RecorderOptions::default()
                 },
                 connect: tls.options(Duration::from_secs_f64(timeout), node),

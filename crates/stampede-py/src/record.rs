@@ -40,11 +40,12 @@ fn to_py(error: RecordError, interrupted: Option<PyErr>) -> PyErr {
 const FLUSH_INTERVAL_SECONDS_MAX: f64 = 3600.0;
 
 /// Records channels of `runtime` into an MCAP file: `Recorder(rt, names, path, *,
-/// compression="lz4", flush_interval=1.0, foxglove_schemas=False, tick=None)`; `names` is a
+/// compression="lz4", flush_interval=1.0, foxglove_schemas=False, ros2=False, tick=None)`; `names` is a
 /// channel name or prefix, or a list of them. Every item put from now on (and every item present)
 /// is written; `stop()` finishes. `foxglove_schemas=True` also writes what Foxglove draws beside
 /// the raw items (images, annotations, log lines), on Foxglove's timeline by `tick` (seconds per
-/// timestamp, 1/30 by default, or `"ns"`).
+/// timestamp, 1/30 by default, or `"ns"`); `ros2=True` writes a ROS 2 bag instead (images as
+/// `sensor_msgs/msg/Image` stamped by `tick`, JSON and text as `std_msgs/msg/String`).
 #[pyclass(module = "stampede", frozen)]
 pub(crate) struct Recorder {
     running: Mutex<Option<stampede_record::Recorder>>,
@@ -55,7 +56,7 @@ pub(crate) struct Recorder {
 #[pymethods]
 impl Recorder {
     #[new]
-    #[pyo3(signature = (runtime, names, path, *, compression="lz4", flush_interval=1.0, foxglove_schemas=false, tick=None))]
+    #[pyo3(signature = (runtime, names, path, *, compression="lz4", flush_interval=1.0, foxglove_schemas=false, ros2=false, tick=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -65,6 +66,7 @@ impl Recorder {
         compression: &str,
         flush_interval: f64,
         foxglove_schemas: bool,
+        ros2: bool,
         tick: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Recorder> {
         let names: Vec<String> =
@@ -80,7 +82,8 @@ impl Recorder {
         let options = RecorderOptions {
             compression,
             flush_interval: Duration::from_secs_f64(flush_interval),
-            foxglove: foxglove_schemas.then_some(tick),
+            foxglove: (foxglove_schemas && !ros2).then_some(tick),
+            ros2: ros2.then_some(tick),
             ..RecorderOptions::default()
         };
         let rt = runtime.rust().clone();

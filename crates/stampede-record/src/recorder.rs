@@ -90,6 +90,11 @@ pub struct RecorderOptions {
     /// JSON documents with `boxes` as `foxglove.ImageAnnotations`, text as `foxglove.Log`
     /// ([`crate::format`]). `None` (the default): the raw items only.
     pub foxglove: Option<Tick>,
+    /// Write a ROS 2 bag instead of a Stampede recording (rosbag2's MCAP storage, one file):
+    /// images as `sensor_msgs/msg/Image` stamped by this tick, JSON and text as
+    /// `std_msgs/msg/String`, `ros2:<type>` items as themselves; other items are not written
+    /// (counted in [`RecorderStats::not_converted`]). `foxglove` is then not used.
+    pub ros2: Option<Tick>,
 }
 
 impl Default for RecorderOptions {
@@ -99,6 +104,7 @@ impl Default for RecorderOptions {
             flush_interval: Duration::from_secs(1),
             chunk_bytes: 4 << 20,
             foxglove: None,
+            ros2: None,
         }
     }
 }
@@ -138,10 +144,12 @@ pub struct RecorderStats {
     /// Channels created under the names and destroyed again before the recorder could look
     /// them up (it looks every [`WATCH_POLL`]): what was put into them is not known.
     pub vanished: u64,
-    /// Messages written for Foxglove beside the raw items ([`RecorderOptions::foxglove`]).
+    /// Messages written for Foxglove beside the raw items ([`RecorderOptions::foxglove`]), or
+    /// ROS 2 messages written ([`RecorderOptions::ros2`]).
     pub converted: u64,
     /// Items that looked convertible but were not (an `npy` array that is no image, an overlay
-    /// that is no valid overlay): recorded raw only.
+    /// that is no valid overlay): recorded raw only; writing a ROS 2 bag, items with no ROS 2
+    /// message, which are not in the bag.
     pub not_converted: u64,
 }
 

@@ -1,6 +1,7 @@
 //! The MCAP side of the recorder: one MCAP channel per (Stampede channel, codec), one message
 //! per item, as [`crate::format`] lays them out; and, when asked, what Foxglove draws of an item
-//! in a channel of its own beside it.
+//! in a channel of its own beside it. Or, asked for a ROS 2 bag, each item as its ROS 2 message
+//! ([`mod@crate::ros2::write`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -20,6 +21,7 @@ use crate::format::{
 };
 use crate::reader::RECORD_BYTES_MAX;
 use crate::recorder::RecorderOptions;
+use crate::ros2;
 
 /// Largest item written: bigger ones could not be read back (the reader's record bound, less
 /// room for a chunk's own headers). The recorder counts them as missed.
@@ -39,6 +41,11 @@ pub(crate) struct McapWriter {
     /// The MCAP channel of each (Stampede channel, Foxglove kind), and each kind's schema.
     converted_ids: HashMap<(String, Kind), u16>,
     foxglove_schemas: HashMap<Kind, u16>,
+    /// Writing a ROS 2 bag instead, with this tick ([`RecorderOptions::ros2`]): the MCAP
+    /// channel of each (Stampede channel, ROS 2 type) and each type's schema.
+    ros2: Option<Tick>,
+    ros2_ids: HashMap<(String, String), u16>,
+    ros2_schemas: HashMap<String, u16>,
 }
 
 /// What became of an item's conversion for Foxglove.
@@ -55,8 +62,9 @@ pub(crate) enum Conversion {
 impl McapWriter {
     pub(crate) fn create(path: &Path, options: &RecorderOptions) -> RecordResult<McapWriter> {
         let file = File::create(path).map_err(|e| RecordError::io(path, e))?;
+        let profile = if options.ros2.is_some() { ros2::PROFILE } else { PROFILE };
         let writer = WriteOptions::new()
-            .profile(PROFILE)
+            .profile(profile)
             .library(format!("stampede-record {}", env!("CARGO_PKG_VERSION")))
             .compression(options.compression.mcap())
             .chunk_size(Some(options.chunk_bytes))
@@ -71,6 +79,9 @@ impl McapWriter {
             foxglove: options.foxglove,
             converted_ids: HashMap::new(),
             foxglove_schemas: HashMap::new(),
+            ros2: options.ros2,
+            ros2_ids: HashMap::new(),
+            ros2_schemas: HashMap::new(),
         })
     }
 
@@ -78,17 +89,55 @@ impl McapWriter {
         &self.path
     }
 
-    /// Writes one item of `channel`, then what Foxglove draws of it if asked for.
+    /// Writes one item of `channel`, then what Foxglove draws of it if asked for; or, writing a
+    /// ROS 2 bag, its ROS 2 message (`Refused`: it has none, and is not in the bag).
     pub(crate) fn write(&mut self, channel: &Channel, item: &Item) -> RecordResult<Conversion> {
+        if let Some(tick) = self.ros2 {
+            return self.write_ros2(channel.name(), item, tick);
+        }
         let header = self.write_raw(channel, item)?;
         let (Some(tick), Some(kind)) = (self.foxglove, Kind::of_item(item)) else { return Ok(Conversion::None) };
         let Ok(message) = kind.encode(channel.name(), item, tick) else { return Ok(Conversion::Refused) };
         let id = self.converted_channel(channel.name(), kind)?;
-        let sequence = self.sequences.entry(id).or_default();
-        let header = MessageHeader { channel_id: id, sequence: *sequence, ..header };
-        *sequence = sequence.wrapping_add(1);
-        self.writer.write_to_known_channel(&header, &message).map_err(|e| failed(&self.path, e))?;
+        self.emit(id, header.log_time, header.publish_time, &message)?;
         Ok(Conversion::Written)
+    }
+
+    /// `item` of channel `name` as a ROS 2 message on topic `/<name>`, timed by `tick`.
+    fn write_ros2(&mut self, name: &str, item: &Item, tick: Tick) -> RecordResult<Conversion> {
+        let Ok(message) = ros2::write::message(name, item, tick) else { return Ok(Conversion::Refused) };
+        let key = (name.to_owned(), message.type_name.clone());
+        let id = match self.ros2_ids.get(&key) {
+            Some(&id) => id,
+            None => {
+                let schema = match self.ros2_schemas.get(&message.type_name) {
+                    Some(&id) => id,
+                    None => {
+                        let (encoding, definition) = (ros2::SCHEMA_ENCODING, message.definition.as_bytes());
+                        let id = self.writer.add_schema(&message.type_name, encoding, definition);
+                        let id = id.map_err(|e| failed(&self.path, e))?;
+                        self.ros2_schemas.insert(message.type_name.clone(), id);
+                        id
+                    }
+                };
+                let topic = format!("/{name}");
+                let id = self.writer.add_channel(schema, &topic, ros2::MESSAGE_ENCODING, &BTreeMap::new());
+                let id = id.map_err(|e| failed(&self.path, e))?;
+                self.ros2_ids.insert(key, id);
+                id
+            }
+        };
+        self.emit(id, now_ns(), tick.nanos(item.ts), &message.data)?;
+        Ok(Conversion::Written)
+    }
+
+    /// Writes `data` on MCAP channel `id` with the next sequence number of that channel.
+    fn emit(&mut self, id: u16, log_time: u64, publish_time: u64, data: &[u8]) -> RecordResult<MessageHeader> {
+        let sequence = self.sequences.entry(id).or_default();
+        let header = MessageHeader { channel_id: id, sequence: *sequence, log_time, publish_time };
+        *sequence = sequence.wrapping_add(1);
+        self.writer.write_to_known_channel(&header, data).map_err(|e| failed(&self.path, e))?;
+        Ok(header)
     }
 
     /// The MCAP channel of `name`'s messages of `kind` for Foxglove: topic `<name>/foxglove`,
@@ -130,16 +179,8 @@ impl McapWriter {
                 id
             }
         };
-        let sequence = self.sequences.entry(id).or_default();
-        let header = MessageHeader {
-            channel_id: id,
-            sequence: *sequence,
-            log_time: now_ns(),
-            publish_time: u64::try_from(item.ts).expect("items live at 0 ..= TS_MAX"),
-        };
-        *sequence = sequence.wrapping_add(1);
-        self.writer.write_to_known_channel(&header, item.data()).map_err(|e| failed(&self.path, e))?;
-        Ok(header)
+        let publish_time = u64::try_from(item.ts).expect("items live at 0 ..= TS_MAX");
+        self.emit(id, now_ns(), publish_time, item.data())
     }
 
     fn json_schema(&mut self) -> RecordResult<u16> {

@@ -1,6 +1,6 @@
-//! ROS 2 bags, read without ROS installed (docs/RECORDING.md, "ROS 2 bags"): rosbag2's MCAP
-//! storage, channels with `ros2msg` schemas and `cdr` messages, as one file or as a rosbag2
-//! directory with its `metadata.yaml`.
+//! ROS 2 bags, read and written without ROS installed (docs/RECORDING.md, "ROS 2 bags"):
+//! rosbag2's MCAP storage, channels with `ros2msg` schemas and `cdr` messages, read as one file
+//! or as a rosbag2 directory with its `metadata.yaml`, written as one file ([`mod@write`]).
 //!
 //! Each topic becomes a channel named like it (without the leading `/`). What an item holds:
 //!
@@ -21,6 +21,7 @@
 //! not what its schema says is skipped and counted, the bag goes on.
 
 pub mod cdr;
+pub mod write;
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +32,8 @@ use stampede_view::image::{FRAME_BYTES_MAX, FRAME_SIDE_MAX};
 use crate::error::{RecordError, RecordResult};
 use cdr::{CdrError, CdrReader};
 
+/// The profile of a ROS 2 bag's MCAP file.
+pub const PROFILE: &str = "ros2";
 /// The schema encoding of ROS 2 message definitions in MCAP.
 pub const SCHEMA_ENCODING: &str = "ros2msg";
 /// The message encoding of ROS 2 messages in MCAP.
