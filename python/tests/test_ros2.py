@@ -9,6 +9,9 @@ counted; a message that is not what its schema says is skipped and counted, the 
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 from mcap.reader import make_reader
@@ -19,7 +22,9 @@ from rosbags.rosbag2.storage_mcap import McapReader
 from rosbags.typesys import Stores, get_typestore
 
 import stampede
+from stampede.apps import colour_tracker
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 TYPESTORE = get_typestore(Stores.ROS2_HUMBLE)
 Image = TYPESTORE.types["sensor_msgs/msg/Image"]
 Header = TYPESTORE.types["std_msgs/msg/Header"]
@@ -157,7 +162,7 @@ def test_a_ros2_bag_replays_into_channels(tmp_path, writer):
         chatter = readers.items("chatter")
         # A String has no header: timed by its log time (50 s + 150 ms per message) at 0.1 s.
         assert [(i.ts, i.text()) for i in chatter] == [
-            (500 + (ts * 15) // 10, f"hello {ts}") for ts in range(FRAMES)
+            (500 + (ts * 15 + 5) // 10, f"hello {ts}") for ts in range(FRAMES)
         ]
         imus = readers.items("imu")
         assert [i.ts for i in imus] == list(range(first, first + FRAMES))
@@ -171,10 +176,10 @@ def test_a_bags_duplicates_and_bad_messages_are_skipped_and_counted(tmp_path):
     rosbags_bag(path)
     with stampede.Runtime() as rt:
         readers = Readers(rt)
-        # Log times 150 ms apart, one timestamp per second: all six messages of a topic land at 50.
-        stats = stampede.replay(rt, path, rate=None, time="log", tick=1.0)
+        # Log times 150 ms apart, one timestamp per 10 s: all six messages of a topic land at 5.
+        stats = stampede.replay(rt, path, rate=None, time="log", tick=10.0)
         assert stats["items"] == 6 and stats["duplicates"] == FRAMES * 6 - 6, stats
-        assert [i.ts for i in readers.items("chatter")] == [50]
+        assert [i.ts for i in readers.items("chatter")] == [5]
     bad = tmp_path / "bad.mcap"
     with open(bad, "wb") as f:
         writer = McapRos2Writer(f)
@@ -268,3 +273,28 @@ def test_a_recording_written_as_a_ros2_bag_reads_in_ros2_tools(tmp_path):
         assert [(i.ts, i.array().tobytes()) for i in back] == [
             (ts, put[ts].tobytes()) for ts in range(FRAMES)
         ]
+
+
+def test_the_colour_tracker_tracks_a_bag_made_by_rosbags(tmp_path):
+    """README's "From a ROS 2 bag": the colour tracker's scene written to a bag by ``rosbags``
+    (``python/examples/make_ros2_bag.py``, bgr8 frames), played as its camera with ``--bag``: every
+    frame arrives at its own timestamp and the tracker meets the ground truth as with the
+    synthetic camera (test_apps.py's bounds)."""
+    spec = importlib.util.spec_from_file_location("make_ros2_bag", EXAMPLES / "make_ros2_bag.py")
+    assert spec is not None and spec.loader is not None
+    make_ros2_bag = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_ros2_bag)
+    path = str(tmp_path / "camera_bag")
+    frames = make_ros2_bag.write_bag(path, seconds=3.0, fps=30.0, width=160, height=120, seed=3)
+    with stampede.Runtime() as rt:
+        config = colour_tracker.ColourConfig(
+            fps=30.0, width=160, height=120, seed=3, progress=False, bag=path
+        )
+        app = colour_tracker.ColourTracker(rt, config)
+        result = app.run()
+    assert app.camera.error is None and app.camera.replayed is not None
+    assert app.camera.replayed["duplicates"] == 0 and app.camera.replayed["skipped"] == 0
+    assert result["frames"] == frames and app.camera.last_ts == frames - 1
+    assert result["persons_missed"] == [] and result["false_tracks"] == 0
+    err = result["tracking_error_px"]
+    assert err["samples"] > 0 and 0.1 <= err["mean"] <= 1.2 and err["max"] <= 8.0, err

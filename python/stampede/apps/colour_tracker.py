@@ -28,6 +28,10 @@ the live items of every channel stay bounded (the peak is reported). Ctrl-C stop
 the pipeline drains and the summary — ending with one JSON line on stdout — is printed.
 
     python -m stampede.apps.colour_tracker --headless --seconds 10
+
+With ``--bag PATH`` a ROS 2 bag's ``/camera/image_raw`` is the camera (:mod:`stampede.apps.bag`):
+one made of the same scene by ``python/examples/make_ros2_bag.py`` (with ``rosbags``) is tracked
+against the same ground truth.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import stampede
 from stampede import INFINITY, NEWEST_UNSEEN
 
 from . import common
+from .bag import BagCamera
 from .scenes import Camera, Scene
 from .vision import CHROMA, Background, BoxMemory, chroma, chroma_bins, despeckle, mask_box
 
@@ -58,14 +63,17 @@ FORGET_FRAMES = 15
 
 @dataclass
 class ColourConfig(common.RunConfig):
-    pass
+    #: A ROS 2 bag whose ``/camera/image_raw`` plays as the camera (None: the synthetic camera).
+    bag: str | None = None
 
 
 class ColourTracker:
     def __init__(self, rt: stampede.Runtime, config: ColourConfig) -> None:
         self.rt, self.config = rt, config
         self.scene = Scene(config.seed, config.height, config.width, config.fps)
-        self.camera = Camera(self.scene)
+        self.camera: Camera | BagCamera = (
+            Camera(self.scene) if config.bag is None else BagCamera(rt, config.bag, config.fps)
+        )
         self.min_pixels = max(8, round(MIN_PIXELS_320x240 * config.width * config.height / (320 * 240)))
         ch = {
             name: rt.create_channel(f"colour/{name}", codec=codec)
@@ -264,8 +272,14 @@ def main(argv: list[str] | None = None) -> dict:
         prog="python -m stampede.apps.colour_tracker", description=__doc__.splitlines()[0]
     )
     common.add_run_arguments(parser)
+    parser.add_argument(
+        "--bag",
+        metavar="PATH",
+        default=None,
+        help="play this ROS 2 bag's /camera/image_raw as the camera (python/examples/make_ros2_bag.py)",
+    )
     args = parser.parse_args(argv)
-    config = ColourConfig(**common.run_options(args))
+    config = ColourConfig(**common.run_options(args), bag=args.bag)
     result = common.run_embedded(ColourTracker, config, "colour/frames", ["colour/tracks"])
     err = result["tracking_error_px"]
     common.print_summary(

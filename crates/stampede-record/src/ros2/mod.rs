@@ -78,8 +78,9 @@ impl Ros2Time {
             Tick::Nanos => ns as f64,
             Tick::Seconds(seconds) => ns as f64 / (seconds * 1e9),
         };
-        // `as` saturates; the floor keeps frame numbers whole.
-        (ts.floor() as Timestamp).clamp(0, TS_MAX)
+        // The nearest timestamp: a camera's stamps, truncated to whole nanoseconds, land on their
+        // own frame numbers (not one below); `as` saturates.
+        (ts.round() as Timestamp).clamp(0, TS_MAX)
     }
 }
 
@@ -291,7 +292,10 @@ mod tests {
         assert_eq!(header.timestamp(9, Some(5)), 5);
         assert_eq!(header.timestamp(9, None), 9);
         let frames = Ros2Time { source: TimeSource::Log, tick: Tick::Seconds(0.1) };
-        assert_eq!(frames.timestamp(250_000_000, Some(1)), 2);
+        assert_eq!(frames.timestamp(240_000_000, Some(1)), 2);
+        // Stamps truncated to whole nanoseconds still land on their frames (1/30 s: 33333333 ns).
+        let thirtieths = Ros2Time { source: TimeSource::Header, tick: Tick::Seconds(1.0 / 30.0) };
+        assert_eq!((1..=90).map(|n| thirtieths.timestamp(0, Some(n * 1_000_000_000 / 30))).collect::<Vec<_>>(), (1..=90).collect::<Vec<_>>());
     }
 
     proptest::proptest! {
