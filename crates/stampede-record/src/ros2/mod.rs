@@ -295,7 +295,10 @@ mod tests {
         assert_eq!(frames.timestamp(240_000_000, Some(1)), 2);
         // Stamps truncated to whole nanoseconds still land on their frames (1/30 s: 33333333 ns).
         let thirtieths = Ros2Time { source: TimeSource::Header, tick: Tick::Seconds(1.0 / 30.0) };
-        assert_eq!((1..=90).map(|n| thirtieths.timestamp(0, Some(n * 1_000_000_000 / 30))).collect::<Vec<_>>(), (1..=90).collect::<Vec<_>>());
+        assert_eq!(
+            (1..=90).map(|n| thirtieths.timestamp(0, Some(n * 1_000_000_000 / 30))).collect::<Vec<_>>(),
+            (1..=90).collect::<Vec<_>>()
+        );
     }
 
     proptest::proptest! {
