@@ -416,3 +416,17 @@ def test_watch_ends_after_its_timeout(rt):
     # Through a client, the watch starts with a node_up for each node reached, its own included.
     assert all(e.name is None and e.container_kind is None and e.node for e in events)
     assert rt.node is None or rt.node in {e.node for e in events}
+
+
+def test_put_log_notes_puts_once_asked_for(rt):
+    """A channel's put log (what ``stampede hz`` reads): empty until first asked for, then each
+    put's time, timestamp and size, oldest first."""
+    ch = rt.create_channel("logged")
+    out = rt.task(0).attach_output(ch)
+    out.put(0, b"abc")
+    assert ch.put_log() == []
+    for ts in (1, 2, 3):
+        out.put(ts, b"x" * ts * 10)
+    log = ch.put_log()
+    assert [(ts, size) for _, ts, size in log] == [(1, 10), (2, 20), (3, 30)]
+    assert [at for at, _, _ in log] == sorted(at for at, _, _ in log)

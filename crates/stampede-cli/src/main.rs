@@ -3,7 +3,8 @@
 //! - `stampede serve --listen <endpoint> ...` — runs a node (see [`serve`]).
 //! - `stampede ls [prefix] --connect <endpoint>` — lists the names on a node (see [`ls`]).
 //! - `stampede tail <name> --connect <endpoint>` — follows a channel, one line per item (see
-//!   [`tail`]).
+//!   [`tail`]); `stampede hz <name>` — its rate, jitter and bandwidth (see [`hz`]); `stampede
+//!   info <name>` — what it is and who uses it (see [`info`]).
 //! - `stampede record <names>... -o run.mcap --connect <endpoint>` — records channels to an MCAP
 //!   file (see [`record`]); `stampede replay run.mcap --connect <endpoint>` puts them back (see
 //!   [`replay`]).
@@ -24,6 +25,7 @@
 mod certs;
 mod dashboard;
 mod foxglove;
+mod hz;
 mod info;
 mod ls;
 mod record;
@@ -197,6 +199,30 @@ enum Command {
         /// The node it is on, reached through the one at --connect (default: that one).
         #[arg(long)]
         node: Option<String>,
+        /// Seconds to keep trying to reach the node.
+        #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
+        timeout: f64,
+        #[command(flatten)]
+        tls: tls::ConnectTls,
+    },
+    /// How a channel is doing, a line a second: rate with the min, max and std of the intervals
+    /// between puts, bandwidth and item sizes over the last --window puts (read from the node's
+    /// put log: nothing attaches, no payload moves).
+    Hz {
+        /// The channel's name.
+        name: String,
+        /// The endpoint of a node.
+        #[arg(long, value_name = "ENDPOINT")]
+        connect: String,
+        /// The node it is on, reached through the one at --connect (default: that one).
+        #[arg(long)]
+        node: Option<String>,
+        /// Puts each line is computed over (the newest; at most the log's 1024).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(2..=1024))]
+        window: u64,
+        /// Print this many lines, then exit (default: until Ctrl-C).
+        #[arg(long)]
+        count: Option<u64>,
         /// Seconds to keep trying to reach the node.
         #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = seconds)]
         timeout: f64,
@@ -440,6 +466,13 @@ fn main() -> ExitCode {
         Command::Ls { prefix, ts_min, connect, timeout, tls } => {
             ls::run(&prefix, ts_min, &connect, &tls.options(Duration::from_secs_f64(timeout), None))
         }
+        Command::Hz { name, connect, node, window, count, timeout, tls } => hz::run(hz::Options {
+            name,
+            endpoint: connect,
+            window: window as usize,
+            count,
+            connect: tls.options(Duration::from_secs_f64(timeout), node),
+        }),
         Command::Info { name, connect, node, timeout, tls } => {
             info::run(&name, &connect, &tls.options(Duration::from_secs_f64(timeout), node))
         }

@@ -117,6 +117,55 @@ fn info_says_what_a_channel_is_and_who_uses_it() {
     });
 }
 
+/// `stampede hz` reads a channel's put log on its node, a line a second: the rate over the window
+/// and its intervals, the bandwidth and sizes of what a client puts meanwhile (its figures are
+/// checked against the puts' sizes and timestamps, not against a clock); an unknown channel is one
+/// line and exit 1.
+#[test]
+fn hz_says_how_a_channel_is_doing() {
+    with_watchdog("hz_says_how_a_channel_is_doing", || {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = unix_endpoint(&dir);
+        let _node = serve(&endpoint, &["--name", "a"]);
+        let rt = client(&endpoint);
+        let frames = rt.create_channel("camera/frames", Limits::unbounded()).unwrap();
+        let hz = |name: &str| {
+            let args = ["hz", name, "--connect", &endpoint, "--count", "3", "--window", "10", "--timeout", "20"];
+            Command::new(env!("CARGO_BIN_EXE_stampede")).args(args).output().expect("stampede hz runs")
+        };
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let producer = thread::spawn({
+            let (camera, stop) = (rt.task(0).unwrap(), stop.clone());
+            let out = camera.attach_output(&frames).unwrap();
+            move || {
+                let mut ts = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    out.put(ts, vec![0u8; 1000].as_slice()).unwrap();
+                    camera.set_virtual_time(ts + 1).unwrap();
+                    ts += 1;
+                    thread::sleep(Duration::from_millis(20)); // a paced camera's period
+                }
+            }
+        });
+        let output = hz("camera/frames");
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        producer.join().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let text = String::from_utf8(output.stdout).unwrap();
+        let last = text.lines().last().unwrap_or_default();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(last.starts_with("rate ") && last.contains(" Hz over 10 puts: interval min "), "{text}");
+        assert!(last.contains("sizes 1.0 KB .. 1.0 KB"), "{text}");
+
+        let missing = hz("nothing/here");
+        assert_eq!(missing.status.code(), Some(1));
+        let message = String::from_utf8_lossy(&missing.stderr);
+        assert!(message.contains("no channel named \"nothing/here\""), "{message}");
+        assert_eq!(message.lines().count(), 1, "{message}");
+        rt.close();
+    });
+}
+
 /// `stampede serve` on TCP prints exactly `listening on <endpoint>`, serves `stampede ls`, and
 /// exits 0 on SIGTERM; a second node on the same port fails with a clear message.
 #[test]

@@ -23,6 +23,7 @@
 mod disk_tier;
 mod lag;
 mod limits;
+mod put_log;
 mod reclaim;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,6 +40,7 @@ use crate::time::{earliest, is_item_ts, show, Selector, Timestamp, INFINITY};
 use crate::tombstones::Tombstones;
 pub use lag::InputOptions;
 pub use limits::{Limits, Retention};
+pub use put_log::{PutRecord, PUT_LOG_MAX};
 
 /// Identifies a connection within a node.
 pub type ConnId = u64;
@@ -106,6 +108,8 @@ pub struct ChannelState {
     gets: u64,
     reclaimed: u64,
     closed: Option<&'static str>,
+    /// Its latest puts, once someone asked for them (`put_log`).
+    put_log: Option<std::collections::VecDeque<PutRecord>>,
 }
 
 impl ChannelState {
@@ -126,6 +130,7 @@ impl ChannelState {
             gets: 0,
             reclaimed: 0,
             closed: None,
+            put_log: None,
         }
     }
 

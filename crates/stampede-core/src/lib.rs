@@ -54,7 +54,7 @@ pub mod time;
 pub mod tombstones;
 pub mod watch;
 
-pub use channel::{ChannelState, ConnId, InputOptions, Limits, Retention};
+pub use channel::{ChannelState, ConnId, InputOptions, Limits, PutRecord, Retention, PUT_LOG_MAX};
 pub use claims::Claims;
 pub use effects::{Effects, OpenChange, OpenChanges};
 pub use error::{Error, ErrorKind, Result, DETACHED};

@@ -148,6 +148,10 @@ pub enum Op {
     Timestamps {
         container: Handle,
     },
+    /// A channel's log of its latest puts (turned on by the first ask): when, what, how large.
+    PutLog {
+        container: Handle,
+    },
     /// A channel's settled horizon and whether its producer set is closed.
     Settledness {
         container: Handle,
@@ -272,6 +276,7 @@ impl Op {
             Op::Consume { .. } | Op::QueueConsume { .. } => "consume",
             Op::ConsumeUntil { .. } => "consume_until",
             Op::Timestamps { .. } => "timestamps",
+            Op::PutLog { .. } => "put_log",
             Op::Settledness { .. } => "settled_below",
             Op::CloseProducers { .. } => "close_producers",
             Op::Demand { .. } => "demand",
@@ -317,6 +322,8 @@ pub enum Outcome<I> {
     Listing(Vec<(String, bool)>),
     Timestamp(Timestamp),
     Timestamps(Vec<Timestamp>),
+    /// A channel's latest puts, oldest first.
+    PutLog(Vec<crate::channel::PutRecord>),
     Settledness {
         settled_below: Timestamp,
         producers_closed: bool,
@@ -363,6 +370,7 @@ impl<I> Outcome<I> {
             Outcome::Listing(listing) => Outcome::Listing(listing),
             Outcome::Timestamp(ts) => Outcome::Timestamp(ts),
             Outcome::Timestamps(ts) => Outcome::Timestamps(ts),
+            Outcome::PutLog(log) => Outcome::PutLog(log),
             Outcome::Settledness { settled_below, producers_closed } => {
                 Outcome::Settledness { settled_below, producers_closed }
             }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stampede_core::{
-    ConnId, InputOptions, Item, Limits, Payload, Result, Retention, Selector, Stats, Timestamp, TS_MAX,
+    ConnId, InputOptions, Item, Limits, Payload, PutRecord, Result, Retention, Selector, Stats, Timestamp, TS_MAX,
 };
 
 use crate::disk::DiskStats;
@@ -58,6 +58,14 @@ impl Channel {
     /// What the disk tier holds now, if the channel has one.
     pub fn disk_stats(&self) -> Option<DiskStats> {
         self.shared.disk.as_ref().map(|disk| disk.lock().stats())
+    }
+
+    /// The channel's latest puts, oldest first (at most [`stampede_core::PUT_LOG_MAX`]): when (µs of this
+    /// process's monotonic clock), the timestamp, the payload's size. The first call turns the
+    /// log on, so it starts empty; a channel nobody asked about keeps none. What `stampede hz`
+    /// computes a rate and a bandwidth from.
+    pub fn put_log(&self) -> Vec<PutRecord> {
+        self.shared.state.lock().put_log()
     }
 
     /// Timestamps of the items stored now, in order.
@@ -295,10 +303,11 @@ impl ChannelOutput {
 
     fn try_put(&self, ts: Timestamp, payload: &Payload, refcount: Option<u32>) -> Result<()> {
         let shared = &self.channel.shared;
-        let (_, reclaimed) = self
-            .channel
-            .space
-            .run(&**shared, &self.task, |s, t, _, fx| s.put(self.conn, t, ts, payload.clone(), refcount, fx))?;
+        let (_, reclaimed) = self.channel.space.run(&**shared, &self.task, |s, t, _, fx| {
+            s.put(self.conn, t, ts, payload.clone(), refcount, fx)?;
+            s.note_put(ts, payload.len(), monotonic_us);
+            Ok(())
+        })?;
         shared.changed.notify();
         self.channel.reclaimed(&reclaimed);
         Ok(())
@@ -432,4 +441,10 @@ impl Drop for ChannelInput {
     fn drop(&mut self) {
         self.detach();
     }
+}
+
+/// µs since this process first asked: the put log's clock (monotonic; read only while a log is on).
+fn monotonic_us() -> u64 {
+    static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    ORIGIN.get_or_init(std::time::Instant::now).elapsed().as_micros() as u64
 }

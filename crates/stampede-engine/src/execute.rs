@@ -237,6 +237,7 @@ impl Runtime {
                 Outcome::Done
             }
             Op::Timestamps { container } => Outcome::Timestamps(channel(session, name, container)?.timestamps()),
+            Op::PutLog { container } => Outcome::PutLog(channel(session, name, container)?.put_log()),
             Op::Settledness { container } => {
                 let channel = channel(session, name, container)?;
                 Outcome::Settledness {

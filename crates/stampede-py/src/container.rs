@@ -126,6 +126,14 @@ container_class! {
         self.inner.timestamps()
     }
 
+    /// The channel's latest puts, oldest first, as `(at_us, ts, bytes)`: when each came (µs of
+    /// its runtime's monotonic clock), its timestamp and size (what `stampede hz` reads). The
+    /// first call turns the log on, so it starts empty; nothing is read, GC is not held back.
+    fn put_log(&self, py: Python<'_>) -> PyResult<Vec<(u64, Timestamp, u64)>> {
+        let log = py.detach(|| self.inner.put_log()).map_err(to_pyerr)?;
+        Ok(log.into_iter().map(|p| (p.at_us, p.ts, p.bytes)).collect())
+    }
+
     /// The retention policy: "history" or "current_readers".
     #[getter]
     fn retention(&self) -> &'static str {

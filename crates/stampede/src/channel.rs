@@ -82,6 +82,17 @@ impl Channel {
         }
     }
 
+    /// The channel's latest puts, oldest first (at most [`PUT_LOG_MAX`](stampede_core::PUT_LOG_MAX)):
+    /// when each came (µs of its runtime's monotonic clock: compare within one log), its timestamp
+    /// and its size, kept where the channel lives. The first call turns the log on, so it starts
+    /// empty; nothing is read and GC is not held back. What `stampede hz` computes a rate from.
+    pub fn put_log(&self) -> Result<Vec<stampede_core::PutRecord>> {
+        match &self.0 {
+            Backend::Local(ch) => Ok(ch.put_log()),
+            Backend::Remote(ch) => remote!(ch => ch.put_log()),
+        }
+    }
+
     /// The channel's retention policy.
     pub fn retention(&self) -> Retention {
         forward!(&self.0, ch => ch.retention())

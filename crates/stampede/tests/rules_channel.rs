@@ -490,3 +490,23 @@ fn watch_reports_the_names_under_a_prefix() {
     // What happened, named as every language names it.
     assert_eq!((created("x", "channel").kind(), event.kind()), ("created", "destroyed"));
 }
+
+/// A channel's put log (what `stampede hz` reads): empty until first asked for, then every put
+/// with its timestamp and size, oldest first, times that never go back; no reader is attached,
+/// so the items are reclaimed as usual.
+#[test]
+fn the_put_log_notes_puts_once_asked_for() {
+    let (rt, ch) = setup();
+    let t = rt.task(0).unwrap();
+    let out = t.attach_output(&ch).unwrap();
+    out.put(0, &[0u8; 3][..]).unwrap();
+    assert!(ch.put_log().unwrap().is_empty(), "off until asked for");
+    for ts in 1..=5 {
+        out.put(ts, vec![7u8; ts as usize * 10].as_slice()).unwrap();
+    }
+    let log = ch.put_log().unwrap();
+    assert_eq!(log.iter().map(|p| (p.ts, p.bytes)).collect::<Vec<_>>(), [(1, 10), (2, 20), (3, 30), (4, 40), (5, 50)]);
+    assert!(log.windows(2).all(|w| w[0].at_us <= w[1].at_us), "{log:?}");
+    t.set_virtual_time(INFINITY).unwrap();
+    assert_eq!(configuration::settled(0, || ch.stats().live_items), 0, "the log holds no item");
+}

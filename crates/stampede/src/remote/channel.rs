@@ -48,6 +48,14 @@ impl RemoteChannel {
         self.container.settledness().1
     }
 
+    /// The channel's put log on the node (see [`crate::Channel::put_log`]).
+    pub fn put_log(&self) -> Result<Vec<stampede_core::PutRecord>> {
+        match self.container.client.call(Op::PutLog { container: self.container.id }, None, Duration::ZERO)? {
+            (Outcome::PutLog(log), _) => Ok(log),
+            _ => Err(unexpected("put_log", self.container.client.node())),
+        }
+    }
+
     /// Closes the producer set on the node.
     pub fn close_producers(&self) -> Result<()> {
         self.container.close_producers()
