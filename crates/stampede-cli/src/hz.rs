@@ -23,6 +23,8 @@ pub struct Options {
 
 /// Between two lines.
 const PERIOD: Duration = Duration::from_secs(1);
+/// Puts a line is computed over unless told (`--window`).
+pub const WINDOW_DEFAULT: usize = 100;
 
 /// Prints a line a second until `count` lines were printed (or for ever).
 pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
@@ -53,7 +55,7 @@ fn follow(rt: &stampede::Runtime, options: &Options) -> Result<(), Box<dyn std::
 }
 
 /// One line of the report over `window` (puts oldest first).
-fn line(window: &[PutRecord]) -> String {
+pub fn line(window: &[PutRecord]) -> String {
     let [first, .., last] = window else { return "no puts yet (waiting for two)".into() };
     let intervals: Vec<f64> = window.windows(2).map(|w| w[1].at_us.saturating_sub(w[0].at_us) as f64 / 1e6).collect();
     let span = last.at_us.saturating_sub(first.at_us) as f64 / 1e6;

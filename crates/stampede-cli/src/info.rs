@@ -1,8 +1,9 @@
 //! `stampede info <name>`: what a channel or queue on a node is and who uses it — its kind and
 //! node, bounds, codec and description, live items and bytes, puts, gets, reclaimed and dropped,
 //! its claim on ts_min, and its producers and consumers (tasks with their virtual time and
-//! visibility, and what each connection carried). Read from the node's graph: nothing attaches,
-//! so GC is never held back.
+//! visibility, and what each connection carried), and a channel's rate, jitter and bandwidth from
+//! its put log (see [`crate::hz`]). Read from the node's graph and the log: nothing attaches, so
+//! GC is never held back.
 
 use std::io::Write;
 
@@ -13,8 +14,15 @@ use stampede::{connect_with, ConnectOptions, ConnectionKind, INFINITY};
 pub fn run(name: &str, endpoint: &str, options: &ConnectOptions) -> Result<(), Box<dyn std::error::Error>> {
     let rt = connect_with(endpoint, options)?;
     let graph = rt.graph();
+    // A channel's rate from its put log (turned on by the first ask: said so when it was off).
+    let rate = rt.channel(name).and_then(|channel| channel.put_log()).ok().map(|log| match log.len() {
+        0 | 1 => format!("put log: off until now (`stampede hz {name}` follows it)"),
+        _ => format!("put log: {}", crate::hz::line(&log[log.len().saturating_sub(crate::hz::WINDOW_DEFAULT)..])),
+    });
     rt.close();
-    let lines = describe(&graph?, name).ok_or_else(|| format!("no channel or queue named {name:?} on {endpoint}"))?;
+    let mut lines =
+        describe(&graph?, name).ok_or_else(|| format!("no channel or queue named {name:?} on {endpoint}"))?;
+    lines.splice(3..3, rate);
     let mut out = std::io::stdout().lock();
     for line in lines {
         writeln!(out, "{line}")?;

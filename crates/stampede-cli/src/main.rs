@@ -218,7 +218,7 @@ enum Command {
         #[arg(long)]
         node: Option<String>,
         /// Puts each line is computed over (the newest; at most the log's 1024).
-        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(2..=1024))]
+        #[arg(long, default_value_t = hz::WINDOW_DEFAULT as u64, value_parser = clap::value_parser!(u64).range(2..=1024))]
         window: u64,
         /// Print this many lines, then exit (default: until Ctrl-C).
         #[arg(long)]

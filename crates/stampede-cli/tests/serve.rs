@@ -103,7 +103,18 @@ fn info_says_what_a_channel_is_and_who_uses_it() {
         assert_eq!(lines[0], "camera/frames: channel on node a", "{text}");
         assert_eq!(lines[1], "bounds: capacity 8, max_bytes unbounded; codec any; description \"\"", "{text}");
         assert_eq!(lines[2], "live: 3 items, 15 bytes; puts 3, gets 1, reclaimed 0, dropped 0", "{text}");
-        assert_eq!(lines[3], "claim on ts_min: 1 (ts_min 0)", "{text}");
+        assert_eq!(lines[3], "put log: off until now (`stampede hz camera/frames` follows it)", "{text}");
+        assert_eq!(lines[4], "claim on ts_min: 1 (ts_min 0)", "{text}");
+        // Asked once, the log notes the puts that follow: the next info gives their rate.
+        for ts in 3..6 {
+            out.put(ts, &b"frame"[..]).unwrap();
+        }
+        let again = String::from_utf8(info("camera/frames").stdout).unwrap();
+        let rate = again.lines().nth(3).unwrap_or_default();
+        assert!(
+            rate.starts_with("put log: rate ") && rate.contains("over 3 puts") && rate.contains("ts 3 .. 5"),
+            "{again}"
+        );
         assert!(lines
             .iter()
             .any(|l| l.starts_with("producer: task") && l.contains("\"camera\"") && l.ends_with("put 3")));
