@@ -45,13 +45,13 @@ pub const POLICY_BYTES_MAX: u64 = 1 << 20;
 pub use stampede_engine::session::Right;
 
 /// The users a node admits and what each may do.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccessPolicy {
     users: BTreeMap<String, UserEntry>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 struct UserEntry {
     /// An Argon2 PHC string.

@@ -46,6 +46,7 @@
 pub mod access;
 pub mod budget;
 pub mod direct;
+mod join;
 pub mod mesh;
 mod names;
 pub mod node;

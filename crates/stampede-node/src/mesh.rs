@@ -132,9 +132,10 @@ const MESH_MESSAGES: [&str; 9] = [
 ];
 
 /// Configures zenoh's access control so that only links presenting a certificate whose common
-/// name is in `nodes` speak on the mesh's keys: every message on `stampede/*/mesh/**` that
+/// name is in `nodes` speak on the mesh's keys: every message on `stampede/*/mesh/**` and on the
+/// nodes' hellos (`stampede/*/hello/*/*`, what a joining node checks: docs/SECURITY.md) that
 /// arrives on another link (a client's) is refused, so no client can speak for a node, forge a
-/// token, or ask for a sponsor or a decline. (Zenoh lets a link through when any subject it
+/// token or a hello, or ask for a sponsor or a decline. (Zenoh lets a link through when any subject it
 /// matches allows: the nodes' subject allows what the catch-all one denies.) What zenoh checks is
 /// the message's own key: a query on a wider one (`stampede/**`) passes, which is why the
 /// queryables answer only queries on their exact keys. Outgoing messages are not filtered (a
@@ -147,7 +148,7 @@ pub(crate) fn keep_keys_to_nodes(config: &mut zenoh::Config, nodes: &[String]) -
             "permission": permission,
             "flows": ["ingress"],
             "messages": MESH_MESSAGES,
-            "key_exprs": ["stampede/*/mesh/**"],
+            "key_exprs": ["stampede/*/mesh/**", stampede_wire::fabric::HELLO_KEYS],
         })
     };
     let acl = serde_json::json!({

@@ -209,6 +209,8 @@ struct Serving {
     mesh: Option<MeshDriver>,
     _queryable: Queryable<()>,
     _sessions: Subscriber<()>,
+    /// Tells nodes that join this one's wire version and policy digest.
+    _hello: zenoh::liveliness::LivelinessToken,
     names: Names,
     workers: tokio::runtime::Runtime,
 }
@@ -326,6 +328,12 @@ impl Node {
             .build()
             .map_err(|e| unreachable(format!("the node's worker threads could not start: {e}")))?;
         let zenoh = zenoh::open(config).wait().map_err(|e| unreachable(format!("zenoh could not open: {e}")))?;
+        // Before anything of its own is declared: a node of another version or policy stays out.
+        let hello = crate::join::Hello::of(options.access.as_ref());
+        if let Err(e) = crate::join::check(&zenoh, &options.name, &hello) {
+            let _ = zenoh.close().wait();
+            return Err(e);
+        }
         let shared = Arc::new(NodeShared {
             runtime,
             options: options.clone(),
@@ -392,7 +400,14 @@ impl Node {
                 return Err(unreachable(format!("zenoh refused the node's liveliness or names: {e}")));
             }
         };
-        let serving = Serving { mesh, _queryable: queryable, _sessions: sessions, names, workers };
+        let hello = match crate::join::declare(&shared.zenoh, &options.name, &hello) {
+            Ok(hello) => hello,
+            Err(e) => {
+                let _ = shared.zenoh.close().wait();
+                return Err(unreachable(format!("zenoh refused the node's hello: {e}")));
+            }
+        };
+        let serving = Serving { mesh, _queryable: queryable, _sessions: sessions, _hello: hello, names, workers };
         Ok(Node { shared, serving: Mutex::new(Some(serving)) })
     }
 
@@ -438,8 +453,8 @@ impl Node {
     /// closed, their claims released). The runtime itself stays open. Idempotent.
     pub fn close(&self) {
         let Some(serving) = self.serving.lock().take() else { return };
-        let Serving { mesh, _queryable, _sessions, names, workers } = serving;
-        drop((_queryable, _sessions));
+        let Serving { mesh, _queryable, _sessions, _hello, names, workers } = serving;
+        drop((_queryable, _sessions, _hello));
         names.stop();
         let sessions: Vec<_> = self.shared.sessions.lock().drain().map(|(_, s)| s).collect();
         for session in sessions {

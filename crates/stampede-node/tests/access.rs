@@ -127,3 +127,40 @@ fn a_node_beyond_loopback_needs_a_policy_or_allow_anonymous() {
     assert_eq!(NodeOptions::listen(&unix).reachable_endpoint(), None);
     assert_eq!(NodeOptions::listen("tcp/127.0.0.1:7447").reachable_endpoint(), None);
 }
+
+/// A node joins a mesh only with the policy every node there serves (docs/SECURITY.md, "One
+/// policy, one version, one mesh"): another policy, or none, is refused at start, naming both
+/// sides and what to do; the same policy joins.
+#[test]
+fn a_node_with_another_policy_is_refused_at_join() {
+    with_watchdog("a_node_with_another_policy_is_refused_at_join", || {
+        let shared = policy();
+        let a = TestNode::with(|o| {
+            o.name = "a".into();
+            o.access = Some(shared.clone());
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let join = |name: &str, access: Option<AccessPolicy>| {
+            let mut options = NodeOptions::listen(&format!("unixsock-stream/{}", dir.path().join(name).display()));
+            options.name = name.into();
+            options.connect = vec![a.endpoint.clone()];
+            options.access = access;
+            Node::serve(Runtime::new().engine().unwrap(), options)
+        };
+        let other =
+            AccessPolicy::parse(&format!("[users.x]\npassword = \"{}\"\n", hash_password("x").unwrap())).unwrap();
+        for (name, access, says) in
+            [("b", Some(other), "node a serves access policy "), ("c", None, "this node no access policy")]
+        {
+            match join(name, access) {
+                Err(Error::InvalidArgument { reason, .. }) => {
+                    assert!(reason.contains(says) && reason.contains("--access"), "{reason}");
+                }
+                Err(e) => panic!("refused otherwise: {e}"),
+                Ok(_) => panic!("node {name} joined a mesh whose policy differs"),
+            }
+        }
+        let same = join("d", Some(shared)).expect("a node with the same policy joins");
+        same.close();
+    });
+}

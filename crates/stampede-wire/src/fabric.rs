@@ -65,6 +65,24 @@ pub fn names_key(node: &str) -> String {
     format!("stampede/{node}/names")
 }
 
+/// A node's hello, a liveliness token that says which wire version it speaks and which access
+/// policy it serves (the policy's digest in hex, or `none`): what a node joining the mesh
+/// compares with its own.
+pub fn hello_key(node: &str, version: u8, policy: &str) -> String {
+    format!("stampede/{node}/hello/{version}/{policy}")
+}
+
+/// Every node's hello.
+pub const HELLO_KEYS: &str = "stampede/*/hello/*/*";
+
+/// The node, wire version and policy a hello key names.
+pub fn parse_hello(key: &str) -> Option<(&str, u8, &str)> {
+    let mut parts = key.strip_prefix("stampede/")?.split('/');
+    let (node, hello, version, policy) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    (hello == "hello" && parts.next().is_none() && !node.is_empty()).then_some(())?;
+    Some((node, version.parse().ok()?, policy))
+}
+
 /// A node's liveliness token: it is up while the token exists.
 pub fn alive_key(node: &str) -> String {
     format!("stampede/{node}/alive")
