@@ -12,7 +12,10 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 import faults
 import netns
@@ -64,9 +67,13 @@ def test_a_frame_is_checked_for_its_timestamp_and_checksum():
 def test_short_fault_run_keeps_every_invariant(mesh_ts_min):
     # The run takes ~30 s of the conftest watchdog's 60; give a loaded machine room to finish.
     faulthandler.dump_traceback_later(max(WATCHDOG_S, 150.0), exit=True, file=sys.stderr)
-    summary = faults.run(SHORT_S, seed=SEED, mesh_ts_min=mesh_ts_min)
+    # The processes' logs are kept for a failure's diagnosis (removed when the run passes).
+    logs = Path(tempfile.mkdtemp(prefix="stampede-faults-"))
+    summary = faults.run(SHORT_S, seed=SEED, mesh_ts_min=mesh_ts_min, keep=logs)
     print(json.dumps(summary))
+    print(f"logs kept in {logs}", file=sys.stderr)
     check(summary)
+    shutil.rmtree(logs, ignore_errors=True)
 
 
 def test_a_network_of_hosts_keeps_every_invariant():
