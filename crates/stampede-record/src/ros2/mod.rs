@@ -75,12 +75,13 @@ impl Ros2Time {
             TimeSource::Log => log_ns,
         };
         let ts = match self.tick {
-            Tick::Nanos => ns as f64,
-            Tick::Seconds(seconds) => ns as f64 / (seconds * 1e9),
+            // Exact: nanoseconds since the epoch are beyond an f64's 53 bits.
+            Tick::Nanos => Timestamp::try_from(ns).unwrap_or(TS_MAX),
+            // The nearest timestamp: a camera's stamps, truncated to whole nanoseconds, land on
+            // their own frame numbers (not one below); `as` saturates.
+            Tick::Seconds(seconds) => (ns as f64 / (seconds * 1e9)).round() as Timestamp,
         };
-        // The nearest timestamp: a camera's stamps, truncated to whole nanoseconds, land on their
-        // own frame numbers (not one below); `as` saturates.
-        (ts.round() as Timestamp).clamp(0, TS_MAX)
+        ts.clamp(0, TS_MAX)
     }
 }
 
@@ -291,6 +292,8 @@ mod tests {
         let header = Ros2Time::default();
         assert_eq!(header.timestamp(9, Some(5)), 5);
         assert_eq!(header.timestamp(9, None), 9);
+        // Stamps since the epoch stay exact in nanoseconds (an f64 would round them to 256 ns).
+        assert_eq!(header.timestamp(0, Some(1_700_000_000_123_456_789)), 1_700_000_000_123_456_789);
         let frames = Ros2Time { source: TimeSource::Log, tick: Tick::Seconds(0.1) };
         assert_eq!(frames.timestamp(240_000_000, Some(1)), 2);
         // Stamps truncated to whole nanoseconds still land on their frames (1/30 s: 33333333 ns).
