@@ -37,6 +37,7 @@
 //! joins), `seal` (own changes sealed into batches), `stream` (each peer's stream applied in
 //! order) and `members` (joins, deaths, fences, finalization).
 
+mod door;
 mod local;
 mod members;
 mod seal;
@@ -52,6 +53,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::id_map::IdMap;
+use crate::mesh::door::{Opening, Pause};
 use crate::mesh::view::View;
 use crate::time::Timestamp;
 pub use view::CLAIM_COUNT_MAX;
@@ -168,6 +170,8 @@ pub enum Mutation {
     IgnoreDependencies,
     /// Drop a dead peer's claims as soon as its death is known, without waiting for fences.
     FinalizeWithoutFences,
+    /// Open a door at the participant's own ts_min, asking nobody to pause.
+    OpenWithoutPause,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,6 +206,10 @@ struct Member {
     moves: MoveWindow,
     /// A batch of it was refused: the rest of its stream cannot be applied.
     faulted: bool,
+    /// This participant holds its ts_min for the door this peer is opening (`door.rs`).
+    pause: Option<Pause>,
+    /// The latest round of this peer whose door opened (a `Pause` of it or before is stale).
+    opened: Option<Seq>,
 }
 
 impl Member {
@@ -218,6 +226,8 @@ impl Member {
             fences: BTreeMap::new(),
             moves: MoveWindow { below: 1, ahead: BTreeSet::new() },
             faulted: false,
+            pause: None,
+            opened: None,
         }
     }
 }
@@ -237,8 +247,10 @@ pub struct Mesh {
     view: View,
     /// Published ts_min: monotone; held while the view misses a live peer's snapshot.
     ts_min: Timestamp,
-    /// This participant's door, once it joined.
+    /// This participant's door, while it has one.
     door: Option<Timestamp>,
+    /// The round opening this participant's door, while it waits for its peers' answers.
+    opening: Option<Opening>,
     members: BTreeMap<Peer, Member>,
     /// Dead incarnations remembered, oldest first (a set beside it for lookups).
     dead: VecDeque<Peer>,
@@ -276,6 +288,7 @@ impl Mesh {
             view: View::default(),
             ts_min: 0,
             door: None,
+            opening: None,
             members: BTreeMap::new(),
             dead: VecDeque::new(),
             dead_set: BTreeSet::new(),
@@ -401,11 +414,16 @@ impl Mesh {
                 break;
             }
         }
-        if self.expelled || !self.is_complete() {
+        if self.expelled {
+            return;
+        }
+        self.end_pauses();
+        self.try_open();
+        if !self.is_complete() {
             return;
         }
         self.raise_door();
-        let ts_min = self.view.ts_min();
+        let ts_min = self.view.ts_min().min(self.paused_at());
         assert!(ts_min >= self.ts_min, "ts_min of {:?} moved backwards from {} to {ts_min}", self.me, self.ts_min);
         self.ts_min = ts_min;
     }

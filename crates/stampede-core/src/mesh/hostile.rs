@@ -21,6 +21,8 @@ enum Input {
     Decline(Peer, MoveId),
     Join(Peer, MoveId, Timestamp),
     Genesis,
+    OpenDoor,
+    CloseDoor,
     Poll,
 }
 
@@ -75,7 +77,10 @@ fn message() -> impl Strategy<Value = Message> {
         .prop_map(|(seq, changes, watermark, took, declined, fenced, after)| {
             Message::Batch(Batch { seq, changes, watermark, took, declined, fenced, after })
         });
-    prop_oneof![batch, snapshot]
+    let pause = seq().prop_map(|after| Message::Pause { after });
+    let paused = (seq(), ts()).prop_map(|(after, ts_min)| Message::Paused { after, ts_min });
+    let opened = (seq(), seq()).prop_map(|(after, seq)| Message::Opened { after, seq });
+    prop_oneof![3 => batch, 3 => snapshot, 1 => pause, 1 => paused, 1 => opened]
 }
 
 fn input() -> impl Strategy<Value = Input> {
@@ -89,6 +94,8 @@ fn input() -> impl Strategy<Value = Input> {
         1 => (peer(), 0u64..3).prop_map(|(from, id)| Input::Decline(from, id)),
         1 => (peer(), 0u64..3, ts()).prop_map(|(from, id, ts)| Input::Join(from, id, ts)),
         1 => Just(Input::Genesis),
+        1 => Just(Input::OpenDoor),
+        1 => Just(Input::CloseDoor),
         2 => Just(Input::Poll),
     ]
 }
@@ -111,6 +118,8 @@ proptest! {
                 Input::Decline(from, id) => mesh.decline_move(from, id),
                 Input::Join(from, id, ts) => mesh.join(from, id, ts),
                 Input::Genesis => mesh.genesis().map(drop),
+                Input::OpenDoor => mesh.open_door().map(drop),
+                Input::CloseDoor => mesh.close_door().map(drop),
                 Input::Poll => {
                     while mesh.poll_transmit().is_some() {}
                     while mesh.poll_event().is_some() {}

@@ -73,6 +73,7 @@ impl Mesh {
         self.members.insert(peer, Member::new(Standing::Live, confirmed));
         let snapshot = self.snapshot(self.fenced());
         self.transmits.push_back(Transmit { to: vec![peer], message: Message::Snapshot(snapshot) });
+        self.ask_newcomer(peer);
         Ok(())
     }
 
@@ -206,6 +207,7 @@ impl Mesh {
             .filter_map(|(&p, m)| dying.iter().filter_map(|d| m.fences.get(d)).max().map(|&seq| (p, seq)))
             .collect();
         for dead in &dying {
+            self.forget_door_of(*dead);
             self.view.drop_owner(*dead);
             self.members.remove(dead);
             self.remember_dead(*dead);

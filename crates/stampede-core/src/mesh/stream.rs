@@ -43,6 +43,7 @@ impl Mesh {
         match message {
             Message::Snapshot(snapshot) => self.take_snapshot(from, snapshot)?,
             Message::Batch(batch) => self.hold(from, batch)?,
+            door => self.door_message(from, door)?,
         }
         self.settle();
         Ok(())

@@ -105,6 +105,23 @@ pub struct Snapshot {
 pub enum Message {
     Snapshot(Snapshot),
     Batch(Batch),
+    /// The sender, about to open its door, asks the receiver to hold its ts_min where it is
+    /// until that door is in its view: the round its batch `after` began (docs/PROTOCOL.md,
+    /// "Doors"). Answered by `Paused`.
+    Pause {
+        after: Seq,
+    },
+    /// The receiver of a `Pause` holds its ts_min at or below `ts_min` for round `after`.
+    Paused {
+        after: Seq,
+        ts_min: Timestamp,
+    },
+    /// The sender's door of round `after` opened in its batch `seq`: the receiver's pause ends
+    /// once that batch's claims are applied there.
+    Opened {
+        after: Seq,
+        seq: Seq,
+    },
 }
 
 /// A message to send, and to whom.
@@ -121,6 +138,7 @@ impl Message {
         match self {
             Message::Snapshot(s) => &s.fenced,
             Message::Batch(b) => &b.fenced,
+            Message::Pause { .. } | Message::Paused { .. } | Message::Opened { .. } => &[],
         }
     }
 
@@ -156,8 +174,28 @@ impl Message {
                 valid_ts(b.watermark)?;
                 b.changes.iter().try_for_each(valid_change)
             }
+            Message::Pause { after } => valid_seq(*after),
+            Message::Paused { after, ts_min } => {
+                valid_seq(*after)?;
+                valid_ts(*ts_min)
+            }
+            Message::Opened { after, seq } => {
+                valid_seq(*after)?;
+                valid_seq(*seq)?;
+                if seq <= after {
+                    return Err(MeshRefusal::InvalidChange { reason: "a door opens in a batch after its round began" });
+                }
+                Ok(())
+            }
         }
     }
+}
+
+fn valid_seq(seq: Seq) -> Result<(), MeshRefusal> {
+    if seq == Seq::MAX {
+        return Err(MeshRefusal::InvalidChange { reason: "sequence numbers stay below u64::MAX" });
+    }
+    Ok(())
 }
 
 fn bounded(what: &'static str, len: usize, max: usize) -> Result<(), MeshRefusal> {

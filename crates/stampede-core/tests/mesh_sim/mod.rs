@@ -23,8 +23,8 @@ pub use suspicion::Counts;
 pub const STEPS: usize = 300;
 /// Rounds of delivering everything in flight within which every view must reach the truth once
 /// the workload stops (a death's fences, the finalization, the release of carries, door rises and
-/// their news each take a round; a newcomer's sponsorship and a liveliness question more). The
-/// most measured: 10, over 300 000 seeds.
+/// their news each take a round; a pause round and a liveliness question more). The most
+/// measured: 10, over 300 000 seeds.
 pub const LIVENESS_ROUNDS_MAX: usize = 16;
 /// Chance, in percent, that a delivered message is delivered again later.
 const DUPLICATE_PERCENT: u64 = 5;
@@ -122,7 +122,8 @@ pub struct World {
 }
 
 impl World {
-    /// 1–3 nodes and 0–3 sessions; node 0 opens the mesh (genesis), the others join through it.
+    /// 1–3 nodes and 0–3 sessions, none with a door yet: each opens one (a pause round) when it
+    /// first starts a root task, and gives it back and opens it again at random.
     pub fn new(seed: u64) -> World {
         let mut rng = Rng(seed);
         let nodes = 1 + rng.below(3) as usize;
@@ -161,10 +162,6 @@ impl World {
     pub fn run(&mut self) -> Result<(), Failure> {
         for slot in 0..self.slots.len() {
             self.start(slot)?;
-            if slot == 0 {
-                let p = self.slots[0].live.as_mut().expect("started");
-                p.mesh_mut().genesis().map_err(|r| Failure::Protocol(format!("genesis: {r}")))?;
-            }
             self.after_step()?;
         }
         for step in 0..STEPS {
@@ -191,7 +188,7 @@ impl World {
             87..=89 => self.restart(),
             90..=92 => self.declare(),
             93 if self.suspicious => self.suspect(),
-            _ => self.sponsor(),
+            _ => self.toggle_door(),
         }
     }
 
@@ -257,14 +254,9 @@ impl World {
         Ok(())
     }
 
-    /// A live participant stops. At least one participant with a door that nobody suspected
-    /// stays alive (a newcomer needs a sponsor; see PROTOCOL.md on a mesh that loses all).
+    /// A live participant stops.
     fn crash(&mut self) -> Result<(), Failure> {
-        let doored = self.doored_unsuspected();
         let Some(slot) = self.rng.pick(&self.live_slots()) else { return Ok(()) };
-        if doored.len() < 2 && doored.contains(&slot) {
-            return Ok(());
-        }
         let peer = self.stop(slot);
         self.trace(|| format!("crash {peer:?}"));
         Ok(())
@@ -325,40 +317,14 @@ impl World {
         Ok(())
     }
 
-    /// A participant without a door asks a live one that has one (again, if its sponsor died).
-    fn sponsor(&mut self) -> Result<(), Failure> {
-        for newcomer in self.live_slots() {
-            let p = self.slots[newcomer].live.as_ref().expect("live");
-            let asked_alive = p.asked.is_some_and(|s| self.slot_of(s).is_some());
-            if p.mesh().join_floor().is_some() || asked_alive {
-                continue;
-            }
-            let peer = p.peer;
-            let sponsors: Vec<usize> = self
-                .live_slots()
-                .into_iter()
-                .filter(|&s| {
-                    s != newcomer && self.slots[s].live.as_ref().is_some_and(|q| q.mesh().join_floor().is_some())
-                })
-                .collect();
-            let Some(sponsor) = self.rng.pick(&sponsors) else {
-                // Nobody can sponsor it: alone, it opens the mesh once the rest is declared dead.
-                if self.live_slots().len() == 1 {
-                    let p = self.live(newcomer);
-                    if p.mesh_mut().genesis().is_ok() {
-                        p.sync().map_err(Failure::Protocol)?;
-                        self.counts.geneses += 1;
-                    }
-                }
-                continue;
-            };
-            let from = self.live(sponsor).peer;
-            if let Some(data) = self.live(sponsor).sponsor(peer) {
-                self.send(from, peer, Wire::Data(data));
-                self.live(newcomer).asked = Some(from);
-            }
-        }
-        Ok(())
+    /// A live participant gives its door back, or opens one.
+    fn toggle_door(&mut self) -> Result<(), Failure> {
+        let Some(slot) = self.rng.pick(&self.live_slots()) else { return Ok(()) };
+        let p = self.live(slot);
+        let opening = p.mesh().join_floor().is_none();
+        self.counts.doors_opened += u64::from(opening);
+        self.counts.doors_closed += u64::from(!opening);
+        self.live(slot).toggle_door().map_err(Failure::Protocol)
     }
 
     // ---- the workload -----------------------------------------------------------------------------
@@ -382,6 +348,7 @@ impl World {
                 p.consume(t, index)
             }
             (85..=89, Some(t)) => p.end_task(t),
+            (90..=99, Some(t)) => return self.move_task(slot, t),
             _ => Ok(()),
         };
         result.map_err(Failure::Protocol)
@@ -421,6 +388,17 @@ impl World {
         }
         let (from, to) = (self.live(host).peer, self.live(slot).peer);
         if let Some(data) = self.live(host).give(to, task, item).map_err(Failure::Protocol)? {
+            self.send(from, to, Wire::Data(data));
+        }
+        Ok(())
+    }
+
+    /// A task moves to another live participant (a shadow there).
+    fn move_task(&mut self, slot: usize, task: u64) -> Result<(), Failure> {
+        let others: Vec<usize> = self.live_slots().into_iter().filter(|&s| s != slot).collect();
+        let Some(to) = self.rng.pick(&others) else { return Ok(()) };
+        let (from, to) = (self.live(slot).peer, self.live(to).peer);
+        if let Some(data) = self.live(slot).move_task(to, task).map_err(Failure::Protocol)? {
             self.send(from, to, Wire::Data(data));
         }
         Ok(())
@@ -549,7 +527,7 @@ impl World {
     // ---- the oracle -------------------------------------------------------------------------------
 
     /// The true minimum as it binds each live participant (by slot): every claim, every join
-    /// floor (a root task may start there) and every move in flight — data or a door — that its
+    /// floor (a root task may start there) and every move in flight that its
     /// receiver may still take over, within the participant's component (the participants it may
     /// still exchange data with, directly or through others: `suspicion.rs`), capped by `1 +` the
     /// highest put ever. Without suspicions every live participant is in one component; `split`
@@ -619,7 +597,7 @@ impl World {
     }
 
     /// The workload has stopped: liveliness declares every crashed incarnation dead to everyone,
-    /// newcomers are sponsored, and everything in flight is delivered, round after round, until
+    /// and everything in flight is delivered, round after round, until
     /// nothing moves. Then every view must equal the truth (with the watermark every live
     /// participant heard of: a put whose host died before telling anyone is forgotten with its
     /// item).
@@ -636,15 +614,11 @@ impl World {
                 self.deliver_declaration()?;
                 self.after_step()?;
             }
-            self.sponsor()?;
+            // What the last round's inputs made the participants send goes on the links.
             self.after_step()?;
             let busy: Vec<((Peer, Peer, Lane), usize)> =
                 self.links.iter().filter(|(_, q)| !q.is_empty()).map(|(&k, q)| (k, q.len())).collect();
-            let joining = self
-                .live_slots()
-                .iter()
-                .any(|&s| self.slots[s].live.as_ref().is_some_and(|p| p.mesh().join_floor().is_none()));
-            if busy.is_empty() && !joining && self.declarations.is_empty() && self.undeclared.is_empty() {
+            if busy.is_empty() && self.declarations.is_empty() && self.undeclared.is_empty() {
                 self.rounds_max = self.rounds_max.max(round);
                 return self.check_liveness();
             }

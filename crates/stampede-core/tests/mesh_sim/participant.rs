@@ -32,8 +32,9 @@ pub enum Cargo {
     Put,
     /// An item the receiver's task `task` got from the mover.
     Item { task: TaskKey },
-    /// A door for a newcomer.
-    Door,
+    /// A task moved to the receiver (a shadow there): its claim at the task's virtual time
+    /// moves with it.
+    Task,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -53,8 +54,6 @@ pub struct Participant {
     next_key: u64,
     /// Last ts_min observed (must never decrease).
     pub ts_min_seen: Timestamp,
-    /// The sponsor asked for a door, while none arrived.
-    pub asked: Option<Peer>,
     /// `1 +` the highest put that landed here.
     pub watermark: Timestamp,
     /// Its view was complete once: it has heard every peer it knew at its start, and their
@@ -74,7 +73,6 @@ impl Participant {
             items: BTreeMap::new(),
             next_key: 1,
             ts_min_seen: 0,
-            asked: None,
             watermark: 0,
             settled: false,
         }
@@ -124,9 +122,13 @@ impl Participant {
 
     // ---- workload ---------------------------------------------------------------------------
 
-    /// A root task at or above the join floor (or at `INFINITY`, a reader).
+    /// A root task at or above the join floor (or at `INFINITY`, a reader). Without a door, it
+    /// opens one instead, as a node does when a session opens (the task waits for it).
     pub fn new_task(&mut self, above: u64, reader: bool) -> Result<(), String> {
-        let Some(floor) = self.node.root_floor() else { return Ok(()) };
+        let Some(floor) = self.node.root_floor() else {
+            self.mesh_mut().open_door().map_err(|r| format!("{:?}: open_door: {r}", self.peer))?;
+            return self.sync();
+        };
         let vt = if reader { INFINITY } else { floor.saturating_add(above as Timestamp) };
         self.node.check_root(vt).map_err(|e| format!("{:?}: a root task at its floor refused: {e}", self.peer))?;
         let key = self.key();
@@ -202,10 +204,30 @@ impl Participant {
         Some(Data { id, ts, cargo: Cargo::Put })
     }
 
-    pub fn sponsor(&mut self, newcomer: Peer) -> Option<Data> {
-        let floor = self.mesh().join_floor()?;
-        let id = self.mesh_mut().send_move(newcomer, floor).ok()?;
-        Some(Data { id, ts: floor, cargo: Cargo::Door })
+    /// Gives the door back, or opens one (a pause round).
+    pub fn toggle_door(&mut self) -> Result<(), String> {
+        let peer = self.peer;
+        let toggled = match self.mesh().join_floor() {
+            Some(_) => self.mesh_mut().close_door().map(drop),
+            None => self.mesh_mut().open_door().map(drop),
+        };
+        toggled.map_err(|r| format!("{peer:?}: a door refused: {r}"))?;
+        self.sync()
+    }
+
+    /// Task `task` moves to `to`: it consumes what it holds open, then a carry at its virtual
+    /// time covers it before its claim here goes.
+    pub fn move_task(&mut self, to: Peer, task: TaskKey) -> Result<Option<Data>, String> {
+        while !self.tasks[&task].open.is_empty() {
+            self.consume(task, 0)?;
+        }
+        let vt = self.tasks[&task].vt;
+        if !stampede_core::time::is_item_ts(vt) {
+            return Ok(None);
+        }
+        let Ok(id) = self.mesh_mut().send_move(to, vt) else { return Ok(None) };
+        self.end_task(task)?;
+        Ok(Some(Data { id, ts: vt, cargo: Cargo::Task }))
     }
 
     pub fn consume(&mut self, task: TaskKey, index: usize) -> Result<(), String> {
@@ -219,6 +241,10 @@ impl Participant {
             model.open.iter().map(|&ts| Update { location: Location::Handover(task), ts, delta: -1 }).collect();
         self.apply(&releases, "end")?;
         self.node.progress_mut().remove_task(task);
+        // Its last task gone, it gives its door back, as a node does when its last session closes.
+        if self.tasks.is_empty() {
+            self.mesh_mut().close_door().map_err(|r| format!("{:?}: close_door: {r}", self.peer))?;
+        }
         self.sync()
     }
 
@@ -237,7 +263,7 @@ impl Participant {
     // ---- data arriving -------------------------------------------------------------------------
 
     /// Data from `mover` arrives: taken over if this participant may (the mover is not fenced
-    /// here, the move is new), declined if its task is gone or a door is already open.
+    /// here, the move is new), declined if its task is gone.
     pub fn receive(&mut self, mover: Peer, data: Data) -> Result<(), String> {
         if self.mesh().may_accept(mover, data.id).is_err() {
             return Ok(());
@@ -257,11 +283,14 @@ impl Participant {
                 self.tasks.get_mut(&task).expect("task").open.push(data.ts);
                 self.node.take_over_recorded(mover, data.id).map_err(refused)?;
             }
-            Cargo::Door if self.mesh().join_floor().is_none() => {
-                self.mesh_mut().join(mover, data.id, data.ts).map_err(refused)?;
-                self.asked = None;
+            Cargo::Task => {
+                let key = self.key();
+                self.node.progress_mut().add_task(key);
+                self.apply(&[Update { location: Location::Task(key), ts: data.ts, delta: 1 }], "shadow")?;
+                self.tasks.insert(key, TaskModel { vt: data.ts, open: Vec::new() });
+                self.node.take_over_recorded(mover, data.id).map_err(refused)?;
             }
-            Cargo::Item { .. } | Cargo::Door => self.mesh_mut().decline_move(mover, data.id).map_err(refused)?,
+            Cargo::Item { .. } => self.mesh_mut().decline_move(mover, data.id).map_err(refused)?,
         }
         self.sync()
     }

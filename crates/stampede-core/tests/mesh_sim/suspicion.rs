@@ -2,7 +2,7 @@
 //! a participant declares a live peer dead (a partition seen from one side, a stream it refused);
 //! the fenced peer runs on until a fence reaches it — a batch of whoever fenced it, or a reminder
 //! ([`Mesh::remind`](stampede_core::Mesh::remind)) sent when it keeps speaking — and, expelled,
-//! restarts as a new incarnation that joins through a sponsor (or by genesis, alone). A stream a
+//! restarts as a new incarnation, with no door until it opens one. A stream a
 //! participant refused (`Event::Faulted`) is declared dead there, which expels its sender the
 //! same way.
 //!
@@ -35,9 +35,9 @@ pub struct Counts {
     pub expulsions: u64,
     /// Expelled participants restarted as a new incarnation.
     pub restarts: u64,
-    /// Participants that opened the mesh by genesis after the start, nobody being left to
-    /// sponsor them (the guards on crashes and suspicions keep a sponsor: rare).
-    pub geneses: u64,
+    /// Doors opened (pause rounds begun) and given back by the workload's door step.
+    pub doors_opened: u64,
+    pub doors_closed: u64,
     /// `Event::Faulted` reported (and the faulted peer declared dead).
     pub faults: u64,
 }
@@ -48,23 +48,20 @@ impl std::ops::AddAssign for Counts {
         self.reminders += other.reminders;
         self.expulsions += other.expulsions;
         self.restarts += other.restarts;
-        self.geneses += other.geneses;
+        self.doors_opened += other.doors_opened;
+        self.doors_closed += other.doors_closed;
         self.faults += other.faults;
     }
 }
 
 impl World {
     /// One live participant declares another live one dead — it alone; the others learn it from
-    /// its fence. At least one participant with a door stays unsuspected, so that the expelled
-    /// can rejoin through a sponsor (see PROTOCOL.md on a mesh that loses every door).
+    /// its fence.
     pub(super) fn suspect(&mut self) -> Result<(), Failure> {
         let live = self.live_slots();
         let Some(accuser) = self.rng.pick(&live) else { return Ok(()) };
         let others: Vec<usize> = live.into_iter().filter(|&s| s != accuser).collect();
         let Some(suspect) = self.rng.pick(&others) else { return Ok(()) };
-        if !self.doored_unsuspected().iter().any(|&s| s != suspect) {
-            return Ok(());
-        }
         let peer = self.live(suspect).peer;
         self.counts.suspicions += 1;
         self.suspected.push(peer);
@@ -80,30 +77,16 @@ impl World {
 
     /// Sometimes, during the workload, corrupts a batch of `from` on its way to one receiver —
     /// a release of a claim `from` never held — which stops `from`'s stream there
-    /// (`Event::Faulted`): a fenced faulted stream, the other kind of false suspicion. As for
-    /// [`suspect`](Self::suspect), a participant with a door stays unsuspected.
+    /// (`Event::Faulted`): a fenced faulted stream, the other kind of false suspicion.
     pub(super) fn corrupt(&mut self, from: Peer, message: Message) -> Message {
         let Message::Batch(mut batch) = message else { return message };
-        let spared = self.slot_of(from).is_some_and(|s| self.doored_unsuspected().iter().any(|&d| d != s));
-        if !self.suspicious || self.quiescing || !spared || self.rng.below(1000) >= CORRUPT_PER_MILLE {
+        if !self.suspicious || self.quiescing || self.rng.below(1000) >= CORRUPT_PER_MILLE {
             return Message::Batch(batch);
         }
         self.trace(|| format!("corrupt batch {} of {from:?}", batch.seq));
         self.suspected.push(from);
         batch.changes.push(Change { site: Site::Local(Location::Queue(u64::MAX)), ts: 0, delta: -1 });
         Message::Batch(batch)
-    }
-
-    /// Live participants with a door that nobody suspected (those a crash or a suspicion may not
-    /// take all of).
-    pub(super) fn doored_unsuspected(&self) -> Vec<usize> {
-        self.live_slots()
-            .into_iter()
-            .filter(|&s| {
-                let p = self.slots[s].live.as_ref().expect("live");
-                p.mesh().join_floor().is_some() && !self.suspected.contains(&p.peer)
-            })
-            .collect()
     }
 
     /// The participant in `slot` refused a message of `from`, which it fenced: tell `from`, at
@@ -134,8 +117,7 @@ impl World {
     }
 
     /// The participant in `slot` was expelled: its old incarnation leaves (its token goes, a
-    /// prefix of what it sent still arrives) and a new one starts, to be sponsored — or, if
-    /// nobody else is live, to open the mesh by genesis (`World::sponsor`).
+    /// prefix of what it sent still arrives) and a new one starts, with no door.
     pub(super) fn rejoin(&mut self, slot: usize) -> Result<(), Failure> {
         let old = self.stop(slot);
         self.trace(|| format!("{old:?} was expelled: restarts"));
