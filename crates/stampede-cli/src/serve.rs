@@ -54,6 +54,9 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     let access = options.access.as_deref().map(AccessPolicy::load).transpose()?;
     let login = access.clone().map(|policy| dashboard_login(policy, options.name.clone()));
     let runtime = Runtime::new();
+    // A dashboard or a Foxglove bridge reads through tasks of the node's own runtime: then the
+    // node keeps its door; otherwise its clients' sessions are all that need one.
+    let serve_only = options.dashboard.is_none() && options.foxglove.is_none();
     let node = Node::serve(
         runtime.engine()?,
         NodeOptions {
@@ -66,6 +69,7 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             max_session_live_bytes: options.max_session_live_bytes,
             tls: options.tls,
             mesh_ts_min: options.mesh_ts_min,
+            serve_only,
             access,
             allow_anonymous: options.allow_anonymous,
             ..NodeOptions::default()

@@ -26,15 +26,15 @@
 //! **Rules for the driver.** New claims at or above a claim the participant holds (its
 //! `Progress` enforces this locally); root tasks at or above [`Mesh::join_floor`]; data handed to
 //! another participant covered by [`Mesh::send_move`] before the covering claim is released, and
-//! taken over with [`Mesh::accept_move`] (or refused with [`Mesh::decline_move`]); a newcomer
-//! joins through a sponsor's move ([`Mesh::join`]) or, alone, by [`Mesh::genesis`];
+//! taken over with [`Mesh::accept_move`] (or refused with [`Mesh::decline_move`]); a door opened
+//! through a pause round ([`Mesh::open_door`]) before root tasks start, given back at will;
 //! `peer_joined` for a peer before its messages; once the fabric declares an incarnation dead it
 //! never speaks again (the driver closes its session; a process that finds itself declared dead
 //! restarts as a new incarnation).
 //!
 //! Beside this file, in `mesh/`: `wire` (what participants send each other, and its checks),
-//! `view` (the sum of the batches applied, per owner), `local` (own claim changes, moves and
-//! joins), `seal` (own changes sealed into batches), `stream` (each peer's stream applied in
+//! `view` (the sum of the batches applied, per owner), `local` (own claim changes and moves),
+//! `door` (doors opened through pause rounds and given back), `seal` (own changes sealed into batches), `stream` (each peer's stream applied in
 //! order) and `members` (joins, deaths, fences, finalization).
 
 mod door;
@@ -138,10 +138,6 @@ pub enum MeshRefusal {
     TooManyEntries { owner: Peer, max: usize },
     #[error("move {id} of {mover:?} was already taken over or declined")]
     DuplicateMove { mover: Peer, id: MoveId },
-    #[error("this participant already has a door")]
-    AlreadyDoored,
-    #[error("other participants are live: a newcomer joins through a sponsor's move")]
-    NotAlone,
     #[error("{queued} messages wait to be sent (bound {max}): call poll_transmit")]
     Backpressure { queued: usize, max: usize },
 }
@@ -338,8 +334,8 @@ impl Mesh {
         self.view.watermark()
     }
 
-    /// The lowest virtual time a root task may start at here (its door); `None` before joining.
-    /// At or above every participant's ts_min, now and until the door rises past it.
+    /// The lowest virtual time a root task may start at here (its door); `None` while it has
+    /// none. At or above every participant's ts_min, now and until the door rises past it.
     pub fn join_floor(&self) -> Option<Timestamp> {
         self.door
     }

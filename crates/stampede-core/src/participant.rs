@@ -14,8 +14,8 @@
 //!   Puts heard from elsewhere raise the runtime's watermark: ts_min never runs ahead of one past
 //!   the highest put anywhere, and may reach it.
 //! - A root task starts at or above ts_min and the node's door ([`Participant::check_root`]); a
-//!   restarted participant has no door for a moment, and root tasks are refused `Unreachable`
-//!   until it has.
+//!   node opens its door through a pause round when it needs one and may give it back
+//!   (docs/PROTOCOL.md, "Doors"); without one, root tasks are refused `Unreachable` (try again).
 //! - A shadow task takes over a move only when the mesh may take it, its view is complete (every
 //!   member's snapshot here, so a fence of the mover is known), its carry reached this node
 //!   and covers the task, and it is at or above ts_min ([`Participant::check_takeover`]); every
@@ -198,6 +198,12 @@ impl Participant {
         Ok(self.settle())
     }
 
+    /// Whether a restarted participant still waits for its door before it shows the runtime's
+    /// claims (its driver opens the door then, whatever else needs one).
+    pub fn awaits_floor(&self) -> bool {
+        self.linked.as_ref().is_some_and(|linked| matches!(linked.floor, Floor::Waiting { .. }))
+    }
+
     /// Replaces the linked participant by `mesh`, a restart with no door yet: the mirror stays
     /// (the runtime keeps its ts_min); the claims held when the new door opens go to the mesh
     /// then, raised to it. `InvalidArgument`, nothing changed, when unlinked or for a `mesh` with
@@ -264,7 +270,7 @@ impl Participant {
 
     /// The lowest virtual time a root task may start at: ts_min alone, or linked, also the
     /// node's door (every other node's view stays at or below it); `None` while the participant
-    /// has no door (restarted, joining again).
+    /// has no door.
     pub fn root_floor(&self) -> Option<Timestamp> {
         let ts_min = self.progress.ts_min();
         match &self.linked {
@@ -313,7 +319,9 @@ impl Participant {
             limit,
         };
         // What waits must reach the mesh before the takeover's claims, in order.
-        let refused = if linked.mesh.join_floor().is_none() {
+        // A shadow is covered by its move, not by a door; but a restarted participant shows no
+        // claim before its floor is known.
+        let refused = if matches!(linked.floor, Floor::Waiting { .. }) {
             joining("shadow", "attach again")
         } else if !linked.flush_stash() {
             Error::Full {
@@ -372,9 +380,10 @@ impl Participant {
     }
 }
 
-/// The error while a restarted participant (its node was expelled) has no door yet: for a moment.
+/// The error while the participant has no door (its node opens one when a session opens, and a
+/// restarted one before it shows its claims again): for a moment.
 fn joining(op: &'static str, then: &str) -> Error {
-    let reason = format!("this node is joining its mesh again (it has no door yet); {then}");
+    let reason = format!("this node is opening its door to its mesh (a pause round); {then}");
     Error::Unreachable { op, name: "runtime".into(), reason }
 }
 

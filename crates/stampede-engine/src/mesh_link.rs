@@ -8,9 +8,9 @@
 //! the same lock as the change itself (new claims before releases, in order), and the mesh's
 //! ts_min is mirrored back into the runtime's progress machine at `Location::Peer(0)` — so the
 //! runtime reclaims nothing that another node's view still covers, and its ts_min is the mesh's.
-//! A root task must start at or above the node's door ([`Mesh::join_floor`]); before the node
-//! has one, root tasks are refused `Unreachable` (the driver opens the door before it serves; a
-//! restarted participant has none for a moment).
+//! A root task must start at or above the node's door ([`Mesh::join_floor`]); without one, root
+//! tasks are refused `Unreachable` (the driver opens the door through a pause round whenever the
+//! node needs one: docs/PROTOCOL.md, "Doors").
 //! A runtime used alone (a mesh with no other participant) reclaims inside the operation that
 //! makes an item garbage, as an embedded one does.
 
@@ -136,6 +136,12 @@ impl MeshLink {
     /// (see [`Mesh::carried`]).
     pub fn carried(&self, from: Peer, id: MoveId) -> Option<Timestamp> {
         self.read(|mesh| mesh.carried(from, id))
+    }
+
+    /// Whether this node, restarted, waits for a door before its claims reach the mesh again:
+    /// its driver opens one then, needed or not.
+    pub fn awaits_floor(&self) -> bool {
+        self.space.mesh_awaits_floor()
     }
 
     /// Claim changes the mesh has not taken yet: held under backpressure (the driver is behind)

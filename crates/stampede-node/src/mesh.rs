@@ -7,19 +7,21 @@
 //! keeps its messages in order (the machine needs FIFO per sender, nothing more). A message is
 //! `(to, Message)` in postcard; peers not in `to` ignore it.
 //!
-//! **Joining.** A node opens its door before it declares its token or serves anyone: alone (no
-//! token on the fabric) by `genesis`, else through a sponsor — any live node, asked on
-//! `stampede/<name>/mesh/<incarnation>/sponsor`, which learns the newcomer from the query,
-//! `send_move`s its door to it and replies with the move. So every node with a token has a door,
-//! and a node never has to wait for a door later.
+//! **Joining and doors.** A node learns every live node, then declares its token; it holds no
+//! door. It opens one through a pause round (docs/PROTOCOL.md, "Doors") while it needs one —
+//! while a client session is open, always when an application embeds its runtime
+//! ([`Hooks::door_wanted`]), and after a restart until its claims are shown again — and gives
+//! it back when nothing needs it any more, so a node used alone reclaims inside the operation
+//! that made an item garbage, whatever other nodes its mesh has. A session's open waits for the
+//! door ([`Door::opened`]).
 //!
 //! **Guarantees.** No byte from the fabric panics the driver: keys that do not parse, payloads
 //! that do not decode, and messages the machine refuses are counted and dropped (a refused batch
 //! stops its sender's stream, as the machine says). Messages from a sender the fabric has not
 //! reported yet wait, at most [`EARLY_MESSAGES_MAX`] per sender and [`EARLY_SENDERS_MAX`]
 //! senders, for its token. Every wait is
-//! bounded: the driver thread wakes at least every `TICK` (100 ms), joining gives up after the node's
-//! liveliness timeout.
+//! bounded: the driver thread wakes at least every `TICK` (100 ms), a session waits for the door
+//! at most the node's liveliness timeout.
 //!
 //! Here: the keys, the access control of the mesh's keys, the bounds, and [`MeshDriver`] (start,
 //! stop). Beside it, `life` (one incarnation's declarations and how it opens its door) and
@@ -57,8 +59,6 @@ const INBOX_MAX: usize = 4096;
 const TICK: Duration = Duration::from_millis(100);
 /// How often a fenced sender that keeps speaking is told it was fenced.
 const REMIND_EVERY: Duration = Duration::from_secs(1);
-/// Between two rounds of asking live nodes to sponsor this one.
-const SPONSOR_RETRY: Duration = Duration::from_millis(50);
 
 /// A node's participant id: FNV-1a of its name (node names are unique in a mesh).
 pub fn peer_id(name: &str) -> u64 {
@@ -67,10 +67,6 @@ pub fn peer_id(name: &str) -> u64 {
 
 fn mesh_key(name: &str, incarnation: u64) -> String {
     format!("stampede/{name}/mesh/{incarnation}")
-}
-
-fn sponsor_key(name: &str, incarnation: u64) -> String {
-    format!("{}/sponsor", mesh_key(name, incarnation))
 }
 
 fn decline_key(name: &str, incarnation: u64) -> String {
@@ -135,7 +131,7 @@ const MESH_MESSAGES: [&str; 9] = [
 /// name is in `nodes` speak on the mesh's keys: every message on `stampede/*/mesh/**` and on the
 /// nodes' hellos (`stampede/*/hello/*/*`, what a joining node checks: docs/SECURITY.md) that
 /// arrives on another link (a client's) is refused, so no client can speak for a node, forge a
-/// token or a hello, or ask for a sponsor or a decline. (Zenoh lets a link through when any subject it
+/// token or a hello, or ask for a decline. (Zenoh lets a link through when any subject it
 /// matches allows: the nodes' subject allows what the catch-all one denies.) What zenoh checks is
 /// the message's own key: a query on a wider one (`stampede/**`) passes, which is why the
 /// queryables answer only queries on their exact keys. Outgoing messages are not filtered (a
@@ -181,6 +177,55 @@ pub struct Hooks {
     /// Whether one of the node's sessions made move `id` to `to` and handed out `proof` for it
     /// (asked by the move's target before a takeover): runs on a zenoh thread.
     pub owns_move: OwnsMove,
+    /// Whether the node needs a door now: a client session is open, or an application embeds
+    /// the runtime (its root tasks may come at any time). Runs on the driver thread, often.
+    pub door_wanted: Arc<dyn Fn() -> bool + Send + Sync>,
+}
+
+/// The node's door as its sessions see it: whether it is open, and a way to tell the driver that
+/// what needs one changed.
+pub struct Door {
+    open: tokio::sync::watch::Sender<bool>,
+    /// The same, for a thread that blocks (the node's start).
+    open_now: parking_lot::Mutex<bool>,
+    opened_now: parking_lot::Condvar,
+    inbox: SyncSender<Input>,
+}
+
+impl Door {
+    /// Tells the sessions and threads waiting whether the door is open (the driver thread).
+    fn set(&self, open: bool) {
+        self.open.send_replace(open);
+        *self.open_now.lock() = open;
+        if open {
+            self.opened_now.notify_all();
+        }
+    }
+
+    /// [`opened`](Self::opened), blocking the thread.
+    fn opened_blocking(&self, timeout: Duration) -> bool {
+        let mut open = self.open_now.lock();
+        let deadline = std::time::Instant::now() + timeout;
+        while !*open {
+            if self.opened_now.wait_until(&mut open, deadline).timed_out() {
+                break;
+            }
+        }
+        *open
+    }
+
+    /// What needs the door changed (a session opened or closed): the driver looks again.
+    pub(crate) fn changed(&self) {
+        let _ = self.inbox.try_send(Input::Wake);
+    }
+
+    /// Whether the door is open, or opens within `timeout` (a pause round: one message round
+    /// to every node of the mesh).
+    pub(crate) async fn opened(&self, timeout: Duration) -> bool {
+        let mut open = self.open.subscribe();
+        let opened = tokio::time::timeout(timeout, open.wait_for(|open| *open)).await.is_ok_and(|r| r.is_ok());
+        opened
+    }
 }
 
 /// [`Hooks::owns_move`]: whether the node made move `id` to `to` for the client presenting the proof.
@@ -235,6 +280,7 @@ pub struct MeshDriver {
     link: MeshLink,
     stop: Arc<AtomicBool>,
     inbox: SyncSender<Input>,
+    door: Arc<Door>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -243,7 +289,7 @@ struct Fabric {
     zenoh: zenoh::Session,
     link: MeshLink,
     name: String,
-    /// How long joining (asking live nodes for a sponsor) may take.
+    /// How long asking the fabric who is live may take.
     timeout: Duration,
     inbox: SyncSender<Input>,
     counters: Arc<MeshCounters>,
@@ -254,6 +300,8 @@ struct Fabric {
     overflow: Arc<AtomicBool>,
     /// [`Hooks::owns_move`], for the queryable each life declares.
     owns_move: OwnsMove,
+    /// Whether the door is open, for the sessions waiting for it.
+    door: Arc<Door>,
 }
 
 /// A new incarnation: larger than `after`, from the clock when it can be (a restarted process
@@ -264,9 +312,9 @@ fn incarnation_after(after: u64) -> u64 {
 }
 
 impl MeshDriver {
-    /// Links `runtime` to a new participant for node `name`, opens its door (alone, or through a
-    /// live node within `timeout`) and starts the driver thread. `Unreachable` if no live node
-    /// sponsors it in time.
+    /// Links `runtime` to a new participant for node `name`, declares it on the fabric (asking
+    /// who is live within `timeout`) and starts the driver thread. `Unreachable` if the fabric
+    /// refuses a declaration or does not answer.
     ///
     /// When its peers expel the node (they declared it dead while it lived: a partition, a
     /// stream they refused), the driver runs `hooks.expelled`, replaces the participant by a new
@@ -294,6 +342,12 @@ impl MeshDriver {
             }),
         )?;
         let counters = Arc::new(MeshCounters::default());
+        let door = Arc::new(Door {
+            open: tokio::sync::watch::Sender::new(false),
+            open_now: parking_lot::Mutex::new(false),
+            opened_now: parking_lot::Condvar::new(),
+            inbox: inbox.clone(),
+        });
         let fabric = Fabric {
             zenoh: zenoh.clone(),
             link: link.clone(),
@@ -304,8 +358,10 @@ impl MeshDriver {
             resync: Arc::new(AtomicBool::new(false)),
             overflow: Arc::new(AtomicBool::new(false)),
             owns_move: hooks.owns_move.clone(),
+            door: door.clone(),
         };
         let life = fabric.begin(peer).map_err(unreachable)?;
+        let hooks_door_wanted = hooks.door_wanted.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = stop.clone();
@@ -320,12 +376,28 @@ impl MeshDriver {
                 })
                 .map_err(|e| unreachable(format!("the mesh thread could not start: {e}")))?
         };
-        Ok(MeshDriver { counters, link, stop, inbox, thread: Some(thread) })
+        // An application that embeds the runtime may start a root task as soon as the node
+        // serves: the door opens first (a pause round), or the start fails.
+        if (hooks_door_wanted)() && !door.opened_blocking(timeout) {
+            stop.store(true, Ordering::Release);
+            let _ = inbox.try_send(Input::Wake);
+            let _ = thread.join();
+            return Err(unreachable(format!(
+                "this node could not open its door to its mesh within {timeout:?}: a node of the mesh did not \
+                 answer its pause round (docs/PROTOCOL.md, \"Doors\"); check that every node runs"
+            )));
+        }
+        Ok(MeshDriver { counters, link, stop, inbox, door, thread: Some(thread) })
     }
 
     /// The node's participant, linked to its runtime.
     pub fn link(&self) -> &MeshLink {
         &self.link
+    }
+
+    /// The node's door, for its sessions.
+    pub(crate) fn door(&self) -> &Arc<Door> {
+        &self.door
     }
 }
 

@@ -88,6 +88,12 @@ pub struct NodeOptions {
     /// other nodes reclaims one message round after an item becomes garbage, not inside the
     /// operation.
     pub mesh_ts_min: bool,
+    /// The node is its runtime's only user (`stampede serve`): it holds a door to its mesh only
+    /// while a client session is open (docs/PROTOCOL.md, "Doors"), so that a node used alone
+    /// reclaims inside the operation that made an item garbage. Otherwise (`false`, the
+    /// default) an application embeds the runtime and may start root tasks at any time: the
+    /// node keeps its door.
+    pub serve_only: bool,
     /// Who may connect and what each user may do with which names (`docs/SECURITY.md`); `None`:
     /// anyone who reaches the node may do anything — allowed only where nobody else can reach
     /// it (every endpoint loopback or a Unix socket) or with [`allow_anonymous`](Self::allow_anonymous).
@@ -134,6 +140,7 @@ impl Default for NodeOptions {
             max_session_live_bytes: None,
             tls: None,
             mesh_ts_min: false,
+            serve_only: false,
             access: None,
             allow_anonymous: false,
         }
@@ -226,6 +233,8 @@ pub(crate) struct NodeShared {
     pub(crate) reclaims: Reclaims,
     /// The node's participant in the distributed ts_min, with `mesh_ts_min`.
     pub(crate) mesh: OnceLock<MeshLink>,
+    /// Its door, which a session's open waits for, with `mesh_ts_min`.
+    pub(crate) door: OnceLock<Arc<crate::mesh::Door>>,
     /// The node's own sockets ([`crate::direct`]), announced in its hello once open.
     pub(crate) direct: OnceLock<stampede_wire::DirectPath>,
     /// Requests served on the direct path.
@@ -268,6 +277,9 @@ impl NodeShared {
         if let Some(session) = session {
             let moves = session.close();
             self.sessions.lock().remove(id);
+            if let Some(door) = self.door.get() {
+                door.changed();
+            }
             if let Some(link) = self.mesh.get() {
                 for taken in moves {
                     crate::mesh::decline_there(&self.zenoh, link, &taken);
@@ -342,11 +354,13 @@ impl Node {
             budgets,
             reclaims: Reclaims::default(),
             mesh: OnceLock::new(),
+            door: OnceLock::new(),
             direct: OnceLock::new(),
             direct_requests: Default::default(),
         });
         let mesh = if options.mesh_ts_min {
-            let (dead, expelled, owner) = (Arc::downgrade(&shared), Arc::downgrade(&shared), Arc::downgrade(&shared));
+            let (dead, expelled, owner, doors) =
+                (Arc::downgrade(&shared), Arc::downgrade(&shared), Arc::downgrade(&shared), Arc::downgrade(&shared));
             let hooks = crate::mesh::Hooks {
                 dead: Arc::new(move |peer| {
                     if let Some(node) = dead.upgrade() {
@@ -361,10 +375,14 @@ impl Node {
                 owns_move: Arc::new(move |to, id, proof| {
                     owner.upgrade().is_some_and(|node| node.owns_move(to, id, proof))
                 }),
+                door_wanted: Arc::new(move || {
+                    doors.upgrade().is_some_and(|node| !node.options.serve_only || !node.sessions.lock().is_empty())
+                }),
             };
             match MeshDriver::start(&shared.zenoh, &shared.runtime, &options.name, options.liveliness_timeout, hooks) {
                 Ok(mesh) => {
                     let _ = shared.mesh.set(mesh.link().clone());
+                    let _ = shared.door.set(mesh.door().clone());
                     Some(mesh)
                 }
                 Err(e) => {

@@ -255,6 +255,19 @@ async fn open(node: &NodeShared, id: &str, user: Option<&str>, password: Option<
         let reason = "the session's liveliness token is not on the fabric (the client vanished)".into();
         return Err(Error::Unreachable { op: "connect", name: name.clone(), reason });
     }
+    // Its tasks start at or above the node's door: opened for it (a pause round) if need be.
+    if let Some(door) = node.door.get() {
+        door.changed();
+        let timeout = node.options.liveliness_timeout;
+        if !door.opened(timeout).await {
+            node.close_session(id);
+            let reason = format!(
+                "this node could not open its door to its mesh within {timeout:?}: a node of the mesh \
+                 did not answer its pause round (docs/PROTOCOL.md, \"Doors\"); try again"
+            );
+            return Err(Error::Unreachable { op: "connect", name: name.clone(), reason });
+        }
+    }
     Ok((Reply::Opened(secret), Vec::new()))
 }
 

@@ -219,7 +219,7 @@ fn a_closed_task_cannot_move() {
     let me = Peer { id: 1, incarnation: 1 };
     let other = Peer { id: 2, incarnation: 1 };
     let link = MeshLink::attach(&rt, Mesh::new(me, MeshLimits::default()), Arc::new(|| {})).unwrap();
-    link.with(|mesh| mesh.genesis()).unwrap();
+    link.with(|mesh| mesh.open_door()).unwrap();
     link.with(|mesh| mesh.peer_joined(other)).unwrap();
     let task = rt.task(3).unwrap();
     task.close();

@@ -68,5 +68,7 @@ pub use values::size;
 /// (`stampede-wire`); 13: a graph says what holds ts_min and which session owns each task; 14: an
 /// input connection's bound on lag; 15: requests carry `stampede-core`'s `Op` and replies its
 /// `Outcome`; 16: a move's proof, presented by its takeover; 17: runtime stats carry the byte
-/// budgets' use; 18: a channel's put log (`stampede hz`).
-pub const VERSION: u8 = 18;
+/// budgets' use; 18: a channel's put log (`stampede hz`); 19: the mesh's pause rounds (doors opened
+/// and given back: `Pause`, `Paused`, `Opened` between nodes, which a node's hello checks by this
+/// version).
+pub const VERSION: u8 = 19;

@@ -103,7 +103,7 @@ fn emit(case: &str, subject: &str, summary: &Summary, crossbeam_ns: Option<f64>)
     line.emit();
 }
 
-/// A runtime linked to a mesh participant alone in its mesh (door opened by genesis), with a
+/// A runtime linked to a mesh participant alone in its mesh (its door open at once), with a
 /// driver thread that takes what the machine queues each time the link wakes it — as
 /// `stampede_node::mesh` does, minus the sending. Dropping it stops the thread.
 struct LoneNode {
@@ -133,7 +133,7 @@ fn lone_node(runtime: &Runtime) -> Result<LoneNode> {
             let _ = signal.try_send(());
         }),
     )?;
-    link.with(|mesh| mesh.genesis()).expect("a mesh of one opens its door");
+    link.with(|mesh| mesh.open_door()).expect("a mesh of one opens its door");
     let stop = Arc::new(AtomicBool::new(false));
     let stopped = stop.clone();
     let driver = std::thread::spawn(move || {

@@ -1,7 +1,6 @@
 //! The local inputs: this participant's own claim changes, and moves of data between
-//! participants — sent and covered by a carry ([`Mesh::send_move`]), taken over, declined — with
-//! joins, through a sponsor's move or alone ([`Mesh::genesis`]). Each move is resolved at most
-//! once: a window per mover of the ids resolved here.
+//! participants — sent and covered by a carry ([`Mesh::send_move`]), taken over, declined. Each
+//! move is resolved at most once: a window per mover of the ids resolved here.
 
 use crate::mesh::wire::{Change, MoveId, MoveRef, Peer, Site};
 use crate::mesh::{Member, Mesh, MeshRefusal, Standing};
@@ -20,7 +19,7 @@ impl Mesh {
     }
 
     /// Covers data at `ts` handed to `to` (a put to a remote channel, an item given to a remote
-    /// getter, a door for a newcomer) with a carry claim, until `to` takes it over, declines it,
+    /// getter, a task moving there) with a carry claim, until `to` takes it over, declines it,
     /// or is dead. Call it before releasing the claim that covered the data. The id goes with
     /// the data.
     pub fn send_move(&mut self, to: Peer, ts: Timestamp) -> Result<MoveId, MeshRefusal> {
@@ -76,21 +75,6 @@ impl Mesh {
         Ok(())
     }
 
-    /// Joins through sponsor `from`'s move `id`: this participant's door opens at `ts`, the
-    /// sponsor's door when it sent the move.
-    pub fn join(&mut self, from: Peer, id: MoveId, ts: Timestamp) -> Result<(), MeshRefusal> {
-        if self.door.is_some() {
-            return Err(MeshRefusal::AlreadyDoored);
-        }
-        self.admit()?;
-        self.may_accept(from, id)?;
-        self.commit_own(&[Change { site: Site::Door, ts, delta: 1 }])?;
-        self.door = Some(ts);
-        self.resolve(from, id, true);
-        self.settle();
-        Ok(())
-    }
-
     /// Refuses move `id` of `from` (the data is dropped: a getter gone, a put that failed); the
     /// mover may release its carry.
     pub fn decline_move(&mut self, from: Peer, id: MoveId) -> Result<(), MeshRefusal> {
@@ -99,23 +83,6 @@ impl Mesh {
         self.check_unresolved(from, member, id)?;
         self.resolve(from, id, false);
         Ok(())
-    }
-
-    /// Opens this participant's door with nobody to sponsor it: allowed only when no other
-    /// participant is live (then no other view exists to be passed). Returns the door.
-    pub fn genesis(&mut self) -> Result<Timestamp, MeshRefusal> {
-        self.admit()?;
-        if self.door.is_some() {
-            return Err(MeshRefusal::AlreadyDoored);
-        }
-        if self.members.values().any(|m| m.standing == Standing::Live) {
-            return Err(MeshRefusal::NotAlone);
-        }
-        let door = self.view.frontier().max(self.ts_min);
-        self.commit_own(&[Change { site: Site::Door, ts: door, delta: 1 }])?;
-        self.door = Some(door);
-        self.settle();
-        Ok(door)
     }
 
     fn check_unresolved(&self, from: Peer, member: &Member, id: MoveId) -> Result<(), MeshRefusal> {

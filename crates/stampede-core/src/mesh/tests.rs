@@ -22,8 +22,8 @@ fn put(ts: Timestamp) -> Update {
     up(Location::Watermark, ts + 1, 1)
 }
 
-/// Participants `0..n` that all know each other, participant 0 the genesis, the others joined
-/// through its door; every message delivered.
+/// Participants `0..n` that all know each other, each with a door opened through a pause
+/// round; every message delivered.
 struct Net {
     meshes: Vec<Mesh>,
     /// FIFO queues per (from, to).
@@ -38,7 +38,6 @@ impl Net {
             links: BTreeMap::new(),
             crashed: vec![false; n],
         };
-        net.meshes[0].genesis().unwrap();
         for i in 0..n {
             for j in 0..n {
                 if i != j {
@@ -46,12 +45,11 @@ impl Net {
                 }
             }
         }
-        for i in 1..n {
-            let floor = net.meshes[0].join_floor().unwrap();
-            let id = net.meshes[0].send_move(peer(i as u64), floor).unwrap();
-            net.meshes[i].join(peer(0), id, floor).unwrap();
+        for i in 0..n {
+            net.meshes[i].open_door().unwrap();
         }
         net.pump();
+        assert!(net.meshes.iter().all(|m| m.join_floor().is_some()));
         net
     }
 
@@ -96,7 +94,7 @@ impl Net {
 }
 
 /// Every view reaches min(claims, watermark); a door keeps the others' views at or below what
-/// its owner knows, and a newcomer starts at its sponsor's door.
+/// its owner knows.
 #[test]
 fn views_converge_on_the_lowest_claim_capped_by_the_watermark() {
     let mut net = Net::new(3);
@@ -272,9 +270,7 @@ fn a_newcomer_learns_of_the_dead_it_never_saw() {
         net.meshes[3].peer_joined(peer(known as u64)).unwrap();
         net.meshes[known].peer_joined(newcomer).unwrap();
     }
-    let floor = net.meshes[a].join_floor().unwrap();
-    let id = net.meshes[a].send_move(newcomer, floor).unwrap();
-    net.meshes[3].join(peer(a as u64), id, floor).unwrap();
+    net.meshes[3].open_door().unwrap();
     net.pump();
     let asked = std::iter::from_fn(|| net.meshes[3].poll_event()).find(|e| matches!(e, Event::AskLiveliness { .. }));
     assert_eq!(asked, Some(Event::AskLiveliness { peer: peer(x as u64) }));
@@ -298,9 +294,7 @@ fn a_newcomer_waits_for_every_snapshot_and_a_restart_ends_the_old_life() {
     net.meshes[1].peer_joined(peer(0)).unwrap();
     assert_eq!(net.meshes[1].ts_min(), 0);
     assert!(!net.meshes[1].is_complete());
-    let floor = net.meshes[0].join_floor().unwrap();
-    let id = net.meshes[0].send_move(new, floor).unwrap();
-    net.meshes[1].join(peer(0), id, floor).unwrap();
+    net.meshes[1].open_door().unwrap();
     net.pump();
     assert_eq!(net.ts_mins(), [6, 6]);
     assert_eq!(
@@ -349,7 +343,7 @@ fn hostile_messages_are_refused_with_a_reason() {
     // A snapshot below ts_min.
     let mut m = Mesh::new(peer(5), MeshLimits::default());
     m.apply_local(&[put(40), task(40, 1)]).unwrap();
-    m.genesis().unwrap();
+    m.open_door().unwrap();
     assert_eq!(m.ts_min(), 40);
     m.peer_joined(peer(7)).unwrap();
     let below = MeshRefusal::BelowFrontier { owner: peer(7), ts: 3, ts_min: 40 };
@@ -365,8 +359,8 @@ fn local_mistakes_and_bounds_are_refused() {
         m.apply_local(&[task(3, -1)]).map_err(|e| matches!(e, MeshRefusal::ReleaseWithoutClaim { .. })),
         Err(true)
     );
-    m.genesis().unwrap();
-    assert_eq!(m.genesis(), Err(MeshRefusal::AlreadyDoored));
+    assert_eq!(m.open_door(), Ok(Some(0)), "alone, a door opens at once");
+    assert_eq!(m.open_door(), Ok(Some(0)), "and stays");
     m.apply_local(&[put(5)]).unwrap();
     assert_eq!(m.ts_min(), 6);
     assert!(matches!(m.apply_local(&[task(2, 1)]), Err(MeshRefusal::BelowFrontier { ts: 2, ts_min: 6, .. })));
@@ -378,7 +372,7 @@ fn local_mistakes_and_bounds_are_refused() {
     assert!(matches!(m.send_move(peer(1), 6), Err(MeshRefusal::Oversized { what: "moves open", .. })));
     let mut lonely = Mesh::new(peer(4), MeshLimits::default());
     lonely.peer_joined(peer(0)).unwrap();
-    assert_eq!(lonely.genesis(), Err(MeshRefusal::NotAlone));
+    assert_eq!(lonely.open_door(), Ok(None), "a member to ask first");
     assert_eq!(lonely.join_floor(), None);
     assert_eq!(m.peer_joined(Peer { id: 0, incarnation: 2 }), Err(MeshRefusal::Expelled));
     assert_eq!(m.apply_local(&[]), Err(MeshRefusal::Expelled));

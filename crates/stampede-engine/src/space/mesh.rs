@@ -41,6 +41,11 @@ impl Space {
         Ok(())
     }
 
+    /// Whether a restarted participant waits for its door before it shows this runtime's claims.
+    pub(crate) fn mesh_awaits_floor(&self) -> bool {
+        self.tracking.lock().participant.awaits_floor()
+    }
+
     /// Claim changes the linked mesh has not taken yet (0 without a mesh).
     pub(crate) fn mesh_stashed(&self) -> usize {
         self.tracking.lock().participant.stashed()

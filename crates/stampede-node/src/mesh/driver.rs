@@ -65,12 +65,13 @@ impl Driver {
             while let Ok(input) = rx.try_recv() {
                 self.input(input);
             }
+            self.door();
             self.flush();
         }
     }
 
-    /// Declares the link's current participant and opens its door; on failure (no sponsor
-    /// answered) waits a tick and leaves it to the next round.
+    /// Declares the link's current participant; on failure (the fabric refused or did not
+    /// answer) waits a tick and leaves it to the next round.
     fn rejoin(&mut self, stop: &AtomicBool) {
         let peer = self.fabric.link.peer();
         match self.fabric.begin(peer) {
@@ -189,6 +190,25 @@ impl Driver {
             self.log(|| format!("told {from:?} it was fenced"));
             self.reminded.insert(from, now);
         }
+    }
+
+    /// Opens the door when the node needs one — a hook says so, or, restarted, it waits for a
+    /// door before it shows its claims again — and gives it back when nothing needs it (a round
+    /// running then ends with the door open, and the next look closes it). Tells the sessions
+    /// waiting whether it is open.
+    fn door(&mut self) {
+        if self.life.is_none() {
+            return;
+        }
+        let link = &self.fabric.link;
+        let wanted = (self.hooks.door_wanted)() || link.awaits_floor();
+        let open = link.read(|mesh| mesh.join_floor().is_some());
+        if wanted && !open {
+            let _ = link.with(Mesh::open_door);
+        } else if !wanted && open {
+            let _ = link.with(Mesh::close_door);
+        }
+        self.fabric.door.set(link.read(|mesh| mesh.join_floor().is_some()));
     }
 
     /// Sends what the machine has to send and acts on its events.

@@ -1,16 +1,15 @@
 //! One life of the node's participant on the fabric: what it declares (its publisher, the
-//! subscribers of messages and liveliness, the sponsor and decline queryables, its token last)
-//! and how it opens its door — by genesis when no other node is live, else through a live node
-//! that sponsors it with a move of its own door.
+//! subscribers of messages and liveliness, the decline and owns queryables, its token last), and
+//! the live nodes it learns before it declares its token. It has no door yet: the driver opens
+//! one through a pause round when the node needs it (docs/PROTOCOL.md, "Doors").
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::TrySendError;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use stampede_core::mesh::MoveId;
-use stampede_core::{MoveProof, Peer, Timestamp};
-use stampede_engine::MeshLink;
+use stampede_core::{MoveProof, Peer};
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::{Publisher, Subscriber};
 use zenoh::qos::CongestionControl;
@@ -18,27 +17,26 @@ use zenoh::query::Queryable;
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
-use crate::mesh::{decline_key, mesh_key, owns_key, peer_of, sponsor_key, Fabric, Input, MESH_KEYS, SPONSOR_RETRY};
+use crate::mesh::{decline_key, mesh_key, owns_key, peer_of, Fabric, Input, MESH_KEYS};
 
 /// What one incarnation of the node declared on the fabric; dropped, it leaves the fabric.
 pub(super) struct Life {
     pub(super) me: Peer,
-    /// Its door was opened alone (`genesis`): an island that gives way when it meets the rest
-    /// of the mesh (see [`Driver::flush`](super::driver::Driver::flush)).
+    /// No other node was live when it began: an island, if its door opened at once, that gives
+    /// way when it meets the rest of the mesh (see [`Driver::flush`](super::driver::Driver::flush)).
     pub(super) alone: bool,
     pub(super) publisher: Publisher<'static>,
     _messages: Subscriber<()>,
     _liveliness: Subscriber<()>,
-    _sponsor: Queryable<()>,
     _decline: Queryable<()>,
     _owns: Queryable<()>,
     _token: LivelinessToken,
 }
 
 impl Fabric {
-    /// Declares participant `peer` (the link's current one) on the fabric and opens its door:
-    /// subscribers and queryables first, so the sponsor's first messages find it listening;
-    /// the token last, so every node with a token has a door.
+    /// Declares participant `peer` (the link's current one) on the fabric: subscribers and
+    /// queryables first, so that the first messages of the nodes that learn it find it
+    /// listening; then it learns every live node (they get its snapshot); its token last.
     pub(super) fn begin(&self, peer: Peer) -> std::result::Result<Life, String> {
         let zerr = |e: zenoh::Error| format!("zenoh refused the mesh's declarations: {e}");
         let zenoh = &self.zenoh;
@@ -97,12 +95,6 @@ impl Fabric {
                 .wait()
                 .map_err(zerr)?
         };
-        let sponsor = {
-            let link = self.link.clone();
-            answer(zenoh, sponsor_key(&self.name, peer.incarnation), "no participant", move |newcomer: Peer| {
-                sponsor(&link, peer, newcomer).map(|door| postcard::to_allocvec(&door).unwrap_or_default())
-            })?
-        };
         let decline = {
             let link = self.link.clone();
             answer(zenoh, decline_key(&self.name, peer.incarnation), "no move", move |(from, id): (Peer, MoveId)| {
@@ -118,7 +110,12 @@ impl Fabric {
                 Ok(vec![u8::from(owns_move(to, id, &proof))])
             })?
         };
-        let alone = open_door(zenoh, &self.link, peer, self.timeout)?;
+        let live = live_nodes(zenoh, peer, self.timeout)?;
+        for (_, other) in &live {
+            // Known already, or dead: harmless.
+            let _ = self.link.with(|mesh| mesh.peer_joined(*other));
+        }
+        let alone = live.is_empty();
         let token = zenoh.liveliness().declare_token(key).wait().map_err(zerr)?;
         Ok(Life {
             me: peer,
@@ -126,7 +123,6 @@ impl Fabric {
             publisher,
             _messages: messages,
             _liveliness: liveliness,
-            _sponsor: sponsor,
             _decline: decline,
             _owns: owns,
             _token: token,
@@ -159,69 +155,6 @@ fn answer<T: serde::de::DeserializeOwned>(
         })
         .wait()
         .map_err(|e| format!("zenoh refused the mesh's declarations: {e}"))
-}
-
-/// A newcomer asks this node for a door: learn it (its token may not be out yet), then hand it
-/// a move of this node's door.
-fn sponsor(link: &MeshLink, me: Peer, newcomer: Peer) -> std::result::Result<(MoveId, Timestamp), String> {
-    link.with(|mesh| {
-        if mesh.me() != me {
-            return Err("this incarnation of the node was expelled; ask its new one".to_owned());
-        }
-        mesh.peer_joined(newcomer).map_err(|e| e.to_string())?;
-        let door = mesh.join_floor().ok_or("this node has no door yet")?;
-        let id = mesh.send_move(newcomer, door).map_err(|e| e.to_string())?;
-        Ok((id, door))
-    })
-}
-
-/// Opens this node's door: by genesis when no other node's token is on the fabric (returns
-/// `true`: alone), else through the first live node that sponsors it. Learns every live node
-/// first (they get its snapshot).
-fn open_door(
-    zenoh: &zenoh::Session,
-    link: &MeshLink,
-    me: Peer,
-    timeout: Duration,
-) -> std::result::Result<bool, String> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let live = live_nodes(zenoh, me, timeout)?;
-        if live.is_empty() {
-            return link.with(|mesh| mesh.genesis().map(|_| true).map_err(|e| format!("cannot open the mesh: {e}")));
-        }
-        for (key, peer) in &live {
-            // Known already, or dead: asking it is still harmless.
-            let _ = link.with(|mesh| mesh.peer_joined(*peer));
-            let sponsor_key = format!("{key}/sponsor");
-            let Ok(replies) = zenoh
-                .get(sponsor_key)
-                .payload(postcard::to_allocvec(&me).unwrap_or_default())
-                .timeout(timeout.min(deadline.saturating_duration_since(Instant::now())).max(Duration::from_millis(1)))
-                .wait()
-            else {
-                continue;
-            };
-            while let Ok(reply) = replies.recv() {
-                let Ok(sample) = reply.result() else { continue };
-                let Ok((id, door)) = postcard::from_bytes::<(MoveId, Timestamp)>(&sample.payload().to_bytes()) else {
-                    continue;
-                };
-                if link.with(|mesh| mesh.join(*peer, id, door)).is_ok() {
-                    return Ok(false);
-                }
-                let _ = link.with(|mesh| mesh.decline_move(*peer, id));
-            }
-        }
-        if Instant::now() >= deadline {
-            let names: Vec<&str> = live.iter().map(|(k, _)| k.as_str()).collect();
-            return Err(format!(
-                "no live node sponsored this one into the mesh within {timeout:?} (asked {names:?}); \
-                 check that they run this version of stampede"
-            ));
-        }
-        std::thread::sleep(SPONSOR_RETRY);
-    }
 }
 
 /// The mesh keys and participants of every other node whose token is on the fabric.
