@@ -8,8 +8,8 @@ tcp/127.0.0.1:7447``), then, in two other terminals::
 The camera's frame ``ts`` is a 480x640 grey image of value ``ts % 256``; the viewer checks it, so
 a frame that arrived damaged would say so. Either may start first and be restarted any time.
 
-Across two nodes sharing ts_min (``stampede serve ... --mesh-ts-min``, the second with
-``--connect`` to the first), ``--place a`` puts the channel on node ``a`` while the process is
+Across two nodes of a mesh (``stampede serve ...``, the second with ``--connect`` to the first;
+they share one ts_min), ``--place a`` puts the channel on node ``a`` while the process is
 attached to another: its task stays on its own node and reaches the channel through its shadow
 (docs/NODES.md "One task, several nodes").
 """

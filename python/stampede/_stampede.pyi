@@ -402,7 +402,7 @@ class Runtime:
         mesh_node_cn: list[str] | None = None,
         access: str | os.PathLike[str] | None = None,
         connect: str | list[str] | None = None,
-        mesh_ts_min: bool = False,
+        mesh_ts_min: bool | None = None,
         allow_anonymous: bool = False,
     ) -> Self: ...
     @property

@@ -8,7 +8,7 @@ The `rt` fixture is the conformance switch (location transparency: docs/NODES.md
 - ``serve``: a client of a fresh ``stampede serve`` process;
 - ``mesh``: a client attached to node B whose session, channels and queues are on node A, in a
   mesh of three ``stampede serve`` processes A ← B ← C (B connects to A, C to B);
-- ``split``: the same mesh sharing one ts_min (``--mesh-ts-min``), a client whose session and
+- ``split``: the same mesh, a client whose session and
   tasks are on node B and whose channels and queues are on node A (``placement="a"``): every
   connection is a task's shadow on A (docs/NODES.md "One task, several nodes"). Its nodes follow
   each other's claims a message round later, so what reclamation shows is read with `settled`.
@@ -91,9 +91,9 @@ def placement(rt: stampede.Runtime) -> str | None:
 
 
 @contextlib.contextmanager
-def served_nodes(*names: str, mesh_ts_min: bool = False) -> Iterator[list[str]]:
+def served_nodes(*names: str) -> Iterator[list[str]]:
     """`stampede serve` processes on Unix sockets of their own, each connected to the one before
-    it (sharing ts_min with `mesh_ts_min`); yields their endpoints. Every one is stopped in a
+    it (a mesh: they share one ts_min); yields their endpoints. Every one is stopped in a
     `finally`, whatever happens."""
     with tempfile.TemporaryDirectory(prefix="stampede-node-") as tmp:
         procs: list[subprocess.Popen[str]] = []
@@ -102,8 +102,6 @@ def served_nodes(*names: str, mesh_ts_min: bool = False) -> Iterator[list[str]]:
             for name in names:
                 endpoint = f"unixsock-stream/{tmp}/{name}.sock"
                 args = [stampede_bin(), "serve", "--listen", endpoint, "--name", name]
-                if mesh_ts_min:
-                    args.append("--mesh-ts-min")
                 if endpoints:
                     args += ["--connect", endpoints[-1]]
                 proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
@@ -139,7 +137,7 @@ def rt() -> Iterator[stampede.Runtime]:
             yield runtime
     elif CONFIGURATION == "split":
         with (
-            served_nodes("a", "b", "c", mesh_ts_min=True) as [_, b, _],
+            served_nodes("a", "b", "c") as [_, b, _],
             stampede.connect(b, timeout=NODE_START_S, placement="a") as runtime,
         ):
             yield runtime

@@ -80,8 +80,10 @@ STOP_S = 15.0
 #: A channel holding more live items than this is not reclaiming (5 s of frames).
 LIVE_ITEMS_MAX = 150
 #: With --netns: a consumer cut off by a partition (up to PARTITION_S) catches up through delayed
-#: links at a few items a frame, so its backlog may take as long again to drain (10 s of frames).
-LIVE_ITEMS_MAX_NETWORK = 300
+#: links at a few items a frame, so its backlog may take as long again to drain; and since the
+#: nodes share one ts_min, a node cut off holds every node's until the liveliness timeout (3 s)
+#: declares it dead, and rejoins after the heal (15 s of frames).
+LIVE_ITEMS_MAX_NETWORK = 450
 #: Clients and nodes killed per chaos event: the time between events, in seconds.
 CHAOS_GAP_S = (1.0, 2.0)
 #: Every NODE_EVERY-th chaos event (from a seeded offset) kills a whole node, down for a while.
@@ -472,7 +474,7 @@ def stampede_bin() -> str:
 
 class Harness:
     def __init__(
-        self, seconds: float, seed: int, tmp: Path, mesh_ts_min: bool = False, network: bool = False
+        self, seconds: float, seed: int, tmp: Path, network: bool = False
     ) -> None:
         self.seconds, self.seed, self.tmp = seconds, seed, tmp
         self.t0 = time.monotonic()
@@ -502,7 +504,6 @@ class Harness:
         self.nodes: dict[str, Proc] = {}
         for n in NODES:
             args = [binary, "serve", "--listen", self.endpoint[n], "--name", n]
-            args += ["--mesh-ts-min"] if mesh_ts_min else []
             parent = PARENT[n]
             if parent is not None:
                 args += ["--connect", self.link_to(parent)]
@@ -765,21 +766,20 @@ class Harness:
 def run(
     seconds: float,
     seed: int | None = None,
-    mesh_ts_min: bool = False,
     keep: Path | None = None,
     network: bool = False,
 ) -> dict[str, Any]:
-    """One fault run; returns its summary (see the module's doc). `mesh_ts_min`: the nodes share
-    ts_min (`stampede serve --mesh-ts-min`). `keep`: a directory for the sockets and the processes'
+    """One fault run; returns its summary (see the module's doc); the nodes share one ts_min, as
+    every mesh does. `keep`: a directory for the sockets and the processes'
     logs, kept afterwards (default: a temporary one, removed). `network`: every node a host of its
     own, with partitions (needs root: netns.unavailable() says why not)."""
     if seed is None:
         seed = random.SystemRandom().randrange(1 << 32)
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
-        return Harness(seconds, seed, keep, mesh_ts_min, network).run()
+        return Harness(seconds, seed, keep, network).run()
     with tempfile.TemporaryDirectory(prefix="stampede-faults-") as tmp:
-        return Harness(seconds, seed, Path(tmp), mesh_ts_min, network).run()
+        return Harness(seconds, seed, Path(tmp), network).run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -795,9 +795,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seconds", type=float, default=20.0, help="how long the chaos lasts (default 20)")
     parser.add_argument("--seed", type=int, default=None, help="replays the schedule of kills of that seed")
-    parser.add_argument(
-        "--mesh-ts-min", action="store_true", help="the nodes share ts_min (stampede serve --mesh-ts-min)"
-    )
     parser.add_argument("--keep", type=Path, default=None, help="keep the processes' logs in this directory")
     parser.add_argument(
         "--netns", action="store_true", help="every node a host of its own, links delayed and cut (root)"
@@ -806,7 +803,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.netns and (reason := netns.unavailable()):
         print(f"faults: --netns: {reason}", file=sys.stderr)
         return 2
-    summary = run(args.seconds, args.seed, args.mesh_ts_min, args.keep, args.netns)
+    summary = run(args.seconds, args.seed, args.keep, args.netns)
     print(json.dumps(summary), flush=True)
     return 0 if not summary["failures"] and summary["hangs"] == 0 else 1
 

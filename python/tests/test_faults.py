@@ -63,13 +63,12 @@ def test_a_frame_is_checked_for_its_timestamp_and_checksum():
     assert got[2] is not None and got[3] == "checksum"
 
 
-@pytest.mark.parametrize("mesh_ts_min", [False, True], ids=["own-ts-min", "mesh-ts-min"])
-def test_short_fault_run_keeps_every_invariant(mesh_ts_min):
+def test_short_fault_run_keeps_every_invariant():
     # The run takes ~30 s of the conftest watchdog's 60; give a loaded machine room to finish.
     faulthandler.dump_traceback_later(max(WATCHDOG_S, 150.0), exit=True, file=sys.stderr)
     # The processes' logs are kept for a failure's diagnosis (removed when the run passes).
     logs = Path(tempfile.mkdtemp(prefix="stampede-faults-"))
-    summary = faults.run(SHORT_S, seed=SEED, mesh_ts_min=mesh_ts_min, keep=logs)
+    summary = faults.run(SHORT_S, seed=SEED, keep=logs)
     print(json.dumps(summary))
     print(f"logs kept in {logs}", file=sys.stderr)
     check(summary)

@@ -34,7 +34,7 @@ def eventually(condition: Callable[[], bool]) -> bool:
 
 @contextmanager
 def node(name: str, endpoint: str, connect: str | None = None) -> Iterator[subprocess.Popen[str]]:
-    args = [stampede_bin(), "serve", "--listen", endpoint, "--name", name, "--mesh-ts-min"]
+    args = [stampede_bin(), "serve", "--listen", endpoint, "--name", name]
     args += ["--connect", connect] if connect else []
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
@@ -93,13 +93,14 @@ def test_a_killed_node_releases_its_claims_and_comes_back(tmp_path_factory: pyte
 def test_embedded_nodes_share_ts_min() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         a_ep, b_ep = f"unixsock-stream/{tmp}/a.sock", f"unixsock-stream/{tmp}/b.sock"
-        with stampede.Runtime(listen=a_ep, name="a", mesh_ts_min=True) as a:
-            with stampede.Runtime(listen=b_ep, name="b", connect=a_ep, mesh_ts_min=True) as b:
+        with stampede.Runtime(listen=a_ep, name="a") as a:
+            with stampede.Runtime(listen=b_ep, name="b", connect=a_ep) as b:
                 a.create_channel("frames")
                 held = b.task(3)
                 fill(a, 3, 6)
                 assert eventually(lambda: a.ts_min == 3), a.ts_min
                 held.set_virtual_time(5)
                 assert eventually(lambda: a.ts_min == 5), a.ts_min
-    with pytest.raises(stampede.InvalidArgument, match="give listen too"):
-        stampede.Runtime(mesh_ts_min=True)
+    # Every node of a mesh shares one ts_min: a node can no longer keep its own.
+    with pytest.raises(stampede.InvalidArgument, match="shares one ts_min"):
+        stampede.Runtime(listen=f"unixsock-stream/{tmp}/c.sock", mesh_ts_min=False)

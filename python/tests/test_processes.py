@@ -187,7 +187,7 @@ def test_frames_example_across_two_nodes():
     """README's example across two nodes sharing ts_min: the camera process is attached to node b
     and puts into a channel it placed on node a, through its task's shadow there; the viewer is
     attached to node a."""
-    with served_nodes("a", "b", mesh_ts_min=True) as [a, b]:
+    with served_nodes("a", "b") as [a, b]:
         frames_example(a, ["--connect", b, "--place", "a"])
         with stampede.connect(a, timeout=NODE_START_S) as rt:
             assert rt.lookup("camera/frames").info()["node"] == "a"

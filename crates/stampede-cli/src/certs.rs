@@ -99,7 +99,7 @@ pub fn run(dir: &Path, nodes: &[NodeSpec], clients: &[String], days: u32) -> Res
         let d = dir.display();
         println!(
             "serve: stampede serve --name {n} --listen tls/{h}:7447 --tls-certificate {d}/{n}.pem --tls-private-key \
-             {d}/{n}.key --tls-root-ca {d}/ca.pem --tls-mutual --mesh-ts-min{cns}",
+             {d}/{n}.key --tls-root-ca {d}/ca.pem --tls-mutual{cns}",
             n = node.name,
             h = bracketed(&node.hosts[0]),
         );

@@ -105,9 +105,9 @@ enum Command {
         /// anything; the node warns).
         #[arg(long)]
         allow_anonymous: bool,
-        /// Share ts_min with the other nodes of the mesh (the distributed ts_min protocol,
-        /// docs/PROTOCOL.md). Reclamation then waits one message round for the other nodes.
-        #[arg(long)]
+        /// Accepted for scripts written before every mesh shared one ts_min: it changes nothing
+        /// (docs/PROTOCOL.md).
+        #[arg(long, hide = true)]
         mesh_ts_min: bool,
     },
     /// Serves a live web dashboard of a node's runtime until Ctrl-C or SIGTERM: tasks,
@@ -420,7 +420,7 @@ fn main() -> ExitCode {
             tls,
             access,
             allow_anonymous,
-            mesh_ts_min,
+            mesh_ts_min: _,
         } => serve::run(serve::Options {
             foxglove: foxglove.map(|port| {
                 view.options(port, Vec::new(), page.overlays.clone(), &page.allowed_origins, allow_anonymous)
@@ -436,7 +436,6 @@ fn main() -> ExitCode {
             max_session_live_bytes,
             dashboard: dashboard.map(|port| (port, page)),
             tls: tls.options(),
-            mesh_ts_min,
         }),
         Command::Dashboard { connect, node, port, page, timeout, allow_anonymous, tls } => {
             dashboard::run(dashboard::Options {

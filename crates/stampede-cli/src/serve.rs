@@ -35,8 +35,6 @@ pub struct Options {
     pub foxglove: Option<stampede_dashboard::foxglove::FoxgloveOptions>,
     /// Certificates for the tls/ endpoints.
     pub tls: Option<TlsOptions>,
-    /// Share ts_min with the mesh's other nodes ([`NodeOptions::mesh_ts_min`]).
-    pub mesh_ts_min: bool,
     /// The access policy file, if any.
     pub access: Option<std::path::PathBuf>,
     /// Serve without a policy beyond loopback ([`NodeOptions::allow_anonymous`]).
@@ -68,7 +66,6 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             max_live_bytes: options.max_live_bytes,
             max_session_live_bytes: options.max_session_live_bytes,
             tls: options.tls,
-            mesh_ts_min: options.mesh_ts_min,
             serve_only,
             access,
             allow_anonymous: options.allow_anonymous,

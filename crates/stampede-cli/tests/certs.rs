@@ -51,7 +51,7 @@ fn node(dir: &Path, name: &str, endpoint: &str, peer: Option<&str>) -> Process {
         &file(&format!("{name}.key")),
     ]);
     command.args(["--tls-root-ca", &file("ca.pem"), "--tls-mutual", "--access", &file("policy.toml")]);
-    command.args(["--mesh-ts-min", "--mesh-node-cn", "a", "--mesh-node-cn", "b"]);
+    command.args(["--mesh-node-cn", "a", "--mesh-node-cn", "b"]);
     if let Some(peer) = peer {
         command.args(["--connect", peer]);
     }

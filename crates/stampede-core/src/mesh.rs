@@ -389,6 +389,12 @@ impl Mesh {
         }
     }
 
+    /// Whether this participant knows any other (live, dying, or only heard of): otherwise it has
+    /// nobody to send anything to.
+    pub fn knows_peers(&self) -> bool {
+        !self.members.is_empty()
+    }
+
     /// The members this participant counts live (not fenced).
     pub fn live_peers(&self) -> Vec<Peer> {
         self.members.iter().filter(|(_, m)| m.standing == Standing::Live).map(|(&p, _)| p).collect()

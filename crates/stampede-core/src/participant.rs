@@ -40,7 +40,8 @@ use crate::time::Timestamp;
 pub struct Settled {
     /// The runtime's new ts_min, when settling let it advance.
     pub advanced: Option<Timestamp>,
-    /// The mesh took claim changes: it may have something to transmit.
+    /// The mesh took claim changes and knows other participants: it may have something to
+    /// transmit.
     pub handed: bool,
 }
 
@@ -244,10 +245,14 @@ impl Participant {
             }
             (Floor::None | Floor::At(_), _) => linked.stash.extend(outbox),
         }
-        let handed = !linked.stash.is_empty();
-        if handed {
+        let took = !linked.stash.is_empty();
+        if took {
             linked.flush_stash();
         }
+        // A mesh that knows no other participant has nobody to send anything to: its driver
+        // need not wake (a node alone pays no thread hand-off per claim change). Whoever joins
+        // reaches it through the driver, which then sends what is due.
+        let handed = took && linked.mesh.knows_peers();
         let (ts_min, heard) = (linked.mesh.ts_min(), linked.mesh.watermark());
         let mut advanced = None;
         if ts_min > linked.mirror {
@@ -401,6 +406,6 @@ fn not_linked() -> Error {
     Error::InvalidArgument {
         op: "shadow",
         name: "runtime".into(),
-        reason: "this node shares no ts_min with other nodes (start it with --mesh-ts-min)".into(),
+        reason: "this runtime is no node of a mesh (it serves no one)".into(),
     }
 }

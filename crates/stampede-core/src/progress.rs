@@ -181,9 +181,9 @@ impl Progress {
 
     /// The locations whose lowest claim is ts_min: what holds ts_min where it is, sorted (empty
     /// when nothing does — ts_min is at the watermark, `1 +` the highest timestamp put). A
-    /// mesh's mirror (`Location::Peer`) counts only where no claim of this runtime is at ts_min:
-    /// there it only echoes this runtime's own claims back through the mesh. A diagnostic: it
-    /// walks every location.
+    /// mesh's mirror (`Location::Peer`) counts only where no claim of this runtime is at ts_min
+    /// and ts_min is below the watermark: otherwise it only echoes this runtime's own claims, or
+    /// the watermark, back through the mesh. A diagnostic: it walks every location.
     pub fn holders(&self) -> Vec<Location> {
         let mut holders: Vec<Location> = self
             .locations
@@ -191,7 +191,7 @@ impl Progress {
             .filter(|(_, counts)| counts.iter().any(|&(ts, n)| ts == self.ts_min && n > 0))
             .map(|(&location, _)| location)
             .collect();
-        if holders.iter().any(|l| !matches!(l, Location::Peer(_))) {
+        if self.ts_min >= self.watermark || holders.iter().any(|l| !matches!(l, Location::Peer(_))) {
             holders.retain(|l| !matches!(l, Location::Peer(_)));
         }
         holders.sort();

@@ -377,7 +377,9 @@ impl MeshDriver {
                 .map_err(|e| unreachable(format!("the mesh thread could not start: {e}")))?
         };
         // An application that embeds the runtime may start a root task as soon as the node
-        // serves: the door opens first (a pause round), or the start fails.
+        // serves: the door opens first (a pause round), or the start fails. The driver looks at
+        // once, not after its first tick.
+        let _ = inbox.try_send(Input::Wake);
         if (hooks_door_wanted)() && !door.opened_blocking(timeout) {
             stop.store(true, Ordering::Release);
             let _ = inbox.try_send(Input::Wake);

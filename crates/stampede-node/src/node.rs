@@ -82,12 +82,6 @@ pub struct NodeOptions {
     /// Certificates for the `tls/<host>:<port>` and `quic/<host>:<port>` endpoints (required when one is listened on;
     /// `None`: no TLS). See `docs/SECURITY.md`.
     pub tls: Option<TlsOptions>,
-    /// Share ts_min with the other nodes of the mesh through the distributed ts_min protocol
-    /// ([`crate::mesh`], `docs/PROTOCOL.md`). Off by default until one task can use containers
-    /// on several nodes (the protocol is what makes that safe): with it, a node whose mesh has
-    /// other nodes reclaims one message round after an item becomes garbage, not inside the
-    /// operation.
-    pub mesh_ts_min: bool,
     /// The node is its runtime's only user (`stampede serve`): it holds a door to its mesh only
     /// while a client session is open (docs/PROTOCOL.md, "Doors"), so that a node used alone
     /// reclaims inside the operation that made an item garbage. Otherwise (`false`, the
@@ -139,7 +133,6 @@ impl Default for NodeOptions {
             max_live_bytes: None,
             max_session_live_bytes: None,
             tls: None,
-            mesh_ts_min: false,
             serve_only: false,
             access: None,
             allow_anonymous: false,
@@ -213,7 +206,7 @@ pub struct Node {
 
 /// What the node declared on the fabric and the threads answering, ended by [`Node::close`].
 struct Serving {
-    mesh: Option<MeshDriver>,
+    mesh: MeshDriver,
     _queryable: Queryable<()>,
     _sessions: Subscriber<()>,
     /// Tells nodes that join this one's wire version and policy digest.
@@ -231,9 +224,10 @@ pub(crate) struct NodeShared {
     /// The byte budgets every session's puts are charged to.
     pub(crate) budgets: Budgets,
     pub(crate) reclaims: Reclaims,
-    /// The node's participant in the distributed ts_min, with `mesh_ts_min`.
+    /// The node's participant in the distributed ts_min: every node of a mesh shares one
+    /// (docs/PROTOCOL.md). Set before the node serves anyone.
     pub(crate) mesh: OnceLock<MeshLink>,
-    /// Its door, which a session's open waits for, with `mesh_ts_min`.
+    /// Its door, which a session's open waits for.
     pub(crate) door: OnceLock<Arc<crate::mesh::Door>>,
     /// The node's own sockets ([`crate::direct`]), announced in its hello once open.
     pub(crate) direct: OnceLock<stampede_wire::DirectPath>,
@@ -358,7 +352,7 @@ impl Node {
             direct: OnceLock::new(),
             direct_requests: Default::default(),
         });
-        let mesh = if options.mesh_ts_min {
+        let mesh = {
             let (dead, expelled, owner, doors) =
                 (Arc::downgrade(&shared), Arc::downgrade(&shared), Arc::downgrade(&shared), Arc::downgrade(&shared));
             let hooks = crate::mesh::Hooks {
@@ -383,15 +377,13 @@ impl Node {
                 Ok(mesh) => {
                     let _ = shared.mesh.set(mesh.link().clone());
                     let _ = shared.door.set(mesh.door().clone());
-                    Some(mesh)
+                    mesh
                 }
                 Err(e) => {
                     let _ = shared.zenoh.close().wait();
                     return Err(e);
                 }
             }
-        } else {
-            None
         };
         workers.spawn(reclaim::run(Arc::downgrade(&shared), shared.reclaims.pending.clone()));
         match crate::direct::start(&shared, workers.handle()) {
@@ -451,9 +443,9 @@ impl Node {
     }
 
     /// What the mesh driver dropped so far (malformed, refused, and over-bound messages); `None`
-    /// without [`NodeOptions::mesh_ts_min`].
+    /// once the node is closed.
     pub fn mesh_counters(&self) -> Option<Arc<crate::mesh::MeshCounters>> {
-        self.serving.lock().as_ref().and_then(|s| s.mesh.as_ref()).map(|mesh| mesh.counters.clone())
+        self.serving.lock().as_ref().map(|s| s.mesh.counters.clone())
     }
 
     /// Requests served on the node's own sockets (the direct path); the others came as zenoh

@@ -358,7 +358,7 @@ struct Seen {
     tokens: usize,
 }
 
-/// Nodes a ← b on mutual TLS with `--mesh-ts-min` and `mesh_node_cn`, and a client (with its
+/// Nodes a ← b on mutual TLS with `mesh_node_cn`, and a client (with its
 /// own certificate) that forges mesh messages and a token through a's endpoint.
 fn forge_mesh_messages(pki: &Pki, mesh_node_cn: Vec<String>) -> (Vec<(Node, String)>, Seen) {
     use zenoh::Wait;
@@ -367,7 +367,6 @@ fn forge_mesh_messages(pki: &Pki, mesh_node_cn: Vec<String>) -> (Vec<(Node, Stri
         let endpoint = format!("tls/127.0.0.1:{}", free_port());
         let mut options = NodeOptions::listen(&endpoint);
         options.name = name.into();
-        options.mesh_ts_min = true;
         options.connect = nodes.iter().map(|(_, e)| e.clone()).collect();
         options.tls = Some(TlsOptions { mesh_node_cn: mesh_node_cn.clone(), ..pki.node(true) });
         nodes.push((Node::serve(Runtime::new().engine().unwrap(), options).expect("the node serves"), endpoint));

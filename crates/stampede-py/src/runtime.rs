@@ -63,14 +63,15 @@ impl Runtime {
     /// common names of the mesh's node certificates, to whom the mesh's keys are kept (with
     /// `tls_mutual`; docs/SECURITY.md). `access`: a policy file
     /// (TOML) of users, passwords and rights per name prefix (docs/SECURITY.md). `connect`: other
-    /// nodes' endpoints (a mesh); `mesh_ts_min=True` shares ts_min with the mesh's other nodes
-    /// (docs/PROTOCOL.md). Without `access`, only loopback and Unix-socket endpoints are served
+    /// nodes' endpoints (a mesh, whose nodes share one ts_min: docs/PROTOCOL.md;
+    /// `mesh_ts_min=True`, from before that was the default, is accepted and changes nothing).
+    /// Without `access`, only loopback and Unix-socket endpoints are served
     /// unless `allow_anonymous=True` (anyone who reaches the node may then do anything).
     #[new]
     #[pyo3(signature = (
         listen=None, *, name=None, liveliness_timeout=None, max_payload_bytes=None,
         max_live_bytes=None, max_session_live_bytes=None, tls_certificate=None, tls_private_key=None, tls_root_ca=None, tls_mutual=false, mesh_node_cn=None,
-        access=None, connect=None, mesh_ts_min=false, allow_anonymous=false,
+        access=None, connect=None, mesh_ts_min=None, allow_anonymous=false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -88,9 +89,19 @@ impl Runtime {
         mesh_node_cn: Option<Vec<String>>,
         access: Option<std::path::PathBuf>,
         connect: Option<&Bound<'_, PyAny>>,
-        mesh_ts_min: bool,
+        mesh_ts_min: Option<bool>,
         allow_anonymous: bool,
     ) -> PyResult<Runtime> {
+        if mesh_ts_min == Some(false) {
+            return Err(to_pyerr(Error::InvalidArgument {
+                op: "Runtime",
+                name: "mesh_ts_min".into(),
+                reason:
+                    "every node of a mesh shares one ts_min (docs/PROTOCOL.md): a node can no longer keep its own; \
+                         leave mesh_ts_min out"
+                        .into(),
+            }));
+        }
         let inner = stampede::Runtime::new();
         let at = At { op: "Runtime", name: "listen" };
         let tls_given = tls_certificate.is_some()
@@ -107,14 +118,13 @@ impl Runtime {
                 || tls_given
                 || access.is_some()
                 || connect.is_some()
-                || mesh_ts_min
                 || allow_anonymous =>
             {
                 return Err(to_pyerr(Error::InvalidArgument {
                     op: "Runtime",
                     name: "listen".into(),
                     reason: "name, liveliness_timeout, max_payload_bytes, max_live_bytes, max_session_live_bytes, \
-                             access, allow_anonymous, connect, mesh_ts_min and the tls_ arguments configure \
+                             access, allow_anonymous, connect and the tls_ arguments configure \
                              serving: give listen too"
                         .into(),
                 }))
@@ -136,7 +146,6 @@ impl Runtime {
                 if let Some(connect) = connect {
                     options.connect = endpoints(connect)?;
                 }
-                options.mesh_ts_min = mesh_ts_min;
                 options.allow_anonymous = allow_anonymous;
                 if let Some(path) = access {
                     options.access = Some(stampede_node::AccessPolicy::load(&path).map_err(to_pyerr)?);

@@ -40,8 +40,8 @@ pub struct Hello {
     pub payload_bytes_max: u64,
     /// Longest wait the node performs for one request.
     pub wait_slice_ms: u64,
-    /// The node's participant in the distributed ts_min, when it shares one with its mesh
-    /// (`--mesh-ts-min`): only then may a task of another node shadow on it.
+    /// The node's participant in the distributed ts_min (every node since wire 19; `None` from a
+    /// node that shares none): a task of another node may shadow on it.
     pub mesh: Option<Peer>,
     /// The node's direct request path ([`DirectPath`]): its own sockets beside zenoh.
     pub direct: DirectPath,

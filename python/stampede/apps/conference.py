@@ -634,7 +634,7 @@ class Mixer:
 NODE_CODE = """
 import signal, sys, stampede
 listen, name, join = sys.argv[1], sys.argv[2], sys.argv[3] or None
-with stampede.Runtime(listen=listen, name=name, connect=join, mesh_ts_min=True):
+with stampede.Runtime(listen=listen, name=name, connect=join):
     print("listening on", listen, flush=True)
     signal.sigwait({signal.SIGTERM, signal.SIGINT})
 """

@@ -11,7 +11,7 @@
 //! - `put(refcount=1)+get+consume`: the item is reclaimed early by its reference count inside
 //!   `consume`; virtual time advanced every 1024 cycles to drop the tombstones.
 //! - `put+get+consume+set_vt, node in a mesh`: the full cycle on a runtime linked to a mesh
-//!   participant with no peers (`stampede::mesh_link`, what `stampede serve --mesh-ts-min` runs):
+//!   participant with no peers (`stampede::mesh_link`, what every node runs):
 //!   every claim change also goes to the mesh and its ts_min comes back — the link's own cost.
 //! - `op:*`: each operation of the full cycle timed on its own (timer overhead subtracted).
 //! - reference: crossbeam-channel `unbounded` send (8-byte `Vec`, one allocation) + recv + drop

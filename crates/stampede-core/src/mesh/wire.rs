@@ -32,8 +32,8 @@ pub enum Site {
     /// Never `Watermark` (batches carry it as a field) nor `Peer` (the driver's mirror of this
     /// machine inside its local `Progress`).
     Local(Location),
-    /// The owner's door: the floor at or above which it may start root tasks and sponsor
-    /// newcomers. Every participant's view includes every door, so no view passes it.
+    /// The owner's door: the floor at or above which it may start root tasks. Every
+    /// participant's view includes every door, so no view passes it.
     Door,
     /// Covers data handed to `to` as move `id` until `to` reports that it took the data over
     /// (or declined it), or `to` is dead.

@@ -142,13 +142,11 @@ async fn decline(node: &Arc<NodeShared>, moves: Vec<Move>) {
     .await;
 }
 
-/// The node's mesh participant, or `InvalidArgument` saying how to give it one.
+/// The node's mesh participant (set before the node serves anyone; `Unreachable` otherwise).
 fn shares_ts_min<'a>(node: &'a NodeShared, op: &'static str) -> Result<&'a MeshLink> {
-    node.mesh.get().ok_or_else(|| Error::InvalidArgument {
+    node.mesh.get().ok_or_else(|| Error::Unreachable {
         op,
         name: node.options.name.clone(),
-        reason: "this node shares no ts_min with other nodes, so a task cannot span it and another; start every \
-                 node of the mesh with --mesh-ts-min"
-            .into(),
+        reason: "this node has not joined its mesh yet; try again".into(),
     })
 }

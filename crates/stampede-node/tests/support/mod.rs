@@ -62,13 +62,11 @@ impl TestNode {
 pub fn two_nodes_with(adjust: impl Fn(&mut NodeOptions)) -> (TestNode, Node, Runtime, tempfile::TempDir) {
     let a = TestNode::with(|o| {
         o.name = "a".into();
-        o.mesh_ts_min = true;
         adjust(o);
     });
     let b_dir = tempfile::tempdir().unwrap();
     let mut options = NodeOptions::listen(&format!("unixsock-stream/{}", b_dir.path().join("b.sock").display()));
     options.name = "b".into();
-    options.mesh_ts_min = true;
     options.connect = vec![a.endpoint.clone()];
     adjust(&mut options);
     let b_rt = Runtime::new();

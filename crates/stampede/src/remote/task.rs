@@ -277,8 +277,9 @@ impl RemoteTask {
                 op,
                 name: name.to_owned(),
                 reason: format!(
-                    "it is on node {}, which shares no ts_min with node {} where task {} lives; start the nodes with \
-                     --mesh-ts-min, or create the task with a runtime connected to node {}",
+                    "it is on node {}, which shares no ts_min with node {} where task {} lives (a stampede before \
+                     wire 19, where sharing was --mesh-ts-min); upgrade it, or create the task with a runtime \
+                     connected to node {}",
                     client.node(),
                     home.node(),
                     self.inner.id,

@@ -6,14 +6,15 @@
 //! - `serve`: a client of a fresh `stampede serve` process;
 //! - `mesh`: a client attached to node B whose session, channels and queues are on node A, in a
 //!   mesh of three `stampede serve` processes A ← B ← C (B connects to A, C to B);
-//! - `split`: the same mesh sharing one ts_min (`--mesh-ts-min`), a client whose session and tasks
+//! - `split`: the same mesh, a client whose session and tasks
 //!   are on node B and whose channels and queues are on node A (placement `a`): every
 //!   connection is a task's shadow on A (docs/NODES.md "One task, several nodes").
 //!
-//! Nodes are fresh per runtime: ts_min is global and monotone on a node. With
-//! `STAMPEDE_MESH_TS_MIN` set, the nodes run with `--mesh-ts-min` (the distributed ts_min): the
-//! mesh configuration then shows what still keeps it opt-in (docs/PROTOCOL.md: every node of the
-//! mesh holds a door, so reclamation waits one message round).
+//! Every node runs with its name and endpoints only: the nodes of a mesh share one ts_min
+//! (docs/PROTOCOL.md). Nodes are fresh per runtime: ts_min is global and monotone on a node. A
+//! node holds a door only while it has a session, so in `serve` and `mesh` — sessions on one node
+//! — reclamation happens inside the operation, as embedded; in `split` the nodes follow each
+//! other's claims a message round later.
 //!
 //! The binary is `$STAMPEDE_BIN`, else the workspace's debug build (built if missing).
 #![allow(dead_code)]
@@ -154,9 +155,6 @@ impl NodeProcess {
         let endpoint = format!("unixsock-stream/{}", dir.path().join("node.sock").display());
         let mut command = Command::new(binary());
         command.args(["serve", "--listen", &endpoint, "--name", name]);
-        if std::env::var_os("STAMPEDE_MESH_TS_MIN").is_some() || configuration() == Configuration::Split {
-            command.arg("--mesh-ts-min");
-        }
         if let Some(connect) = connect {
             command.args(["--connect", connect]);
         }
