@@ -13,7 +13,7 @@
 //! ([`Hooks::door_wanted`]), and after a restart until its claims are shown again — and gives
 //! it back when nothing needs it any more, so a node used alone reclaims inside the operation
 //! that made an item garbage, whatever other nodes its mesh has. A session's open waits for the
-//! door ([`Door::opened`]).
+//! door (`Door::opened`).
 //!
 //! **Guarantees.** No byte from the fabric panics the driver: keys that do not parse, payloads
 //! that do not decode, and messages the machine refuses are counted and dropped (a refused batch
