@@ -137,7 +137,7 @@ fn hostile_mesh_messages_are_counted_and_change_nothing() {
 
 /// A node its peers declare dead while it lives (a partition seen from one side, or a stream
 /// they refused) is expelled: it learns it from the fence, ends its client sessions, and rejoins
-/// as a new incarnation through a sponsor — its own runtime's claims (a task of the embedded
+/// as a new incarnation, opening its door through a pause round — its own runtime's claims (a task of the embedded
 /// application, below what its peers reclaimed since) still hold its own ts_min, and its new
 /// clients' tasks hold the other node's again. The fence comes from a third participant that
 /// the test plays with the protocol machine itself.
@@ -202,31 +202,31 @@ fn a_node_expelled_while_alive_rejoins_as_a_new_incarnation() {
         drop(_token);
         let _ = fabric.close().wait();
 
+        // A new client of a: its session opens once a's new incarnation has its door (a pause
+        // round), and a root task starts at or above that door — the refusal names it.
+        let client = stampede::connect(&a.endpoint, Some(CONNECT_TIMEOUT)).unwrap();
+        let mut vt = 10;
+        let holder = loop {
+            match client.task(vt) {
+                Ok(task) => break task,
+                Err(stampede::Error::BelowVisibility { limit, .. }) => vt = limit,
+                Err(e) => panic!("a task on the rejoined node: {e}"),
+            }
+        };
+        embedded.close();
         let ch = b_rt.create_channel("frames", Limits::unbounded()).unwrap();
-        let producer = b_rt.task(b_rt.ts_min().max(10)).unwrap();
+        let producer = b_rt.task(b_rt.ts_min().max(vt)).unwrap();
         let start = producer.virtual_time();
         let out = producer.attach_output(&ch).unwrap();
         for ts in start..start + 20 {
             out.put(ts, vec![1]).unwrap();
         }
         producer.set_virtual_time(INFINITY).unwrap();
-        let client = stampede::connect(&a.endpoint, Some(CONNECT_TIMEOUT)).unwrap();
-        let holder = loop {
-            // Refused until a's new incarnation has its door.
-            match client.task(start + 5) {
-                Ok(task) => break task,
-                Err(stampede::Error::Unreachable { .. }) => {
-                    // Nothing signals the door to a client: retry after a pause.
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                Err(e) => panic!("a task on the rejoined node: {e}"),
-            }
-        };
-        embedded.close();
-        assert!(eventually(SETTLE, || b_rt.ts_min() == start + 5), "a's new client holds b: {}", b_rt.ts_min());
-        // An absence cannot be awaited: ts_min must stay at start + 5; the pause gives a wrong advance time to show.
+        assert!(eventually(SETTLE, || b_rt.ts_min() == vt), "a's new client holds b at {vt}: {}", b_rt.ts_min());
+        // An absence cannot be awaited: ts_min must stay at vt; the pause gives a wrong advance time to show.
         std::thread::sleep(Duration::from_millis(200));
-        assert_eq!(b_rt.ts_min(), start + 5, "a's new incarnation's claims are in b's view");
+        assert_eq!(b_rt.ts_min(), vt, "a's new incarnation's claims are in b's view");
+        assert_eq!(live(&b_rt, "frames"), 20, "nothing a's task could get is reclaimed on b");
         holder.set_virtual_time(INFINITY).unwrap();
         assert!(eventually(SETTLE, || b_rt.ts_min() == start + 20), "b follows: {}", b_rt.ts_min());
         assert!(eventually(SETTLE, || live(&b_rt, "frames") == 0), "{}", live(&b_rt, "frames"));
