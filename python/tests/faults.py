@@ -473,9 +473,7 @@ def stampede_bin() -> str:
 
 
 class Harness:
-    def __init__(
-        self, seconds: float, seed: int, tmp: Path, network: bool = False
-    ) -> None:
+    def __init__(self, seconds: float, seed: int, tmp: Path, network: bool = False) -> None:
         self.seconds, self.seed, self.tmp = seconds, seed, tmp
         self.t0 = time.monotonic()
         self.stop = tmp / "stop"
