@@ -164,6 +164,17 @@ impl Driver {
                     }
                 }
             }
+            // Batches of `from` held here reached the bound while an earlier one (or its
+            // snapshot) never came: it was lost before this node could hear it (published before
+            // zenoh knew this node's subscriber, while `from` started), and refused ones are lost
+            // too. Its stream can never be applied past that gap, and its view here never
+            // completes, holding every node's ts_min: declared dead, it learns it and starts over
+            // as a new incarnation, whose snapshot comes on routes that exist by then.
+            Err(MeshRefusal::TooFarAhead { peer, .. }) if peer == from => {
+                self.log(|| format!("the stream of {from:?} has a gap: declared dead, it starts over"));
+                self.fabric.counters.refused.fetch_add(1, Ordering::Relaxed);
+                self.input(Input::Dead(from));
+            }
             Err(refusal) => {
                 self.log(|| format!("refused a message from {from:?}: {refusal}"));
                 self.fabric.counters.refused.fetch_add(1, Ordering::Relaxed);
