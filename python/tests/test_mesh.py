@@ -33,8 +33,10 @@ def eventually(condition: Callable[[], bool]) -> bool:
 
 
 @contextmanager
-def node(name: str, endpoint: str, connect: str | None = None) -> Iterator[subprocess.Popen[str]]:
-    args = [stampede_bin(), "serve", "--listen", endpoint, "--name", name]
+def node(
+    name: str, endpoint: str, connect: str | None = None, clock_skew_ms: int = 0
+) -> Iterator[subprocess.Popen[str]]:
+    args = [stampede_bin(), "serve", "--listen", endpoint, "--name", name, f"--clock-skew-ms={clock_skew_ms}"]
     args += ["--connect", connect] if connect else []
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
@@ -104,3 +106,27 @@ def test_embedded_nodes_share_ts_min() -> None:
     # Every node of a mesh shares one ts_min: a node can no longer keep its own.
     with pytest.raises(stampede.InvalidArgument, match="shares one ts_min"):
         stampede.Runtime(listen=f"unixsock-stream/{tmp}/c.sock", mesh_ts_min=False)
+
+
+def test_paced_cameras_on_two_nodes_number_frames_alike(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Time across hosts (docs/NODES.md): node b's clock is 5 s ahead (injected); pacers made from
+    each node's `epoch()` still give the same frame number at the same instant (150 frames apart
+    without mesh time), and the mesh's epoch is a's start, not b's."""
+    tmp = tmp_path_factory.mktemp("time")
+    a_ep, b_ep = f"unixsock-stream/{tmp}/a.sock", f"unixsock-stream/{tmp}/b.sock"
+    with node("a", a_ep), stampede.connect(a_ep, timeout=NODE_START_S) as on_a:
+        time.sleep(1.0)
+        with (
+            node("b", b_ep, connect=a_ep, clock_skew_ms=5000),
+            stampede.connect(b_ep, timeout=NODE_START_S) as on_b,
+        ):
+            tick = 1 / 30
+
+            def agree() -> bool:
+                camera_a = stampede.Pacer(tick, epoch=on_a.epoch())
+                camera_b = stampede.Pacer(tick, epoch=on_b.epoch())
+                return abs(camera_a.vt_now() - camera_b.vt_now()) <= 1
+
+            assert eventually(agree)
+            assert on_a.epoch().elapsed > 1.0, "b took a's epoch (a started a second before b)"
+            assert abs(on_a.epoch().elapsed - on_b.epoch().elapsed) < 0.01

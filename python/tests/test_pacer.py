@@ -65,3 +65,18 @@ def test_thirty_fps_source_holds_rate():
     for _ in range(10):
         vt = pacer.sync(vt) + 1
     assert time.monotonic() - start >= 9 / 30
+
+
+def test_pacers_from_one_epoch_number_frames_alike():
+    """Pacers made at different times from the runtime's epoch count from it, not from their own
+    making; a pacer made without one counts from its making."""
+    with stampede.Runtime() as rt:
+        epoch = rt.epoch()
+        assert 0.0 <= epoch.elapsed < 5.0
+        first = stampede.Pacer(tick=0.01, epoch=epoch)
+        time.sleep(0.2)
+        second = stampede.Pacer(tick=0.01, epoch=rt.epoch())
+        alone = stampede.Pacer(tick=0.01)
+        assert abs(first.vt_now() - second.vt_now()) <= 1
+        assert second.vt_now() - alone.vt_now() >= 19
+        assert "Epoch(elapsed=" in repr(epoch)

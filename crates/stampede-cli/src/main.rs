@@ -109,6 +109,10 @@ enum Command {
         /// (docs/PROTOCOL.md).
         #[arg(long, hide = true)]
         mesh_ts_min: bool,
+        /// A test aid: shifts this node's clock by this many ms, as on a host whose clock is off
+        /// (mesh time corrects it: docs/NODES.md, "Time across hosts").
+        #[arg(long, hide = true, default_value_t = 0, allow_hyphen_values = true)]
+        clock_skew_ms: i64,
     },
     /// Serves a live web dashboard of a node's runtime until Ctrl-C or SIGTERM: tasks,
     /// connections and channels with their counters and rates, and an image with overlays.
@@ -421,7 +425,9 @@ fn main() -> ExitCode {
             access,
             allow_anonymous,
             mesh_ts_min: _,
+            clock_skew_ms,
         } => serve::run(serve::Options {
+            clock_skew_ns: clock_skew_ms.saturating_mul(1_000_000),
             foxglove: foxglove.map(|port| {
                 view.options(port, Vec::new(), page.overlays.clone(), &page.allowed_origins, allow_anonymous)
             }),

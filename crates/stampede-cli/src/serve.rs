@@ -39,6 +39,8 @@ pub struct Options {
     pub access: Option<std::path::PathBuf>,
     /// Serve without a policy beyond loopback ([`NodeOptions::allow_anonymous`]).
     pub allow_anonymous: bool,
+    /// [`NodeOptions::clock_skew_ns`].
+    pub clock_skew_ns: i64,
 }
 
 /// Serves until a signal; the node's or the signal handler's error otherwise.
@@ -69,6 +71,7 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             serve_only,
             access,
             allow_anonymous: options.allow_anonymous,
+            clock_skew_ns: options.clock_skew_ns,
             ..NodeOptions::default()
         },
     )?;

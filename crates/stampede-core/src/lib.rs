@@ -13,6 +13,8 @@
 //!   batches, the frontier ts_min, settled horizons (docs/PROGRESS.md).
 //! - [`mesh`] — the distributed ts_min protocol between nodes and client sessions: batches of
 //!   claim changes tagged `(sender, incarnation, seq)`, moves, doors, fences (docs/PROTOCOL.md).
+//! - [`mesh_time`] — one clock and one epoch for every node of a mesh (the NTP estimate, and
+//!   which peer a node takes its time from).
 //! - [`participant`] — a runtime's [`Progress`] and its [`Mesh`] participant with the rules that
 //!   glue them (mirror, stash, floors, doors, takeover checks): the engine's and the simulations'.
 //! - [`task`] — a task's virtual time, open items and visibility.
@@ -42,6 +44,7 @@ pub mod graph;
 pub mod id_map;
 pub mod item;
 pub mod mesh;
+pub mod mesh_time;
 pub mod name;
 pub mod op;
 pub mod pacer;
@@ -61,6 +64,7 @@ pub use error::{Error, ErrorKind, Result, DETACHED};
 pub use id_map::IdMap;
 pub use item::{Codec, Item, Payload, CODEC_NAME_BYTES_MAX};
 pub use mesh::{Mesh, MeshLimits, MeshRefusal, Peer};
+pub use mesh_time::{ClockReading, MeshTime};
 pub use name::NAME_BYTES_MAX;
 pub use op::{ContainerInfo, Handle, MoveProof, Op, Outcome};
 pub use pacer::{Pace, PaceRule};

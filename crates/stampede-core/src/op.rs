@@ -182,6 +182,9 @@ pub enum Op {
     /// The host and its monotonic clock, for a traced client's clock exchange
     /// (docs/TRACING.md).
     TraceClock,
+    /// The node's mesh time (docs/NODES.md, "Time across hosts"), for a client's estimate of
+    /// the mesh's epoch on its own clock.
+    MeshTime,
     /// Runs the runtime's invariant check (a test aid); a violation is answered as an error.
     CheckInvariants,
     /// Moves task `task`'s visibility to node `to_node` (participant `to`), so that a shadow of
@@ -292,6 +295,7 @@ impl Op {
             Op::Stats => "stats",
             Op::Collect => "collect",
             Op::TraceClock => "trace_clock",
+            Op::MeshTime => "mesh_time",
         }
     }
 }
@@ -352,6 +356,8 @@ pub enum Outcome<I> {
         received_ns: u64,
         replied_ns: u64,
     },
+    /// The node's mesh time when it received the op and when it answered, and its epoch.
+    MeshTime(crate::ClockReading),
 }
 
 impl<I> Outcome<I> {
@@ -384,6 +390,7 @@ impl<I> Outcome<I> {
             Outcome::TraceClock { host, received_ns, replied_ns } => {
                 Outcome::TraceClock { host, received_ns, replied_ns }
             }
+            Outcome::MeshTime(reading) => Outcome::MeshTime(reading),
         })
     }
 }

@@ -308,6 +308,15 @@ impl Runtime {
                     replied_ns: crate::trace::monotonic_ns(),
                 }
             }
+            Op::MeshTime => {
+                let received = self.clock().base_ns();
+                let reading = self.clock().reading(received);
+                if !reading.synced {
+                    let reason = "this node's clock is not synced with its mesh yet; try again".into();
+                    return Err(Error::Unreachable { op: name, name: session.name(), reason });
+                }
+                Outcome::MeshTime(reading)
+            }
             Op::MoveTask { .. } | Op::TakeOverTask { .. } | Op::OnReclaim { .. } => {
                 let reason = "an operation of a node: it needs the fabric".into();
                 return Err(Error::InvalidArgument { op: name, name: session.name(), reason });

@@ -20,6 +20,8 @@
 //! - `execute` (private) — [`Runtime::execute`]: one [`Op`](stampede_core::Op) of a [`Session`]
 //!   run as the typed calls, its [`Outcome`](stampede_core::Outcome) returned; [`Body`], a put's
 //!   payload beside its op.
+//! - [`clock`] — [`MeshClock`]: the runtime's mesh time on this host's clock, and its
+//!   [`Epoch`] (what paced sources number frames from).
 //! - [`budget`] — byte budgets: the live payload bytes a node's sessions may hold, each and all.
 //! - [`session`] — [`Session`]: what one caller of `execute` holds under handles, with its bounds;
 //!   [`Admission`]: its rights.
@@ -42,6 +44,7 @@
 
 pub mod budget;
 pub mod channel;
+pub mod clock;
 pub mod disk;
 mod execute;
 mod graph;
@@ -61,6 +64,7 @@ pub mod wait;
 pub mod watch;
 
 pub use channel::{Channel, ChannelInput, ChannelOutput};
+pub use clock::{Epoch, MeshClock};
 pub use disk::{DiskStats, DiskTier};
 pub use execute::Body;
 pub use mesh_link::{MeshLink, MeshWake};

@@ -9,6 +9,7 @@ use stampede_core::name::check_name;
 use stampede_core::{ChannelState, Codec, Error, Item, Limits, QueueState, Result, Retention, Timestamp};
 
 use crate::channel::Channel;
+use crate::clock::MeshClock;
 use crate::disk::Store;
 use crate::options::{ChannelOptions, QueueOptions, RuntimeStats, DESCRIPTION_BYTES_MAX};
 use crate::queue::Queue;
@@ -94,6 +95,7 @@ impl Container {
 #[derive(Clone)]
 pub struct Runtime {
     space: Arc<Space>,
+    clock: Arc<MeshClock>,
 }
 
 impl Default for Runtime {
@@ -105,7 +107,13 @@ impl Default for Runtime {
 impl Runtime {
     /// A new, empty node in this process. Several may coexist; they share nothing.
     pub fn new() -> Runtime {
-        Runtime { space: Space::new() }
+        Runtime { space: Space::new(), clock: Arc::new(MeshClock::founded()) }
+    }
+
+    /// The runtime's mesh time: founded with the runtime, synced with its mesh by the node that
+    /// serves it (docs/NODES.md, "Time across hosts").
+    pub fn clock(&self) -> &Arc<MeshClock> {
+        &self.clock
     }
 
     /// The space behind this runtime (for the mesh link).

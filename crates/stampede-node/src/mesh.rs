@@ -24,9 +24,10 @@
 //! at most the node's liveliness timeout.
 //!
 //! Here: the keys, the access control of the mesh's keys, the bounds, and [`MeshDriver`] (start,
-//! stop). Beside it, `life` (one incarnation's declarations and how it opens its door) and
-//! `driver` (the driver thread).
+//! stop). Beside it, `life` (one incarnation's declarations and how it opens its door),
+//! `driver` (the driver thread) and `clock` (mesh time: one clock and epoch for the mesh).
 
+mod clock;
 mod driver;
 mod life;
 
@@ -282,6 +283,7 @@ pub struct MeshDriver {
     inbox: SyncSender<Input>,
     door: Arc<Door>,
     thread: Option<JoinHandle<()>>,
+    _clock: clock::ClockSync,
 }
 
 /// What every life of a node's participant shares.
@@ -361,6 +363,8 @@ impl MeshDriver {
             door: door.clone(),
         };
         let life = fabric.begin(peer).map_err(unreachable)?;
+        // After `begin`, which asked the fabric who is live: the others' clocks answer by now.
+        let clock = clock::ClockSync::start(zenoh, name, runtime.clock().clone()).map_err(unreachable)?;
         let hooks_door_wanted = hooks.door_wanted.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -389,7 +393,7 @@ impl MeshDriver {
                  answer its pause round (docs/PROTOCOL.md, \"Doors\"); check that every node runs"
             )));
         }
-        Ok(MeshDriver { counters, link, stop, inbox, door, thread: Some(thread) })
+        Ok(MeshDriver { counters, link, stop, inbox, door, thread: Some(thread), _clock: clock })
     }
 
     /// The node's participant, linked to its runtime.

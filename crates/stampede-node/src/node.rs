@@ -88,6 +88,9 @@ pub struct NodeOptions {
     /// default) an application embeds the runtime and may start root tasks at any time: the
     /// node keeps its door.
     pub serve_only: bool,
+    /// Shifts this node's base clock by this many ns, as on a host whose clock is off: a test aid
+    /// for mesh time (docs/NODES.md, "Time across hosts"). 0 by default.
+    pub clock_skew_ns: i64,
     /// Who may connect and what each user may do with which names (`docs/SECURITY.md`); `None`:
     /// anyone who reaches the node may do anything — allowed only where nobody else can reach
     /// it (every endpoint loopback or a Unix socket) or with [`allow_anonymous`](Self::allow_anonymous).
@@ -134,6 +137,7 @@ impl Default for NodeOptions {
             max_session_live_bytes: None,
             tls: None,
             serve_only: false,
+            clock_skew_ns: 0,
             access: None,
             allow_anonymous: false,
         }
@@ -373,6 +377,7 @@ impl Node {
                     doors.upgrade().is_some_and(|node| !node.options.serve_only || !node.sessions.lock().is_empty())
                 }),
             };
+            shared.runtime.clock().set_skew(options.clock_skew_ns);
             match MeshDriver::start(&shared.zenoh, &shared.runtime, &options.name, options.liveliness_timeout, hooks) {
                 Ok(mesh) => {
                     let _ = shared.mesh.set(mesh.link().clone());

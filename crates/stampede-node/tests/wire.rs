@@ -97,6 +97,7 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Op::Stats),
         Just(Op::Collect),
         Just(Op::TraceClock),
+        Just(Op::MeshTime),
         Just(Op::CheckInvariants),
         any::<u64>().prop_map(|container| Op::Timestamps { container }),
         any::<u64>().prop_map(|container| Op::Settledness { container }),
@@ -289,6 +290,9 @@ fn outcome() -> impl Strategy<Value = WireOutcome> {
             host,
             received_ns,
             replied_ns
+        }),
+        (any::<[u64; 3]>(), any::<bool>()).prop_map(|([received_ns, replied_ns, epoch_ns], synced)| {
+            Outcome::MeshTime(stampede_core::ClockReading { received_ns, replied_ns, epoch_ns, synced })
         }),
         (any::<u64>(), any::<bool>(), text(), proptest::option::of(any::<u64>())).prop_map(
             |(id, queue, name, capacity)| Outcome::Container(ContainerInfo {

@@ -65,6 +65,7 @@ fn _stampede(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<item::Item>()?;
     m.add_class::<item::ItemBuffer>()?;
     m.add_class::<pacer::Pacer>()?;
+    m.add_class::<pacer::Epoch>()?;
     m.add_class::<join::ExactJoin>()?;
     m.add_class::<join::ApproxJoin>()?;
     m.add_class::<join::Joined>()?;

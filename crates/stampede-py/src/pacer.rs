@@ -1,6 +1,7 @@
 //! `Pacer` (docs/SEMANTICS.md, "Pacing"): loose synchrony of a task's virtual time with real time.
 //!
-//! `sync(vt)` waits until `start + vt * tick` when early; when later than the tolerance it calls
+//! `sync(vt)` waits until `start + vt * tick` when early (`start`: when the pacer was made or reset,
+//! or an `Epoch` — the mesh's, from `Runtime.epoch()`); when later than the tolerance it calls
 //! `on_late(vt, lateness_seconds)` (after the Rust pacer returned, with no lock held, so the handler
 //! may call `vt_now()` or `reset()`). Python's `sync` returns the virtual time to proceed with: `vt`,
 //! or the int `on_late` returned to skip ahead (e.g. `pacer.vt_now()`). Long waits sleep in slices
@@ -21,9 +22,6 @@ use crate::wait::SLICE;
 #[pyclass(module = "stampede._stampede", frozen)]
 pub(crate) struct Pacer {
     inner: Mutex<stampede::Pacer>,
-    /// The pacer's start as seen from here (within microseconds of the Rust pacer's), for the
-    /// interruptible part of long waits.
-    start: Mutex<Instant>,
     tick: Duration,
     tolerance: Duration,
     /// Called by `sync` (with the GIL, outside every lock) when late beyond the tolerance.
@@ -35,25 +33,23 @@ impl Pacer {
     /// `tick`: seconds of real time per unit of virtual time (1/30 for 30 fps); `tolerance`:
     /// seconds late that still count as on time (None = 0); `on_late(vt, lateness)`: called when
     /// later. Both in 0 ..= 86 400 s (a tick of 0 is refused); anything else is InvalidArgument.
+    /// `epoch`: virtual time 0 is due then (`Runtime.epoch()`: paced sources on every host of a
+    /// mesh number frames alike); None: now.
     #[new]
-    #[pyo3(signature = (tick, tolerance=None, on_late=None))]
+    #[pyo3(signature = (tick, tolerance=None, on_late=None, epoch=None))]
     fn new(
         py: Python<'_>,
         tick: &Bound<'_, PyAny>,
         tolerance: Option<&Bound<'_, PyAny>>,
         on_late: Option<Py<PyAny>>,
+        epoch: Option<PyRef<'_, Epoch>>,
     ) -> PyResult<Pacer> {
         let tick_d = args::pacer_seconds(tick, "tick")?;
         let tolerance_d = tolerance.map_or(Ok(Duration::ZERO), |t| args::pacer_seconds(t, "tolerance"))?;
         let on_late = on_late.map(|cb| args::callable(cb, py, "on_late")).transpose()?;
-        let inner = stampede::Pacer::new(tick_d, tolerance_d).py()?;
-        Ok(Pacer {
-            inner: Mutex::new(inner),
-            start: Mutex::new(Instant::now()),
-            tick: tick_d,
-            tolerance: tolerance_d,
-            on_late,
-        })
+        let epoch = epoch.map_or_else(stampede::Epoch::now, |e| e.inner);
+        let inner = stampede::Pacer::since(epoch, tick_d, tolerance_d).py()?;
+        Ok(Pacer { inner: Mutex::new(inner), tick: tick_d, tolerance: tolerance_d, on_late })
     }
 
     /// Waits until `vt` is due when early; calls `on_late` when late beyond the tolerance.
@@ -64,10 +60,9 @@ impl Pacer {
         if vt < 0 {
             return Err(to_pyerr(stampede::Error::InvalidTimestamp { op: "sync", name: "pacer".into(), ts: vt }));
         }
-        // When vt is due, saturating like the pacer's own rule; a due time beyond what the clock
-        // can represent (centuries away) is waited for like any other: until Ctrl-C.
-        let due_nanos = u64::try_from(self.tick.as_nanos().saturating_mul(vt as u128)).unwrap_or(u64::MAX);
-        let due = self.start.lock().checked_add(Duration::from_nanos(due_nanos));
+        // A due time beyond what the clock can represent (centuries away) is waited for like any
+        // other: until Ctrl-C.
+        let due = self.inner.lock().due_at(vt);
         loop {
             let left = due.map_or(Duration::MAX, |due| due.saturating_duration_since(Instant::now()));
             if left <= SLICE {
@@ -93,14 +88,12 @@ impl Pacer {
 
     /// The virtual time due now: where a late source can skip ahead to.
     fn vt_now(&self) -> Timestamp {
-        let elapsed = self.start.lock().elapsed();
-        Timestamp::try_from(elapsed.as_nanos() / self.tick.as_nanos()).unwrap_or(stampede::TS_MAX)
+        self.inner.lock().vt_now()
     }
 
     /// Restarts the clock: virtual time 0 is due now.
     fn reset(&self) {
         self.inner.lock().reset();
-        *self.start.lock() = Instant::now();
     }
 
     /// Seconds per unit of virtual time.
@@ -113,5 +106,30 @@ impl Pacer {
     #[getter]
     fn tolerance(&self) -> f64 {
         self.tolerance.as_secs_f64()
+    }
+}
+
+/// The mesh's epoch on this process's clock (`Runtime.epoch()`), for `Pacer(..., epoch=)`.
+#[pyclass(module = "stampede._stampede", frozen)]
+pub(crate) struct Epoch {
+    inner: stampede::Epoch,
+}
+
+impl From<stampede::Epoch> for Epoch {
+    fn from(inner: stampede::Epoch) -> Epoch {
+        Epoch { inner }
+    }
+}
+
+#[pymethods]
+impl Epoch {
+    /// Seconds of mesh time since the epoch, now (negative before it).
+    #[getter]
+    fn elapsed(&self) -> f64 {
+        self.inner.since_at(Instant::now()) as f64 / 1e9
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Epoch(elapsed={:.6})", self.elapsed())
     }
 }

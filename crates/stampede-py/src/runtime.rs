@@ -279,6 +279,12 @@ impl Runtime {
         py.detach(|| self.inner.names(prefix)).map_err(to_pyerr)
     }
 
+    /// The mesh's epoch on this process's clock (docs/NODES.md, "Time across hosts"): pacers
+    /// made with `Pacer(tick, epoch=rt.epoch())` on every host of a mesh number frames alike.
+    fn epoch(&self, py: Python<'_>) -> PyResult<crate::pacer::Epoch> {
+        Ok(wait::released(py, || self.inner.epoch())?.into())
+    }
+
     /// The current global ts_min (an int; INFINITY when nothing holds it back).
     #[getter]
     fn ts_min(&self) -> Timestamp {

@@ -12,35 +12,9 @@
 //! Guarantees: [`ClockMap::estimate`] never divides by zero and never overflows (times are i128
 //! inside); a map from no exchange is the identity, said by `None`.
 
-/// One timestamp exchange with the reference clock, each time in ns of its own clock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Exchange {
-    /// Sent, on this clock.
-    pub t0: u64,
-    /// Received, on the reference clock.
-    pub t1: u64,
-    /// Replied, on the reference clock.
-    pub t2: u64,
-    /// Reply received, on this clock.
-    pub t3: u64,
-}
-
-impl Exchange {
-    /// The reference clock minus this clock, ns, by this exchange.
-    pub fn offset(&self) -> i128 {
-        ((self.t1 as i128 - self.t0 as i128) + (self.t2 as i128 - self.t3 as i128)) / 2
-    }
-
-    /// The round trip spent outside the reference side, ns (never below 0).
-    pub fn delay(&self) -> i128 {
-        ((self.t3 as i128 - self.t0 as i128) - (self.t2 as i128 - self.t1 as i128)).max(0)
-    }
-
-    /// This clock's time at the exchange's middle.
-    fn middle(&self) -> i128 {
-        (self.t0 as i128 + self.t3 as i128) / 2
-    }
-}
+/// One timestamp exchange with the reference clock (the same estimate keeps the nodes of a
+/// mesh on one time, live: `stampede_core::mesh_time`).
+pub use stampede_core::mesh_time::Exchange;
 
 /// `reference = t + offset + drift × (t − at)`: this clock's times on the reference clock.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -70,5 +70,5 @@ pub use values::size;
 /// `Outcome`; 16: a move's proof, presented by its takeover; 17: runtime stats carry the byte
 /// budgets' use; 18: a channel's put log (`stampede hz`); 19: the mesh's pause rounds (doors opened
 /// and given back: `Pause`, `Paused`, `Opened` between nodes, which a node's hello checks by this
-/// version).
-pub const VERSION: u8 = 19;
+/// version); 20: mesh time (`Op::MeshTime`, `Outcome::MeshTime`).
+pub const VERSION: u8 = 20;

@@ -87,7 +87,7 @@ pub use channel::{Channel, ChannelInput, ChannelOutput, PutOptions};
 pub use disk::{DiskStats, DiskTier};
 pub use graph::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
 pub use join::{ApproxJoin, ExactJoin, Incomplete, JoinPolicy, JoinStats, Joined, Matched};
-pub use pacer::Pacer;
+pub use pacer::{Epoch, Pacer};
 pub use payload::{IntoPayload, Parts};
 pub use queue::{Queue, QueueInput, QueueOutput};
 #[cfg(feature = "remote")]

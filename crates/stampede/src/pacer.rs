@@ -2,10 +2,16 @@
 //! early and calls `on_late(vt, lateness)` when later than the tolerance. A due time too far away
 //! for the clock to represent (a huge tick or virtual time) is waited for like any other: the sleep
 //! does not end.
+//!
+//! `start` is when the pacer was made (or reset), or an [`Epoch`] — the mesh's, from
+//! [`Runtime::epoch`](crate::Runtime::epoch): pacers on different hosts that count from it number
+//! the same instant alike (docs/NODES.md, "Time across hosts"). Before its epoch a pacer counts
+//! virtual time 0 as due.
 
 use std::time::{Duration, Instant};
 
 use stampede_core::{Pace, PaceRule, Result, Timestamp};
+pub use stampede_engine::Epoch;
 
 /// Called with the virtual time and how late it is, when later than the tolerance.
 pub type OnLate = Box<dyn FnMut(Timestamp, Duration) + Send>;
@@ -13,7 +19,7 @@ pub type OnLate = Box<dyn FnMut(Timestamp, Duration) + Send>;
 /// Paces a task's virtual time against real time.
 pub struct Pacer {
     rule: PaceRule,
-    start: Instant,
+    start: Epoch,
     on_late: Option<OnLate>,
 }
 
@@ -21,7 +27,14 @@ impl Pacer {
     /// A pacer starting now; `tick` is the real time of one virtual time unit (1/30 s for a 30 fps
     /// camera whose virtual time is the frame number).
     pub fn new(tick: Duration, tolerance: Duration) -> Result<Pacer> {
-        Ok(Pacer { rule: PaceRule::new(tick, tolerance)?, start: Instant::now(), on_late: None })
+        Pacer::since(Epoch::now(), tick, tolerance)
+    }
+
+    /// A pacer whose virtual time 0 is due at `epoch`: with the mesh's epoch
+    /// ([`Runtime::epoch`](crate::Runtime::epoch)), sources on different hosts number frames
+    /// alike.
+    pub fn since(epoch: Epoch, tick: Duration, tolerance: Duration) -> Result<Pacer> {
+        Ok(Pacer { rule: PaceRule::new(tick, tolerance)?, start: epoch, on_late: None })
     }
 
     /// Sets the handler called when `sync` finds the task late beyond the tolerance.
@@ -33,11 +46,11 @@ impl Pacer {
     /// Waits until `vt` is due if early; calls `on_late` if late beyond the tolerance. Returns
     /// what it found.
     pub fn sync(&mut self, vt: Timestamp) -> Pace {
-        let pace = self.rule.decide(vt, self.start.elapsed());
+        let pace = self.rule.decide(vt, self.elapsed());
         match pace {
             Pace::Early(wait) => {
                 let _sleeping = crate::trace::span(crate::trace::Kind::PacerSleep, 0, vt as u64, 0);
-                sleep_until(self.rule.due(vt).and_then(|due| self.start.checked_add(due)), wait);
+                sleep_until(self.due_at(vt), wait);
             }
             Pace::Late(lateness) => {
                 let late_ns = u64::try_from(lateness.as_nanos()).unwrap_or(u64::MAX);
@@ -54,7 +67,7 @@ impl Pacer {
     /// How long until `vt` is due (`None`: due already). Lets a caller sleep in slices of its own
     /// (to stay responsive to a stop) before calling [`sync`](Self::sync).
     pub fn until(&self, vt: Timestamp) -> Option<Duration> {
-        match self.rule.decide(vt, self.start.elapsed()) {
+        match self.rule.decide(vt, self.elapsed()) {
             Pace::Early(wait) => Some(wait),
             Pace::OnTime(_) | Pace::Late(_) => None,
         }
@@ -62,12 +75,30 @@ impl Pacer {
 
     /// The virtual time due now: where a late source can skip ahead to.
     pub fn vt_now(&self) -> Timestamp {
-        self.rule.vt_at(self.start.elapsed())
+        self.rule.vt_at(self.elapsed())
+    }
+
+    /// When `vt` is due on this process's clock (`None`: beyond what the clock can represent).
+    pub fn due_at(&self, vt: Timestamp) -> Option<Instant> {
+        let due = i128::try_from(self.rule.due(vt)?.as_nanos()).ok()?;
+        let from_at = due - self.start.since_ns;
+        let magnitude = Duration::from_nanos(u64::try_from(from_at.unsigned_abs()).ok()?);
+        if from_at >= 0 {
+            self.start.at.checked_add(magnitude)
+        } else {
+            self.start.at.checked_sub(magnitude)
+        }
     }
 
     /// Restarts the clock: virtual time 0 is due now.
     pub fn reset(&mut self) {
-        self.start = Instant::now();
+        self.start = Epoch::now();
+    }
+
+    /// Time since the start (0 before it).
+    fn elapsed(&self) -> Duration {
+        let since = self.start.since_at(Instant::now());
+        Duration::from_nanos(u64::try_from(since.max(0)).unwrap_or(u64::MAX))
     }
 }
 

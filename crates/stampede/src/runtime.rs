@@ -330,6 +330,23 @@ impl Runtime {
         })
     }
 
+    /// The mesh's epoch on this process's clock (docs/NODES.md, "Time across hosts"): a
+    /// [`Pacer::since`](crate::Pacer::since) it numbers frames as paced sources on every other
+    /// host of the mesh do. Embedded, the runtime's own (its making, or its node's mesh's once
+    /// the node serves); remotely, the node's mesh's, estimated from exchanges with the node
+    /// (off by at most half their least round trip). `Unreachable` while the node's clock is not
+    /// synced with its mesh (try again).
+    pub fn epoch(&self) -> Result<crate::Epoch> {
+        match &self.0 {
+            Backend::Local(rt) => rt.clock().epoch().ok_or_else(|| Error::Unreachable {
+                op: "epoch",
+                name: "runtime".into(),
+                reason: "this runtime's node has not synced its clock with its mesh yet; try again".into(),
+            }),
+            Backend::Remote(rt) => remote!(rt => rt.epoch()),
+        }
+    }
+
     /// Current ts_min: no existing or future task can get an item below it. Remotely, the node's;
     /// the last one seen when the node cannot be reached (ts_min never decreases, so that is a
     /// safe lower bound).

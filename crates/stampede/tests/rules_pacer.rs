@@ -61,3 +61,25 @@ fn until_says_how_long_without_sleeping() {
     assert!(wait <= Duration::from_secs(30) && wait > Duration::from_secs(20), "{wait:?}");
     assert_eq!(pacer.until(0), None);
 }
+
+/// From an epoch: virtual time 0 is due at the epoch, not at the pacer's making, so pacers made
+/// at different times from one epoch number the same instant alike (docs/NODES.md, "Time across
+/// hosts"); an epoch still to come makes frame 0 due then.
+#[test]
+fn a_pacer_from_an_epoch_counts_from_it() {
+    let tick = Duration::from_millis(10);
+    let now = Instant::now();
+    let past = stampede::Epoch { at: now, since_ns: 1_000_000_000 };
+    let pacer = Pacer::since(past, tick, Duration::ZERO).unwrap();
+    assert!(pacer.vt_now() >= 100, "a second after the epoch: {}", pacer.vt_now());
+    assert_eq!(pacer.due_at(100), Some(now), "frame 100 was due a second after the epoch");
+    assert_eq!(pacer.due_at(150), Some(now + Duration::from_millis(500)));
+    let later = Pacer::since(past, tick, Duration::ZERO).unwrap();
+    assert_eq!(later.due_at(120), pacer.due_at(120), "one epoch, one numbering");
+
+    let future = stampede::Epoch { at: now, since_ns: -200_000_000 };
+    let mut waiting = Pacer::since(future, tick, Duration::ZERO).unwrap();
+    assert_eq!(waiting.due_at(0), Some(now + Duration::from_millis(200)));
+    assert!(matches!(waiting.sync(1), Pace::Early(_)));
+    assert!(Instant::now() >= now + Duration::from_millis(210), "frame 1 is due 10 ms after the epoch");
+}

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -22,7 +22,11 @@ use crate::remote::task::RemoteTask;
 use crate::remote::watch::Subscription;
 use crate::remote::LIVELINESS_TIMEOUT_DEFAULT;
 use crate::watch::{self, Watch};
+use stampede_core::mesh_time::Exchange;
 use stampede_wire::{self as wire, ContainerInfo, Op, Outcome};
+
+/// Exchanges with the node per [`RemoteRuntime::epoch`]: the least-delay one is kept.
+pub const EPOCH_EXCHANGES: usize = 5;
 
 /// A client session on a node: channels, queues and tasks there, through the fabric. Cheap to
 /// clone; every clone is the same session. The session ends with [`close`](Self::close), or when
@@ -263,6 +267,31 @@ impl RemoteRuntime {
     pub fn task(&self, virtual_time: Timestamp) -> Result<RemoteTask> {
         let handle = self.client.handle(Op::Task { virtual_time })?;
         Ok(RemoteTask::new(self.client.clone(), handle, virtual_time))
+    }
+
+    /// The mesh's epoch on this process's clock, from [`EPOCH_EXCHANGES`] exchanges with the
+    /// node (see [`crate::Runtime::epoch`]): the least-delay one, whose error is at most half
+    /// its round trip.
+    pub fn epoch(&self) -> Result<crate::Epoch> {
+        let base = Instant::now();
+        let since_base = || u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let mut best: Option<(Exchange, u64)> = None;
+        for _ in 0..EPOCH_EXCHANGES {
+            let t0 = since_base();
+            let reading = match self.client.call(Op::MeshTime, None, Duration::ZERO)?.0 {
+                Outcome::MeshTime(reading) => reading,
+                _ => return Err(unexpected("epoch", self.node())),
+            };
+            let exchange = Exchange { t0, t1: reading.received_ns, t2: reading.replied_ns, t3: since_base() };
+            if best.is_none_or(|(kept, _)| exchange.delay() < kept.delay()) {
+                best = Some((exchange, reading.epoch_ns));
+            }
+        }
+        let Some((exchange, epoch_ns)) = best else { return Err(unexpected("epoch", self.node())) };
+        // The exchange's middle: on this clock, and on the node's mesh time.
+        let at = base + Duration::from_nanos(u64::try_from(exchange.middle()).unwrap_or(u64::MAX));
+        let mesh_middle = (i128::from(exchange.t1) + i128::from(exchange.t2)) / 2;
+        Ok(crate::Epoch { at, since_ns: mesh_middle - i128::from(epoch_ns) })
     }
 
     /// The node's ts_min (the last one seen when the node cannot be reached).
