@@ -66,7 +66,7 @@ pub use item::{Codec, Item, Payload, CODEC_NAME_BYTES_MAX};
 pub use mesh::{Mesh, MeshLimits, MeshRefusal, Peer};
 pub use mesh_time::{ClockReading, MeshTime};
 pub use name::NAME_BYTES_MAX;
-pub use op::{ContainerInfo, Handle, MoveProof, Op, Outcome};
+pub use op::{ContainerInfo, Handle, Listed, MoveProof, Op, Outcome};
 pub use pacer::{Pace, PaceRule};
 pub use participant::{Participant, Settled};
 pub use progress::{ContainerKey, Location, Progress, Refusal, Update, Updates};

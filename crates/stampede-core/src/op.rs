@@ -49,10 +49,12 @@ pub enum Op {
     Lookup {
         name: String,
     },
+    /// The names under `prefix` the session may see: on a node, every node's of its mesh.
     Names {
         prefix: String,
     },
-    /// The names under `prefix` with their kinds (what a watch starts with).
+    /// The names under `prefix` with their kinds and nodes (what a watch starts with): on a
+    /// node, every node's of its mesh.
     Listing {
         prefix: String,
     },
@@ -322,8 +324,8 @@ pub enum Outcome<I> {
         item: I,
     },
     Names(Vec<String>),
-    /// Names with their kinds: `true` for a queue.
-    Listing(Vec<(String, bool)>),
+    /// Names with their kinds and nodes.
+    Listing(Vec<Listed>),
     Timestamp(Timestamp),
     Timestamps(Vec<Timestamp>),
     /// A channel's latest puts, oldest first.
@@ -393,6 +395,17 @@ impl<I> Outcome<I> {
             Outcome::MeshTime(reading) => Outcome::MeshTime(reading),
         })
     }
+}
+
+/// One name of a [`Outcome::Listing`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Listed {
+    pub name: String,
+    /// `true` for a queue, `false` for a channel.
+    pub queue: bool,
+    /// The node it lives on; `None`: the runtime that answered.
+    pub node: Option<String>,
 }
 
 /// A channel or queue as a session sees it.

@@ -192,7 +192,7 @@ impl std::fmt::Debug for Channel {
 /// A task's output connection to a channel.
 pub struct ChannelOutput {
     channel: Channel,
-    task: Arc<TaskShared>,
+    pub(crate) task: Arc<TaskShared>,
     conn: ConnId,
 }
 
@@ -323,7 +323,7 @@ impl Drop for ChannelOutput {
 /// A task's input connection to a channel: per item, a state unseen → open → consumed.
 pub struct ChannelInput {
     channel: Channel,
-    task: Arc<TaskShared>,
+    pub(crate) task: Arc<TaskShared>,
     conn: ConnId,
 }
 

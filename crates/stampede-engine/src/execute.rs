@@ -101,17 +101,9 @@ impl Runtime {
             Op::Names { prefix } => {
                 Outcome::Names(self.names(&prefix).into_iter().filter(|name| admission.sees(name)).collect())
             }
-            Op::Listing { prefix } => Outcome::Listing(
-                self.names(&prefix)
-                    .into_iter()
-                    .filter(|name| admission.sees(name))
-                    .filter_map(|name| match self.lookup(&name) {
-                        Ok(Container::Channel(_)) => Some((name, false)),
-                        Ok(Container::Queue(_)) => Some((name, true)),
-                        Err(_) => None, // destroyed meanwhile
-                    })
-                    .collect(),
-            ),
+            Op::Listing { prefix } => {
+                Outcome::Listing(self.listing(&prefix).into_iter().filter(|l| admission.sees(&l.name)).collect())
+            }
             Op::ContainerStats { container } => Outcome::Stats(match session.container(name, container)? {
                 Container::Channel(c) => c.stats(),
                 Container::Queue(q) => q.stats(),

@@ -113,7 +113,7 @@ impl std::fmt::Debug for Queue {
 /// A task's output connection to a queue.
 pub struct QueueOutput {
     queue: Queue,
-    task: Arc<TaskShared>,
+    pub(crate) task: Arc<TaskShared>,
     conn: ConnId,
 }
 
@@ -198,7 +198,7 @@ impl Drop for QueueOutput {
 /// A task's input connection to a queue.
 pub struct QueueInput {
     queue: Queue,
-    task: Arc<TaskShared>,
+    pub(crate) task: Arc<TaskShared>,
     conn: ConnId,
 }
 

@@ -194,6 +194,19 @@ impl Runtime {
         self.space.names(prefix)
     }
 
+    /// The channels and queues under `prefix` with their kinds, sorted by name (no node: this
+    /// runtime's own).
+    pub fn listing(&self, prefix: &str) -> Vec<stampede_core::Listed> {
+        self.names(prefix)
+            .into_iter()
+            .filter_map(|name| match self.lookup(&name) {
+                Ok(Container::Channel(_)) => Some(stampede_core::Listed { name, queue: false, node: None }),
+                Ok(Container::Queue(_)) => Some(stampede_core::Listed { name, queue: true, node: None }),
+                Err(_) => None, // destroyed meanwhile
+            })
+            .collect()
+    }
+
     /// A root task at `virtual_time` (`INFINITY` allowed). It must be `>= ts_min`: nothing below
     /// ts_min may ever be put again.
     pub fn task(&self, virtual_time: Timestamp) -> Result<Task> {

@@ -10,7 +10,7 @@
 //! session held (its tasks closed, its connections detached), so the items they held open go
 //! back and ts_min moves on (docs/SEMANTICS.md, "Virtual time, visibility, GC").
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -83,6 +83,16 @@ pub enum Connection {
 }
 
 impl Connection {
+    /// The task the connection was attached by.
+    fn task_id(&self) -> Handle {
+        match self {
+            Connection::ChannelInput(c) => c.task.id,
+            Connection::ChannelOutput(c) => c.task.id,
+            Connection::QueueInput(c) => c.task.id,
+            Connection::QueueOutput(c) => c.task.id,
+        }
+    }
+
     fn detach(&self) {
         match self {
             Connection::ChannelInput(c) => c.detach(),
@@ -92,6 +102,11 @@ impl Connection {
         }
     }
 }
+
+/// Tasks and connections the node closed for a session (not the client: see
+/// [`Session::close_tasks`]) whose handles it remembers, to say why when the client uses one;
+/// older ones are forgotten (their use is then "holds no task").
+pub const CLOSED_HANDLES_KEPT: usize = 64;
 
 /// One session's handles and bounds.
 pub struct Session {
@@ -113,6 +128,19 @@ struct Owned {
     /// Channels and queues the session created or looked up, under their runtime ids.
     containers: HashMap<Handle, Container>,
     next_connection: Handle,
+    /// The last [`CLOSED_HANDLES_KEPT`] tasks and connections the node closed: what each was,
+    /// its handle, and why.
+    closed_by_node: VecDeque<(&'static str, Handle, &'static str)>,
+}
+
+impl Owned {
+    /// Remembers that the node closed the `what` `handle` for `reason`.
+    fn closed_by_node(&mut self, what: &'static str, handle: Handle, reason: &'static str) {
+        if self.closed_by_node.len() == CLOSED_HANDLES_KEPT {
+            self.closed_by_node.pop_front();
+        }
+        self.closed_by_node.push_back((what, handle, reason));
+    }
 }
 
 impl Owned {
@@ -163,7 +191,7 @@ impl Session {
     /// The task `handle` of this session.
     pub fn task(&self, op: &'static str, handle: Handle) -> Result<Task> {
         let owned = self.open()?;
-        owned.tasks.get(&handle).cloned().ok_or_else(|| self.unknown(op, "task", handle))
+        owned.tasks.get(&handle).cloned().ok_or_else(|| self.missing(&owned, op, "task", handle))
     }
 
     /// The channel or queue `handle` of this session.
@@ -175,7 +203,7 @@ impl Session {
     /// The connection `handle` of this session.
     pub fn connection(&self, op: &'static str, handle: Handle) -> Result<Connection> {
         let owned = self.open()?;
-        owned.connections.get(&handle).cloned().ok_or_else(|| self.unknown(op, "connection", handle))
+        owned.connections.get(&handle).cloned().ok_or_else(|| self.missing(&owned, op, "connection", handle))
     }
 
     /// Takes `task` into the session; closes it instead if the session ended or is full.
@@ -243,11 +271,23 @@ impl Session {
         Ok(())
     }
 
-    /// Closes those of `handles` that are tasks of this session and forgets them.
-    pub fn close_tasks(&self, handles: &[Handle]) {
+    /// Closes the tasks `handles` for the node (a shadow whose home node left the mesh) and
+    /// forgets them and their connections; the later use of any fails `Closed` with `reason`.
+    pub fn close_tasks(&self, handles: &[Handle], reason: &'static str) {
         let tasks: Vec<Task> = {
             let mut owned = self.owned.lock();
-            handles.iter().filter_map(|handle| owned.tasks.remove(handle)).collect()
+            let tasks: Vec<Task> = handles.iter().filter_map(|handle| owned.tasks.remove(handle)).collect();
+            for task in &tasks {
+                owned.closed_by_node("task", task.id(), reason);
+            }
+            let ids: Vec<Handle> = tasks.iter().map(Task::id).collect();
+            let attached: Vec<Handle> =
+                owned.connections.iter().filter(|(_, c)| ids.contains(&c.task_id())).map(|(h, _)| *h).collect();
+            for handle in attached {
+                owned.connections.remove(&handle);
+                owned.closed_by_node("connection", handle, reason);
+            }
+            tasks
         };
         for task in tasks {
             task.close();
@@ -325,6 +365,15 @@ impl Session {
             });
         }
         Ok(())
+    }
+
+    /// The error for a `what` `handle` the session does not hold: `Closed` with the node's
+    /// reason if the node closed it, else [`unknown`](Self::unknown).
+    fn missing(&self, owned: &Owned, op: &'static str, what: &'static str, handle: Handle) -> Error {
+        match owned.closed_by_node.iter().find(|&&(kind, closed, _)| kind == what && closed == handle) {
+            Some(&(_, _, reason)) => Error::Closed { name: format!("{what} #{handle} of {}", self.name()), reason },
+            None => self.unknown(op, what, handle),
+        }
     }
 
     fn unknown(&self, op: &'static str, what: &str, handle: Handle) -> Error {

@@ -173,7 +173,8 @@ pub struct Hooks {
     /// fenced: the node closes the shadows of its tasks.
     pub dead: Arc<dyn Fn(Peer) + Send + Sync>,
     /// This node was expelled and its participant replaced by a new incarnation, not joined
-    /// yet: the node ends every client session (their clients see `Closed` and reconnect).
+    /// yet: the node closes every shadow on it and forgets its sessions' moves; the sessions
+    /// and their own tasks stay.
     pub expelled: Arc<dyn Fn() + Send + Sync>,
     /// Whether one of the node's sessions made move `id` to `to` and handed out `proof` for it
     /// (asked by the move's target before a takeover): runs on a zenoh thread.

@@ -1,25 +1,60 @@
-//! The node's side of watching (docs/NODES.md, "The name service"; `stampede::watch`): a liveliness
-//! token `stampede/<node>/alive` while the node serves, and its runtime's name changes published on
-//! `stampede/<node>/names` by a thread that follows the runtime's own watch.
+//! The node's side of the name service (docs/NODES.md, "The name service"; `stampede::watch`): a
+//! liveliness token `stampede/<node>/alive` while the node serves, its runtime's name changes
+//! published on `stampede/<node>/names` by a thread that follows the runtime's own watch, and its
+//! listing answered to the other nodes of its mesh on `stampede/<node>/mesh/names` (a mesh key:
+//! with `--mesh-node-cn` only nodes ask there). A session's `names()` and watch start from every
+//! node's listing ([`on_other_nodes`]), filtered by what its user may see.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use stampede_core::WatchEvent;
+use stampede_core::{Listed, WatchEvent};
 use stampede_engine::Runtime;
 use stampede_wire::{self as wire, fabric};
 use zenoh::liveliness::LivelinessToken;
 use zenoh::qos::CongestionControl;
+use zenoh::query::{ConsolidationMode, Queryable};
 use zenoh::Wait;
 
 /// How often the publisher looks whether the node is closing.
 const STOP_CHECK: Duration = Duration::from_millis(200);
+/// Longest a node waits for the other nodes' listings; a node that has not answered by then is
+/// left out of that answer.
+pub const LISTING_WAIT: Duration = Duration::from_millis(500);
 
-/// The token and the publishing thread; [`stop`](Self::stop) ends both.
+fn listing_key(node: &str) -> String {
+    format!("stampede/{node}/mesh/names")
+}
+
+/// The node whose listing a key `stampede/<node>/mesh/names` is.
+fn node_of_listing(key: &str) -> Option<&str> {
+    key.strip_prefix("stampede/")?.strip_suffix("/mesh/names").filter(|node| !node.contains('/'))
+}
+
+/// The names under `prefix` on every node of the mesh but `me`, each with its node (every name:
+/// the caller filters by its user's rights).
+pub(crate) async fn on_other_nodes(zenoh: &zenoh::Session, me: &str, prefix: &str) -> Vec<Listed> {
+    let Ok(payload) = postcard::to_allocvec(prefix) else { return Vec::new() };
+    let asked =
+        zenoh.get(listing_key("*")).payload(payload).consolidation(ConsolidationMode::None).timeout(LISTING_WAIT);
+    let Ok(replies) = asked.await else { return Vec::new() };
+    let mut listed = Vec::new();
+    while let Ok(reply) = replies.recv_async().await {
+        let Ok(sample) = reply.into_result() else { continue };
+        let Some(node) = node_of_listing(sample.key_expr().as_str()).filter(|node| *node != me) else { continue };
+        // Anything that does not decode is not from a node of this release: skipped.
+        let Ok(names) = postcard::from_bytes::<Vec<Listed>>(&sample.payload().to_bytes()) else { continue };
+        listed.extend(names.into_iter().map(|l| Listed { node: Some(node.to_owned()), ..l }));
+    }
+    listed
+}
+
+/// The token, the publishing thread and the listing's queryable; [`stop`](Self::stop) ends them.
 pub(crate) struct Names {
     _alive: LivelinessToken,
+    _listing: Queryable<()>,
     stop: Arc<AtomicBool>,
     publisher: Option<JoinHandle<()>>,
 }
@@ -27,6 +62,20 @@ pub(crate) struct Names {
 impl Names {
     pub(crate) fn start(zenoh: &zenoh::Session, node: &str, runtime: &Runtime) -> zenoh::Result<Names> {
         let alive = zenoh.liveliness().declare_token(fabric::alive_key(node)).wait()?;
+        let listing = {
+            let (runtime, key) = (runtime.clone(), listing_key(node));
+            zenoh
+                .declare_queryable(key.clone())
+                .callback(move |query| {
+                    let prefix = query.payload().and_then(|p| postcard::from_bytes::<String>(&p.to_bytes()).ok());
+                    let Some(prefix) = prefix else { return };
+                    if let Ok(bytes) = postcard::to_allocvec(&runtime.listing(&prefix)) {
+                        // Under its own key (the question is a wildcard): it names the node.
+                        let _ = query.reply(&key, bytes).wait();
+                    }
+                })
+                .wait()?
+        };
         let (snapshot, mut feed) = runtime.watch("");
         let stop = Arc::new(AtomicBool::new(false));
         let (zenoh, key, node, stopping) = (zenoh.clone(), fabric::names_key(node), node.to_owned(), stop.clone());
@@ -55,7 +104,7 @@ impl Names {
                 let _ = zenoh.put(&key, wire::encode(&event)).congestion_control(CongestionControl::Block).wait();
             }
         })?;
-        Ok(Names { _alive: alive, stop, publisher: Some(publisher) })
+        Ok(Names { _alive: alive, _listing: listing, stop, publisher: Some(publisher) })
     }
 
     /// Ends the publishing thread (within [`STOP_CHECK`]) and withdraws the token.

@@ -259,12 +259,12 @@ impl NodeShared {
         sessions.iter().any(|session| session.owns_move(to, id, proof))
     }
 
-    /// Ends every session (the node was expelled from its mesh: their tasks' claims and shadows
-    /// belonged to its old incarnation). Their clients get `Closed` and reconnect.
-    pub(crate) fn close_sessions(&self) {
-        let ids: Vec<String> = self.sessions.lock().keys().cloned().collect();
-        for id in ids {
-            self.close_session(&id);
+    /// This node was expelled from its mesh: every session keeps its own tasks and loses its
+    /// shadows and moves ([`Session::leave_mesh`]).
+    pub(crate) fn leave_mesh(&self) {
+        let sessions: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
+        for session in sessions {
+            session.leave_mesh();
         }
     }
 
@@ -367,7 +367,7 @@ impl Node {
                 }),
                 expelled: Arc::new(move || {
                     if let Some(node) = expelled.upgrade() {
-                        node.close_sessions();
+                        node.leave_mesh();
                     }
                 }),
                 owns_move: Arc::new(move |to, id, proof| {

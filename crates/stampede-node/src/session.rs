@@ -29,6 +29,13 @@ use crate::serve::Served;
 
 pub(crate) use stampede_engine::session::closed;
 
+/// Why a shadow closed when its home node left the mesh ([`Session::close_shadows_of`]).
+const HOME_LEFT: &str = "the node this shadow's task lives on left the mesh (it died, or was cut off), so the shadow \
+                         closed; attach the task's connections again once its node is back";
+/// Why a shadow closed when this node was expelled from its mesh ([`Session::leave_mesh`]).
+const EXPELLED: &str = "this node was expelled from its mesh (cut off, or its stream could not be applied), so the \
+                        shadows of other nodes' tasks on it closed; attach again from the task's node";
+
 /// One client's session: its id, its handles in the node's engine, and what the node keeps of it
 /// beside them.
 pub(crate) struct Session {
@@ -123,7 +130,21 @@ impl Session {
             mesh.shadows.retain(|_, of| *of != home);
             orphans
         };
-        self.handles.close_tasks(&orphans);
+        self.handles.close_tasks(&orphans, HOME_LEFT);
+    }
+
+    /// This node was expelled from its mesh and rejoins as a new incarnation: every shadow on it
+    /// closes (their home nodes fenced this one), and the moves of its tasks are forgotten
+    /// (resolved by the old incarnation's death). Its own tasks and connections stay: what
+    /// they use lives here, and the runtime keeps their claims (docs/NODES.md, "Meshes of
+    /// nodes").
+    pub(crate) fn leave_mesh(&self) {
+        let orphans: Vec<Handle> = {
+            let mut mesh = self.mesh.lock();
+            mesh.moves.clear();
+            mesh.shadows.drain().map(|(handle, _)| handle).collect()
+        };
+        self.handles.close_tasks(&orphans, EXPELLED);
     }
 
     /// The ids of the moves recorded, for the caller to find those resolved (outside the
@@ -194,7 +215,9 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stampede_engine::session::Connection;
     use stampede_engine::Runtime;
+    use std::sync::Arc;
 
     /// A shadow closed because its home node died is gone from the session's handles too, and
     /// its claim with it.
@@ -207,8 +230,45 @@ mod tests {
         let kept = session.handles.add_task("task", runtime.task(5).unwrap()).unwrap();
         assert_eq!(runtime.stats().claims, 2);
         session.close_shadows_of(home);
-        assert!(session.handles.task("task", shadow).is_err());
+        assert!(
+            matches!(session.handles.task("task", shadow), Err(Error::Closed { reason: HOME_LEFT, .. })),
+            "its use says why it closed"
+        );
         assert!(session.handles.task("task", kept).is_ok());
         assert_eq!(runtime.stats().claims, 1, "the shadow's claim went with it");
+    }
+
+    /// Expelled, a session keeps its own tasks and connections; every shadow on it closes (its
+    /// connections with it), each saying why, and its moves are forgotten.
+    #[test]
+    fn an_expelled_node_keeps_its_sessions_own_tasks() {
+        let runtime = Runtime::new();
+        let channel = runtime.create_channel("frames", Default::default()).unwrap();
+        let session = Session::new("0a".into(), 16, 1 << 20, [0; 16], None);
+        let home = Peer { id: 7, incarnation: 1 };
+        let shadow_task = runtime.task(3).unwrap();
+        let through_shadow = channel.attach_output(&shadow_task).unwrap();
+        let shadow = session.add_shadow("shadow", shadow_task, home).unwrap();
+        let shadow_output =
+            session.handles.add_connection("attach", Connection::ChannelOutput(Arc::new(through_shadow))).unwrap();
+        let own_task = runtime.task(5).unwrap();
+        let own_output = channel.attach_output(&own_task).unwrap();
+        let own = session.handles.add_task("task", own_task).unwrap();
+        let own_connection =
+            session.handles.add_connection("attach", Connection::ChannelOutput(Arc::new(own_output))).unwrap();
+        let to = Peer { id: 9, incarnation: 2 };
+        let moved = Move { task: own, to_node: "b".into(), to, id: 1, proof: [1; 16] };
+        session.add_move("move", moved, &HashSet::new()).unwrap();
+
+        session.leave_mesh();
+        assert!(matches!(session.handles.task("put", shadow), Err(Error::Closed { reason: EXPELLED, .. })));
+        assert!(matches!(
+            session.handles.connection("put", shadow_output),
+            Err(Error::Closed { reason: EXPELLED, .. })
+        ));
+        assert!(session.handles.task("put", own).is_ok() && session.handles.connection("put", own_connection).is_ok());
+        assert!(!session.owns_move(to, 1, &[1; 16]), "the move went with the old incarnation");
+        assert_eq!(runtime.stats().claims, 1, "the own task's claim stays, the shadow's went");
+        assert!(!session.ended());
     }
 }

@@ -136,7 +136,9 @@ fn hostile_mesh_messages_are_counted_and_change_nothing() {
 }
 
 /// A node its peers declare dead while it lives (a partition seen from one side, or a stream
-/// they refused) is expelled: it learns it from the fence, ends its client sessions, and rejoins
+/// they refused) is expelled: it learns it from the fence, keeps its client sessions — a task
+/// that uses only the node's own channels carries on; what crossed through a shadow on the node
+/// that fenced it fails `Closed`, saying why — and rejoins
 /// as a new incarnation, opening its door through a pause round — its own runtime's claims (a task of the embedded
 /// application, below what its peers reclaimed since) still hold its own ts_min, and its new
 /// clients' tasks hold the other node's again. The fence comes from a third participant that
@@ -151,6 +153,13 @@ fn a_node_expelled_while_alive_rejoins_as_a_new_incarnation() {
         let embedded = a.runtime.task(3).unwrap();
         let client = stampede::connect(&a.endpoint, Some(CONNECT_TIMEOUT)).unwrap();
         let old_task = client.task(5).unwrap();
+        let here = client.create_channel("here", Limits::unbounded()).unwrap();
+        let out_here = old_task.attach_output(&here).unwrap();
+        out_here.put(5, vec![5]).unwrap();
+        let on_b = stampede::ChannelOptions { node: Some("b".into()), ..stampede::ChannelOptions::default() };
+        let there = client.create_channel("there", on_b).unwrap();
+        let out_there = old_task.attach_output(&there).unwrap(); // through a shadow on b
+        out_there.put(5, vec![5]).unwrap();
 
         // Participant x joins (it needs no door: it starts no task), then fences a.
         let config = stampede_wire::fabric::client_config(&a.endpoint, Duration::from_secs(10), None).unwrap();
@@ -190,12 +199,24 @@ fn a_node_expelled_while_alive_rejoins_as_a_new_incarnation() {
             eventually(SETTLE, || counters.restarts.load(Ordering::Relaxed) == 1),
             "a learns it was fenced and restarts once: {counters:?}"
         );
-        // A call that waits for the node's answer says so (a move of the task's virtual time
-        // upwards would be sent without waiting: docs/NODES.md, "What differs").
+        // The session on a stays: its task's own channel works on.
+        out_here.put(6, vec![6]).unwrap();
+        let child = old_task.spawn(6).expect("the session of a's old incarnation stays");
+        drop(child);
+        // What crossed through b's shadow of the task fails, saying why (b fenced a's old
+        // incarnation and closed the shadows of its tasks).
+        let mut crossed = None;
         assert!(
-            matches!(old_task.spawn(6), Err(stampede::Error::Closed { .. })),
-            "the sessions of a's old incarnation ended"
+            eventually(SETTLE, || {
+                crossed = out_there.put(7, vec![7]).err();
+                crossed.is_some()
+            }),
+            "the shadow on b closed"
         );
+        match crossed {
+            Some(stampede::Error::Closed { reason, .. }) => assert!(reason.contains("left the mesh"), "{reason}"),
+            other => panic!("a put through a closed shadow: {other:?}"),
+        }
         assert!(eventually(SETTLE, || peer("a").incarnation > a_peer.incarnation), "a joined again, anew");
         assert!(a.runtime.ts_min() <= 3, "the embedded task at 3 still holds a's own ts_min: {}", a.runtime.ts_min());
         // x leaves (it takes no part any more).
@@ -214,6 +235,9 @@ fn a_node_expelled_while_alive_rejoins_as_a_new_incarnation() {
             }
         };
         embedded.close();
+        // The old session's task held on (raised to a's new door in the mesh): it goes too.
+        drop((out_here, out_there));
+        old_task.close();
         let ch = b_rt.create_channel("frames", Limits::unbounded()).unwrap();
         let producer = b_rt.task(b_rt.ts_min().max(vt)).unwrap();
         let start = producer.virtual_time();

@@ -79,6 +79,8 @@ fn paced_sources_on_nodes_with_clocks_seconds_apart_number_frames_alike() {
         // The reference goes: b takes over, its time already the mesh's; c follows it.
         drop(a);
         let before = epochs[2];
+        // An absence cannot be awaited: b and c agree already, and the looks that follow a's
+        // going (every 2 s) must not move their time; the pause lets two happen first.
         std::thread::sleep(SETTLE / 2);
         assert!(
             eventually(SETTLE, || {

@@ -291,6 +291,11 @@ fn outcome() -> impl Strategy<Value = WireOutcome> {
             received_ns,
             replied_ns
         }),
+        proptest::collection::vec((text(), any::<bool>(), proptest::option::of(text())), 0..4).prop_map(|listing| {
+            Outcome::Listing(
+                listing.into_iter().map(|(name, queue, node)| stampede_core::Listed { name, queue, node }).collect(),
+            )
+        }),
         (any::<[u64; 3]>(), any::<bool>()).prop_map(|([received_ns, replied_ns, epoch_ns], synced)| {
             Outcome::MeshTime(stampede_core::ClockReading { received_ns, replied_ns, epoch_ns, synced })
         }),

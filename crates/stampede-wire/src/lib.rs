@@ -70,5 +70,6 @@ pub use values::size;
 /// `Outcome`; 16: a move's proof, presented by its takeover; 17: runtime stats carry the byte
 /// budgets' use; 18: a channel's put log (`stampede hz`); 19: the mesh's pause rounds (doors opened
 /// and given back: `Pause`, `Paused`, `Opened` between nodes, which a node's hello checks by this
-/// version); 20: mesh time (`Op::MeshTime`, `Outcome::MeshTime`).
+/// version); 20: mesh time (`Op::MeshTime`, `Outcome::MeshTime`); a listing names each name's node
+/// (`Listed`).
 pub const VERSION: u8 = 20;

@@ -147,11 +147,11 @@ enum Follow {
 struct Worker {
     /// Unique in the world: how shadows name their home task.
     key: u64,
-    /// Never moves nor closes before the end (nor, if embedded, through a restart): the low
-    /// claim other nodes must not pass.
+    /// Never moves nor closes before the end (nor through its node's restart): the low claim
+    /// other nodes must not pass.
     holder: bool,
-    /// A task of the embedded application, not a client's: it never moves, and lives through
-    /// its node's restart (a client's session ends with it).
+    /// A task of the embedded application, not a client's: it never moves. (Both live through
+    /// their node's restart; shadows do not.)
     embedded: bool,
     /// A shadow: the key of its home task, on another node. Its virtual time follows the home
     /// task's and it closes with it (or, once the home task is gone, on its own).
@@ -498,31 +498,31 @@ impl World {
     }
 
     /// Node `id` was told it was expelled (a node declared it dead while it lived): as the
-    /// driver does, it ends its clients' sessions (their tasks close, the shadows it hosts
-    /// too; the embedded application's tasks stay, with their items), restarts its participant
-    /// as a new incarnation, and joins again (now, or at a later step).
+    /// driver does, it closes the shadows it hosts (its clients' sessions stay: their own tasks
+    /// and the embedded application's live on, with their items), restarts its participant as
+    /// a new incarnation, and joins again (now, or at a later step).
     fn restart(&mut self, id: u64) -> Result<(), String> {
         let old = self.nodes[&id].peer;
         if self.suspects.remove(&old).is_none() {
             return Err(format!("{old:?} was expelled, but no node declared it dead"));
         }
         self.counts.expulsions += 1;
-        // The driver restarts, then ends the sessions; either order must do.
-        let sessions_first = self.rng.below(2) == 0;
+        // The driver restarts, then closes the shadows; either order must do.
+        let shadows_first = self.rng.below(2) == 0;
         let node = self.nodes.get_mut(&id).unwrap();
         node.mirror = node.mirror.max(node.link.read(|m| m.ts_min()));
         let mut closed = Vec::new();
-        let mut end_sessions = |node: &mut Node| {
+        let mut close_shadows = |node: &mut Node| {
             node.workers.retain(|w| {
-                if !w.embedded {
+                if w.home.is_some() {
                     w.task.close();
                     closed.push(w.key);
                 }
-                w.embedded
+                w.home.is_none()
             })
         };
-        if sessions_first {
-            end_sessions(node);
+        if shadows_first {
+            close_shadows(node);
         }
         let peer = Peer { id, incarnation: old.incarnation + 1 };
         node.link.restart(Mesh::new(peer, MeshLimits::default())).map_err(|e| format!("{peer:?} restart: {e}"))?;
@@ -533,15 +533,14 @@ impl World {
         node.rejoining = true;
         node.begun = false;
         node.tainted = false;
-        if !sessions_first {
-            end_sessions(node);
+        if !shadows_first {
+            close_shadows(node);
         }
         self.counts.restarts += 1;
         self.gone.push(old);
         self.links.retain(|&(_, to), _| to != old);
-        // A takeover the old incarnation was sent: its client's session there ended, so nobody
-        // asks; or a request in flight reaches the new incarnation, even for a move resolved long
-        // ago.
+        // A takeover the old incarnation was sent: its client gave up, so nobody asks; or a
+        // request in flight reaches the new incarnation, even for a move resolved long ago.
         let mut flights = std::mem::take(&mut self.flights);
         flights.retain(|f| f.to != old || self.rng.below(4) == 0);
         self.flights = flights;
@@ -553,8 +552,8 @@ impl World {
             self.flights.push(Flight { home: 0, from, to: old, id, visibility, abandoned: false });
         }
         self.trace.push(format!(
-            "{old:?} expelled: restarts as {peer:?} (sessions ended {}, tasks closed {closed:?})",
-            if sessions_first { "first" } else { "after" }
+            "{old:?} expelled: restarts as {peer:?} (shadows closed {}: {closed:?})",
+            if shadows_first { "first" } else { "after" }
         ));
         self.check()?;
         if self.rng.below(2) == 0 {

@@ -88,7 +88,7 @@ impl Driver {
         }
     }
 
-    /// This node was expelled: leave the fabric, end every client session, and replace the
+    /// This node was expelled: leave the fabric, close the shadows on it, and replace the
     /// participant by a new incarnation (joined by [`rejoin`](Self::rejoin)).
     fn restart(&mut self) {
         // Leaving the fabric first: its token gone, the old incarnation is dead to everyone.

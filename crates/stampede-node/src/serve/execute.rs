@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stampede_core::{Error, Item, Op, Result};
-use stampede_engine::{Body, MeshLink};
+use stampede_core::{Error, Item, Op, Outcome, Result};
+use stampede_engine::{Admission, Body, MeshLink};
 use stampede_wire::{ItemHeader, Reply, WireOutcome, REMOTE_WAIT_SLICE};
 
 use super::Served;
@@ -95,13 +95,47 @@ pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, mut op: O
         }
         _ => {
             op.clamp_waits(REMOTE_WAIT_SLICE.as_micros() as u64);
-            let outcome = node.runtime.execute(&session.handles, session, op, body).await?;
+            let listed = match &op {
+                Op::Names { prefix } | Op::Listing { prefix } => Some(prefix.clone()),
+                _ => None,
+            };
+            let mut outcome = node.runtime.execute(&session.handles, session, op, body).await?;
+            if let Some(prefix) = listed {
+                outcome = with_other_nodes(node, session, &prefix, outcome).await;
+            }
             let mut payloads = Vec::new();
             let outcome = outcome.map_items(|item| Ok::<_, Error>(header(item, &mut payloads)))?;
             return Ok((Reply::Outcome(with_sessions(node, outcome)), payloads));
         }
     };
     Ok((Reply::Outcome(outcome), Vec::new()))
+}
+
+/// The names of every node of the mesh (those the session's user may see: any right on a name
+/// shows it, as on its own node) beside this node's: the name service is the mesh's
+/// (docs/NODES.md, "The name service").
+/// Any other outcome as it is.
+async fn with_other_nodes<I>(node: &NodeShared, session: &Session, prefix: &str, outcome: Outcome<I>) -> Outcome<I> {
+    let me = &node.options.name;
+    let others =
+        crate::names::on_other_nodes(&node.zenoh, me, prefix).await.into_iter().filter(|l| session.sees(&l.name));
+    match outcome {
+        Outcome::Names(mut names) => {
+            names.extend(others.map(|l| l.name));
+            names.sort();
+            names.dedup();
+            Outcome::Names(names)
+        }
+        Outcome::Listing(mut listing) => {
+            for here in &mut listing {
+                here.node = Some(me.clone());
+            }
+            listing.extend(others);
+            listing.sort_by(|a, b| (&a.name, &a.node).cmp(&(&b.name, &b.node)));
+            Outcome::Listing(listing)
+        }
+        other => other,
+    }
 }
 
 /// A graph with the node's name and the client session that owns each task: who to ask when one

@@ -167,7 +167,7 @@ impl RemoteRuntime {
         }
     }
 
-    /// A watch of the names under `prefix` on the nodes this runtime uses, and of every node's
+    /// A watch of the names under `prefix` on every node of the mesh, and of every node's
     /// changes and liveliness (see [`crate::watch`]).
     pub fn watch(&self, prefix: &str, timeout: Option<Duration>) -> Result<Watch> {
         let mut subscription =
@@ -176,19 +176,21 @@ impl RemoteRuntime {
                 name: self.node().to_owned(),
                 reason: format!("zenoh refused the watch's subscribers: {e}"),
             })?;
-        // The names now on every node this runtime uses (its placement first opens a session
-        // there); the subscription, started before, streams every node's changes.
-        self.placed("watch", None)?;
-        let mut snapshot = Vec::new();
-        for session in std::iter::once(self.clone()).chain(self.other_sessions()) {
-            let request = Op::Listing { prefix: prefix.to_owned() };
-            let listing = match session.client.call_after_declarations(request)?.0 {
-                Outcome::Listing(listing) => listing,
-                _ => return Err(unexpected("watch", session.node())),
-            };
-            let names = listing.into_iter().map(|(name, queue)| (name, if queue { "queue" } else { "channel" }));
-            snapshot.extend(watch::snapshot(names, Some(session.node())));
-        }
+        // The names now on every node of the mesh (the node asks the others); the subscription,
+        // started before, streams every node's changes.
+        let request = Op::Listing { prefix: prefix.to_owned() };
+        let listing = match self.client.call_after_declarations(request)?.0 {
+            Outcome::Listing(listing) => listing,
+            _ => return Err(unexpected("watch", self.node())),
+        };
+        let snapshot: Vec<_> = listing
+            .into_iter()
+            .flat_map(|listed| {
+                let kind = if listed.queue { "queue" } else { "channel" };
+                let node = listed.node.unwrap_or_else(|| self.node().to_owned());
+                watch::snapshot([(listed.name, kind)], Some(&node))
+            })
+            .collect();
         subscription.admit(&snapshot);
         Ok(Watch::remote(prefix, timeout, snapshot, subscription))
     }
@@ -246,21 +248,14 @@ impl RemoteRuntime {
         }
     }
 
-    /// Names of the channels and queues `prefix` selects on the nodes this runtime uses (its
-    /// placement first opens a session there), sorted (hierarchical, as
-    /// [`crate::Runtime::names`]).
+    /// Names of the channels and queues `prefix` selects on every node of the mesh (those the
+    /// user may see), sorted (hierarchical, as [`crate::Runtime::names`]): the node asks the
+    /// others, and leaves out one that does not answer within its `LISTING_WAIT` (500 ms).
     pub fn names(&self, prefix: &str) -> Result<Vec<String>> {
-        self.placed("names", None)?;
-        let mut names = Vec::new();
-        for session in std::iter::once(self.clone()).chain(self.other_sessions()) {
-            match session.client.call(Op::Names { prefix: prefix.to_owned() }, None, Duration::ZERO)?.0 {
-                Outcome::Names(there) => names.extend(there),
-                _ => return Err(unexpected("names", session.node())),
-            }
+        match self.client.call(Op::Names { prefix: prefix.to_owned() }, None, Duration::ZERO)?.0 {
+            Outcome::Names(names) => Ok(names),
+            _ => Err(unexpected("names", self.node())),
         }
-        names.sort();
-        names.dedup();
-        Ok(names)
     }
 
     /// A root task on the node at `virtual_time`, owned by this session.
