@@ -72,10 +72,12 @@ echo "== [${SECONDS} s] Python tests"
 .venv/bin/python -m pytest -q python/tests
 
 echo "== [${SECONDS} s] Remote benchmark, smoke run (docs/BENCHMARKS.md \"remote\"): every row once, tiny counts, figures meaningless"
-cargo build -q -p stampede-bench --bin remote --bin trace --bin overshoot
+cargo build -q -p stampede-bench --bin remote --bin trace --bin overshoot --bin mesh_lag
 target/debug/remote --quick >/dev/null
 echo "== [${SECONDS} s] Timeout overshoot benchmark, smoke run (docs/BENCHMARKS.md \"overshoot\")"
 target/debug/overshoot --quick >/dev/null
+echo "== [${SECONDS} s] Mesh reclamation lag benchmark, smoke run (docs/BENCHMARKS.md \"From garbage on one node to reclaimed on another\")"
+target/debug/mesh_lag --quick >/dev/null
 echo "== [${SECONDS} s] Event log benchmark, smoke run (docs/BENCHMARKS.md \"trace\")"
 target/debug/trace --quick >/dev/null
 echo "== [${SECONDS} s] Videoconference benchmark, smoke run (docs/BENCHMARKS.md \"conference\"): K=2 and 3, 2 s each"

@@ -38,6 +38,7 @@ pub mod pipe;
 pub mod process;
 pub mod python;
 pub mod reference;
+pub mod relay;
 pub mod remote;
 pub mod report;
 pub mod stats;

@@ -1,8 +1,9 @@
 //! How late a blocking call returns after its timeout (docs/SEMANTICS.md, "Timeouts"): every call
 //! returns no later than its timeout plus [`BOUND`] whatever the other side does. Measured for
 //! calls that must time out — a get on an empty channel or queue, a put into a full channel — in
-//! this process and through a node (its direct path, and zenoh alone), and for `connect` to a
-//! listener that accepts and never speaks; next to `std::thread::sleep` for the same time in the
+//! this process and through a node (its direct path, and zenoh alone, and zenoh through a link
+//! cut after the calls' channels were made: a relay that goes silent, as a dead cable does), and
+//! for `connect` to a listener that accepts and never speaks; next to `std::thread::sleep` for the same time in the
 //! same run (the machine's own timer lateness). One JSON line per case: the overshoot's p50, p99
 //! and max in µs, and whether the max stayed within the bound.
 
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 use stampede::{ConnectOptions, Error, Limits, PutOptions, Runtime, INFINITY, OLDEST_UNSEEN};
 use stampede_bench::cli::Options;
 use stampede_bench::process::Node;
+use stampede_bench::relay::Relay;
 use stampede_bench::report::Line;
 use stampede_bench::stats::Summary;
 
@@ -27,6 +29,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(300);
 fn main() -> BoxResult<()> {
     let options = Options::from_args();
     let calls = options.scale(200, 5);
+    let cut_calls = options.scale(30, 5);
     let connects = options.scale(20, 2);
 
     let slept = overshoots(calls, TIMEOUT, || {
@@ -35,16 +38,27 @@ fn main() -> BoxResult<()> {
     })?;
     report("sleep", TIMEOUT, "std::thread::sleep", &slept, None);
 
-    measure_runtime("embedded", &Runtime::new(), calls, &slept)?;
+    measure_runtime("embedded", &Runtime::new(), calls, &slept, None)?;
     for (path, zenoh_only) in [("node, direct path", false), ("node, zenoh alone", true)] {
         // A node of its own: ts_min there starts at 0.
         let node = Node::start()?;
         let options =
             ConnectOptions { timeout: Some(Duration::from_secs(10)), zenoh_only, ..ConnectOptions::default() };
         let rt = stampede::connect_with(&node.endpoint, &options)?;
-        measure_runtime(path, &rt, calls, &slept)?;
+        measure_runtime(path, &rt, calls, &slept, None)?;
         rt.close();
     }
+
+    // A cut link: every call still returns by its timeout, whatever it returns. Zenoh alone (the
+    // direct path would bypass the relay); calls fewer than the link's lease (3 s) allows, so
+    // that they meet the silence, not a session already closed.
+    let node = Node::start()?;
+    let relay = Relay::to(node.endpoint.trim_start_matches("tcp/"))?;
+    let options =
+        ConnectOptions { timeout: Some(Duration::from_secs(10)), zenoh_only: true, ..ConnectOptions::default() };
+    let rt = stampede::connect_with(&relay.endpoint, &options)?;
+    measure_runtime("node, zenoh through a cut link", &rt, cut_calls, &slept, Some(&relay))?;
+    rt.close();
 
     // A listener that accepts and never speaks: connect must give up by its timeout.
     let silent = TcpListener::bind("127.0.0.1:0")?;
@@ -59,8 +73,9 @@ fn main() -> BoxResult<()> {
     Ok(())
 }
 
-/// The gets and the put that time out on `rt`, `calls` times each.
-fn measure_runtime(path: &str, rt: &Runtime, calls: usize, slept: &Summary) -> BoxResult<()> {
+/// The gets and the put that time out on `rt`, `calls` times each; with `cut`, that relay's link
+/// is cut once the containers are made (any error is then a return: the node cannot answer).
+fn measure_runtime(path: &str, rt: &Runtime, calls: usize, slept: &Summary, cut: Option<&Relay>) -> BoxResult<()> {
     let frames = rt.create_channel("overshoot/empty", Limits::unbounded())?;
     let full = rt.create_channel("overshoot/full", Limits::items(1))?;
     let jobs = rt.create_queue("overshoot/jobs", Limits::unbounded())?;
@@ -71,9 +86,12 @@ fn measure_runtime(path: &str, rt: &Runtime, calls: usize, slept: &Summary) -> B
     // The one slot stays taken: the reader holds ts_min at 0 and never consumes.
     let _holder = reader.attach_input(&full)?;
     output.put(0, vec![0u8; 8])?;
+    if let Some(relay) = cut {
+        relay.cut();
+    }
 
     let timed_out = |result: stampede::Result<()>| match result {
-        Err(e) if e.is_transient() => Ok(()),
+        Err(e) if e.is_transient() || cut.is_some() => Ok(()),
         other => Err(format!("a call that had to time out: {other:?}").into()),
     };
     let get = overshoots(calls, TIMEOUT, || timed_out(input.get(OLDEST_UNSEEN, Some(TIMEOUT)).map(drop)))?;
