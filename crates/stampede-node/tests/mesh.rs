@@ -258,3 +258,52 @@ fn a_node_expelled_while_alive_rejoins_as_a_new_incarnation() {
         drop(b);
     })
 }
+
+/// A member of the mesh that never answers (a token on the mesh's keys, and silence): a node
+/// that needs a door for a new session waits for that member's answer at most its liveliness
+/// timeout, and the session's `connect` then fails `Unreachable` saying so — it never hangs.
+/// Once the silent member's token goes, the next `connect` opens.
+#[test]
+fn a_member_that_never_answers_a_pause_round_fails_connect_and_never_hangs_it() {
+    with_watchdog("a_member_that_never_answers_a_pause_round_fails_connect_and_never_hangs_it", || {
+        use zenoh::Wait;
+
+        let a = support::TestNode::with(|o| {
+            o.name = "a".into();
+            o.serve_only = true; // a door only while a session is open
+            o.liveliness_timeout = Duration::from_millis(500);
+        });
+        let config = stampede_wire::fabric::client_config(&a.endpoint, Duration::from_secs(10), None).unwrap();
+        let fabric = zenoh::open(config).wait().unwrap();
+        let silent = fabric.liveliness().declare_token("stampede/x/mesh/1").wait().unwrap();
+        let counters = a.node.mesh_counters().unwrap();
+        // The token reaches a's driver through the fabric: wait until a counts x as joined by
+        // trying sessions until one is refused for the pause round (routes may still form).
+        let mut refused = None;
+        let found = eventually(SETTLE, || match stampede::connect(&a.endpoint, Some(CONNECT_TIMEOUT)) {
+            Err(e @ stampede::Error::Unreachable { .. }) => {
+                refused = Some(e.to_string());
+                true
+            }
+            Ok(client) => {
+                client.close();
+                false
+            }
+            Err(e) => panic!("connect: {e}"),
+        });
+        assert!(found, "a silent member keeps a's door shut: {counters:?}");
+        let refused = refused.unwrap();
+        assert!(refused.contains("pause round"), "{refused}");
+
+        drop(silent);
+        let _ = fabric.close().wait();
+        let opened = eventually(SETTLE, || match stampede::connect(&a.endpoint, Some(CONNECT_TIMEOUT)) {
+            Ok(client) => {
+                client.close();
+                true
+            }
+            Err(_) => false,
+        });
+        assert!(opened, "with the silent member gone, a session opens");
+    })
+}
