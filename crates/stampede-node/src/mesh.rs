@@ -274,6 +274,9 @@ pub struct MeshCounters {
     pub dropped: AtomicU64,
     /// Times this node was expelled and rejoined as a new incarnation.
     pub restarts: AtomicU64,
+    /// Members declared dead for leaving this node's pause round unanswered for the liveliness
+    /// timeout.
+    pub silent: AtomicU64,
 }
 
 /// A node's running driver. Dropping it stops the thread and undeclares everything.
@@ -376,7 +379,8 @@ impl MeshDriver {
                     let debug = std::env::var_os(DEBUG_ENV).is_some();
                     let (early, reminded) = (HashMap::new(), HashMap::new());
                     let early_lost = std::collections::HashSet::new();
-                    Driver { fabric, life: Some(life), early, early_lost, reminded, woken, debug, hooks }
+                    let round_waiting = None;
+                    Driver { fabric, life: Some(life), early, early_lost, reminded, woken, debug, hooks, round_waiting }
                         .run(&rx, &stop)
                 })
                 .map_err(|e| unreachable(format!("the mesh thread could not start: {e}")))?

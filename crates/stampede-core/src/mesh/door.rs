@@ -96,6 +96,13 @@ impl Mesh {
         Ok(true)
     }
 
+    /// The members this participant's running pause round still waits for (neither answered nor
+    /// finalized); empty without a round. A driver fences one that stays silent too long: its
+    /// death ends the wait.
+    pub fn unanswered(&self) -> Vec<Peer> {
+        self.opening.as_ref().map(|opening| opening.waiting.iter().copied().collect()).unwrap_or_default()
+    }
+
     /// A member learned while this participant's round runs is asked too (its snapshot went
     /// first).
     pub(super) fn ask_newcomer(&mut self, peer: Peer) {

@@ -32,6 +32,9 @@ pub(super) struct Driver {
     pub(super) woken: Arc<AtomicBool>,
     /// `STAMPEDE_MESH_DEBUG` is set: joins, deaths, refusals and events go to standard error.
     pub(super) debug: bool,
+    /// Since when this node's pause round has waited for the same members (`None`: no round, or
+    /// nobody to wait for).
+    pub(super) round_waiting: Option<(Vec<Peer>, Instant)>,
     pub(super) hooks: Hooks,
 }
 
@@ -220,6 +223,30 @@ impl Driver {
             let _ = link.with(Mesh::close_door);
         }
         self.fabric.door.set(link.read(|mesh| mesh.join_floor().is_some()));
+        self.silent_members();
+    }
+
+    /// A member that leaves this node's pause round unanswered for the liveliness timeout (a
+    /// hung process whose zenoh session lives on, or a client speaking on the mesh's keys) is
+    /// declared dead, as a member the fabric lost is: its fence ends the round's wait for it, and
+    /// a live one learns it was fenced and rejoins anew. Without this one silent member would
+    /// hold every node's doors shut (docs/PROTOCOL.md, point 3).
+    fn silent_members(&mut self) {
+        let waiting = self.fabric.link.read(Mesh::unanswered);
+        match &self.round_waiting {
+            _ if waiting.is_empty() => self.round_waiting = None,
+            Some((same, since)) if *same == waiting => {
+                if since.elapsed() >= self.fabric.timeout {
+                    self.round_waiting = None;
+                    for peer in waiting {
+                        self.log(|| format!("{peer:?} left a pause round unanswered: declared dead"));
+                        self.fabric.counters.silent.fetch_add(1, Ordering::Relaxed);
+                        self.input(Input::Dead(peer));
+                    }
+                }
+            }
+            _ => self.round_waiting = Some((waiting, Instant::now())),
+        }
     }
 
     /// Sends what the machine has to send and acts on its events.
