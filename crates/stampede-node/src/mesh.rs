@@ -70,6 +70,19 @@ fn mesh_key(name: &str, incarnation: u64) -> String {
     format!("stampede/{name}/mesh/{incarnation}")
 }
 
+/// The key of a node's mesh service `service` (its clock, its listing): one per node, whatever its
+/// incarnation, under the mesh's keys (closed to clients with `--mesh-node-cn`).
+pub(crate) fn service_key(node: &str, service: &str) -> String {
+    format!("stampede/{node}/mesh/{service}")
+}
+
+/// The node whose service `service` a key `stampede/<node>/mesh/<service>` is (the key a reply to
+/// a wildcard question comes under).
+pub(crate) fn node_of_service<'k>(key: &'k str, service: &str) -> Option<&'k str> {
+    let node = key.strip_prefix("stampede/")?.strip_suffix(service)?.strip_suffix("/mesh/")?;
+    (!node.is_empty() && !node.contains('/')).then_some(node)
+}
+
 fn decline_key(name: &str, incarnation: u64) -> String {
     format!("{}/decline", mesh_key(name, incarnation))
 }

@@ -24,13 +24,11 @@ const STOP_CHECK: Duration = Duration::from_millis(200);
 /// left out of that answer.
 pub const LISTING_WAIT: Duration = Duration::from_millis(500);
 
-fn listing_key(node: &str) -> String {
-    format!("stampede/{node}/mesh/names")
-}
+/// The mesh service a node's listing answers on.
+const LISTING: &str = "names";
 
-/// The node whose listing a key `stampede/<node>/mesh/names` is.
-fn node_of_listing(key: &str) -> Option<&str> {
-    key.strip_prefix("stampede/")?.strip_suffix("/mesh/names").filter(|node| !node.contains('/'))
+fn listing_key(node: &str) -> String {
+    crate::mesh::service_key(node, LISTING)
 }
 
 /// The names under `prefix` on every node of the mesh but `me`, each with its node (every name:
@@ -43,7 +41,10 @@ pub(crate) async fn on_other_nodes(zenoh: &zenoh::Session, me: &str, prefix: &st
     let mut listed = Vec::new();
     while let Ok(reply) = replies.recv_async().await {
         let Ok(sample) = reply.into_result() else { continue };
-        let Some(node) = node_of_listing(sample.key_expr().as_str()).filter(|node| *node != me) else { continue };
+        let Some(node) = crate::mesh::node_of_service(sample.key_expr().as_str(), LISTING).filter(|node| *node != me)
+        else {
+            continue;
+        };
         // Anything that does not decode is not from a node of this release: skipped.
         let Ok(names) = postcard::from_bytes::<Vec<Listed>>(&sample.payload().to_bytes()) else { continue };
         listed.extend(names.into_iter().map(|l| Listed { node: Some(node.to_owned()), ..l }));

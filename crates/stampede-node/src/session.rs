@@ -124,13 +124,7 @@ impl Session {
     /// Closes the shadows of tasks of `home`, a node found dead: their task can never move
     /// again, and they would hold every node's ts_min for as long as the client keeps them.
     pub(crate) fn close_shadows_of(&self, home: Peer) {
-        let orphans: Vec<Handle> = {
-            let mut mesh = self.mesh.lock();
-            let orphans = mesh.shadows.iter().filter(|(_, of)| **of == home).map(|(handle, _)| *handle).collect();
-            mesh.shadows.retain(|_, of| *of != home);
-            orphans
-        };
-        self.handles.close_tasks(&orphans, HOME_LEFT);
+        self.close_shadows(|of| of == home, HOME_LEFT);
     }
 
     /// This node was expelled from its mesh and rejoins as a new incarnation: every shadow on it
@@ -139,12 +133,20 @@ impl Session {
     /// they use lives here, and the runtime keeps their claims (docs/NODES.md, "Meshes of
     /// nodes").
     pub(crate) fn leave_mesh(&self) {
+        self.mesh.lock().moves.clear();
+        self.close_shadows(|_| true, EXPELLED);
+    }
+
+    /// Closes the shadows of the tasks of the participants `of` selects, saying `reason` to whoever
+    /// uses them after.
+    fn close_shadows(&self, of: impl Fn(Peer) -> bool, reason: &'static str) {
         let orphans: Vec<Handle> = {
             let mut mesh = self.mesh.lock();
-            mesh.moves.clear();
-            mesh.shadows.drain().map(|(handle, _)| handle).collect()
+            let orphans = mesh.shadows.iter().filter(|(_, home)| of(**home)).map(|(handle, _)| *handle).collect();
+            mesh.shadows.retain(|_, home| !of(*home));
+            orphans
         };
-        self.handles.close_tasks(&orphans, EXPELLED);
+        self.handles.close_tasks(&orphans, reason);
     }
 
     /// The ids of the moves recorded, for the caller to find those resolved (outside the

@@ -30,13 +30,11 @@ pub const ASK_TIMEOUT: Duration = Duration::from_millis(500);
 /// How often the looking thread checks whether it should stop.
 const STOP_CHECK: Duration = Duration::from_millis(100);
 
-fn clock_key(name: &str) -> String {
-    format!("stampede/{name}/mesh/clock")
-}
+/// The mesh service a node's clock answers on.
+const CLOCK: &str = "clock";
 
-/// The node whose clock a key `stampede/<name>/mesh/clock` is.
-fn node_of(key: &str) -> Option<&str> {
-    key.strip_prefix("stampede/")?.strip_suffix("/mesh/clock").filter(|name| !name.contains('/'))
+fn clock_key(name: &str) -> String {
+    super::service_key(name, CLOCK)
 }
 
 /// A node's clock queryable and its looking thread.
@@ -102,22 +100,18 @@ impl Drop for ClockSync {
 
 /// One look: every other node's reading, then what the rule says.
 fn look(zenoh: &zenoh::Session, me: &str, clock: &MeshClock) {
-    let mut peers = Vec::new();
-    let mut epochs = Vec::new();
-    for (name, reading) in ask(zenoh, &clock_key("*")) {
-        if name != me {
-            peers.push((name.clone(), reading.synced));
-            epochs.push((name, reading.epoch_ns));
-        }
-    }
+    let peers: Vec<(String, bool)> = ask(zenoh, &clock_key("*"))
+        .into_iter()
+        .filter(|(name, _)| name != me)
+        .map(|(name, reading)| (name, reading.synced))
+        .collect();
     let mut time = clock.time();
     match time.decide(me, &peers) {
         TimeStep::Keep => return,
         TimeStep::Found => time.found(clock.base_ns()),
         TimeStep::Follow(reference) => {
             let key = clock_key(reference);
-            let mut exchanges = Vec::with_capacity(EXCHANGES);
-            let mut epoch = epochs.iter().find(|(name, _)| name == reference).map(|&(_, e)| e);
+            let (mut exchanges, mut epoch) = (Vec::with_capacity(EXCHANGES), None);
             for _ in 0..EXCHANGES {
                 let t0 = clock.base_ns();
                 let Some((_, reading)) = ask(zenoh, &key).into_iter().next() else { break };
@@ -145,7 +139,7 @@ fn ask(zenoh: &zenoh::Session, key: &str) -> Vec<(String, ClockReading)> {
     let mut readings = Vec::new();
     while let Ok(reply) = replies.recv() {
         let Ok(sample) = reply.into_result() else { continue };
-        let Some(name) = node_of(sample.key_expr().as_str()) else { continue };
+        let Some(name) = super::node_of_service(sample.key_expr().as_str(), CLOCK) else { continue };
         if let Ok(reading) = postcard::from_bytes::<ClockReading>(&sample.payload().to_bytes()) {
             readings.push((name.to_owned(), reading));
         }
@@ -159,8 +153,11 @@ mod tests {
 
     #[test]
     fn clock_keys_name_their_node() {
-        assert_eq!(node_of(&clock_key("a")), Some("a"));
-        assert_eq!(node_of("stampede/a/b/mesh/clock"), None);
-        assert_eq!(node_of("stampede/a/mesh/7"), None);
+        use super::super::node_of_service;
+        assert_eq!(node_of_service(&clock_key("a"), CLOCK), Some("a"));
+        assert_eq!(node_of_service("stampede/a/b/mesh/clock", CLOCK), None);
+        assert_eq!(node_of_service("stampede//mesh/clock", CLOCK), None);
+        assert_eq!(node_of_service("stampede/a/mesh/7", CLOCK), None);
+        assert_eq!(node_of_service("stampede/a/mesh/names", "names"), Some("a"));
     }
 }

@@ -270,7 +270,7 @@ impl RemoteRuntime {
     pub fn epoch(&self) -> Result<crate::Epoch> {
         let base = Instant::now();
         let since_base = || u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let mut best: Option<(Exchange, u64)> = None;
+        let mut exchanges = Vec::with_capacity(EPOCH_EXCHANGES);
         for _ in 0..EPOCH_EXCHANGES {
             let t0 = since_base();
             let reading = match self.client.call(Op::MeshTime, None, Duration::ZERO)?.0 {
@@ -278,10 +278,9 @@ impl RemoteRuntime {
                 _ => return Err(unexpected("epoch", self.node())),
             };
             let exchange = Exchange { t0, t1: reading.received_ns, t2: reading.replied_ns, t3: since_base() };
-            if best.is_none_or(|(kept, _)| exchange.delay() < kept.delay()) {
-                best = Some((exchange, reading.epoch_ns));
-            }
+            exchanges.push((exchange, reading.epoch_ns));
         }
+        let best = exchanges.into_iter().min_by_key(|(exchange, _)| exchange.delay());
         let Some((exchange, epoch_ns)) = best else { return Err(unexpected("epoch", self.node())) };
         // The exchange's middle: on this clock, and on the node's mesh time.
         let at = base + Duration::from_nanos(u64::try_from(exchange.middle()).unwrap_or(u64::MAX));
