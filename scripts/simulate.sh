@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The long runs of the seeded simulations (docs/CHECKS.md): the distributed ts_min protocol's
-# (crates/stampede-core/tests/mesh_simulation.rs) and the linked runtimes' (crates/stampede/tests/
-# mesh_link_sim.rs), in release builds, each split into one shard per core. Every shard prints its
+# (crates/stampede-core/tests/mesh_simulation.rs), the linked runtimes' (crates/stampede/tests/
+# mesh_link_sim.rs) and the whole path's (clients and a node: crates/stampede-node/src/sim), in
+# release builds, each split into one shard per core. Every shard prints its
 # "N seeds passed (from seed S)" line; a failing seed stops its shard with the seed to replay.
 #
 # Usage: ./scripts/simulate.sh [protocol seeds (default 1000000)] [linked seeds (default 1000000)]
+#                              [whole-path seeds (default 100000)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 protocol_seeds="${1:-1000000}"
 linked_seeds="${2:-1000000}"
+path_seeds="${3:-100000}"
 shards="$(nproc)"
 
 # The test binary cargo builds for `cargo test --release $*`, without running it.
@@ -40,7 +43,10 @@ echo "== Building the simulations (release)"
 protocol=$(binary -p stampede-core --test mesh_simulation)
 # The linked runtimes need no fabric: the facade without its remote feature (no zenoh to build).
 linked=$(binary -p stampede --no-default-features --test mesh_link_sim)
+path=$(binary -p stampede-node --lib)
 run "mesh protocol simulation" "$protocol" ts_min_is_safe_and_live_under_delays_duplicates_and_crashes \
     STAMPEDE_MESH_SEEDS STAMPEDE_MESH_SEEDS_FROM 0 "$protocol_seeds"
 run "linked runtimes simulation" "$linked" linked_runtimes_keep_ts_min_global_over_seeds \
     STAMPEDE_MESH_LINK_SEEDS STAMPEDE_MESH_LINK_SEEDS_FROM 1 "$linked_seeds"
+run "whole-path simulation" "$path" sim::the_whole_path_keeps_every_rule_under_faults \
+    STAMPEDE_PATH_SEEDS STAMPEDE_PATH_SEEDS_FROM 1 "$path_seeds"

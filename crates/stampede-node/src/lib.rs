@@ -32,6 +32,8 @@
 //!
 //! - [`node`] — [`Node`] and [`NodeOptions`]: the queryable, the liveliness subscriber, the bounds.
 //! - `session` (private) — a client's session on the node: the tasks and connections it owns.
+//! - `desk` (private) — the node's sessions and the session protocol's rules for each request
+//!   (which session, at most once): sans-IO, driven by `serve` and by the whole-path simulation.
 //! - `serve` (private) — one request on the node: the embedded operation, in slices when it waits.
 //! - [`direct`] — the node's own sockets beside zenoh (the direct request path), serving the
 //!   same requests.
@@ -45,6 +47,7 @@
 
 pub mod access;
 pub mod budget;
+mod desk;
 pub mod direct;
 mod join;
 pub mod mesh;
@@ -53,6 +56,8 @@ pub mod node;
 mod reclaim;
 mod serve;
 mod session;
+#[cfg(test)]
+mod sim;
 
 pub use access::AccessPolicy;
 pub use node::{Node, NodeOptions, TlsOptions, LIVELINESS_TIMEOUT_MAX, LIVELINESS_TIMEOUT_MIN};

@@ -8,7 +8,6 @@
 
 use stampede_engine::trace::{Kind, Phase};
 use stampede_engine::MeshLink;
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
@@ -29,7 +28,6 @@ use crate::mesh::MeshDriver;
 use crate::names::Names;
 use crate::reclaim::{self, Reclaims};
 use crate::serve;
-use crate::session::Session;
 use stampede_wire::fabric;
 
 pub use stampede_wire::fabric::LIVELINESS_TIMEOUT_DEFAULT;
@@ -224,7 +222,8 @@ pub(crate) struct NodeShared {
     pub(crate) runtime: Runtime,
     pub(crate) options: NodeOptions,
     pub(crate) zenoh: zenoh::Session,
-    pub(crate) sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Its clients' sessions (`desk.rs`).
+    pub(crate) desk: crate::desk::Desk,
     /// The byte budgets every session's puts are charged to.
     pub(crate) budgets: Budgets,
     pub(crate) reclaims: Reclaims,
@@ -242,7 +241,7 @@ pub(crate) struct NodeShared {
 impl NodeShared {
     /// Closes every session's shadows of tasks of `home`, a node found dead.
     pub(crate) fn close_shadows_of(&self, home: Peer) {
-        let sessions: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
+        let sessions = self.desk.sessions();
         for session in sessions {
             session.close_shadows_of(home);
         }
@@ -255,14 +254,14 @@ impl NodeShared {
         id: stampede_core::mesh::MoveId,
         proof: &stampede_core::MoveProof,
     ) -> bool {
-        let sessions: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
+        let sessions = self.desk.sessions();
         sessions.iter().any(|session| session.owns_move(to, id, proof))
     }
 
     /// This node was expelled from its mesh: every session keeps its own tasks and loses its
-    /// shadows and moves ([`Session::leave_mesh`]).
+    /// shadows and moves ([`Session::leave_mesh`](crate::session::Session::leave_mesh)).
     pub(crate) fn leave_mesh(&self) {
-        let sessions: Vec<Arc<Session>> = self.sessions.lock().values().cloned().collect();
+        let sessions = self.desk.sessions();
         for session in sessions {
             session.leave_mesh();
         }
@@ -270,18 +269,13 @@ impl NodeShared {
 
     /// Ends the session `id`, if open: its tasks are closed, its connections detached.
     pub(crate) fn close_session(&self, id: &str) {
-        // Closed while still listed, so that the items its closing reclaims reach its outbox.
-        let session = self.sessions.lock().get(id).cloned();
-        if let Some(session) = session {
-            let moves = session.close();
-            self.sessions.lock().remove(id);
-            if let Some(door) = self.door.get() {
-                door.changed();
-            }
-            if let Some(link) = self.mesh.get() {
-                for taken in moves {
-                    crate::mesh::decline_there(&self.zenoh, link, &taken);
-                }
+        let Some(moves) = self.desk.close(id) else { return };
+        if let Some(door) = self.door.get() {
+            door.changed();
+        }
+        if let Some(link) = self.mesh.get() {
+            for taken in moves {
+                crate::mesh::decline_there(&self.zenoh, link, &taken);
             }
         }
     }
@@ -348,7 +342,7 @@ impl Node {
             runtime,
             options: options.clone(),
             zenoh,
-            sessions: Mutex::default(),
+            desk: crate::desk::Desk::new(&options.name, options.sessions_max),
             budgets,
             reclaims: Reclaims::default(),
             mesh: OnceLock::new(),
@@ -374,7 +368,7 @@ impl Node {
                     owner.upgrade().is_some_and(|node| node.owns_move(to, id, proof))
                 }),
                 door_wanted: Arc::new(move || {
-                    doors.upgrade().is_some_and(|node| !node.options.serve_only || !node.sessions.lock().is_empty())
+                    doors.upgrade().is_some_and(|node| !node.options.serve_only || node.desk.len() > 0)
                 }),
             };
             shared.runtime.clock().set_skew(options.clock_skew_ns);
@@ -461,7 +455,7 @@ impl Node {
 
     /// Client sessions open now.
     pub fn session_count(&self) -> usize {
-        self.shared.sessions.lock().len()
+        self.shared.desk.len()
     }
 
     /// Stops serving: the node leaves the fabric and every client session is closed (their tasks
@@ -471,10 +465,7 @@ impl Node {
         let Serving { mesh, _queryable, _sessions, _hello, names, workers } = serving;
         drop((_queryable, _sessions, _hello));
         names.stop();
-        let sessions: Vec<_> = self.shared.sessions.lock().drain().map(|(_, s)| s).collect();
-        for session in sessions {
-            session.close();
-        }
+        self.shared.desk.close_all();
         workers.shutdown_background();
         drop(mesh);
         let _ = self.shared.zenoh.close().wait();

@@ -84,7 +84,7 @@ pub(crate) fn subscribe(node: &Arc<NodeShared>, session: &Session, container: Op
 /// not copied) and wakes the sender.
 fn reclaimed(node: &Weak<NodeShared>, container: Option<Handle>, name: &str, item: &Item) {
     let Some(node) = node.upgrade() else { return };
-    let sessions: Vec<_> = node.sessions.lock().values().cloned().collect();
+    let sessions: Vec<_> = node.desk.sessions();
     for session in sessions {
         let mut outbox = session.outbox.lock();
         if !outbox.subscribed.contains(&container) {
@@ -126,7 +126,7 @@ pub(crate) async fn run(node: Weak<NodeShared>, pending: Arc<tokio::sync::Notify
     loop {
         pending.notified().await;
         let Some(node) = node.upgrade() else { return };
-        let sessions: Vec<_> = node.sessions.lock().values().cloned().collect();
+        let sessions: Vec<_> = node.desk.sessions();
         for session in sessions {
             send(&node, &session).await;
         }

@@ -9,7 +9,7 @@
 //! Here: the request's way to its session (hello, open, close, at most once per numbered
 //! request); `execute` runs the operation itself.
 
-mod execute;
+pub(crate) mod execute;
 
 use stampede_engine::trace::{self, Kind};
 use std::sync::Arc;
@@ -24,16 +24,16 @@ use zenoh::sample::SampleKind;
 use stampede_engine::MeshLink;
 use stampede_wire::fabric;
 use stampede_wire::{
-    decode_request, decode_request_head, decode_request_passed, encode, Hello, Reply, Request, Secret, WireError,
+    decode_request, decode_request_head, decode_request_passed, encode, Hello, Reply, Request, WireError,
     REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX,
 };
 
 use crate::access;
+use crate::desk::{Admitted, Desk};
 use crate::node::NodeShared;
 use crate::reclaim;
 use crate::serve::execute::execute;
 use crate::session::{self, Session};
-use stampede_wire::session::Turn;
 
 /// A reply header and the payloads that follow it: what the node sends, and keeps for repeats.
 pub(crate) type Served = (Reply, Vec<Bytes>);
@@ -95,7 +95,7 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
         Request::Hello => Ok((Reply::Hello(hello(node)), Vec::new())),
         Request::Open { user, password } => open(node, &header.session, user.as_deref(), password.as_deref()).await,
         Request::Close => {
-            let session = node.sessions.lock().get(&header.session).cloned();
+            let session = node.desk.get(&header.session);
             if session.as_ref().is_some_and(|s| !access::same_secret(&s.secret, &header.secret)) {
                 return Err(session::closed(&header.session));
             }
@@ -106,74 +106,49 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
             }
             Ok(done())
         }
-        Request::Op(op) => {
-            let session = proven_session(node, &header.session, &header.secret)
-                .ok_or_else(|| session::closed(&header.session))?;
-            session.replies.lock().acknowledge(&header.acks);
-            match header.seq {
-                0 => run(node, &session, op, body).await,
-                seq => at_most_once(node, &session, seq, op, body).await,
+        Request::Op(op) => loop {
+            match node.desk.admit(&header.session, &header.secret, header.seq, &header.acks)? {
+                Admitted::Run(session) => return run_once(node, &session, header.seq, op, body).await,
+                Admitted::Answered(served) => return Ok(served),
+                // Rare (the client gave up on the first before it ended: a loaded node); the first
+                // ends within its wait slice.
+                Admitted::Wait => tokio::time::sleep(REPEAT_POLL).await,
+                Admitted::Forgotten => {
+                    end_session(node, &header.session).await;
+                    return Err(session::closed(&header.session));
+                }
             }
-        }
+        },
     }
-}
-
-/// The live session `id`, if `secret` is its secret. A wrong secret
-/// reads as no session: the id is public, the secret proves the sender. A session being ended
-/// (still listed while its closing gives back what it held) serves nothing more, not even a repeat
-/// from its kept replies: what such a reply carried is going back.
-fn proven_session(node: &NodeShared, id: &str, secret: &Secret) -> Option<Arc<Session>> {
-    let session = node.sessions.lock().get(id).cloned();
-    session.filter(|s| access::same_secret(&s.secret, secret) && !s.ended())
 }
 
 /// Whether the request whose message starts with `head` comes from a live session of this node
 /// (its header names one, with its secret): what the direct path checks before it reads the rest
 /// of a connection's first request.
 pub(crate) fn proves_session(node: &NodeShared, head: &[u8]) -> bool {
-    decode_request_head(head).is_ok_and(|header| proven_session(node, &header.session, &header.secret).is_some())
+    decode_request_head(head).is_ok_and(|header| node.desk.proven(&header.session, &header.secret).is_some())
 }
 
-/// Runs a request of an open session; the items it reclaimed reach the client before its reply.
-async fn run(node: &Arc<NodeShared>, session: &Session, op: Op, body: Body<'_>) -> Result<Served> {
-    let served = execute(node, session, op, body).await;
-    reclaim::send(node, session).await;
-    served
-}
-
-/// Runs the session's request numbered `seq` at most once (`stampede_wire::session::Replies`): a repeat of it — the
-/// client's retry after a lost reply — gets the first reply, waiting for it if need be.
-async fn at_most_once(node: &Arc<NodeShared>, session: &Session, seq: u64, op: Op, body: Body<'_>) -> Result<Served> {
+/// Runs the session's request numbered `seq` (0: not numbered), admitted to run, and records its
+/// reply for the repeats (`desk.rs`); the items it reclaimed reach the client before its reply.
+async fn run_once(node: &Arc<NodeShared>, session: &Session, seq: u64, op: Op, body: Body<'_>) -> Result<Served> {
     /// Forgets the request as under way if it stops before its reply (the node closing).
     struct Running<'a> {
+        desk: &'a Desk,
         session: &'a Session,
         seq: u64,
     }
     impl Drop for Running<'_> {
         fn drop(&mut self) {
-            self.session.replies.lock().abandoned(self.seq);
-        }
-    }
-    loop {
-        let turn = session.replies.lock().turn(seq);
-        match turn {
-            Turn::Run => break,
-            Turn::Answered(served) => return Ok(served),
-            // Rare (the client gave up on the first before it ended: a loaded node); the first
-            // ends within its wait slice.
-            Turn::Wait => tokio::time::sleep(REPEAT_POLL).await,
-            // It may have run and taken an item nobody will see: the session ends, which gives
-            // back whatever it holds.
-            Turn::Forgotten => {
-                end_session(node, &session.id).await;
-                return Err(session::closed(&session.id));
-            }
+            self.desk.abandoned(self.session, self.seq);
         }
     }
     // Dropped after the reply is recorded, it changes nothing.
-    let _running = Running { session, seq };
-    let served = run(node, session, op, body).await.unwrap_or_else(|e| (Reply::Error(WireError::from(&e)), Vec::new()));
-    session.replies.lock().answered(seq, &served);
+    let _running = Running { desk: &node.desk, session, seq };
+    let served = execute(node, session, op, body).await;
+    reclaim::send(node, session).await;
+    let served = served.unwrap_or_else(|e| (Reply::Error(WireError::from(&e)), Vec::new()));
+    node.desk.answered(session, seq, &served);
     Ok(served)
 }
 
@@ -210,10 +185,6 @@ fn millis(d: Duration) -> u64 {
 /// secret.
 async fn open(node: &NodeShared, id: &str, user: Option<&str>, password: Option<&str>) -> Result<Served> {
     let name = &node.options.name;
-    if !fabric::is_session_id(id) {
-        let reason = format!("{id:?} is not a session id (lowercase hex, a zenoh id)");
-        return Err(Error::InvalidArgument { op: "connect", name: name.clone(), reason });
-    }
     let rights = match &node.options.access {
         // Argon2 is deliberately slow: not on a worker that answers other clients' waits.
         Some(policy) => {
@@ -232,24 +203,11 @@ async fn open(node: &NodeShared, id: &str, user: Option<&str>, password: Option<
     };
     let secret =
         access::new_secret().map_err(|reason| Error::Unreachable { op: "connect", name: name.clone(), reason })?;
-    {
-        let mut sessions = node.sessions.lock();
-        if sessions.contains_key(id) {
-            let reason = "this session is open already (a client opens its session once)".into();
-            return Err(Error::InvalidArgument { op: "connect", name: name.clone(), reason });
-        }
-        if sessions.len() >= node.options.sessions_max {
-            let reason = format!(
-                "the node serves {} sessions, its sessions_max; close a client or raise the bound",
-                sessions.len()
-            );
-            return Err(Error::InvalidArgument { op: "connect", name: name.clone(), reason });
-        }
+    node.desk.open(id, || {
         let (handles_max, payload_bytes_max) = (node.options.session_handles_max, node.options.payload_bytes_max);
         let budget = node.budgets.node.session(node.budgets.session_bytes)?;
-        let session = Session::new(id.to_owned(), handles_max, payload_bytes_max, secret, rights).with_budget(budget);
-        sessions.insert(id.to_owned(), Arc::new(session));
-    }
+        Ok(Session::new(id.to_owned(), handles_max, payload_bytes_max, secret, rights).with_budget(budget))
+    })?;
     if !token_alive(node, id).await {
         node.close_session(id);
         let reason = "the session's liveliness token is not on the fabric (the client vanished)".into();

@@ -8,17 +8,19 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use stampede_core::{Error, Item, Op, Outcome, Result};
-use stampede_engine::{Admission, Body, MeshLink};
+use stampede_engine::{Admission, Body, MeshLink, Runtime};
 use stampede_wire::{ItemHeader, Reply, WireOutcome, REMOTE_WAIT_SLICE};
 
 use super::Served;
+use crate::desk::Desk;
 use crate::node::NodeShared;
 use crate::reclaim;
 use crate::session::{Move, Session};
 
 /// Runs one operation of an open session.
-pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, mut op: Op, body: Body<'_>) -> Result<Served> {
+pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, op: Op, body: Body<'_>) -> Result<Served> {
     let name = op.name();
     let outcome = match op {
         Op::MoveTask { task, to_node, to } => {
@@ -94,18 +96,15 @@ pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, mut op: O
             WireOutcome::Done
         }
         _ => {
-            op.clamp_waits(REMOTE_WAIT_SLICE.as_micros() as u64);
             let listed = match &op {
                 Op::Names { prefix } | Op::Listing { prefix } => Some(prefix.clone()),
                 _ => None,
             };
-            let mut outcome = node.runtime.execute(&session.handles, session, op, body).await?;
+            let (mut outcome, payloads) = on_engine(&node.runtime, &node.desk, session, op, body).await?;
             if let Some(prefix) = listed {
                 outcome = with_other_nodes(node, session, &prefix, outcome).await;
             }
-            let mut payloads = Vec::new();
-            let outcome = outcome.map_items(|item| Ok::<_, Error>(header(item, &mut payloads)))?;
-            return Ok((Reply::Outcome(with_sessions(node, outcome)), payloads));
+            return Ok((Reply::Outcome(outcome), payloads));
         }
     };
     Ok((Reply::Outcome(outcome), Vec::new()))
@@ -138,20 +137,32 @@ async fn with_other_nodes<I>(node: &NodeShared, session: &Session, prefix: &str,
     }
 }
 
-/// A graph with the node's name and the client session that owns each task: who to ask when one
-/// holds ts_min. Any other outcome as it is.
-fn with_sessions(node: &NodeShared, outcome: WireOutcome) -> WireOutcome {
-    let WireOutcome::Graph(mut graph) = outcome else { return outcome };
-    graph.node = Some(node.options.name.clone());
-    let sessions: Vec<_> = node.sessions.lock().values().cloned().collect();
+/// Runs `op`, one the engine runs (any but the node's own), in `session` on `runtime`: its waits
+/// at most the node's slice, its items' payloads after the reply's header (pushed onto the
+/// payloads, uncopied), a graph with the client session that owns each task (`desk`'s) and the
+/// node's name.
+pub(crate) async fn on_engine(
+    runtime: &Runtime,
+    desk: &Desk,
+    session: &Session,
+    mut op: Op,
+    body: Body<'_>,
+) -> Result<(WireOutcome, Vec<Bytes>)> {
+    op.clamp_waits(REMOTE_WAIT_SLICE.as_micros() as u64);
+    let outcome = runtime.execute(&session.handles, session, op, body).await?;
+    let mut payloads = Vec::new();
+    let outcome = outcome.map_items(|item| Ok::<_, Error>(header(item, &mut payloads)))?;
+    let WireOutcome::Graph(mut graph) = outcome else { return Ok((outcome, payloads)) };
+    graph.node = Some(desk.node().to_owned());
+    let sessions = desk.sessions();
     for task in &mut graph.tasks {
         task.session = sessions.iter().find(|s| s.handles.owns_task(task.id)).map(|s| s.id.clone());
     }
-    WireOutcome::Graph(graph)
+    Ok((WireOutcome::Graph(graph), payloads))
 }
 
 /// `item`'s header; its payload pushed onto `payloads`.
-fn header(item: Item, payloads: &mut Vec<bytes::Bytes>) -> ItemHeader {
+fn header(item: Item, payloads: &mut Vec<Bytes>) -> ItemHeader {
     let header = ItemHeader::of(&item);
     payloads.push(item.payload.data);
     header

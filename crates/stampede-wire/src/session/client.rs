@@ -22,6 +22,7 @@
 
 use std::time::Duration;
 
+use super::Mutation;
 use crate::request::{Request, ACKS_MAX};
 
 /// How much longer than the wait it asks for a client waits for a reply before it declares the
@@ -67,6 +68,54 @@ impl Reading {
     }
 }
 
+/// What one exchange brought, as the rules need it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// A reply with an outcome.
+    Outcome,
+    /// A reply with the node's error: it holds nothing on the node.
+    Error,
+    /// No reply within the try's timeout (or none that could be read).
+    Lost,
+}
+
+/// Where the client stands when a call's exchange ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Standing {
+    /// The client was closed (by the application, maybe on another thread).
+    pub closed: bool,
+    /// The session ended early (another call's lost or late reply).
+    pub ended: bool,
+}
+
+/// What the call returns, decided by [`ClientSession::conclude`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The reply's outcome, to the caller.
+    Deliver,
+    /// The node's error, to the caller as it is.
+    NodeError,
+    /// The reply came, or went missing, too late ([`Reading::Late`]): drop it, end the session;
+    /// the call fails `Closed`.
+    Late,
+    /// The client was closed while the call was under way: it fails `Closed`, and what it may have
+    /// taken went back with the session.
+    ClientClosed,
+    /// The session ended while the call was under way: it fails `Unreachable`, and what its
+    /// reply carried went back with the session.
+    SessionEnded,
+    /// No reply: the call fails `Unreachable`; when `end_session`, the session ends so that what
+    /// the lost reply carried goes back on the node.
+    Lost { end_session: bool },
+}
+
+impl Verdict {
+    /// Whether the client ends its session over it.
+    pub fn ends_session(self) -> bool {
+        matches!(self, Verdict::Late | Verdict::Lost { end_session: true })
+    }
+}
+
 /// The numbering and acknowledgement state of one client session, and its lease.
 #[derive(Debug)]
 pub struct ClientSession {
@@ -74,12 +123,37 @@ pub struct ClientSession {
     /// Numbers of replies read and not yet acknowledged to the node.
     acks: Vec<u64>,
     lease: Duration,
+    #[cfg(feature = "mutations")]
+    mutation: Option<Mutation>,
 }
 
 impl ClientSession {
     /// A session whose node ends it after `lease` of silence.
     pub fn new(lease: Duration) -> ClientSession {
-        ClientSession { next_seq: 1, acks: Vec::new(), lease }
+        ClientSession {
+            next_seq: 1,
+            acks: Vec::new(),
+            lease,
+            #[cfg(feature = "mutations")]
+            mutation: None,
+        }
+    }
+
+    /// Switches on a session-rule fault (tests of the checker only).
+    #[cfg(feature = "mutations")]
+    pub fn mutate(&mut self, mutation: Mutation) {
+        self.mutation = Some(mutation);
+    }
+
+    /// Whether `mutation` is switched on (never, without the `mutations` feature).
+    fn mutated(&self, mutation: Mutation) -> bool {
+        #[cfg(feature = "mutations")]
+        return self.mutation == Some(mutation);
+        #[cfg(not(feature = "mutations"))]
+        {
+            let _ = mutation;
+            false
+        }
     }
 
     /// After how long without a message from this client the node ends its session.
@@ -158,6 +232,30 @@ impl ClientSession {
             (false, false) => Reading::Lost { end_session: call.holds_on_node },
         }
     }
+
+    /// What a call returns once its exchange ended with `answer`, `taken` after its first send,
+    /// the client standing as `standing` says. The rule "nothing delivered after its session
+    /// ended": the reply of a request that may hold something on the node reaches the caller
+    /// only within its reply deadline and while the client is open and its session lives; any
+    /// other reply (an error, or an outcome that holds nothing) stands whenever it comes.
+    pub fn conclude(&self, call: &Call, answer: Answer, taken: Duration, standing: Standing) -> Verdict {
+        let reading = match self.reading(call, answer != Answer::Lost, taken) {
+            Reading::Late if answer == Answer::Outcome && self.mutated(Mutation::TakeLateReplies) => Reading::Take,
+            Reading::Lost { .. } if self.mutated(Mutation::KeepSessionAfterLostHold) => {
+                Reading::Lost { end_session: false }
+            }
+            reading => reading,
+        };
+        match answer {
+            Answer::Error => Verdict::NodeError,
+            Answer::Outcome if !call.holds_on_node => Verdict::Deliver,
+            _ if reading == Reading::Late && !standing.closed => Verdict::Late,
+            _ if standing.closed => Verdict::ClientClosed,
+            Answer::Outcome if standing.ended => Verdict::SessionEnded,
+            Answer::Outcome => Verdict::Deliver,
+            Answer::Lost => Verdict::Lost { end_session: reading.ends_session() },
+        }
+    }
 }
 
 /// A request under way, as the rules see it: its number, whether it may hold something on the
@@ -225,6 +323,29 @@ mod tests {
         assert!(!tight.retries(&plain_short, true, QUERY_MARGIN, &mut 0, false), "no call outlives its deadline");
         // The retry's own reply came quickly, but `half + early` after the first send.
         assert_eq!(session.reading(&get, true, half + early), Reading::Late);
+    }
+
+    /// A reply that may hold something is delivered only in time, while the client is open and
+    /// its session lives; an error or a reply that holds nothing stands whenever it comes.
+    #[test]
+    fn a_reply_reaches_the_caller_only_in_time_and_while_its_session_lives() {
+        let mut session = ClientSession::new(LEASE);
+        let (get, plain) = get_and_plain(&mut session, Duration::ZERO);
+        let (early, late) = (Duration::from_millis(10), LEASE);
+        let open = Standing::default();
+        let closed = Standing { closed: true, ended: false };
+        let ended = Standing { closed: false, ended: true };
+        assert_eq!(session.conclude(&get, Answer::Outcome, early, open), Verdict::Deliver);
+        assert_eq!(session.conclude(&get, Answer::Outcome, late, open), Verdict::Late);
+        assert_eq!(session.conclude(&get, Answer::Outcome, early, ended), Verdict::SessionEnded);
+        assert_eq!(session.conclude(&get, Answer::Outcome, early, closed), Verdict::ClientClosed);
+        assert_eq!(session.conclude(&get, Answer::Outcome, late, closed), Verdict::ClientClosed);
+        assert_eq!(session.conclude(&get, Answer::Lost, early, open), Verdict::Lost { end_session: true });
+        assert_eq!(session.conclude(&get, Answer::Lost, late, open), Verdict::Late);
+        assert_eq!(session.conclude(&get, Answer::Error, late, ended), Verdict::NodeError);
+        assert_eq!(session.conclude(&plain, Answer::Outcome, late * 10, ended), Verdict::Deliver);
+        assert_eq!(session.conclude(&plain, Answer::Lost, early, open), Verdict::Lost { end_session: false });
+        assert!(Verdict::Late.ends_session() && !Verdict::SessionEnded.ends_session());
     }
 
     #[test]

@@ -14,7 +14,20 @@
 pub mod client;
 pub mod node;
 
-pub use client::{Call, ClientSession, Reading, LEASE_SHARE, QUERY_MARGIN, REQUEST_RETRIES};
+/// A session-rule fault that the whole-path simulation switches on to show that its checker
+/// catches it. Only the `mutations` feature can switch one on ([`ClientSession::mutate`],
+/// [`Replies::mutate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// The client takes a reply that may hold something on the node however late it came.
+    TakeLateReplies,
+    /// The client keeps its session after a lost reply of a request that may hold something.
+    KeepSessionAfterLostHold,
+    /// The node runs a repeated request again instead of answering it with the first reply.
+    RunRepeats,
+}
+
+pub use client::{Answer, Call, ClientSession, Reading, Standing, Verdict, LEASE_SHARE, QUERY_MARGIN, REQUEST_RETRIES};
 pub use node::{Replies, Turn, REPLIES_KEPT_MAX};
 
 #[cfg(test)]

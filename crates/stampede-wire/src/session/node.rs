@@ -17,6 +17,9 @@
 
 use std::collections::BTreeMap;
 
+#[cfg(feature = "mutations")]
+use super::Mutation;
+
 /// Most replies a session keeps unacknowledged. A client acknowledges each reply with its next
 /// request, so an honest one has about as many unacknowledged as it has calls under way.
 pub const REPLIES_KEPT_MAX: usize = 4096;
@@ -49,11 +52,18 @@ pub struct Replies<S> {
     kept: BTreeMap<u64, Kept<S>>,
     /// The highest number forgotten to keep within [`REPLIES_KEPT_MAX`] (0: none).
     forgotten_through: u64,
+    #[cfg(feature = "mutations")]
+    mutation: Option<Mutation>,
 }
 
 impl<S> Default for Replies<S> {
     fn default() -> Self {
-        Replies { kept: BTreeMap::new(), forgotten_through: 0 }
+        Replies {
+            kept: BTreeMap::new(),
+            forgotten_through: 0,
+            #[cfg(feature = "mutations")]
+            mutation: None,
+        }
     }
 }
 
@@ -65,10 +75,26 @@ impl<S: Clone> Replies<S> {
         }
     }
 
+    /// Switches on a session-rule fault (tests of the checker only).
+    #[cfg(feature = "mutations")]
+    pub fn mutate(&mut self, mutation: Mutation) {
+        self.mutation = Some(mutation);
+    }
+
+    /// Whether repeats run again (the `RunRepeats` mutation; never without the `mutations`
+    /// feature).
+    fn runs_repeats(&self) -> bool {
+        #[cfg(feature = "mutations")]
+        return self.mutation == Some(Mutation::RunRepeats);
+        #[cfg(not(feature = "mutations"))]
+        false
+    }
+
     /// What to do with request `seq` (≠ 0); a first coming is recorded as under way.
     pub fn turn(&mut self, seq: u64) -> Turn<S> {
         debug_assert_ne!(seq, 0, "unnumbered requests are not kept");
         match self.kept.get(&seq) {
+            Some(Kept::Answered(_)) if self.runs_repeats() => Turn::Run,
             Some(Kept::Answered(served)) => Turn::Answered(served.clone()),
             Some(Kept::Running) => Turn::Wait,
             None if seq <= self.forgotten_through => Turn::Forgotten,

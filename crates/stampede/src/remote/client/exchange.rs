@@ -8,7 +8,6 @@
 use crate::trace::{self, Kind};
 use std::borrow::Cow;
 use std::os::fd::AsFd;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::{Error, Result};
@@ -26,7 +25,7 @@ use stampede_wire::{
 };
 
 use super::{blocking, Client};
-use stampede_wire::session::{Call, Reading};
+use stampede_wire::session::{Answer, Call, Standing, Verdict};
 
 /// What one try of a request brings: its reply (with the payload that follows it), or why none
 /// came in time.
@@ -137,41 +136,46 @@ impl Client {
         self.conclude(op, &call, answer)
     }
 
-    /// A call's result from the exchange's (and how long after sending the request it ended):
-    /// the node's error unchanged, fabric trouble as `Unreachable` (ending the session when the
-    /// request may have taken items), and the reply of a request that may hold something on the
-    /// node only while the session lives and within its deadline — else the call fails `Closed`
-    /// and the session ends (so does a lost reply waited for a whole lease: the process was
-    /// stopped or starved past it, and the node may have ended the session meanwhile).
+    /// A call's result from the exchange's (and how long after sending the request it ended),
+    /// as the session protocol's [`conclude`](stampede_wire::session::ClientSession::conclude) decides: the node's error
+    /// unchanged, fabric trouble as `Unreachable` (ending the session when the request may have
+    /// taken items), and the reply of a request that may hold something on the node only while
+    /// the session lives and within its deadline — else the call fails `Closed` and the session
+    /// ends.
     fn conclude(&self, op: &'static str, call: &Call, (answer, taken): (Exchange, Duration)) -> Result<(Reply, Bytes)> {
-        let reading = {
+        let read = match &answer {
+            Ok((Reply::Error(_), _)) => Answer::Error,
+            Ok(_) => Answer::Outcome,
+            Err(_) => Answer::Lost,
+        };
+        let standing = Standing { closed: self.is_closed(), ended: self.ended.lock().is_some() };
+        let verdict = {
             let mut protocol = self.protocol.lock();
-            if answer.is_ok() {
+            if read != Answer::Lost {
                 // Read, late or not: the node may forget it.
                 protocol.read(call.seq);
             }
-            protocol.reading(call, answer.is_ok(), taken)
+            protocol.conclude(call, read, taken, standing)
         };
-        match answer {
-            Ok((Reply::Error(e), _)) => Err(e.into()),
-            Ok(answer) if !call.holds_on_node => Ok(answer),
-            _ if reading == Reading::Late && !self.is_closed() => {
+        let name = || self.node().to_owned();
+        match (verdict, answer) {
+            (Verdict::Late, _) => {
                 self.end(format!("a reply to {op} was not read within {taken:?} of its request"));
-                Err(Error::Closed { name: self.node().to_owned(), reason: REPLY_LATE })
+                Err(Error::Closed { name: name(), reason: REPLY_LATE })
             }
             // Closed or ended by another thread meanwhile: the node gave back what the reply
             // carried, or will.
-            Ok(answer) => self.check_open(op).map(|()| answer),
-            // Closed while the call was under way (another thread): as embedded, the call ends
-            // `Closed`; whatever it may have taken went back with the session.
-            Err(_) if self.closed.load(Ordering::SeqCst) => {
-                Err(Error::Closed { name: self.node().to_owned(), reason: CLIENT_CLOSED })
+            (Verdict::ClientClosed, _) => Err(Error::Closed { name: name(), reason: CLIENT_CLOSED }),
+            (Verdict::SessionEnded, _) => {
+                Err(self.check_open(op).err().unwrap_or(Error::Closed { name: name(), reason: CLIENT_CLOSED }))
             }
-            Err(reason) => {
-                if reading.ends_session() {
+            (_, Ok((Reply::Error(e), _))) => Err(e.into()),
+            (_, Ok(reply)) => Ok(reply),
+            (verdict, Err(reason)) => {
+                if verdict.ends_session() {
                     self.end(format!("a reply to {op} was lost ({reason})"));
                 }
-                Err(Error::Unreachable { op, name: self.node().to_owned(), reason })
+                Err(Error::Unreachable { op, name: name(), reason })
             }
         }
     }

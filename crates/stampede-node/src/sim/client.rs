@@ -1,0 +1,323 @@
+//! A simulated client: an application (a producer or a consumer of a queue or a channel) over one
+//! session at a time, whose requests follow the session protocol's own rules
+//! (`stampede_wire::session::ClientSession`: numbers, acknowledgements, retries, what a reply
+//! means). The world (`world.rs`) carries its messages and runs its clock.
+
+use bytes::Bytes;
+use stampede_core::{Error, ErrorKind, Handle, Op, Outcome, Retention, Selector, Timestamp, INFINITY};
+use stampede_wire::session::{Call, ClientSession};
+use stampede_wire::{ItemHeader, Request, Secret, WireOutcome};
+
+/// The channel and the queue every client uses.
+pub(super) const CHANNEL: &str = "sim/frames";
+pub(super) const QUEUE: &str = "sim/jobs";
+
+/// Producers' timestamps are `index + 1` plus multiples of this: no two producers put the same
+/// timestamp into the channel.
+const STRIDE: Timestamp = 8;
+/// How far a producer whose task was refused below ts_min moves on before it asks again.
+const JOIN_STEP: Timestamp = 16 * STRIDE;
+
+/// What a client's application does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Role {
+    QueueProducer,
+    QueueWorker,
+    ChannelProducer,
+    ChannelReader,
+}
+
+impl Role {
+    pub(super) fn produces(self) -> bool {
+        matches!(self, Role::QueueProducer | Role::ChannelProducer)
+    }
+
+    fn on_queue(self) -> bool {
+        matches!(self, Role::QueueProducer | Role::QueueWorker)
+    }
+}
+
+/// One session of a client, from its `Open` on.
+pub(super) struct Conn {
+    pub(super) id: String,
+    /// Handed out by the node's reply to `Open`.
+    pub(super) secret: Option<Secret>,
+    pub(super) protocol: ClientSession,
+    /// The client ended it (a lost or late reply) or found it gone: it withdrew its token.
+    pub(super) ended: bool,
+    task: Option<Handle>,
+    container: Option<Handle>,
+    /// Whether the container was looked for (then it is created if missing).
+    looked_up: bool,
+    connection: Option<Handle>,
+}
+
+impl Conn {
+    pub(super) fn new(id: String, protocol: ClientSession) -> Conn {
+        Conn {
+            id,
+            secret: None,
+            protocol,
+            ended: false,
+            task: None,
+            container: None,
+            looked_up: false,
+            connection: None,
+        }
+    }
+}
+
+/// What a request was for, so that its outcome lands in the right place.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Purpose {
+    Open,
+    Task,
+    Lookup,
+    Create,
+    Attach,
+    Put(Timestamp),
+    Advance,
+    Get,
+    Consume,
+}
+
+/// What an outcome means for the world.
+pub(super) enum Effect {
+    /// Nothing to check.
+    None,
+    /// A queue item (its number) or a channel item reached the application.
+    Delivered { seq: Option<u64>, ts: Timestamp, payload: Bytes },
+    /// The item taken earlier was consumed.
+    Consumed,
+    /// The session is gone on the node: connect again.
+    Reconnect,
+}
+
+/// An item the application got and consumes next.
+#[derive(Clone, Debug)]
+struct Held {
+    seq: Option<u64>,
+    ts: Timestamp,
+}
+
+pub(super) struct SimClient {
+    pub(super) index: usize,
+    pub(super) role: Role,
+    pub(super) conn: Option<Conn>,
+    /// The next timestamp a producer puts (never reused, across sessions and lives).
+    next_ts: Timestamp,
+    /// A channel producer's virtual time to set next (after a put).
+    advance_to: Option<Timestamp>,
+    held: Option<Held>,
+    /// Work calls that succeeded (puts, gets that returned an item).
+    pub(super) progress: u64,
+    /// Puts asked for so far.
+    puts: u64,
+}
+
+/// The payload of a producer's `n`th put, at `ts`: unique, and saying its timestamp, so that a
+/// reader can check it.
+fn payload_of(index: usize, n: u64, ts: Timestamp) -> Vec<u8> {
+    format!("{index}.{n}:{ts}").into_bytes()
+}
+
+impl SimClient {
+    pub(super) fn new(index: usize, role: Role) -> SimClient {
+        debug_assert!(index < STRIDE as usize);
+        SimClient {
+            index,
+            role,
+            conn: None,
+            next_ts: 1 + index as Timestamp,
+            advance_to: None,
+            held: None,
+            progress: 0,
+            puts: 0,
+        }
+    }
+
+    /// The process was killed and starts again: a producer goes on from a later timestamp (its
+    /// clock ran on; a put of its last life may have landed).
+    pub(super) fn restart(&mut self) {
+        self.connect(None);
+        self.next_ts += JOIN_STEP;
+    }
+
+    /// A new session (after a restart of the process, or the end of the last session): what
+    /// the last one held went back with it.
+    pub(super) fn connect(&mut self, conn: Option<Conn>) {
+        self.conn = conn;
+        self.held = None;
+        self.advance_to = None;
+    }
+
+    /// The session and the queue item its application holds, if it holds one.
+    pub(super) fn holds(&self) -> Option<(String, u64)> {
+        let conn = self.conn.as_ref()?;
+        Some((conn.id.clone(), self.held.as_ref()?.seq?))
+    }
+
+    /// The next request of a client whose session is open, with its payload and purpose.
+    pub(super) fn next_request(&mut self) -> (Request, Vec<u8>, Purpose) {
+        let conn = self.conn.as_ref().expect("an open session");
+        let name = if self.role.on_queue() { QUEUE } else { CHANNEL };
+        let op = |op: Op, purpose| (Request::Op(op), Vec::new(), purpose);
+        let Some(task) = conn.task else {
+            let virtual_time = if self.role.produces() { self.next_ts } else { INFINITY };
+            return op(Op::Task { virtual_time }, Purpose::Task);
+        };
+        let Some(container) = conn.container else {
+            if !conn.looked_up {
+                return op(Op::Lookup { name: name.into() }, Purpose::Lookup);
+            }
+            let create = match self.role.on_queue() {
+                true => {
+                    Op::CreateQueue { name: name.into(), capacity: None, bytes_max: None, description: String::new() }
+                }
+                false => Op::CreateChannel {
+                    name: name.into(),
+                    capacity: None,
+                    bytes_max: None,
+                    retention: Retention::History,
+                    codec: None,
+                    description: String::new(),
+                },
+            };
+            return op(create, Purpose::Create);
+        };
+        let Some(connection) = conn.connection else {
+            let attach = match self.role.produces() {
+                true => Op::AttachOutput { task, container },
+                false => Op::AttachInput { task, container, max_lag_items: None, max_lag_ts: None },
+            };
+            return op(attach, Purpose::Attach);
+        };
+        let ts = self.next_ts;
+        if self.role.produces() && self.advance_to.is_none() {
+            self.puts += 1;
+        }
+        match (self.role, self.held.as_ref(), self.advance_to) {
+            (Role::QueueProducer, ..) => (
+                Request::Op(Op::QueuePut { connection, ts, codec: "raw".into(), wait_us: 0 }),
+                payload_of(self.index, self.puts, ts),
+                Purpose::Put(ts),
+            ),
+            (Role::ChannelProducer, _, Some(virtual_time)) => {
+                op(Op::SetVirtualTime { task, virtual_time }, Purpose::Advance)
+            }
+            (Role::ChannelProducer, _, None) => (
+                Request::Op(Op::Put { connection, ts, codec: "raw".into(), refcount: None, wait_us: 0 }),
+                payload_of(self.index, self.puts, ts),
+                Purpose::Put(ts),
+            ),
+            (Role::QueueWorker, None, _) => op(Op::QueueGet { connection, wait_us: 0 }, Purpose::Get),
+            (Role::QueueWorker, Some(held), _) => {
+                op(Op::QueueConsume { connection, seq: held.seq, ts: held.ts }, Purpose::Consume)
+            }
+            (Role::ChannelReader, None, _) => {
+                op(Op::Get { connection, selector: Selector::OldestUnseen, wait_us: 0 }, Purpose::Get)
+            }
+            (Role::ChannelReader, Some(held), _) => op(Op::ConsumeUntil { connection, ts: held.ts }, Purpose::Consume),
+        }
+    }
+
+    /// The application takes the outcome of a request made for `purpose`. `Err` with the reason
+    /// when the outcome is one the semantics never give it.
+    pub(super) fn take(
+        &mut self,
+        purpose: Purpose,
+        outcome: Result<(WireOutcome, Bytes), Error>,
+    ) -> Result<Effect, String> {
+        let conn = self.conn.as_mut().expect("an open session");
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(e) => return self.refused(purpose, e),
+        };
+        match (purpose, outcome) {
+            (Purpose::Task, (Outcome::Handle(h), _)) => conn.task = Some(h),
+            (Purpose::Lookup | Purpose::Create, (Outcome::Container(info), _)) => conn.container = Some(info.id),
+            (Purpose::Attach, (Outcome::Handle(h), _)) => conn.connection = Some(h),
+            (Purpose::Put(ts), (Outcome::Done, _)) => {
+                self.progress += 1;
+                self.next_ts = ts + STRIDE;
+                if self.role == Role::ChannelProducer {
+                    self.advance_to = Some(ts + STRIDE);
+                }
+            }
+            (Purpose::Advance, (Outcome::Done, _)) => self.advance_to = None,
+            (Purpose::Get, (Outcome::QueueItem { seq, item }, payload)) => {
+                return Ok(self.got(Some(seq), &item, payload))
+            }
+            (Purpose::Get, (Outcome::Item(item), payload)) => return Ok(self.got(None, &item, payload)),
+            (Purpose::Consume, (Outcome::Done, _)) => {
+                self.held.take().expect("an item to consume");
+                return Ok(Effect::Consumed);
+            }
+            (purpose, (outcome, _)) => return Err(format!("{purpose:?} answered {outcome:?}")),
+        }
+        Ok(Effect::None)
+    }
+
+    fn got(&mut self, seq: Option<u64>, item: &ItemHeader, payload: Bytes) -> Effect {
+        self.progress += 1;
+        self.held = Some(Held { seq, ts: item.ts });
+        Effect::Delivered { seq, ts: item.ts, payload }
+    }
+
+    /// The node's error for a request made for `purpose`: what the application does about it.
+    fn refused(&mut self, purpose: Purpose, e: Error) -> Result<Effect, String> {
+        let conn = self.conn.as_mut().expect("an open session");
+        match (purpose, e.kind()) {
+            // The session is gone on the node (it ended it, or the node restarted).
+            (_, ErrorKind::Closed | ErrorKind::Unreachable) => return Ok(Effect::Reconnect),
+            (Purpose::Lookup, ErrorKind::NotFound) => conn.looked_up = true,
+            (Purpose::Create, ErrorKind::AlreadyExists) => conn.looked_up = false,
+            // Nothing yet: ask again later.
+            (Purpose::Get, ErrorKind::NotAvailable) => {}
+            // Nothing open at its timestamp on this connection: an earlier consume whose reply
+            // was lost took it (the session lives, so it was not given back).
+            (Purpose::Consume, ErrorKind::NotAvailable) => {
+                self.held.take().expect("an item to consume");
+                return Ok(Effect::Consumed);
+            }
+            // The item went back and another worker took or consumed it, or the channel's
+            // ts_min passed it (a reader's get that held it ended with its session).
+            (Purpose::Consume, ErrorKind::NotFound | ErrorKind::AlreadyConsumed | ErrorKind::Reclaimed) => {
+                self.held = None;
+            }
+            // A producer's task below the node's ts_min (its earlier session's items were
+            // consumed past it): it joins further on.
+            (Purpose::Task, ErrorKind::BelowVisibility) => self.next_ts += JOIN_STEP,
+            _ => return Err(format!("{purpose:?} refused: {e}")),
+        }
+        Ok(Effect::None)
+    }
+
+    /// The call made for `purpose` failed without an answer the application can use (a lost
+    /// reply): a producer moves on to its next timestamp.
+    pub(super) fn lost(&mut self, purpose: Purpose) {
+        if let Purpose::Put(ts) = purpose {
+            self.next_ts = self.next_ts.max(ts + STRIDE);
+        }
+    }
+}
+
+/// A call under way, as the client's loop keeps it.
+pub(super) struct Pending {
+    pub(super) call: Call,
+    pub(super) request: Request,
+    pub(super) payload: Vec<u8>,
+    pub(super) purpose: Purpose,
+    pub(super) first_sent: u64,
+    pub(super) tries: u32,
+    /// Which try is under way: a reply to an earlier one is dropped (its query is gone).
+    pub(super) try_id: u64,
+    pub(super) try_ends: u64,
+    /// The reply to the try under way, once it came, and the node incarnation that served it.
+    pub(super) reply: Option<(Vec<u8>, u32)>,
+    /// The try under way ended without a reply before its deadline (the fabric said so: its
+    /// link broke).
+    pub(super) failed: bool,
+    /// Whether the process was stopped while the call was under way.
+    pub(super) stopped: bool,
+}

@@ -1,0 +1,84 @@
+//! The fault schedule: while faults run, every [`FAULT_EVERY_US`] a client may be stopped (as by
+//! SIGSTOP) for up to 1.5 leases — past its lease, so the node ends its session while its call
+//! is under way — killed and restarted, or cut off from the node, and the node may be killed and
+//! restarted (a new incarnation: an empty engine, no sessions). Messages are lost beside
+//! (`world.rs`). Every fault ends by itself.
+
+use super::world::{Event, World};
+use super::{LEASE_US, NODE_DOWN_US_MAX};
+
+/// Between two looks of the fault schedule.
+pub(super) const FAULT_EVERY_US: u64 = 100_000;
+
+impl World {
+    pub(super) fn fault(&mut self, event: Event) -> Result<(), String> {
+        match event {
+            Event::Fault => {
+                if self.lossy {
+                    self.strike();
+                    self.at(self.now + FAULT_EVERY_US, Event::Fault);
+                }
+                Ok(())
+            }
+            Event::Resume { client } => {
+                self.procs[client].stopped = false;
+                self.unsilence_client(client);
+                self.step(client)
+            }
+            Event::Restart { client } => {
+                self.procs[client].killed = false;
+                self.step(client)
+            }
+            Event::Heal { client } => {
+                self.procs[client].cut = false;
+                self.unsilence_client(client);
+                self.step(client)
+            }
+            Event::NodeUp => {
+                self.incarnations += 1;
+                self.node = Some(super::node::SimNode::new(self.incarnations));
+                Ok(())
+            }
+            other => unreachable!("not a fault: {other:?}"),
+        }
+    }
+
+    /// One look of the schedule: at most one fault starts.
+    fn strike(&mut self) {
+        let client = self.rng.below(self.clients.len() as u64) as usize;
+        let up = !self.procs[client].killed && !self.procs[client].stopped;
+        let lasting = |world: &mut World| world.now + 50_000 + world.rng.below(LEASE_US * 3 / 2);
+        match self.rng.below(100) {
+            0..=7 if up => {
+                self.counts.stops += 1;
+                self.procs[client].stopped = true;
+                if let Some(pending) = self.procs[client].pending.as_mut() {
+                    pending.stopped = true;
+                }
+                self.silence_client(client);
+                let until = lasting(self);
+                self.at(until, Event::Resume { client });
+            }
+            8..=11 if !self.procs[client].killed => {
+                self.counts.kills += 1;
+                self.kill_client(client);
+                let until = self.now + self.rng.below(1_000_000);
+                self.at(until, Event::Restart { client });
+            }
+            12..=17 if !self.procs[client].cut => {
+                self.counts.cuts += 1;
+                self.procs[client].cut = true;
+                self.silence_client(client);
+                let until = lasting(self);
+                self.at(until, Event::Heal { client });
+            }
+            18 if self.node.is_some() => {
+                self.counts.node_kills += 1;
+                self.node = None;
+                let until = self.now + 100_000 + self.rng.below(NODE_DOWN_US_MAX);
+                self.at(until, Event::NodeUp);
+            }
+            _ => {}
+        }
+    }
+}
