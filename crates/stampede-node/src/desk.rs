@@ -1,7 +1,8 @@
 //! The node's front desk: its clients' sessions, and the session protocol's rules applied to each
 //! request before it runs — which live session it belongs to (its secret proves the sender),
-//! the replies the client acknowledged forgotten, a numbered request run at most once
-//! (`stampede_wire::session::Replies`), and the bound on sessions.
+//! the replies the client acknowledged forgotten, a numbered request run at most once and a late
+//! copy of one the client concluded never run (`stampede_wire::session::Replies`), and the bound
+//! on sessions.
 //!
 //! Sans-IO: no fabric, no clock, no waiting. The node's request handler (`serve.rs`) does the
 //! I/O around it, and the whole-path simulation (`sim/`, tests) drives the same desk through
@@ -66,12 +67,14 @@ impl Desk {
     }
 
     /// Admits an operation of session `id` numbered `seq` (0: not numbered), whose header
-    /// carries `secret` and acknowledges the replies `acks` (forgotten first): `Closed` unless it
-    /// comes from a live session of this node.
-    pub(crate) fn admit(&self, id: &str, secret: &Secret, seq: u64, acks: &[u64]) -> Result<Admitted> {
+    /// carries `secret`, the client's `floor` and acknowledges the replies `acks` (both taken in
+    /// first): `Closed` unless it comes from a live session of this node; `InvalidArgument`, not
+    /// run, for a late copy of a request the client concluded.
+    pub(crate) fn admit(&self, id: &str, secret: &Secret, seq: u64, floor: u64, acks: &[u64]) -> Result<Admitted> {
         let session = self.proven(id, secret).ok_or_else(|| session::closed(id))?;
         let turn = {
             let mut replies = session.replies.lock();
+            replies.advance(floor);
             replies.acknowledge(acks);
             match seq {
                 0 => Turn::Run,
@@ -83,6 +86,13 @@ impl Desk {
             Turn::Answered(served) => Admitted::Answered(served),
             Turn::Wait => Admitted::Wait,
             Turn::Forgotten => Admitted::Forgotten,
+            Turn::Stale => {
+                let reason = format!(
+                    "request #{seq} of this session was answered and its call ended: a late copy of it is not run \
+                     again (docs/NODES.md, \"Requests at most once\")"
+                );
+                return Err(Error::InvalidArgument { op: "request", name: self.node.clone(), reason });
+            }
         })
     }
 

@@ -107,7 +107,7 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
             Ok(done())
         }
         Request::Op(op) => loop {
-            match node.desk.admit(&header.session, &header.secret, header.seq, &header.acks)? {
+            match node.desk.admit(&header.session, &header.secret, header.seq, header.floor, &header.acks)? {
                 Admitted::Run(session) => return run_once(node, &session, header.seq, op, body).await,
                 Admitted::Answered(served) => return Ok(served),
                 // Rare (the client gave up on the first before it ended: a loaded node); the first

@@ -388,8 +388,8 @@ proptest! {
 
     /// Every request decodes to what was encoded, with its payload (if it carries one) intact.
     #[test]
-    fn requests_round_trip(session in "[0-9a-f]{0,32}", secret in any::<[u8; 16]>(), seq in any::<u64>(), acks in proptest::collection::vec(any::<u64>(), 0..ACKS_MAX), request in request(), payload in proptest::collection::vec(any::<u8>(), 0..32)) {
-        let header = RequestHeader { seq, acks, ..RequestHeader::new(session, secret, request) };
+    fn requests_round_trip(session in "[0-9a-f]{0,32}", secret in any::<[u8; 16]>(), seq in any::<u64>(), floor in any::<u64>(), acks in proptest::collection::vec(any::<u64>(), 0..ACKS_MAX), request in request(), payload in proptest::collection::vec(any::<u8>(), 0..32)) {
+        let header = RequestHeader { seq, acks, floor, ..RequestHeader::new(session, secret, request) };
         let payload = if header.request.carries_payload() { payload } else { Vec::new() };
         let message = with_payload(encode(&header), &payload);
         let (decoded, rest) = decode_request(&message).expect("a well-formed request decodes");

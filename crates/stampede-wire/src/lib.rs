@@ -71,5 +71,6 @@ pub use values::size;
 /// budgets' use; 18: a channel's put log (`stampede hz`); 19: the mesh's pause rounds (doors opened
 /// and given back: `Pause`, `Paused`, `Opened` between nodes, which a node's hello checks by this
 /// version); 20: mesh time (`Op::MeshTime`, `Outcome::MeshTime`); a listing names each name's node
-/// (`Listed`).
-pub const VERSION: u8 = 20;
+/// (`Listed`); 21: a request header carries the client's floor (`RequestHeader::floor`), below
+/// which the node runs no copy of a request it keeps no reply for.
+pub const VERSION: u8 = 21;

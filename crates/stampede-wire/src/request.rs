@@ -38,6 +38,10 @@ pub struct RequestHeader {
     /// Numbers of this session's requests whose replies the client has read since it last said
     /// so (at most [`ACKS_MAX`]): the node forgets those replies.
     pub acks: Vec<u64>,
+    /// The lowest number of this session's requests still under way at the client (its next
+    /// number when none is): a copy of a request numbered below it that the node does not keep
+    /// a reply for — its reply was read, or its call gave up — is never run. 0: says nothing.
+    pub floor: u64,
     /// The request.
     pub request: Request,
 }
@@ -49,7 +53,7 @@ pub const ACKS_MAX: usize = 64;
 impl RequestHeader {
     /// A header of `session` proving `secret`, not numbered and acknowledging nothing.
     pub fn new(session: impl Into<String>, secret: Secret, request: Request) -> RequestHeader {
-        RequestHeader { session: session.into(), secret, seq: 0, acks: Vec::new(), request }
+        RequestHeader { session: session.into(), secret, seq: 0, acks: Vec::new(), floor: 0, request }
     }
 }
 

@@ -69,6 +69,7 @@ pub(super) struct Counts {
     pub(super) retries: u64,
     pub(super) requests_lost: u64,
     pub(super) replies_lost: u64,
+    pub(super) stalled: u64,
     pub(super) expired: u64,
     pub(super) sessions_ended: u64,
     pub(super) late: u64,
@@ -97,6 +98,7 @@ impl Counts {
             retries,
             requests_lost,
             replies_lost,
+            stalled,
             expired,
             sessions_ended,
             late,
@@ -113,6 +115,7 @@ impl Counts {
         self.retries += retries;
         self.requests_lost += requests_lost;
         self.replies_lost += replies_lost;
+        self.stalled += stalled;
         self.expired += expired;
         self.sessions_ended += sessions_ended;
         self.late += late;
@@ -255,7 +258,9 @@ const REPLAYED_SEEDS: u64 = 20;
 #[test]
 fn mutations_are_caught() {
     use stampede_wire::session::Mutation;
-    for mutation in [Mutation::TakeLateReplies, Mutation::KeepSessionAfterLostHold, Mutation::RunRepeats] {
+    let mutations =
+        [Mutation::TakeLateReplies, Mutation::KeepSessionAfterLostHold, Mutation::RunRepeats, Mutation::RunLateCopies];
+    for mutation in mutations {
         let caught = (1..=MUTATION_SEEDS).find_map(|seed| {
             let result = catch_unwind(AssertUnwindSafe(|| run(seed, false, |world| world.mutation = Some(mutation))));
             match result {

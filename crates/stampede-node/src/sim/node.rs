@@ -85,22 +85,24 @@ impl SimNode {
                 }
                 Ok((Reply::Outcome(stampede_core::Outcome::Done), Vec::new()))
             }
-            Request::Op(op) => match self.desk.admit(&header.session, &header.secret, header.seq, &header.acks)? {
-                Admitted::Run(session) => {
-                    *ran_in = Some(session.id.clone());
-                    let served = self.run(&session, op, Body::Inline(payload));
-                    let served = served.unwrap_or_else(|e| (Reply::Error(WireError::from(&e)), Vec::new()));
-                    self.desk.answered(&session, header.seq, &served);
-                    Ok(served)
+            Request::Op(op) => {
+                match self.desk.admit(&header.session, &header.secret, header.seq, header.floor, &header.acks)? {
+                    Admitted::Run(session) => {
+                        *ran_in = Some(session.id.clone());
+                        let served = self.run(&session, op, Body::Inline(payload));
+                        let served = served.unwrap_or_else(|e| (Reply::Error(WireError::from(&e)), Vec::new()));
+                        self.desk.answered(&session, header.seq, &served);
+                        Ok(served)
+                    }
+                    Admitted::Answered(served) => Ok(served),
+                    // Every op is ready at its first poll: a repeat never finds its first under way.
+                    Admitted::Wait => Err(refuse("a repeat found its first run under way".into())),
+                    Admitted::Forgotten => {
+                        self.desk.close(&header.session);
+                        Err(crate::session::closed(&header.session))
+                    }
                 }
-                Admitted::Answered(served) => Ok(served),
-                // Every op is ready at its first poll: a repeat never finds its first under way.
-                Admitted::Wait => Err(refuse("a repeat found its first run under way".into())),
-                Admitted::Forgotten => {
-                    self.desk.close(&header.session);
-                    Err(crate::session::closed(&header.session))
-                }
-            },
+            }
         }
     }
 

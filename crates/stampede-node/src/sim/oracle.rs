@@ -42,6 +42,8 @@ pub(super) struct Oracle {
     /// The payload of each queue item a get took on the node and the session it took it for, by
     /// incarnation and item number.
     taken: BTreeMap<(u32, u64), (Bytes, String)>,
+    /// The queue item each payload was stored as, by incarnation.
+    item_of: BTreeMap<(u32, Bytes), u64>,
     pub(super) delivered: u64,
     /// Replies of a node incarnation that died before they were read.
     pub(super) from_dead_nodes: u64,
@@ -89,10 +91,15 @@ impl Oracle {
 
     /// Node `incarnation` served `op` with `reply` (whether or not its client reads it): what a
     /// queue get took, and what a queue consume consumed.
-    pub(super) fn served(&mut self, incarnation: u32, session: &str, op: &Op, reply: &[u8]) {
-        let Ok((Reply::Outcome(outcome), payload)) = reply_of(reply) else { return };
+    /// `Err` if a get took a second item of one put (its payload is unique).
+    pub(super) fn served(&mut self, incarnation: u32, session: &str, op: &Op, reply: &[u8]) -> Result<(), String> {
+        let Ok((Reply::Outcome(outcome), payload)) = reply_of(reply) else { return Ok(()) };
         match (op, outcome) {
             (Op::QueueGet { .. }, Outcome::QueueItem { seq, .. }) => {
+                let first = *self.item_of.entry((incarnation, payload.clone())).or_insert(seq);
+                if first != seq {
+                    return Err(format!("one put of {payload:?} was stored twice: queue items #{first} and #{seq}"));
+                }
                 self.taken.insert((incarnation, seq), (payload, session.to_owned()));
             }
             (Op::QueueConsume { seq: Some(seq), .. }, Outcome::Done) => {
@@ -102,6 +109,7 @@ impl Oracle {
             }
             _ => {}
         }
+        Ok(())
     }
 
     /// The node `incarnation` acknowledged the queue put of `payload`.

@@ -83,6 +83,9 @@ pub(super) struct Proc {
     pub(super) phase: u64,
 }
 
+/// How much later than its retry a stalled request's first copy arrives, at most.
+const STALL_US: u64 = 500_000;
+
 pub(super) struct World {
     pub(super) rng: Rng,
     pub(super) now: u64,
@@ -247,7 +250,7 @@ impl World {
         if let Ok((stampede_wire::RequestHeader { request: Request::Op(op), session, .. }, _)) =
             stampede_wire::decode_request(message)
         {
-            self.oracle.served(incarnation, &session, &op, &served.reply);
+            self.oracle.served(incarnation, &session, &op, &served.reply)?;
         }
         if let Some(session) = served.ran_in {
             debug_assert!(self.tokens.get(&session).is_none_or(|t| t.client == client));
@@ -368,6 +371,7 @@ impl World {
         let header = RequestHeader {
             seq: pending.call.seq,
             acks: conn.protocol.acks(),
+            floor: conn.protocol.floor(),
             ..RequestHeader::new(conn.id.clone(), conn.secret.unwrap_or_default(), pending.request.clone())
         };
         let mut message = encode(&header);
@@ -379,7 +383,15 @@ impl World {
             self.maybe_no_reply(client, life, try_id);
             return;
         }
-        let due = self.now + self.delay();
+        let mut due = self.now + self.delay();
+        if self.lossy && self.rng.below(1000) < 10 {
+            // The request's connection stalls and the fabric gives up on it (on the direct path
+            // a retry takes another connection): the client is told, retries, and the first copy
+            // still arrives, late.
+            self.counts.stalled += 1;
+            self.at(self.now + 1_000, Event::NoReply { client, life, try_id });
+            due += STALL_US;
+        }
         self.at(due, Event::ToNode { client, life, try_id, message });
     }
 

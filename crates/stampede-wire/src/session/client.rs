@@ -20,6 +20,7 @@
 //!   so that what the reply carried goes back on the node. Other replies are taken whenever they
 //!   come within the deadline: their effect on the node happened either way.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::Mutation;
@@ -122,6 +123,9 @@ pub struct ClientSession {
     next_seq: u64,
     /// Numbers of replies read and not yet acknowledged to the node.
     acks: Vec<u64>,
+    /// Numbers of the calls under way (from [`call`](Self::call) to
+    /// [`conclude`](Self::conclude)): the lowest is the floor each header carries.
+    under_way: BTreeSet<u64>,
     lease: Duration,
     #[cfg(feature = "mutations")]
     mutation: Option<Mutation>,
@@ -133,6 +137,7 @@ impl ClientSession {
         ClientSession {
             next_seq: 1,
             acks: Vec::new(),
+            under_way: BTreeSet::new(),
             lease,
             #[cfg(feature = "mutations")]
             mutation: None,
@@ -169,6 +174,7 @@ impl ClientSession {
             _ => {
                 let seq = self.next_seq;
                 self.next_seq += 1;
+                self.under_way.insert(seq);
                 seq
             }
         };
@@ -180,6 +186,13 @@ impl ClientSession {
         if seq != 0 {
             self.acks.push(seq);
         }
+    }
+
+    /// The floor the next header carries (`RequestHeader::floor`): the lowest number still under
+    /// way, or the next number when none is. Every number below it was concluded: a late copy of
+    /// one runs nowhere.
+    pub fn floor(&self) -> u64 {
+        self.under_way.first().copied().unwrap_or(self.next_seq)
     }
 
     /// The acknowledgements the next header carries: the newest [`ACKS_MAX`] not said yet (the
@@ -238,7 +251,10 @@ impl ClientSession {
     /// ended": the reply of a request that may hold something on the node reaches the caller
     /// only within its reply deadline and while the client is open and its session lives; any
     /// other reply (an error, or an outcome that holds nothing) stands whenever it comes.
-    pub fn conclude(&self, call: &Call, answer: Answer, taken: Duration, standing: Standing) -> Verdict {
+    ///
+    /// The call is no longer under way: the floor moves past it.
+    pub fn conclude(&mut self, call: &Call, answer: Answer, taken: Duration, standing: Standing) -> Verdict {
+        self.under_way.remove(&call.seq);
         let reading = match self.reading(call, answer != Answer::Lost, taken) {
             Reading::Late if answer == Answer::Outcome && self.mutated(Mutation::TakeLateReplies) => Reading::Take,
             Reading::Lost { .. } if self.mutated(Mutation::KeepSessionAfterLostHold) => {
@@ -346,6 +362,20 @@ mod tests {
         assert_eq!(session.conclude(&plain, Answer::Outcome, late * 10, ended), Verdict::Deliver);
         assert_eq!(session.conclude(&plain, Answer::Lost, early, open), Verdict::Lost { end_session: false });
         assert!(Verdict::Late.ends_session() && !Verdict::SessionEnded.ends_session());
+    }
+
+    /// The floor is the lowest call under way, whatever order calls end in; with none, the next
+    /// number.
+    #[test]
+    fn the_floor_is_the_lowest_call_under_way() {
+        let mut session = ClientSession::new(LEASE);
+        assert_eq!(session.floor(), 1);
+        let (get, plain) = get_and_plain(&mut session, Duration::ZERO);
+        assert_eq!(session.floor(), get.seq);
+        session.conclude(&plain, Answer::Outcome, Duration::ZERO, Standing::default());
+        assert_eq!(session.floor(), get.seq, "the get is still under way");
+        session.conclude(&get, Answer::Lost, Duration::ZERO, Standing::default());
+        assert_eq!(session.floor(), plain.seq + 1, "none under way: the next number");
     }
 
     #[test]

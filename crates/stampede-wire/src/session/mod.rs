@@ -25,6 +25,8 @@ pub enum Mutation {
     KeepSessionAfterLostHold,
     /// The node runs a repeated request again instead of answering it with the first reply.
     RunRepeats,
+    /// The node runs a late copy of a request the client concluded.
+    RunLateCopies,
 }
 
 pub use client::{Answer, Call, ClientSession, Reading, Standing, Verdict, LEASE_SHARE, QUERY_MARGIN, REQUEST_RETRIES};

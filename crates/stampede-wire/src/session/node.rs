@@ -5,8 +5,14 @@
 //!
 //! Guarantees, for one session:
 //! - a numbered request (`seq` ≠ 0) runs at most once: a repeat that comes while the first runs
-//!   waits for it, one that comes after gets the same reply;
+//!   waits for it, one that comes after gets the same reply, and one that comes after the client
+//!   read that reply ([`Turn::Stale`]: acknowledged, or below the client's floor) is not run;
 //! - a reply is kept until the client acknowledges it (`RequestHeader::acks`) or the session ends;
+//!   then its number is kept (at most [`REPLIES_KEPT_MAX`]) until the client's floor
+//!   (`RequestHeader::floor`, its lowest number still under way) passes it, and a reply the
+//!   client never read is dropped once the floor passes it. A request numbered below the floor
+//!   was concluded by the client: a late copy of it (on the direct path a retry takes another
+//!   connection and may overtake it) is refused;
 //! - at most [`REPLIES_KEPT_MAX`] replies are kept: past that the lowest-numbered is forgotten,
 //!   and a request numbered at or below a forgotten one that is not kept is refused, never run
 //!   (it may have run already): the node then ends the session, which gives back whatever the
@@ -15,9 +21,8 @@
 //! Pure bookkeeping: no I/O, no clock, no waiting (the caller waits). `S` is what the node keeps
 //! of a reply: its header and the payloads that follow it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-#[cfg(feature = "mutations")]
 use super::Mutation;
 
 /// Most replies a session keeps unacknowledged. A client acknowledges each reply with its next
@@ -42,6 +47,8 @@ pub enum Turn<S> {
     Wait,
     /// A repeat of one answered: this is its reply.
     Answered(S),
+    /// A late copy of one the client concluded (it read the reply, or gave up): not run.
+    Stale,
     /// At or below a forgotten number and not kept: it may have run; refuse it.
     Forgotten,
 }
@@ -50,6 +57,11 @@ pub enum Turn<S> {
 #[derive(Debug)]
 pub struct Replies<S> {
     kept: BTreeMap<u64, Kept<S>>,
+    /// Numbers at or above `floor` whose replies the client acknowledged (at most
+    /// [`REPLIES_KEPT_MAX`]).
+    acknowledged: BTreeSet<u64>,
+    /// The highest floor a header carried: every number below it was concluded by the client.
+    floor: u64,
     /// The highest number forgotten to keep within [`REPLIES_KEPT_MAX`] (0: none).
     forgotten_through: u64,
     #[cfg(feature = "mutations")]
@@ -60,6 +72,8 @@ impl<S> Default for Replies<S> {
     fn default() -> Self {
         Replies {
             kept: BTreeMap::new(),
+            acknowledged: BTreeSet::new(),
+            floor: 0,
             forgotten_through: 0,
             #[cfg(feature = "mutations")]
             mutation: None,
@@ -68,10 +82,29 @@ impl<S> Default for Replies<S> {
 }
 
 impl<S: Clone> Replies<S> {
-    /// Forgets the replies the client says it read.
+    /// Forgets the replies the client says it read, keeping their numbers while the floor is
+    /// below them.
     pub fn acknowledge(&mut self, acks: &[u64]) {
-        for seq in acks {
-            self.kept.remove(seq);
+        for &seq in acks {
+            self.kept.remove(&seq);
+            if seq >= self.floor {
+                self.acknowledged.insert(seq);
+            }
+        }
+        while self.acknowledged.len() > REPLIES_KEPT_MAX {
+            let Some(oldest) = self.acknowledged.pop_first() else { break };
+            self.forgotten_through = self.forgotten_through.max(oldest);
+        }
+        debug_assert!(self.acknowledged.len() <= REPLIES_KEPT_MAX);
+    }
+
+    /// The client's floor, from a request's header: the numbers below it need no keeping, nor
+    /// their replies (the client concluded those calls: it retries none of them).
+    pub fn advance(&mut self, floor: u64) {
+        if floor > self.floor {
+            self.floor = floor;
+            self.acknowledged = self.acknowledged.split_off(&floor);
+            self.kept = self.kept.split_off(&floor);
         }
     }
 
@@ -81,23 +114,30 @@ impl<S: Clone> Replies<S> {
         self.mutation = Some(mutation);
     }
 
-    /// Whether repeats run again (the `RunRepeats` mutation; never without the `mutations`
-    /// feature).
-    fn runs_repeats(&self) -> bool {
+    /// Whether `mutation` is switched on (never, without the `mutations` feature).
+    fn mutated(&self, mutation: Mutation) -> bool {
         #[cfg(feature = "mutations")]
-        return self.mutation == Some(Mutation::RunRepeats);
+        return self.mutation == Some(mutation);
         #[cfg(not(feature = "mutations"))]
-        false
+        {
+            let _ = mutation;
+            false
+        }
     }
 
     /// What to do with request `seq` (≠ 0); a first coming is recorded as under way.
     pub fn turn(&mut self, seq: u64) -> Turn<S> {
         debug_assert_ne!(seq, 0, "unnumbered requests are not kept");
         match self.kept.get(&seq) {
-            Some(Kept::Answered(_)) if self.runs_repeats() => Turn::Run,
+            Some(Kept::Answered(_)) if self.mutated(Mutation::RunRepeats) => Turn::Run,
             Some(Kept::Answered(served)) => Turn::Answered(served.clone()),
             Some(Kept::Running) => Turn::Wait,
             None if seq <= self.forgotten_through => Turn::Forgotten,
+            None if (seq < self.floor || self.acknowledged.contains(&seq))
+                && !self.mutated(Mutation::RunLateCopies) =>
+            {
+                Turn::Stale
+            }
             None => {
                 self.kept.insert(seq, Kept::Running);
                 while self.kept.len() > REPLIES_KEPT_MAX {
@@ -153,6 +193,29 @@ mod tests {
         assert_eq!(again, served(70));
         replies.acknowledge(&[7]);
         assert_eq!(replies.len(), 0, "an acknowledged reply is forgotten");
+    }
+
+    /// A late copy of a request whose reply the client read (acknowledged, or below its floor)
+    /// is not run; the floor frees the numbers below it.
+    #[test]
+    fn a_late_copy_of_a_concluded_request_is_not_run() {
+        let mut replies: Replies<(u64, Vec<u8>)> = Replies::default();
+        for seq in 1..=3 {
+            assert!(matches!(replies.turn(seq), Turn::Run));
+            replies.answered(seq, &served(seq));
+        }
+        replies.acknowledge(&[2]);
+        assert!(matches!(replies.turn(2), Turn::Stale), "acknowledged: a late copy is refused");
+        assert!(matches!(replies.turn(1), Turn::Answered(_)), "kept: answered");
+        replies.advance(4);
+        replies.acknowledge(&[1, 3]);
+        assert!(replies.acknowledged.is_empty() && replies.is_empty(), "below the floor nothing is kept");
+        for seq in 1..=3 {
+            assert!(matches!(replies.turn(seq), Turn::Stale), "#{seq} is below the floor");
+        }
+        assert!(matches!(replies.turn(4), Turn::Run));
+        replies.advance(2);
+        assert!(matches!(replies.turn(3), Turn::Stale), "the floor never goes back");
     }
 
     #[test]

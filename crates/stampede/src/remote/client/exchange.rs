@@ -33,11 +33,14 @@ type Exchange = std::result::Result<(Reply, Bytes), String>;
 
 impl Client {
     /// The header of request `seq` (0: not numbered) of this session, acknowledging the replies
-    /// read since the last header said so.
+    /// read since the last header said so, with the session's floor (its lowest call under way).
     pub(super) fn header(&self, seq: u64, request: Request) -> RequestHeader {
         let secret = self.secret.get().copied().unwrap_or_default();
-        let acks = self.protocol.lock().acks();
-        RequestHeader { seq, acks, ..RequestHeader::new(self.session.clone(), secret, request) }
+        let (acks, floor) = {
+            let mut protocol = self.protocol.lock();
+            (protocol.acks(), protocol.floor())
+        };
+        RequestHeader { seq, acks, floor, ..RequestHeader::new(self.session.clone(), secret, request) }
     }
 
     /// A new request, numbered (`stampede_wire::session`'s rule).
