@@ -539,9 +539,25 @@ class Harness:
         node = self.nodes[n]
         node.start()
         if not node.ready.wait(NODE_START_S):
-            self.fail(f"node {n} did not say it listens within {NODE_START_S} s")
+            stacks = self.dump_stacks(node)
+            self.fail(f"node {n} did not say it listens within {NODE_START_S} s (its stacks: {stacks})")
         self.node_started_ms[n] = now_ms(self.t0)
         self.down.discard(n)
+
+    def dump_stacks(self, proc: Proc) -> str:
+        """Every thread's stack of a process that is stuck (gdb, where installed), into a file of
+        the run's directory: what a node that does not start is waiting for. The file's path, or
+        why there is none."""
+        if not proc.alive() or proc.proc is None:
+            return "the process had exited"
+        out = self.tmp / f"{proc.name}-stuck-{proc.starts}.txt"
+        command = ["gdb", "-batch", "-p", str(proc.proc.pid), "-ex", "thread apply all bt"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"none: gdb failed ({e})"
+        out.write_text(done.stdout + done.stderr)
+        return str(out)
 
     def sample_rss(self) -> None:
         """Each node process's resident memory (MiB), every RSS_EVERY_S once it has run WARMUP_S:
