@@ -335,9 +335,12 @@ impl Runtime {
     /// host of the mesh do. Embedded, the runtime's own (its making, or its node's mesh's once
     /// the node serves); remotely, the node's mesh's, estimated from exchanges with the node
     /// (off by at most half their least round trip). `Unreachable` while the node's clock is not
-    /// synced with its mesh (try again).
+    /// synced with its mesh (try again); `Closed` once the runtime is closed.
     pub fn epoch(&self) -> Result<crate::Epoch> {
         match &self.0 {
+            Backend::Local(rt) if rt.is_closed() => {
+                Err(Error::Closed { name: "runtime".into(), reason: "the runtime was closed" })
+            }
             Backend::Local(rt) => rt.clock().epoch().ok_or_else(|| Error::Unreachable {
                 op: "epoch",
                 name: "runtime".into(),

@@ -83,3 +83,14 @@ fn a_pacer_from_an_epoch_counts_from_it() {
     assert!(matches!(waiting.sync(1), Pace::Early(_)));
     assert!(Instant::now() >= now + Duration::from_millis(210), "frame 1 is due 10 ms after the epoch");
 }
+
+/// A runtime's epoch is its own while it is open, and `Closed` once it is closed (like every
+/// other call on it).
+#[test]
+fn a_closed_runtime_has_no_epoch() {
+    let rt = stampede::Runtime::new();
+    let epoch = rt.epoch().expect("an open runtime's epoch");
+    assert!(epoch.at <= Instant::now(), "embedded, the epoch is the runtime's making");
+    rt.close();
+    assert!(matches!(rt.epoch(), Err(stampede::Error::Closed { .. })));
+}
