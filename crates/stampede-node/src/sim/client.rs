@@ -157,8 +157,9 @@ impl SimClient {
         Some((conn.id.clone(), self.held.as_ref()?.seq?))
     }
 
-    /// The next request of a client whose session is open, with its payload and purpose.
-    pub(super) fn next_request(&mut self) -> (Request, Vec<u8>, Purpose) {
+    /// The next request of a client whose session is open, with its payload and purpose; a get
+    /// asks the node to wait `wait_us` for an item.
+    pub(super) fn next_request(&mut self, wait_us: u64) -> (Request, Vec<u8>, Purpose) {
         let conn = self.conn.as_ref().expect("an open session");
         let name = if self.role.on_queue() { QUEUE } else { CHANNEL };
         let op = |op: Op, purpose| (Request::Op(op), Vec::new(), purpose);
@@ -210,12 +211,12 @@ impl SimClient {
                 payload_of(self.index, self.puts, ts),
                 Purpose::Put(ts),
             ),
-            (Role::QueueWorker, None, _) => op(Op::QueueGet { connection, wait_us: 0 }, Purpose::Get),
+            (Role::QueueWorker, None, _) => op(Op::QueueGet { connection, wait_us }, Purpose::Get),
             (Role::QueueWorker, Some(held), _) => {
                 op(Op::QueueConsume { connection, seq: held.seq, ts: held.ts }, Purpose::Consume)
             }
             (Role::ChannelReader, None, _) => {
-                op(Op::Get { connection, selector: Selector::OldestUnseen, wait_us: 0 }, Purpose::Get)
+                op(Op::Get { connection, selector: Selector::OldestUnseen, wait_us }, Purpose::Get)
             }
             (Role::ChannelReader, Some(held), _) => op(Op::ConsumeUntil { connection, ts: held.ts }, Purpose::Consume),
         }

@@ -36,7 +36,7 @@ impl World {
             }
             Event::NodeUp => {
                 self.incarnations += 1;
-                self.node = Some(super::node::SimNode::new(self.incarnations));
+                self.node = Some(super::node::SimNode::new(self.incarnations, self.now));
                 Ok(())
             }
             other => unreachable!("not a fault: {other:?}"),

@@ -22,9 +22,13 @@
 //! STAMPEDE_PATH_SEEDS=100000 STAMPEDE_PATH_SEEDS_FROM=1 cargo test --release -p stampede-node --lib sim::
 //! ```
 //!
+//! Gets ask the node to wait up to half a second for an item: they wait on the node's tokio
+//! runtime, whose paused clock follows the virtual one (`node.rs`), and a retry that comes while
+//! its first run still waits waits for it.
+//!
 //! What it does not cover yet: a mesh of nodes (the linked-runtimes simulation,
-//! `crates/stampede/tests/mesh_link_sim.rs`, steps those), waits on the node (every op here
-//! waits 0; the client asks again), the direct path and shared-memory segments.
+//! `crates/stampede/tests/mesh_link_sim.rs`, steps those; the node's mesh glue is not sans-IO), the
+//! direct path's and zenoh's own code (the links here are the model), shared-memory segments.
 
 mod client;
 mod faults;
@@ -70,6 +74,8 @@ pub(super) struct Counts {
     pub(super) requests_lost: u64,
     pub(super) replies_lost: u64,
     pub(super) stalled: u64,
+    pub(super) waited: u64,
+    pub(super) repeats_waited: u64,
     pub(super) expired: u64,
     pub(super) sessions_ended: u64,
     pub(super) late: u64,
@@ -99,6 +105,8 @@ impl Counts {
             requests_lost,
             replies_lost,
             stalled,
+            waited,
+            repeats_waited,
             expired,
             sessions_ended,
             late,
@@ -116,6 +124,8 @@ impl Counts {
         self.requests_lost += requests_lost;
         self.replies_lost += replies_lost;
         self.stalled += stalled;
+        self.waited += waited;
+        self.repeats_waited += repeats_waited;
         self.expired += expired;
         self.sessions_ended += sessions_ended;
         self.late += late;

@@ -1,10 +1,17 @@
 //! The simulated node: one incarnation of a node's engine and desk, serving request messages
 //! with the node's own code — the wire codec, the desk's rules (which session, at most once) and
 //! the engine's operations (`serve::execute::on_engine`) — and nothing of its fabric.
+//!
+//! An operation that waits (a get asked to wait for an item) stays pending on the node's tokio
+//! runtime, whose clock is paused and moved to the world's virtual time at every
+//! [`poll`](SimNode::poll): the engine's waits time out, and wake on a put, as on a real node. A
+//! repeat of a request still running waits for it (`Admitted::Wait`), looked at again each poll.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
+use std::time::Duration;
 
 use bytes::Bytes;
 use stampede_core::{Error, Op, Result};
@@ -21,106 +28,227 @@ const SESSIONS_MAX: usize = 16;
 const SESSION_HANDLES_MAX: usize = 16;
 const PAYLOAD_BYTES_MAX: usize = 1 << 16;
 
+/// Whom a reply goes to: the world's address of the try that sent the request, opaque here.
+pub(super) type To = (usize, u32, u64);
+
+/// A request served: its reply, and what the world's oracle and tokens learn from it.
+pub(super) struct Handled {
+    pub(super) to: To,
+    pub(super) reply: Vec<u8>,
+    /// The session `Open` listed.
+    pub(super) opened: Option<String>,
+    /// The operation that ran, and the session it ran in.
+    pub(super) ran: Option<(String, Op)>,
+}
+
+/// What serving a request did.
+pub(super) enum Serving {
+    /// Answered now.
+    Now(Box<Handled>),
+    /// Its operation waits.
+    Waits,
+    /// A repeat of a request still running waits for it.
+    RepeatWaits,
+}
+
+/// An operation under way on the node.
+type Running = Pin<Box<dyn Future<Output = Result<Served>>>>;
+
+/// A request the node has not answered yet.
+struct Waiting {
+    to: To,
+    state: State,
+}
+
+enum State {
+    /// Its operation runs (waits) in `session`.
+    Running { session: Arc<Session>, seq: u64, op: Op, future: Running },
+    /// A repeat of a request still running: admitted again at each poll.
+    Repeat { message: Vec<u8>, secret: Secret },
+}
+
 /// One incarnation of the node.
 pub(super) struct SimNode {
     pub(super) incarnation: u32,
     pub(super) runtime: Runtime,
-    pub(super) desk: Desk,
-    /// Drives the engine's futures: every op the simulation sends waits 0, so each is ready at
-    /// its first poll (a timer is never armed); the context is there for the engine's calls
-    /// that look for one.
+    pub(super) desk: Arc<Desk>,
+    /// Drives the engine's futures on a paused clock, moved to the world's time.
     tokio: tokio::runtime::Runtime,
-}
-
-/// What serving one request message did, beside its reply.
-pub(super) struct Served1 {
-    pub(super) reply: Vec<u8>,
-    /// The session a request of an open session ran in, if it ran.
-    pub(super) ran_in: Option<String>,
-    /// The session `Open` listed.
-    pub(super) opened: Option<String>,
+    /// The world's time (µs) the tokio clock was moved to last, and the time now.
+    clock_us: u64,
+    now_us: u64,
+    waiting: Vec<Waiting>,
 }
 
 impl SimNode {
-    pub(super) fn new(incarnation: u32) -> SimNode {
-        let tokio = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a tokio runtime");
-        SimNode { incarnation, runtime: Runtime::new(), desk: Desk::new("sim", SESSIONS_MAX), tokio }
+    pub(super) fn new(incarnation: u32, now_us: u64) -> SimNode {
+        let tokio = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a tokio runtime");
+        let desk = Arc::new(Desk::new("sim", SESSIONS_MAX));
+        SimNode { incarnation, runtime: Runtime::new(), desk, tokio, clock_us: now_us, now_us, waiting: Vec::new() }
     }
 
-    /// Serves one request message; `secret` is what an `Open` hands out.
-    pub(super) fn serve(&self, message: &[u8], secret: Secret) -> Served1 {
-        let mut ran_in = None;
-        let mut opened = None;
-        let served = self.respond(message, secret, &mut ran_in, &mut opened);
-        let (reply, payloads) = served.unwrap_or_else(|e| (Reply::Error(WireError::from(&e)), Vec::new()));
-        let mut bytes = encode(&reply);
-        for payload in payloads {
-            bytes.extend_from_slice(&payload);
+    /// Whether requests wait on the node (then the world polls it as its time goes by).
+    pub(super) fn busy(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    /// Serves one request message for `to`; `secret` is what an `Open` hands out. While its
+    /// operation waits (or a repeat waits for the first run), [`poll`](Self::poll) answers it
+    /// later.
+    pub(super) fn serve(&mut self, message: &[u8], secret: Secret, to: To, now_us: u64) -> Serving {
+        let mut handled = Handled { to, reply: Vec::new(), opened: None, ran: None };
+        self.now_us = now_us;
+        match self.respond(message, secret, &mut handled) {
+            Ok(Some(state)) => {
+                let serving = match state {
+                    State::Running { .. } => Serving::Waits,
+                    State::Repeat { .. } => Serving::RepeatWaits,
+                };
+                self.waiting.push(Waiting { to, state });
+                serving
+            }
+            Ok(None) => Serving::Now(Box::new(handled)),
+            Err(e) => {
+                let reply = reply_bytes((Reply::Error(WireError::from(&e)), Vec::new()));
+                Serving::Now(Box::new(Handled { reply, ..handled }))
+            }
         }
-        Served1 { reply: bytes, ran_in, opened }
     }
 
-    fn respond(
-        &self,
-        message: &[u8],
-        secret: Secret,
-        ran_in: &mut Option<String>,
-        opened: &mut Option<String>,
-    ) -> Result<Served> {
+    /// The tokio clock's step to the world's time, taken now.
+    fn step(&mut self) -> Duration {
+        debug_assert!(self.now_us >= self.clock_us, "the node's clock never goes back");
+        let step = Duration::from_micros(self.now_us - self.clock_us);
+        self.clock_us = self.now_us;
+        step
+    }
+
+    /// Moves the node's clock to `now_us` and looks at every request under way: those answered.
+    pub(super) fn poll(&mut self, now_us: u64) -> Vec<Handled> {
+        if self.waiting.is_empty() {
+            return Vec::new();
+        }
+        self.now_us = now_us;
+        let step = self.step();
+        let waiting = std::mem::take(&mut self.waiting);
+        let mut handled = Vec::new();
+        let mut still = Vec::new();
+        self.tokio.block_on(async {
+            tokio::time::advance(step).await;
+            for mut waiting in waiting {
+                let done = match &mut waiting.state {
+                    State::Running { future, .. } => {
+                        std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await.map(Some)
+                    }
+                    State::Repeat { .. } => Poll::Ready(None),
+                };
+                match (done, waiting.state) {
+                    (Poll::Pending, state) => still.push(Waiting { to: waiting.to, state }),
+                    (Poll::Ready(result), State::Running { session, seq, op, .. }) => {
+                        let served = self.answered(&session, seq, result.expect("a running operation's result"));
+                        let ran = Some((session.id.clone(), op));
+                        handled.push(Handled { to: waiting.to, reply: reply_bytes(served), opened: None, ran });
+                    }
+                    (Poll::Ready(_), State::Repeat { message, secret }) => {
+                        still.push(Waiting { to: waiting.to, state: State::Repeat { message, secret } })
+                    }
+                }
+            }
+        });
+        // The repeats, once the operations they wait for may have ended.
+        for waiting in still {
+            match waiting.state {
+                State::Repeat { message, secret } => {
+                    if let Serving::Now(answered) = self.serve(&message, secret, waiting.to, now_us) {
+                        handled.push(*answered);
+                    }
+                }
+                state => self.waiting.push(Waiting { to: waiting.to, state }),
+            }
+        }
+        handled
+    }
+
+    /// Serves `message`: `Ok(None)` when answered into `handled`, `Ok(Some(state))` while it
+    /// waits.
+    fn respond(&mut self, message: &[u8], secret: Secret, handled: &mut Handled) -> Result<Option<State>> {
         let refuse = |reason: String| Error::InvalidArgument { op: "request", name: "sim".into(), reason };
         let (header, payload) = decode_request(message).map_err(|e| refuse(e.to_string()))?;
-        match header.request {
-            Request::Hello => Err(refuse("the simulation sends no hello".into())),
+        let served = match header.request {
+            Request::Hello => return Err(refuse("the simulation sends no hello".into())),
             Request::Open { .. } => {
                 let id = header.session.clone();
                 self.desk
                     .open(&id, || Ok(Session::new(id.clone(), SESSION_HANDLES_MAX, PAYLOAD_BYTES_MAX, secret, None)))?;
-                *opened = Some(id);
-                Ok((Reply::Opened(secret), Vec::new()))
+                handled.opened = Some(id);
+                (Reply::Opened(secret), Vec::new())
             }
             Request::Close => {
                 let session = self.desk.get(&header.session);
                 if session.is_some_and(|s| crate::access::same_secret(&s.secret, &header.secret)) {
                     self.desk.close(&header.session);
                 }
-                Ok((Reply::Outcome(stampede_core::Outcome::Done), Vec::new()))
+                (Reply::Outcome(stampede_core::Outcome::Done), Vec::new())
             }
             Request::Op(op) => {
                 match self.desk.admit(&header.session, &header.secret, header.seq, header.floor, &header.acks)? {
                     Admitted::Run(session) => {
-                        *ran_in = Some(session.id.clone());
-                        let served = self.run(&session, op, Body::Inline(payload));
-                        let served = served.unwrap_or_else(|e| (Reply::Error(WireError::from(&e)), Vec::new()));
-                        self.desk.answered(&session, header.seq, &served);
-                        Ok(served)
+                        let (runtime, desk, running, body) =
+                            (self.runtime.clone(), self.desk.clone(), session.clone(), payload.to_vec());
+                        let ran = op.clone();
+                        let mut future: Running = Box::pin(async move {
+                            let (outcome, payloads) =
+                                on_engine(&runtime, &desk, &running, op, Body::Inline(&body)).await?;
+                            Ok((Reply::Outcome(outcome), payloads))
+                        });
+                        let first =
+                            self.tokio.block_on(std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))));
+                        let Poll::Ready(result) = first else {
+                            return Ok(Some(State::Running { session, seq: header.seq, op: ran, future }));
+                        };
+                        handled.ran = Some((session.id.clone(), ran));
+                        self.answered(&session, header.seq, result)
                     }
-                    Admitted::Answered(served) => Ok(served),
-                    // Every op is ready at its first poll: a repeat never finds its first under way.
-                    Admitted::Wait => Err(refuse("a repeat found its first run under way".into())),
+                    Admitted::Answered(served) => served,
+                    Admitted::Wait => return Ok(Some(State::Repeat { message: message.to_vec(), secret })),
                     Admitted::Forgotten => {
                         self.desk.close(&header.session);
-                        Err(crate::session::closed(&header.session))
+                        return Err(crate::session::closed(&header.session));
                     }
                 }
             }
-        }
+        };
+        handled.reply = reply_bytes(served);
+        Ok(None)
     }
 
-    /// Runs `op` on the engine as the node does, to its end at the first poll.
-    fn run(&self, session: &Arc<Session>, op: Op, body: Body<'_>) -> Result<Served> {
-        let _context = self.tokio.enter();
-        let future = std::pin::pin!(on_engine(&self.runtime, &self.desk, session, op, body));
-        match future.poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(outcome) => outcome.map(|(outcome, payloads)| (Reply::Outcome(outcome), payloads)),
-            Poll::Pending => panic!("an operation that waits 0 did not end at its first poll"),
-        }
+    /// The reply of request `seq` of `session`, kept for its repeats.
+    fn answered(&self, session: &Session, seq: u64, result: Result<Served>) -> Served {
+        let served = result.unwrap_or_else(|e| (Reply::Error(WireError::from(&e)), Vec::new()));
+        self.desk.answered(session, seq, &served);
+        served
     }
 }
 
 impl Drop for SimNode {
     fn drop(&mut self) {
+        // The node dies: what waits on it goes with it.
+        self.waiting.clear();
         self.desk.close_all();
     }
+}
+
+/// A reply message: its header, the payloads after it.
+fn reply_bytes((reply, payloads): Served) -> Vec<u8> {
+    let mut bytes = encode(&reply);
+    for payload in payloads {
+        bytes.extend_from_slice(&payload);
+    }
+    bytes
 }
 
 /// The payloads of a reply message, after its header (as the client reads them).

@@ -8,12 +8,12 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::time::Duration;
 
 use bytes::Bytes;
-use stampede_core::Error;
+use stampede_core::{Error, Op};
 use stampede_wire::session::{Answer, ClientSession, Standing, Verdict};
 use stampede_wire::{encode, Reply, Request, RequestHeader};
 
 use super::client::{Conn, Effect, Pending, Purpose, Role, SimClient};
-use super::node::{reply_of, SimNode};
+use super::node::{reply_of, Handled, Serving, SimNode};
 use super::oracle::{Delivery, Oracle};
 use super::tokens::Token;
 use super::{Counts, Rng, LEASE_US};
@@ -68,6 +68,8 @@ pub(super) enum Event {
         client: usize,
     },
     NodeUp,
+    /// The node looks at the requests waiting on it.
+    NodeTick,
 }
 
 /// A client process: its life (a kill starts the next), its faults, its call under way.
@@ -83,6 +85,12 @@ pub(super) struct Proc {
     pub(super) phase: u64,
 }
 
+/// Longest a get asks the node to wait (within the lease's share a reply of a get is taken in).
+const GET_WAIT_US_MAX: u64 = 500_000;
+
+/// Between two looks of the node at the requests waiting on it.
+const NODE_TICK_US: u64 = 10_000;
+
 /// How much later than its retry a stalled request's first copy arrives, at most.
 const STALL_US: u64 = 500_000;
 
@@ -93,6 +101,8 @@ pub(super) struct World {
     events: BinaryHeap<Reverse<(u64, u64)>>,
     payloads: HashMap<u64, Event>,
     pub(super) node: Option<SimNode>,
+    /// Whether a [`Event::NodeTick`] is due.
+    ticking: bool,
     pub(super) incarnations: u32,
     pub(super) clients: Vec<SimClient>,
     pub(super) procs: Vec<Proc>,
@@ -134,7 +144,8 @@ impl World {
             order: 0,
             events: BinaryHeap::new(),
             payloads: HashMap::new(),
-            node: Some(SimNode::new(1)),
+            node: Some(SimNode::new(1, 0)),
+            ticking: false,
             incarnations: 1,
             clients,
             procs,
@@ -221,10 +232,17 @@ impl World {
                 self.token_gone(&session);
                 Ok(())
             }
+            Event::NodeTick => {
+                self.ticking = false;
+                Ok(())
+            }
             Event::Fault | Event::Resume { .. } | Event::Restart { .. } | Event::Heal { .. } | Event::NodeUp => {
                 self.fault(event)
             }
-        }
+        }?;
+        // Whatever the event did (a put, a session closed, time passing) may answer a request
+        // waiting on the node.
+        self.poll_node()
     }
 
     /// A request reaches the node: served by its code, the reply sent back.
@@ -233,27 +251,43 @@ impl World {
             return Ok(());
         }
         let secret = self.rng.next().to_le_bytes().repeat(2).try_into().expect("16 bytes");
+        let Some(node) = self.node.as_mut() else { return Ok(()) };
+        self.counts.served += 1;
+        match node.serve(message, secret, (client, life, try_id), self.now) {
+            Serving::Now(handled) => return self.answer(*handled),
+            Serving::Waits => {
+                self.counts.waited += 1;
+                if self.lossy && self.rng.below(10) == 0 {
+                    // The link breaks under the waiting query: its client is told and retries,
+                    // while the first run goes on waiting on the node.
+                    let due = self.now + self.delay();
+                    self.at(due, Event::NoReply { client, life, try_id });
+                }
+            }
+            Serving::RepeatWaits => self.counts.repeats_waited += 1,
+        }
+        Ok(())
+    }
+
+    /// The node answered a request: what the oracle and the tokens learn, and its reply sent
+    /// back (unless its client waits for none, or the reply is lost).
+    fn answer(&mut self, handled: Handled) -> Result<(), String> {
         let Some(node) = self.node.as_ref() else { return Ok(()) };
-        let served = node.serve(message, secret);
         let incarnation = node.incarnation;
-        if let Some(opened) = served.opened {
+        let (client, life, try_id) = handled.to;
+        if let Some(opened) = &handled.opened {
             #[cfg(feature = "mutations")]
-            if let (Some(mutation), Some(session)) = (self.mutation, node.desk.get(&opened)) {
+            if let (Some(mutation), Some(session)) = (self.mutation, node.desk.get(opened)) {
                 session.replies.lock().mutate(mutation);
             }
             // The node's open waits for the session's token; one already gone ends it.
-            if !self.tokens.contains_key(&opened) {
-                node.desk.close(&opened);
+            if !self.tokens.contains_key(opened) {
+                node.desk.close(opened);
             }
         }
-        self.counts.served += 1;
-        if let Ok((stampede_wire::RequestHeader { request: Request::Op(op), session, .. }, _)) =
-            stampede_wire::decode_request(message)
-        {
-            self.oracle.served(incarnation, &session, &op, &served.reply)?;
-        }
-        if let Some(session) = served.ran_in {
-            debug_assert!(self.tokens.get(&session).is_none_or(|t| t.client == client));
+        if let Some((session, op)) = &handled.ran {
+            debug_assert!(self.tokens.get(session).is_none_or(|t| t.client == client));
+            self.oracle.served(incarnation, session, op, &handled.reply)?;
         }
         if try_id == 0 {
             return Ok(());
@@ -264,7 +298,23 @@ impl World {
             return Ok(());
         }
         let due = self.now + self.delay();
-        self.at(due, Event::ToClient { client, life, try_id, node: incarnation, message: served.reply });
+        self.at(due, Event::ToClient { client, life, try_id, node: incarnation, message: handled.reply });
+        Ok(())
+    }
+
+    /// The node's clock moves to now: the requests that waited on it and are answered now. While
+    /// some still wait, it looks again every [`NODE_TICK_US`].
+    pub(super) fn poll_node(&mut self) -> Result<(), String> {
+        let now = self.now;
+        let Some(node) = self.node.as_mut() else { return Ok(()) };
+        for handled in node.poll(now) {
+            self.answer(handled)?;
+        }
+        let busy = self.node.as_ref().is_some_and(SimNode::busy);
+        if busy && !self.ticking {
+            self.ticking = true;
+            self.at(now + NODE_TICK_US, Event::NodeTick);
+        }
         Ok(())
     }
 
@@ -336,10 +386,20 @@ impl World {
                 self.clients[client].connect(Some(Conn::new(id, protocol)));
                 (Request::Open { user: None, password: None }, Vec::new(), Purpose::Open)
             }
-            Some(_) => self.clients[client].next_request(),
+            Some(_) => {
+                let wait_us = match self.rng.below(2) {
+                    0 => 0,
+                    _ => self.rng.below(GET_WAIT_US_MAX),
+                };
+                self.clients[client].next_request(wait_us)
+            }
+        };
+        let wait = match &request {
+            Request::Op(Op::Get { wait_us, .. } | Op::QueueGet { wait_us, .. }) => Duration::from_micros(*wait_us),
+            _ => Duration::ZERO,
         };
         let conn = self.clients[client].conn.as_mut().expect("a session");
-        let call = conn.protocol.call(&request, Duration::ZERO);
+        let call = conn.protocol.call(&request, wait);
         let first_sent = self.now;
         let pending = Pending {
             call,
