@@ -269,8 +269,13 @@ impl SimClient {
     fn refused(&mut self, purpose: Purpose, e: Error) -> Result<Effect, String> {
         let conn = self.conn.as_mut().expect("an open session");
         match (purpose, e.kind()) {
-            // The session is gone on the node (it ended it, or the node restarted).
-            (_, ErrorKind::Closed | ErrorKind::Unreachable) => return Ok(Effect::Reconnect),
+            // The session is gone on the node (it ended it, or the node restarted); a put whose
+            // first try may have landed before (its reply lost, the retry refused) is not put
+            // again under the same timestamp.
+            (_, ErrorKind::Closed | ErrorKind::Unreachable) => {
+                self.lost(purpose);
+                return Ok(Effect::Reconnect);
+            }
             (Purpose::Lookup, ErrorKind::NotFound) => conn.looked_up = true,
             (Purpose::Create, ErrorKind::AlreadyExists) => conn.looked_up = false,
             // Nothing yet: ask again later.

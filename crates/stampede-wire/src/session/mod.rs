@@ -15,8 +15,8 @@ pub mod client;
 pub mod node;
 
 /// A session-rule fault that the whole-path simulation switches on to show that its checker
-/// catches it. Only the `mutations` feature can switch one on ([`ClientSession::mutate`],
-/// [`Replies::mutate`]).
+/// catches it. Only the `mutations` feature can switch one on (`ClientSession::mutate`,
+/// `Replies::mutate`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mutation {
     /// The client takes a reply that may hold something on the node however late it came.
