@@ -45,6 +45,8 @@ pub(super) struct Conn {
     pub(super) protocol: ClientSession,
     /// The client ended it (a lost or late reply) or found it gone: it withdrew its token.
     pub(super) ended: bool,
+    /// The application closed the client (from another thread) while a call was under way.
+    pub(super) closed: bool,
     task: Option<Handle>,
     container: Option<Handle>,
     /// Whether the container was looked for (then it is created if missing).
@@ -59,6 +61,7 @@ impl Conn {
             secret: None,
             protocol,
             ended: false,
+            closed: false,
             task: None,
             container: None,
             looked_up: false,

@@ -1,7 +1,8 @@
 //! The fault schedule: while faults run, every [`FAULT_EVERY_US`] a client may be stopped (as by
 //! SIGSTOP) for up to 1.5 leases — past its lease, so the node ends its session while its call
-//! is under way — killed and restarted, or cut off from the node, and the node may be killed and
-//! restarted (a new incarnation: an empty engine, no sessions). Messages are lost beside
+//! is under way — killed and restarted, cut off from the node, or closed by its application while
+//! a call is under way, and the node may be killed and restarted (a new incarnation: an empty
+//! engine, no sessions). Messages are lost beside
 //! (`world.rs`). Every fault ends by itself.
 
 use super::world::{Event, World};
@@ -15,8 +16,8 @@ impl World {
         match event {
             Event::Fault => {
                 if self.lossy {
-                    self.strike();
                     self.at(self.now + FAULT_EVERY_US, Event::Fault);
+                    self.strike()?;
                 }
                 Ok(())
             }
@@ -44,7 +45,7 @@ impl World {
     }
 
     /// One look of the schedule: at most one fault starts.
-    fn strike(&mut self) {
+    fn strike(&mut self) -> Result<(), String> {
         let client = self.rng.below(self.clients.len() as u64) as usize;
         let up = !self.procs[client].killed && !self.procs[client].stopped;
         let lasting = |world: &mut World| world.now + 50_000 + world.rng.below(LEASE_US * 3 / 2);
@@ -72,7 +73,11 @@ impl World {
                 let until = lasting(self);
                 self.at(until, Event::Heal { client });
             }
-            18 if self.node.is_some() => {
+            18..=19 if up && self.clients[client].conn.is_some() => {
+                self.counts.closes += 1;
+                return self.close_client(client);
+            }
+            20 if self.node.is_some() => {
                 self.counts.node_kills += 1;
                 self.node = None;
                 let until = self.now + 100_000 + self.rng.below(NODE_DOWN_US_MAX);
@@ -80,5 +85,6 @@ impl World {
             }
             _ => {}
         }
+        Ok(())
     }
 }

@@ -82,6 +82,7 @@ pub(super) struct Counts {
     pub(super) lost_ending: u64,
     pub(super) stops: u64,
     pub(super) kills: u64,
+    pub(super) closes: u64,
     pub(super) cuts: u64,
     pub(super) node_kills: u64,
     pub(super) delivered: u64,
@@ -113,6 +114,7 @@ impl Counts {
             lost_ending,
             stops,
             kills,
+            closes,
             cuts,
             node_kills,
             delivered,
@@ -132,6 +134,7 @@ impl Counts {
         self.lost_ending += lost_ending;
         self.stops += stops;
         self.kills += kills;
+        self.closes += closes;
         self.cuts += cuts;
         self.node_kills += node_kills;
         self.delivered += delivered;

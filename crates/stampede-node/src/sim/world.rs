@@ -344,7 +344,7 @@ impl World {
             let taken = Duration::from_micros(now - pending.first_sent);
             let conn = self.clients[client].conn.as_ref().expect("a call has its session");
             let (call, mut tries) = (pending.call, pending.tries);
-            let retry = conn.protocol.retries(&call, true, taken, &mut tries, false);
+            let retry = conn.protocol.retries(&call, true, taken, &mut tries, conn.closed);
             pending.tries = tries;
             return match retry {
                 true => {
@@ -476,7 +476,7 @@ impl World {
             return Err(format!("a call of client {client} took {taken:?}, past its deadline {bound:?}"));
         }
         let verdict =
-            conn.protocol.conclude(&pending.call, answer, taken, Standing { closed: false, ended: conn.ended });
+            conn.protocol.conclude(&pending.call, answer, taken, Standing { closed: conn.closed, ended: conn.ended });
         let (session, secret, opened) = (conn.id.clone(), conn.secret.unwrap_or_default(), conn.secret.is_some());
         if let (Verdict::Deliver, Some((Reply::Opened(secret), _))) = (verdict, &decoded) {
             conn.secret = Some(*secret);
@@ -522,6 +522,19 @@ impl World {
             Effect::Consumed => {}
             Effect::Reconnect => self.end_session(client),
         }
+        Ok(())
+    }
+
+    /// The application closes its client from another thread: a call under way ends at once
+    /// (`Closed`, whatever its reply would have carried goes back with the session), then the
+    /// client says so to the node and withdraws its token; its next call opens a new session.
+    pub(super) fn close_client(&mut self, client: usize) -> Result<(), String> {
+        let Some(conn) = self.clients[client].conn.as_mut() else { return Ok(()) };
+        conn.closed = true;
+        if self.procs[client].pending.is_some() {
+            self.conclude(client, None)?;
+        }
+        self.end_session(client);
         Ok(())
     }
 
