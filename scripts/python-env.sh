@@ -8,8 +8,10 @@
 # its debug assertions on). `stampede.BUILD_PROFILE` says which one is installed.
 python_env() {
     local profile="${STAMPEDE_PY_PROFILE:-release}"
-    if [ ! -x .venv/bin/python ]; then
-        python3 -m venv .venv
+    # A venv whose making was interrupted (Ctrl-C during its first run) has python but no pip:
+    # it is made again.
+    if [ ! -x .venv/bin/pip ]; then
+        python3 -m venv --clear .venv
         .venv/bin/pip install --quiet --upgrade pip
     fi
     .venv/bin/pip install --quiet "maturin>=1.9.4" numpy "$@"
