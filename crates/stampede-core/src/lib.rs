@@ -28,6 +28,8 @@
 //! - [`pacer`] — the arithmetic of real-time pacing (docs/SEMANTICS.md, "Pacing").
 //! - [`graph`] — a snapshot of a runtime's tasks, connections and containers, for tools.
 //! - [`id_map`] — [`IdMap`]: hash maps keyed by ids, hashed by one multiplication.
+//! - [`mutation`] — the fault switch of the simulations' mutation tests (on only with the
+//!   `mutations` feature).
 //! - [`watch`] — what a watcher of the name service sees.
 //!
 //! Each state machine is single-threaded and deterministic; the `stampede` crate wraps them in
@@ -45,6 +47,7 @@ pub mod id_map;
 pub mod item;
 pub mod mesh;
 pub mod mesh_time;
+pub mod mutation;
 pub mod name;
 pub mod op;
 pub mod pacer;

@@ -55,6 +55,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use crate::id_map::IdMap;
 use crate::mesh::door::{Opening, Pause};
 use crate::mesh::view::View;
+use crate::mutation::Switch;
 use crate::time::Timestamp;
 pub use view::CLAIM_COUNT_MAX;
 pub use wire::{Batch, Change, Message, MoveId, MoveRef, Peer, Seq, Site, Snapshot, Transmit};
@@ -268,8 +269,7 @@ pub struct Mesh {
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     expelled: bool,
-    #[cfg(feature = "mutations")]
-    mutation: Option<Mutation>,
+    mutation: Switch<Mutation>,
 }
 
 impl Mesh {
@@ -297,26 +297,19 @@ impl Mesh {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             expelled: false,
-            #[cfg(feature = "mutations")]
-            mutation: None,
+            mutation: Switch::default(),
         }
     }
 
     /// Switches on a protocol fault (tests of the checker only).
     #[cfg(feature = "mutations")]
     pub fn mutate(&mut self, mutation: Mutation) {
-        self.mutation = Some(mutation);
+        self.mutation.set(mutation);
     }
 
     /// Whether `mutation` is switched on (never, without the `mutations` feature).
     fn mutated(&self, mutation: Mutation) -> bool {
-        #[cfg(feature = "mutations")]
-        return self.mutation == Some(mutation);
-        #[cfg(not(feature = "mutations"))]
-        {
-            let _ = mutation;
-            false
-        }
+        self.mutation.is(mutation)
     }
 
     pub fn me(&self) -> Peer {

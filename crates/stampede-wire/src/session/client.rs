@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use super::Mutation;
 use crate::request::{Request, ACKS_MAX};
+use stampede_core::mutation::Switch;
 
 /// How much longer than the wait it asks for a client waits for a reply before it declares the
 /// node unreachable: room for the fabric's latency, the transfer of the payloads, and a loaded
@@ -127,38 +128,19 @@ pub struct ClientSession {
     /// [`conclude`](Self::conclude)): the lowest is the floor each header carries.
     under_way: BTreeSet<u64>,
     lease: Duration,
-    #[cfg(feature = "mutations")]
-    mutation: Option<Mutation>,
+    mutation: Switch<Mutation>,
 }
 
 impl ClientSession {
     /// A session whose node ends it after `lease` of silence.
     pub fn new(lease: Duration) -> ClientSession {
-        ClientSession {
-            next_seq: 1,
-            acks: Vec::new(),
-            under_way: BTreeSet::new(),
-            lease,
-            #[cfg(feature = "mutations")]
-            mutation: None,
-        }
+        ClientSession { next_seq: 1, acks: Vec::new(), under_way: BTreeSet::new(), lease, mutation: Switch::default() }
     }
 
     /// Switches on a session-rule fault (tests of the checker only).
     #[cfg(feature = "mutations")]
     pub fn mutate(&mut self, mutation: Mutation) {
-        self.mutation = Some(mutation);
-    }
-
-    /// Whether `mutation` is switched on (never, without the `mutations` feature).
-    fn mutated(&self, mutation: Mutation) -> bool {
-        #[cfg(feature = "mutations")]
-        return self.mutation == Some(mutation);
-        #[cfg(not(feature = "mutations"))]
-        {
-            let _ = mutation;
-            false
-        }
+        self.mutation.set(mutation);
     }
 
     /// After how long without a message from this client the node ends its session.
@@ -256,8 +238,8 @@ impl ClientSession {
     pub fn conclude(&mut self, call: &Call, answer: Answer, taken: Duration, standing: Standing) -> Verdict {
         self.under_way.remove(&call.seq);
         let reading = match self.reading(call, answer != Answer::Lost, taken) {
-            Reading::Late if answer == Answer::Outcome && self.mutated(Mutation::TakeLateReplies) => Reading::Take,
-            Reading::Lost { .. } if self.mutated(Mutation::KeepSessionAfterLostHold) => {
+            Reading::Late if answer == Answer::Outcome && self.mutation.is(Mutation::TakeLateReplies) => Reading::Take,
+            Reading::Lost { .. } if self.mutation.is(Mutation::KeepSessionAfterLostHold) => {
                 Reading::Lost { end_session: false }
             }
             reading => reading,

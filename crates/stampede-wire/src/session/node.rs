@@ -24,6 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Mutation;
+use stampede_core::mutation::Switch;
 
 /// Most replies a session keeps unacknowledged. A client acknowledges each reply with its next
 /// request, so an honest one has about as many unacknowledged as it has calls under way.
@@ -64,8 +65,7 @@ pub struct Replies<S> {
     floor: u64,
     /// The highest number forgotten to keep within [`REPLIES_KEPT_MAX`] (0: none).
     forgotten_through: u64,
-    #[cfg(feature = "mutations")]
-    mutation: Option<Mutation>,
+    mutation: Switch<Mutation>,
 }
 
 impl<S> Default for Replies<S> {
@@ -75,8 +75,7 @@ impl<S> Default for Replies<S> {
             acknowledged: BTreeSet::new(),
             floor: 0,
             forgotten_through: 0,
-            #[cfg(feature = "mutations")]
-            mutation: None,
+            mutation: Switch::default(),
         }
     }
 }
@@ -111,30 +110,19 @@ impl<S: Clone> Replies<S> {
     /// Switches on a session-rule fault (tests of the checker only).
     #[cfg(feature = "mutations")]
     pub fn mutate(&mut self, mutation: Mutation) {
-        self.mutation = Some(mutation);
-    }
-
-    /// Whether `mutation` is switched on (never, without the `mutations` feature).
-    fn mutated(&self, mutation: Mutation) -> bool {
-        #[cfg(feature = "mutations")]
-        return self.mutation == Some(mutation);
-        #[cfg(not(feature = "mutations"))]
-        {
-            let _ = mutation;
-            false
-        }
+        self.mutation.set(mutation);
     }
 
     /// What to do with request `seq` (≠ 0); a first coming is recorded as under way.
     pub fn turn(&mut self, seq: u64) -> Turn<S> {
         debug_assert_ne!(seq, 0, "unnumbered requests are not kept");
         match self.kept.get(&seq) {
-            Some(Kept::Answered(_)) if self.mutated(Mutation::RunRepeats) => Turn::Run,
+            Some(Kept::Answered(_)) if self.mutation.is(Mutation::RunRepeats) => Turn::Run,
             Some(Kept::Answered(served)) => Turn::Answered(served.clone()),
             Some(Kept::Running) => Turn::Wait,
             None if seq <= self.forgotten_through => Turn::Forgotten,
             None if (seq < self.floor || self.acknowledged.contains(&seq))
-                && !self.mutated(Mutation::RunLateCopies) =>
+                && !self.mutation.is(Mutation::RunLateCopies) =>
             {
                 Turn::Stale
             }
