@@ -102,8 +102,13 @@ impl<S: Clone> Replies<S> {
     pub fn advance(&mut self, floor: u64) {
         if floor > self.floor {
             self.floor = floor;
-            self.acknowledged = self.acknowledged.split_off(&floor);
-            self.kept = self.kept.split_off(&floor);
+            // Pops what lies below (a reply or two per request, usually): no new map per request.
+            while self.acknowledged.first().is_some_and(|&seq| seq < floor) {
+                self.acknowledged.pop_first();
+            }
+            while self.kept.first_key_value().is_some_and(|(&seq, _)| seq < floor) {
+                self.kept.pop_first();
+            }
         }
     }
 

@@ -140,11 +140,11 @@ impl Client {
     }
 
     /// A call's result from the exchange's (and how long after sending the request it ended),
-    /// as the session protocol's [`conclude`](stampede_wire::session::ClientSession::conclude) decides: the node's error
-    /// unchanged, fabric trouble as `Unreachable` (ending the session when the request may have
-    /// taken items), and the reply of a request that may hold something on the node only while
-    /// the session lives and within its deadline — else the call fails `Closed` and the session
-    /// ends.
+    /// as the session protocol's [`conclude`](stampede_wire::session::ClientSession::conclude)
+    /// decides: the node's error unchanged, fabric trouble as `Unreachable` (ending the session
+    /// when the request may have taken items), and the reply of a request that may hold something
+    /// on the node only while the session lives and within its deadline — else the call fails
+    /// `Closed` and the session ends.
     fn conclude(&self, op: &'static str, call: &Call, (answer, taken): (Exchange, Duration)) -> Result<(Reply, Bytes)> {
         let read = match &answer {
             Ok((Reply::Error(_), _)) => Answer::Error,
