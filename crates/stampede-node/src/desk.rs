@@ -134,6 +134,15 @@ impl Desk {
         Ok(session)
     }
 
+    /// The session a `Close` of session `id` proving `secret` ends, if it is listed (`None`:
+    /// closed already, the close succeeds). `Closed` for a wrong secret: the id is public.
+    pub(crate) fn closing(&self, id: &str, secret: &Secret) -> Result<Option<Arc<Session>>> {
+        match self.get(id) {
+            Some(session) if !access::same_secret(&session.secret, secret) => Err(session::closed(id)),
+            listed => Ok(listed),
+        }
+    }
+
     /// The session `id` if listed (live or being ended).
     pub(crate) fn get(&self, id: &str) -> Option<Arc<Session>> {
         self.sessions.lock().get(id).cloned()

@@ -95,10 +95,7 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
         Request::Hello => Ok((Reply::Hello(hello(node)), Vec::new())),
         Request::Open { user, password } => open(node, &header.session, user.as_deref(), password.as_deref()).await,
         Request::Close => {
-            let session = node.desk.get(&header.session);
-            if session.as_ref().is_some_and(|s| !access::same_secret(&s.secret, &header.secret)) {
-                return Err(session::closed(&header.session));
-            }
+            let session = node.desk.closing(&header.session, &header.secret)?;
             end_session(node, &header.session).await;
             if let Some(session) = session {
                 // Items the closing released and reclaimed reach the client before the reply.

@@ -188,8 +188,7 @@ impl SimNode {
                 (Reply::Opened(secret), Vec::new())
             }
             Request::Close => {
-                let session = self.desk.get(&header.session);
-                if session.is_some_and(|s| crate::access::same_secret(&s.secret, &header.secret)) {
+                if self.desk.closing(&header.session, &header.secret)?.is_some() {
                     self.desk.close(&header.session);
                 }
                 (Reply::Outcome(stampede_core::Outcome::Done), Vec::new())
