@@ -33,7 +33,9 @@
 //!   checking `.npy` headers (codec `"npy"`).
 //! - [`disk`] — a channel's disk tier (docs/RECORDING.md).
 //! - [`mesh_link`] — [`MeshLink`]: the runtime's link to its node's participant in the
-//!   distributed ts_min protocol.
+//!   distributed ts_min protocol; [`steward`] — [`Steward`]: what a node does between its fabric
+//!   and that participant (early messages, reminders, the door, silent members, restarts), with
+//!   no I/O, so the node's driver and the simulations step the same rules.
 //! - [`wait`] — blocking and async waiting without lost wake-ups; [`Changed`].
 //! - [`trace`] — the event log's writer (docs/TRACING.md).
 //! - `space` (private): locking, the operation path, progress tracking, GC sweeps and handlers;
@@ -57,6 +59,7 @@ pub mod queue;
 pub mod runtime;
 pub mod session;
 mod space;
+pub mod steward;
 mod sync;
 pub mod task;
 pub mod trace;
@@ -72,5 +75,6 @@ pub use options::{ChannelOptions, Info, PutOptions, QueueOptions, RuntimeStats, 
 pub use queue::{Queue, QueueInput, QueueOutput};
 pub use runtime::{Container, Runtime};
 pub use session::{Admission, Right, Session, Unrestricted};
+pub use steward::{MeshCounters, Steward};
 pub use task::Task;
 pub use wait::Changed;

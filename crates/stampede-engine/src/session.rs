@@ -188,6 +188,13 @@ impl Session {
         crate::wait::asynchronous(budget.freed(), Some(timeout), || budget.charge(name, ts, bytes)).await.map(Some)
     }
 
+    /// The lowest visibility of the session's tasks — what it holds the runtime's ts_min at —
+    /// `None` when it holds no task (or is closed).
+    pub fn visibility(&self) -> Option<Timestamp> {
+        let owned = self.owned.lock();
+        owned.tasks.values().map(Task::visibility).min()
+    }
+
     /// The task `handle` of this session.
     pub fn task(&self, op: &'static str, handle: Handle) -> Result<Task> {
         let owned = self.open()?;

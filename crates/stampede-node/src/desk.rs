@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use stampede_core::{Error, Result};
+use stampede_core::{Error, Peer, Result};
 use stampede_wire::session::Turn;
 use stampede_wire::{fabric, Secret};
 
@@ -175,5 +175,21 @@ impl Desk {
     /// How many sessions are listed.
     pub(crate) fn len(&self) -> usize {
         self.sessions.lock().len()
+    }
+
+    /// `home`, another node, was declared dead here: every session closes its shadows of tasks
+    /// of `home`.
+    pub(crate) fn close_shadows_of(&self, home: Peer) {
+        for session in self.sessions() {
+            session.close_shadows_of(home);
+        }
+    }
+
+    /// This node was expelled from its mesh: every session keeps its own tasks and loses its
+    /// shadows and moves ([`Session::leave_mesh`]).
+    pub(crate) fn leave_mesh(&self) {
+        for session in self.sessions() {
+            session.leave_mesh();
+        }
     }
 }

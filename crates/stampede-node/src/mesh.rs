@@ -17,22 +17,23 @@
 //!
 //! **Guarantees.** No byte from the fabric panics the driver: keys that do not parse, payloads
 //! that do not decode, and messages the machine refuses are counted and dropped (a refused batch
-//! stops its sender's stream, as the machine says). Messages from a sender the fabric has not
-//! reported yet wait, at most [`EARLY_MESSAGES_MAX`] per sender and [`EARLY_SENDERS_MAX`]
-//! senders, for its token. Every wait is
+//! stops its sender's stream, as the machine says). What the node does with its participant —
+//! messages of a sender not reported yet kept for its token (at most [`EARLY_MESSAGES_MAX`] per
+//! sender, [`EARLY_SENDERS_MAX`] senders), fenced senders reminded, the door, silent members,
+//! restarts — is the sans-IO [`Steward`]'s (`stampede_engine::steward`), which the whole-path
+//! simulation steps too; the driver thread only carries it over zenoh. Every wait is
 //! bounded: the driver thread wakes at least every `TICK` (100 ms), a session waits for the door
 //! at most the node's liveliness timeout.
 //!
 //! Here: the keys, the access control of the mesh's keys, the bounds, and [`MeshDriver`] (start,
-//! stop). Beside it, `life` (one incarnation's declarations and how it opens its door),
-//! `driver` (the driver thread) and `clock` (mesh time: one clock and epoch for the mesh).
+//! stop). Beside it, `life` (one incarnation's declarations), `driver` (the driver thread that
+//! carries the steward) and `clock` (mesh time: one clock and epoch for the mesh).
 
 mod clock;
 mod driver;
 mod life;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -45,21 +46,16 @@ use crate::session::Move;
 use stampede_core::mesh::MoveId;
 use stampede_core::{Error, Result};
 use stampede_core::{Mesh, MeshLimits, MoveProof, Peer};
-use stampede_engine::Runtime;
+use stampede_engine::{Runtime, Steward};
 use zenoh::Wait;
 
-/// Messages of one sender kept while the fabric has not reported it (its token may come after
-/// its first message); beyond it they are dropped and counted.
-pub const EARLY_MESSAGES_MAX: usize = 256;
-/// Senders not reported yet whose messages are kept; messages of more are dropped and counted.
-pub const EARLY_SENDERS_MAX: usize = 64;
+pub use stampede_engine::steward::{MeshCounters, EARLY_MESSAGES_MAX, EARLY_SENDERS_MAX};
+
 /// Inputs waiting for the driver thread; a full inbox drops fabric messages (counted) — never
 /// deaths or joins, which are retried from liveliness on the next tick.
 const INBOX_MAX: usize = 4096;
 /// The driver thread wakes at least this often (to look for events, to retry).
 const TICK: Duration = Duration::from_millis(100);
-/// How often a fenced sender that keeps speaking is told it was fenced.
-const REMIND_EVERY: Duration = Duration::from_secs(1);
 
 /// A node's participant id: FNV-1a of its name (node names are unique in a mesh).
 pub fn peer_id(name: &str) -> u64 {
@@ -275,23 +271,6 @@ enum Input {
     Wake,
 }
 
-/// Counters of what the driver dropped (for `docs/PROTOCOL.md`'s "what can hold ts_min" and for
-/// tests).
-#[derive(Debug, Default)]
-pub struct MeshCounters {
-    /// Messages that did not decode, or came from a key that does not name a participant.
-    pub malformed: AtomicU64,
-    /// Messages the machine refused (duplicates, stale or dead senders, bounds).
-    pub refused: AtomicU64,
-    /// Messages dropped because the inbox or a sender's early queue was full.
-    pub dropped: AtomicU64,
-    /// Times this node was expelled and rejoined as a new incarnation.
-    pub restarts: AtomicU64,
-    /// Members declared dead for leaving this node's pause round unanswered for the liveliness
-    /// timeout.
-    pub silent: AtomicU64,
-}
-
 /// A node's running driver. Dropping it stops the thread and undeclares everything.
 pub struct MeshDriver {
     pub(crate) counters: Arc<MeshCounters>,
@@ -385,16 +364,15 @@ impl MeshDriver {
         let hooks_door_wanted = hooks.door_wanted.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
-            let stop = stop.clone();
+            let (stop, link, counters) = (stop.clone(), link.clone(), counters.clone());
             std::thread::Builder::new()
                 .name(format!("stampede-mesh-{name}"))
                 .spawn(move || {
                     let debug = std::env::var_os(DEBUG_ENV).is_some();
-                    let (early, reminded) = (HashMap::new(), HashMap::new());
-                    let early_lost = std::collections::HashSet::new();
-                    let round_waiting = None;
-                    Driver { fabric, life: Some(life), early, early_lost, reminded, woken, debug, hooks, round_waiting }
-                        .run(&rx, &stop)
+                    let mut steward = Steward::new(link, timeout, incarnation_after, counters, debug);
+                    steward.began(&life.live);
+                    let origin = std::time::Instant::now();
+                    Driver { fabric, steward, life: Some(life), woken, debug, origin, hooks }.run(&rx, &stop)
                 })
                 .map_err(|e| unreachable(format!("the mesh thread could not start: {e}")))?
         };

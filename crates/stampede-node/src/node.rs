@@ -239,14 +239,6 @@ pub(crate) struct NodeShared {
 }
 
 impl NodeShared {
-    /// Closes every session's shadows of tasks of `home`, a node found dead.
-    pub(crate) fn close_shadows_of(&self, home: Peer) {
-        let sessions = self.desk.sessions();
-        for session in sessions {
-            session.close_shadows_of(home);
-        }
-    }
-
     /// Whether one of this node's sessions made the move `id` to `to` with `proof`.
     pub(crate) fn owns_move(
         &self,
@@ -256,15 +248,6 @@ impl NodeShared {
     ) -> bool {
         let sessions = self.desk.sessions();
         sessions.iter().any(|session| session.owns_move(to, id, proof))
-    }
-
-    /// This node was expelled from its mesh: every session keeps its own tasks and loses its
-    /// shadows and moves ([`Session::leave_mesh`](crate::session::Session::leave_mesh)).
-    pub(crate) fn leave_mesh(&self) {
-        let sessions = self.desk.sessions();
-        for session in sessions {
-            session.leave_mesh();
-        }
     }
 
     /// Ends the session `id`, if open: its tasks are closed, its connections detached.
@@ -356,12 +339,12 @@ impl Node {
             let hooks = crate::mesh::Hooks {
                 dead: Arc::new(move |peer| {
                     if let Some(node) = dead.upgrade() {
-                        node.close_shadows_of(peer);
+                        node.desk.close_shadows_of(peer);
                     }
                 }),
                 expelled: Arc::new(move || {
                     if let Some(node) = expelled.upgrade() {
-                        node.leave_mesh();
+                        node.desk.leave_mesh();
                     }
                 }),
                 owns_move: Arc::new(move |to, id, proof| {

@@ -21,10 +21,8 @@ use crate::mesh::{decline_key, mesh_key, owns_key, peer_of, Fabric, Input, MESH_
 
 /// What one incarnation of the node declared on the fabric; dropped, it leaves the fabric.
 pub(super) struct Life {
-    pub(super) me: Peer,
-    /// No other node was live when it began: an island, if its door opened at once, that gives
-    /// way when it meets the rest of the mesh (see [`Driver::flush`](super::driver::Driver::flush)).
-    pub(super) alone: bool,
+    /// The other nodes' participants live when it began, learned before its token was declared.
+    pub(super) live: Vec<Peer>,
     pub(super) publisher: Publisher<'static>,
     _messages: Subscriber<()>,
     _liveliness: Subscriber<()>,
@@ -110,16 +108,10 @@ impl Fabric {
                 Ok(vec![u8::from(owns_move(to, id, &proof))])
             })?
         };
-        let live = live_nodes(zenoh, peer, self.timeout)?;
-        for (_, other) in &live {
-            // Known already, or dead: harmless.
-            let _ = self.link.with(|mesh| mesh.peer_joined(*other));
-        }
-        let alone = live.is_empty();
+        let live = live_nodes(zenoh, peer, self.timeout)?.into_iter().map(|(_, other)| other).collect();
         let token = zenoh.liveliness().declare_token(key).wait().map_err(zerr)?;
         Ok(Life {
-            me: peer,
-            alone,
+            live,
             publisher,
             _messages: messages,
             _liveliness: liveliness,
