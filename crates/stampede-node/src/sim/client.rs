@@ -14,7 +14,7 @@ pub(super) const QUEUE: &str = "sim/jobs";
 
 /// Producers' timestamps are `index + 1` plus multiples of this: no two producers put the same
 /// timestamp into the channel.
-const STRIDE: Timestamp = 8;
+const STRIDE: Timestamp = 16;
 /// How far a producer whose task was refused below ts_min moves on before it asks again.
 const JOIN_STEP: Timestamp = 16 * STRIDE;
 

@@ -1,9 +1,10 @@
 //! The fault schedule: while faults run, every [`FAULT_EVERY_US`] a client may be stopped (as by
 //! SIGSTOP) for up to 1.5 leases — past its lease, so the node ends its session while its call
-//! is under way — killed and restarted, cut off from the node, or closed by its application while
-//! a call is under way, and the node may be killed and restarted (a new incarnation: an empty
-//! engine, no sessions). Messages are lost beside
-//! (`world.rs`). Every fault ends by itself.
+//! is under way — killed and restarted, cut off from its node, or closed by its application while
+//! a call is under way; a node may be killed and restarted (a new incarnation: an empty engine,
+//! no sessions), and the link between two nodes cut for more than a lease (each declares the
+//! other dead; healed, the fenced participants learn it and rejoin as new incarnations).
+//! Messages are lost beside (`world.rs`). Every fault ends by itself.
 
 use super::world::{Event, World};
 use super::{LEASE_US, NODE_DOWN_US_MAX};
@@ -35,9 +36,12 @@ impl World {
                 self.unsilence_client(client);
                 self.step(client)
             }
-            Event::NodeUp => {
-                self.incarnations += 1;
-                self.node = Some(super::node::SimNode::new(self.incarnations, self.now));
+            Event::NodeUp { node } => {
+                self.node_up(node);
+                Ok(())
+            }
+            Event::Mend { a, b } => {
+                self.mend(a, b);
                 Ok(())
             }
             other => unreachable!("not a fault: {other:?}"),
@@ -77,11 +81,23 @@ impl World {
                 self.counts.closes += 1;
                 return self.close_client(client);
             }
-            20 if self.node.is_some() => {
-                self.counts.node_kills += 1;
-                self.node = None;
-                let until = self.now + 100_000 + self.rng.below(NODE_DOWN_US_MAX);
-                self.at(until, Event::NodeUp);
+            20 => {
+                let node = self.rng.below(self.nodes.len() as u64) as usize;
+                if self.nodes[node].is_some() {
+                    self.counts.node_kills += 1;
+                    self.kill_node(node);
+                    let until = self.now + 100_000 + self.rng.below(NODE_DOWN_US_MAX);
+                    self.at(until, Event::NodeUp { node });
+                }
+            }
+            21 if self.nodes.len() > 1 => {
+                let a = self.rng.below(self.nodes.len() as u64) as usize;
+                let b = (a + 1 + self.rng.below(self.nodes.len() as u64 - 1) as usize) % self.nodes.len();
+                if self.split(a, b) {
+                    self.counts.partitions += 1;
+                    let until = self.now + LEASE_US + self.rng.below(LEASE_US);
+                    self.at(until, Event::Mend { a, b });
+                }
             }
             _ => {}
         }

@@ -1,6 +1,12 @@
 //! The simulated node: one incarnation of a node's engine and desk, serving request messages
 //! with the node's own code — the wire codec, the desk's rules (which session, at most once) and
-//! the engine's operations (`serve::execute::on_engine`) — and nothing of its fabric.
+//! the engine's operations (`serve::execute::on_engine`) — and its participant in the mesh's
+//! ts_min with the node's own steward (`stampede_engine::steward`), whose messages the world
+//! carries. Nothing of its fabric runs: the world is the fabric.
+//!
+//! A session's `Open` waits for the node's door to the mesh, as on a real node: answered once the
+//! door opened (the world looks at the steward after every event), refused `Unreachable` if it
+//! did not within the lease.
 //!
 //! An operation that waits (a get asked to wait for an item) stays pending on the node's tokio
 //! runtime, whose clock is paused and moved to the world's virtual time at every
@@ -14,8 +20,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use stampede_core::{Error, Op, Result};
-use stampede_engine::{Body, Runtime};
+use stampede_core::{Error, Mesh, MeshLimits, Op, Peer, Result};
+use stampede_engine::{Body, MeshLink, Runtime, Steward};
 use stampede_wire::{decode_request, encode, Reply, Request, Secret, WireError};
 
 use crate::desk::{Admitted, Desk};
@@ -30,6 +36,13 @@ const PAYLOAD_BYTES_MAX: usize = 1 << 16;
 
 /// Whom a reply goes to: the world's address of the try that sent the request, opaque here.
 pub(super) type To = (usize, u32, u64);
+
+/// A participant's incarnation for a node started at `now_us`: a start time, as a real node's,
+/// with room below the next microsecond for the restarts of its expelled participant (each one
+/// up, `|i| i + 1`).
+pub(super) fn peer_incarnation(now_us: u64) -> u64 {
+    (now_us + 1) << 20
+}
 
 /// A request served: its reply, and what the world's oracle and tokens learn from it.
 pub(super) struct Handled {
@@ -49,6 +62,8 @@ pub(super) enum Serving {
     Waits,
     /// A repeat of a request still running waits for it.
     RepeatWaits,
+    /// An `Open` waits for the node's door.
+    OpenWaits,
 }
 
 /// An operation under way on the node.
@@ -65,13 +80,27 @@ enum State {
     Running { session: Arc<Session>, seq: u64, op: Op, future: Running },
     /// A repeat of a request still running: admitted again at each poll.
     Repeat { message: Vec<u8>, secret: Secret },
+    /// An `Open` waits for the door, until `until` (µs).
+    Opening { session: String, secret: Secret, until: u64 },
 }
 
 /// One incarnation of the node.
 pub(super) struct SimNode {
+    /// Which node of the world it is.
+    pub(super) index: usize,
+    /// Which incarnation (unique in the world: a restarted node is a new one).
     pub(super) incarnation: u32,
     pub(super) runtime: Runtime,
     pub(super) desk: Arc<Desk>,
+    /// Its participant in the mesh's ts_min, linked to its runtime.
+    pub(super) steward: Steward,
+    /// The participant its fabric declared (its messages' key), until it leaves as expelled.
+    pub(super) declared: Option<Peer>,
+    /// Whether its door was open at the world's last look.
+    pub(super) door: bool,
+    /// Whether it wants a door with no session open (an application embeds its runtime: here
+    /// the oracle, which drains the queue with a task of its own at the end).
+    pub(super) embedded: bool,
     /// Drives the engine's futures on a paused clock, moved to the world's time.
     tokio: tokio::runtime::Runtime,
     /// The world's time (µs) the tokio clock was moved to last, and the time now.
@@ -81,14 +110,38 @@ pub(super) struct SimNode {
 }
 
 impl SimNode {
-    pub(super) fn new(incarnation: u32, now_us: u64) -> SimNode {
+    /// Incarnation `incarnation` of node `index`, started at `now_us`: its participant is
+    /// `index + 1` in its first life since `now_us` ([`peer_incarnation`]); its steward notes
+    /// what it does when `notes`.
+    pub(super) fn new(index: usize, incarnation: u32, now_us: u64, notes: bool) -> SimNode {
         let tokio = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .start_paused(true)
             .build()
             .expect("a tokio runtime");
         let desk = Arc::new(Desk::new("sim", SESSIONS_MAX));
-        SimNode { incarnation, runtime: Runtime::new(), desk, tokio, clock_us: now_us, now_us, waiting: Vec::new() }
+        let runtime = Runtime::new();
+        let peer = Peer { id: index as u64 + 1, incarnation: peer_incarnation(now_us) };
+        // The world looks at every steward after every event: no wake-up needed.
+        let link = MeshLink::attach(&runtime, Mesh::new(peer, MeshLimits::default()), Arc::new(|| {}))
+            .expect("a new runtime links");
+        let lease = Duration::from_micros(super::LEASE_US);
+        let steward = Steward::new(link, lease, |i| i + 1, Arc::default(), notes);
+        let waiting = Vec::new();
+        SimNode {
+            index,
+            incarnation,
+            runtime,
+            desk,
+            steward,
+            declared: None,
+            door: false,
+            embedded: false,
+            tokio,
+            clock_us: now_us,
+            now_us,
+            waiting,
+        }
     }
 
     /// Whether requests wait on the node (then the world polls it as its time goes by).
@@ -107,6 +160,7 @@ impl SimNode {
                 let serving = match state {
                     State::Running { .. } => Serving::Waits,
                     State::Repeat { .. } => Serving::RepeatWaits,
+                    State::Opening { .. } => Serving::OpenWaits,
                 };
                 self.waiting.push(Waiting { to, state });
                 serving
@@ -144,7 +198,7 @@ impl SimNode {
                     State::Running { future, .. } => {
                         std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await.map(Some)
                     }
-                    State::Repeat { .. } => Poll::Ready(None),
+                    State::Repeat { .. } | State::Opening { .. } => Poll::Ready(None),
                 };
                 match (done, waiting.state) {
                     (Poll::Pending, state) => still.push(Waiting { to: waiting.to, state }),
@@ -153,13 +207,11 @@ impl SimNode {
                         let ran = Some((session.id.clone(), op));
                         handled.push(Handled { to: waiting.to, reply: reply_bytes(served), opened: None, ran });
                     }
-                    (Poll::Ready(_), State::Repeat { message, secret }) => {
-                        still.push(Waiting { to: waiting.to, state: State::Repeat { message, secret } })
-                    }
+                    (Poll::Ready(_), state) => still.push(Waiting { to: waiting.to, state }),
                 }
             }
         });
-        // The repeats, once the operations they wait for may have ended.
+        // The repeats, once the operations they wait for may have ended, and the opens.
         for waiting in still {
             match waiting.state {
                 State::Repeat { message, secret } => {
@@ -167,10 +219,37 @@ impl SimNode {
                         handled.push(*answered);
                     }
                 }
+                State::Opening { session, secret, until } => match self.opening(&session, secret, until) {
+                    Some(served) => {
+                        let opened = matches!(served.0, Reply::Opened(_)).then_some(session);
+                        handled.push(Handled { to: waiting.to, reply: reply_bytes(served), opened, ran: None });
+                    }
+                    None => {
+                        self.waiting.push(Waiting { to: waiting.to, state: State::Opening { session, secret, until } })
+                    }
+                },
                 state => self.waiting.push(Waiting { to: waiting.to, state }),
             }
         }
         handled
+    }
+
+    /// An open of `session` waiting for the door: its answer once the door is open (or the
+    /// session is gone), or the wait ended at `until`; `None` while it still waits.
+    fn opening(&self, session: &str, secret: Secret, until: u64) -> Option<Served> {
+        if self.desk.proven(session, &secret).is_none() {
+            return Some((Reply::Error(WireError::from(&crate::session::closed(session))), Vec::new()));
+        }
+        if self.door {
+            return Some((Reply::Opened(secret), Vec::new()));
+        }
+        if self.now_us < until {
+            return None;
+        }
+        self.desk.close(session);
+        let reason = "this node could not open its door to its mesh within the lease".to_owned();
+        let refused = Error::Unreachable { op: "connect", name: "sim".into(), reason };
+        Some((Reply::Error(WireError::from(&refused)), Vec::new()))
     }
 
     /// Serves `message`: `Ok(None)` when answered into `handled`, `Ok(Some(state))` while it
@@ -184,6 +263,11 @@ impl SimNode {
                 let id = header.session.clone();
                 self.desk
                     .open(&id, || Ok(Session::new(id.clone(), SESSION_HANDLES_MAX, PAYLOAD_BYTES_MAX, secret, None)))?;
+                // Its tasks start at or above the node's door: it waits for one.
+                if !self.door {
+                    let until = self.now_us + super::LEASE_US;
+                    return Ok(Some(State::Opening { session: id, secret, until }));
+                }
                 handled.opened = Some(id);
                 (Reply::Opened(secret), Vec::new())
             }

@@ -27,8 +27,8 @@ pub(super) struct Token {
 impl World {
     /// The node closes the session whose token went (if it still serves it).
     pub(super) fn token_gone(&mut self, session: &str) {
-        self.tokens.remove(session);
-        if let Some(node) = &self.node {
+        let Some(token) = self.tokens.remove(session) else { return };
+        if let Some(node) = &self.nodes[self.procs[token.client].home] {
             node.desk.close(session);
         }
     }

@@ -1,14 +1,16 @@
-//! The simulated world: a virtual clock, the messages between clients and the node (delayed at
-//! random, so reordered between senders, and lost; the fabric says so of half the lost ones, as
-//! when a link breaks under a query), and each client's call loop — the loop of
-//! `stampede::remote::client::exchange` over the same pure rules.
+//! The simulated world: a virtual clock, the messages between clients and their nodes (delayed
+//! at random, so reordered between senders, and lost; the fabric says so of half the lost ones,
+//! as when a link breaks under a query), the mesh's messages and liveliness between the nodes
+//! (`mesh.rs`), and each client's call loop — the loop of `stampede::remote::client::exchange`
+//! over the same pure rules.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::time::Duration;
 
 use bytes::Bytes;
-use stampede_core::{Error, Op};
+use stampede_core::mesh::Message;
+use stampede_core::{Error, Op, Peer};
 use stampede_wire::session::{Answer, ClientSession, Standing, Verdict};
 use stampede_wire::{encode, Reply, Request, RequestHeader};
 
@@ -67,13 +69,41 @@ pub(super) enum Event {
     Heal {
         client: usize,
     },
-    NodeUp,
-    /// The node looks at the requests waiting on it.
+    NodeUp {
+        node: usize,
+    },
+    /// The nodes look at the requests waiting on them.
     NodeTick,
+    /// A mesh message from participant `from` reaches node `node` (addressed to `to`).
+    Mesh {
+        node: usize,
+        from: Peer,
+        to: Vec<Peer>,
+        message: Message,
+    },
+    /// Node `node`'s fabric reports participant `peer` live (its token appeared) or dead.
+    Liveliness {
+        node: usize,
+        peer: Peer,
+        live: bool,
+    },
+    /// Node `node`'s participant, restarted after an expulsion, declares itself again.
+    Begin {
+        node: usize,
+    },
+    /// The link between nodes `a` and `b` comes back.
+    Mend {
+        a: usize,
+        b: usize,
+    },
+    /// Every node's driver looks at its steward (its tick).
+    MeshTick,
 }
 
 /// A client process: its life (a kill starts the next), its faults, its call under way.
 pub(super) struct Proc {
+    /// The node it talks to.
+    pub(super) home: usize,
     pub(super) life: u32,
     pub(super) stopped: bool,
     pub(super) killed: bool,
@@ -100,10 +130,13 @@ pub(super) struct World {
     order: u64,
     events: BinaryHeap<Reverse<(u64, u64)>>,
     payloads: HashMap<u64, Event>,
-    pub(super) node: Option<SimNode>,
+    /// The nodes, by index (`None`: down).
+    pub(super) nodes: Vec<Option<SimNode>>,
     /// Whether a [`Event::NodeTick`] is due.
     ticking: bool,
+    /// Node incarnations made so far (each a new number, across nodes).
     pub(super) incarnations: u32,
+    pub(super) mesh: super::mesh::Fabric,
     pub(super) clients: Vec<SimClient>,
     pub(super) procs: Vec<Proc>,
     /// By session id; ordered, so that a seed replays exactly.
@@ -119,14 +152,18 @@ pub(super) struct World {
     /// The session-rule fault switched on in every client and session, if any.
     #[cfg(feature = "mutations")]
     pub(super) mutation: Option<stampede_wire::session::Mutation>,
+    /// The mesh-protocol fault switched on in every node's participant, if any.
+    #[cfg(feature = "mutations")]
+    pub(super) mesh_mutation: Option<stampede_core::mesh::Mutation>,
 }
 
 impl World {
-    pub(super) fn new(seed: u64, roles: &[Role]) -> World {
+    pub(super) fn new(seed: u64, roles: &[(Role, usize)], nodes: usize) -> World {
         let mut rng = Rng(seed);
         let procs = roles
             .iter()
-            .map(|_| Proc {
+            .map(|&(_, home)| Proc {
+                home,
                 life: 0,
                 stopped: false,
                 killed: false,
@@ -137,16 +174,17 @@ impl World {
                 phase: rng.below(super::tokens::KEEPALIVE_US),
             })
             .collect();
-        let clients = roles.iter().enumerate().map(|(i, role)| SimClient::new(i, *role)).collect();
+        let clients = roles.iter().enumerate().map(|(i, (role, _))| SimClient::new(i, *role)).collect();
         World {
             rng,
             now: 0,
             order: 0,
             events: BinaryHeap::new(),
             payloads: HashMap::new(),
-            node: Some(SimNode::new(1, 0)),
+            nodes: (0..nodes).map(|_| None).collect(),
             ticking: false,
-            incarnations: 1,
+            incarnations: 0,
+            mesh: super::mesh::Fabric::default(),
             clients,
             procs,
             tokens: BTreeMap::new(),
@@ -158,6 +196,8 @@ impl World {
             trace: false,
             #[cfg(feature = "mutations")]
             mutation: None,
+            #[cfg(feature = "mutations")]
+            mesh_mutation: None,
         }
     }
 
@@ -236,13 +276,20 @@ impl World {
                 self.ticking = false;
                 Ok(())
             }
-            Event::Fault | Event::Resume { .. } | Event::Restart { .. } | Event::Heal { .. } | Event::NodeUp => {
-                self.fault(event)
+            Event::Fault
+            | Event::Resume { .. }
+            | Event::Restart { .. }
+            | Event::Heal { .. }
+            | Event::NodeUp { .. }
+            | Event::Mend { .. } => self.fault(event),
+            Event::Mesh { .. } | Event::Liveliness { .. } | Event::Begin { .. } | Event::MeshTick => {
+                self.mesh_event(event)
             }
         }?;
         // Whatever the event did (a put, a session closed, time passing) may answer a request
-        // waiting on the node.
-        self.poll_node()
+        // waiting on a node, and give a steward something to do.
+        self.poll_nodes()?;
+        self.look_at_stewards()
     }
 
     /// A request reaches the node: served by its code, the reply sent back.
@@ -251,10 +298,11 @@ impl World {
             return Ok(());
         }
         let secret = self.rng.next().to_le_bytes().repeat(2).try_into().expect("16 bytes");
-        let Some(node) = self.node.as_mut() else { return Ok(()) };
+        let home = self.procs[client].home;
+        let Some(node) = self.nodes[home].as_mut() else { return Ok(()) };
         self.counts.served += 1;
         match node.serve(message, secret, (client, life, try_id), self.now) {
-            Serving::Now(handled) => return self.answer(*handled),
+            Serving::Now(handled) => return self.answer(home, *handled),
             Serving::Waits => {
                 self.counts.waited += 1;
                 if self.lossy && self.rng.below(10) == 0 {
@@ -265,14 +313,15 @@ impl World {
                 }
             }
             Serving::RepeatWaits => self.counts.repeats_waited += 1,
+            Serving::OpenWaits => self.counts.opens_waited += 1,
         }
         Ok(())
     }
 
-    /// The node answered a request: what the oracle and the tokens learn, and its reply sent
+    /// Node `home` answered a request: what the oracle and the tokens learn, and its reply sent
     /// back (unless its client waits for none, or the reply is lost).
-    fn answer(&mut self, handled: Handled) -> Result<(), String> {
-        let Some(node) = self.node.as_ref() else { return Ok(()) };
+    fn answer(&mut self, home: usize, handled: Handled) -> Result<(), String> {
+        let Some(node) = self.nodes[home].as_ref() else { return Ok(()) };
         let incarnation = node.incarnation;
         let (client, life, try_id) = handled.to;
         if let Some(opened) = &handled.opened {
@@ -302,15 +351,17 @@ impl World {
         Ok(())
     }
 
-    /// The node's clock moves to now: the requests that waited on it and are answered now. While
-    /// some still wait, it looks again every [`NODE_TICK_US`].
-    pub(super) fn poll_node(&mut self) -> Result<(), String> {
+    /// The nodes' clocks move to now: the requests that waited on them and are answered now.
+    /// While some still wait, they look again every [`NODE_TICK_US`].
+    pub(super) fn poll_nodes(&mut self) -> Result<(), String> {
         let now = self.now;
-        let Some(node) = self.node.as_mut() else { return Ok(()) };
-        for handled in node.poll(now) {
-            self.answer(handled)?;
+        for home in 0..self.nodes.len() {
+            let Some(node) = self.nodes[home].as_mut() else { continue };
+            for handled in node.poll(now) {
+                self.answer(home, handled)?;
+            }
         }
-        let busy = self.node.as_ref().is_some_and(SimNode::busy);
+        let busy = self.nodes.iter().flatten().any(SimNode::busy);
         if busy && !self.ticking {
             self.ticking = true;
             self.at(now + NODE_TICK_US, Event::NodeTick);
@@ -516,7 +567,8 @@ impl World {
             Effect::Delivered { seq, ts, payload } => {
                 let delivery =
                     Delivery { session: &session, secret, incarnation: served_by, seq, ts, payload: &payload };
-                self.oracle.delivered(self.node.as_ref(), delivery)?;
+                let home = self.procs[client].home;
+                self.oracle.delivered(self.nodes[home].as_ref(), delivery)?;
             }
             // The oracle saw it on the node.
             Effect::Consumed => {}
