@@ -318,7 +318,6 @@ pub(super) struct Pending {
     pub(super) payload: Vec<u8>,
     pub(super) purpose: Purpose,
     pub(super) first_sent: u64,
-    pub(super) tries: u32,
     /// Which try is under way: a reply to an earlier one is dropped (its query is gone).
     pub(super) try_id: u64,
     pub(super) try_ends: u64,

@@ -1,20 +1,25 @@
-//! The whole-path simulation: clients and a node stepping the real session code — the client's
-//! rules (`stampede_wire::session::ClientSession`: numbers, acknowledgements, retries, what a
-//! reply means), the wire codec, the node's desk (which session, at most once), its sessions'
-//! handles and the engine's operations (`serve::execute::on_engine`) — through in-memory links on
-//! a virtual clock, in the manner of FoundationDB's and TigerBeetle's simulators.
+//! The whole-path simulation: clients and a mesh of nodes stepping the real session code — the
+//! client's rules (`stampede_wire::session::ClientSession`: numbers, acknowledgements, retries,
+//! what a reply means), the wire codec, the node's desk (which session, at most once), its
+//! sessions' handles and the engine's operations (`serve::execute::on_engine`), and each node's
+//! participant in the mesh's ts_min with the node's own steward (`stampede_engine::steward`) —
+//! through in-memory links on a virtual clock, in the manner of FoundationDB's and TigerBeetle's
+//! simulators.
 //!
-//! Each seed builds a world of 2–5 clients (queue producers and workers, channel producers and
-//! readers) and one node. Faults for [`CHAOS_US`]: requests and replies lost, delayed and so
-//! reordered between clients; clients stopped past their lease (the node ends their session
-//! while a call is under way: the paused-worker case), killed and restarted, cut off and healed;
-//! the node killed and restarted. Checked whenever an item reaches an application
+//! Each seed builds a world of one to [`NODES_MAX`] nodes and 2–5 clients (queue producers and
+//! workers, channel producers and readers), each with its node. Faults for [`CHAOS_US`]: requests
+//! and replies lost, delayed and so reordered between clients; clients stopped past their lease
+//! (the node ends their session while a call is under way: the paused-worker case), killed and
+//! restarted, cut off and healed; nodes killed and restarted, links between nodes cut past a
+//! lease and healed (`mesh.rs`: the nodes' fabric, and the checks of ts_min across nodes after
+//! every event). Checked whenever an item reaches an application
 //! (`oracle.rs`): the session it was served for lives on the node, a channel item is still stored
 //! there, a queue item is held by no other live session and was not consumed; a put is never
 //! refused as a duplicate (a retry is answered, not run again); no call of a running client
 //! outlives its reply deadline. After the faults stop, every client makes progress within
-//! [`QUIET_US`]; at the end every client closes, and the node holds no session, no claim, and
-//! in its queue exactly the items put and never consumed.
+//! [`QUIET_US`]; at the end every client closes, each node holds no session, no claim, and in
+//! its queue exactly the items put and never consumed, and every node's view of ts_min reaches
+//! what it heard was put.
 //!
 //! ```text
 //! cargo test -p stampede-node --lib sim::                          # STAMPEDE_PATH_SEEDS (default 2000)
@@ -26,9 +31,10 @@
 //! runtime, whose paused clock follows the virtual one (`node.rs`), and a retry that comes while
 //! its first run still waits waits for it.
 //!
-//! What it does not cover yet: a mesh of nodes (the linked-runtimes simulation,
-//! `crates/stampede/tests/mesh_link_sim.rs`, steps those; the node's mesh glue is not sans-IO), the
-//! direct path's and zenoh's own code (the links here are the model), shared-memory segments.
+//! What it does not cover yet: a client using containers of several nodes (shadows, moves and
+//! their declines: the linked-runtimes simulation, `crates/stampede/tests/mesh_link_sim.rs`, steps
+//! those on engines, without the session protocol), the direct path's and zenoh's own code (the
+//! links here are the model), shared-memory segments.
 
 mod client;
 mod faults;

@@ -394,16 +394,13 @@ impl World {
             }
             let taken = Duration::from_micros(now - pending.first_sent);
             let conn = self.clients[client].conn.as_ref().expect("a call has its session");
-            let (call, mut tries) = (pending.call, pending.tries);
-            let retry = conn.protocol.retries(&call, true, taken, &mut tries, conn.closed);
-            pending.tries = tries;
-            return match retry {
-                true => {
+            return match conn.protocol.retry(&mut pending.call, true, taken, conn.closed) {
+                Some(timeout) => {
                     self.counts.retries += 1;
-                    self.send_try(client);
+                    self.send_try(client, timeout);
                     Ok(())
                 }
-                false => self.conclude(client, None),
+                None => self.conclude(client, None),
             };
         }
         if now < proc.idle_until || !self.working {
@@ -458,26 +455,25 @@ impl World {
             payload,
             purpose,
             first_sent,
-            tries: 0,
             try_id: 0,
             try_ends: 0,
             reply: None,
             failed: false,
             stopped: false,
         };
+        let timeout = conn.protocol.try_timeout(&pending.call, Duration::ZERO);
         self.procs[client].pending = Some(pending);
-        self.send_try(client);
+        self.send_try(client, timeout);
     }
 
-    /// Sends the call under way once more (its first try, or a retry with its number).
-    fn send_try(&mut self, client: usize) {
+    /// Sends the call under way once more (its first try, or a retry with its number), its reply
+    /// waited for `timeout`.
+    fn send_try(&mut self, client: usize, timeout: Duration) {
         let conn = self.clients[client].conn.as_mut().expect("a call has its session");
         let proc = &mut self.procs[client];
         let pending = proc.pending.as_mut().expect("a call under way");
         proc.next_try += 1;
         pending.try_id = proc.next_try;
-        let taken = Duration::from_micros(self.now - pending.first_sent);
-        let timeout = conn.protocol.try_timeout(&pending.call, taken);
         pending.try_ends = self.now + timeout.as_micros() as u64;
         let header = RequestHeader {
             seq: pending.call.seq,

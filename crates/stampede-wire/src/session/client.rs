@@ -160,7 +160,7 @@ impl ClientSession {
                 seq
             }
         };
-        Call { seq, holds_on_node: request.holds_on_node(), wait }
+        Call { seq, holds_on_node: request.holds_on_node(), wait, tries: 0 }
     }
 
     /// The reply of request `seq` was read, late or not: the node may forget it.
@@ -203,15 +203,17 @@ impl ClientSession {
         self.reply_deadline(call).saturating_sub(taken)
     }
 
-    /// Whether to send `call` again after a try that ended `taken` after its first send: its
-    /// reply was `lost`, it is numbered, retries are left (counted in `tries`), the client is not
-    /// `closed`, the node cannot have ended the session meanwhile, and its reply deadline has not
-    /// passed.
-    pub fn retries(&self, call: &Call, lost: bool, taken: Duration, tries: &mut u32, closed: bool) -> bool {
+    /// The loop of one call, every client's: after a try of `call` ended `taken` after its first
+    /// send (`lost`: no reply came), how long its next try waits for a reply — `None`, and the
+    /// call concludes ([`conclude`](Self::conclude)), unless the reply was lost, the request is
+    /// numbered, retries are left (counted in `call`), the client is not `closed`, the node cannot
+    /// have ended the session meanwhile, and the reply deadline has not passed. The first try
+    /// waits [`try_timeout`](Self::try_timeout)`(call, 0)`.
+    pub fn retry(&self, call: &mut Call, lost: bool, taken: Duration, closed: bool) -> Option<Duration> {
         let in_time = taken < self.lease && taken < self.reply_deadline(call);
-        let retry = lost && call.seq != 0 && *tries < REQUEST_RETRIES && !closed && in_time;
-        *tries += u32::from(retry);
-        retry
+        let retry = lost && call.seq != 0 && call.tries < REQUEST_RETRIES && !closed && in_time;
+        call.tries += u32::from(retry);
+        retry.then(|| self.try_timeout(call, taken))
     }
 
     /// What the exchange of `call` means: `replied` or not, `taken` after its first send.
@@ -257,7 +259,8 @@ impl ClientSession {
 }
 
 /// A request under way, as the rules see it: its number, whether it may hold something on the
-/// node (`Request::holds_on_node`), and how long it asked the node to wait. Every time the rules
+/// node (`Request::holds_on_node`), how long it asked the node to wait, and the retries sent so
+/// far. Every time the rules
 /// take about it is measured from its first send, whichever try is under way: the node may end
 /// the session ¾ of the lease after that send, not after a retry's (a retry on the direct path
 /// does not renew the lease).
@@ -266,6 +269,7 @@ pub struct Call {
     pub seq: u64,
     pub holds_on_node: bool,
     pub wait: Duration,
+    pub tries: u32,
 }
 
 #[cfg(test)]
@@ -299,6 +303,11 @@ mod tests {
         assert!(session.reading(&get, true, LEASE).ends_session(), "late");
     }
 
+    /// Whether `session` sends `call` again after a try that ended `taken` after its first send.
+    fn retries(session: &ClientSession, mut call: Call, lost: bool, taken: Duration, closed: bool) -> bool {
+        session.retry(&mut call, lost, taken, closed).is_some()
+    }
+
     /// A retry of a get is timed from the first send: it waits only for what is left of the
     /// reply deadline, is not sent once that passed, and its reply read past it is late — the
     /// node may be ending the session by then.
@@ -311,14 +320,14 @@ mod tests {
         assert_eq!(session.try_timeout(&get, Duration::ZERO), half);
         assert_eq!(session.try_timeout(&get, half - early), early, "what is left of the deadline");
         assert_eq!(session.try_timeout(&plain, half), QUERY_MARGIN - half, "what is left of its own deadline");
-        assert!(session.retries(&get, true, half - early, &mut 0, false));
-        assert!(!session.retries(&get, true, half, &mut 0, false), "its deadline passed");
-        assert!(session.retries(&plain, true, half, &mut 0, false), "its longer deadline has not");
+        assert!(retries(&session, get, true, half - early, false));
+        assert!(!retries(&session, get, true, half, false), "its deadline passed");
+        assert!(retries(&session, plain, true, half, false), "its longer deadline has not");
         let plain_long = session.call(&Op::TsMin.into(), LEASE * 10);
-        assert!(!session.retries(&plain_long, true, LEASE, &mut 0, false), "a lease passed");
+        assert!(!retries(&session, plain_long, true, LEASE, false), "a lease passed");
         let plain_short = session.call(&Op::TsMin.into(), Duration::ZERO);
         let tight = ClientSession::new(QUERY_MARGIN * 4);
-        assert!(!tight.retries(&plain_short, true, QUERY_MARGIN, &mut 0, false), "no call outlives its deadline");
+        assert!(!retries(&tight, plain_short, true, QUERY_MARGIN, false), "no call outlives its deadline");
         // The retry's own reply came quickly, but `half + early` after the first send.
         assert_eq!(session.reading(&get, true, half + early), Reading::Late);
     }
@@ -379,11 +388,11 @@ mod tests {
         let open = session.call(&Request::Open { user: None, password: None }, Duration::ZERO);
         let (get, plain) = get_and_plain(&mut session, Duration::ZERO);
         let short = Duration::from_millis(10);
-        assert!(!session.retries(&open, true, short, &mut 0, false), "unnumbered");
-        assert!(!session.retries(&get, false, short, &mut 0, false), "answered");
-        assert!(!session.retries(&get, true, short, &mut 0, true), "closed");
-        assert!(!session.retries(&plain, true, LEASE, &mut 0, false), "a lease passed");
-        assert!(!session.retries(&get, true, short, &mut REQUEST_RETRIES.clone(), false), "no retries left");
-        assert!(session.retries(&get, true, short, &mut 0, false));
+        assert!(!retries(&session, open, true, short, false), "unnumbered");
+        assert!(!retries(&session, get, false, short, false), "answered");
+        assert!(!retries(&session, get, true, short, true), "closed");
+        assert!(!retries(&session, plain, true, LEASE, false), "a lease passed");
+        assert!(!retries(&session, Call { tries: REQUEST_RETRIES, ..get }, true, short, false), "no retries left");
+        assert!(retries(&session, get, true, short, false));
     }
 }

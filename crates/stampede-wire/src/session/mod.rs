@@ -48,7 +48,7 @@ mod tests {
         let mut client = ClientSession::new(lease);
         let mut node: Replies<&'static str> = Replies::default();
         let get = Op::QueueGet { connection: 1, wait_us: 0 }.into();
-        let call = client.call(&get, Duration::ZERO);
+        let mut call = client.call(&get, Duration::ZERO);
         let seq = call.seq;
         assert_ne!(seq, 0);
 
@@ -56,9 +56,13 @@ mod tests {
         assert!(matches!(node.turn(seq), Turn::Run));
         node.answered(seq, &"item 7");
         let taken = Duration::from_millis(200);
-        let mut tries = 0;
-        assert!(client.retries(&call, true, taken, &mut tries, false), "a lost numbered reply is sent again");
-        assert!(!client.retries(&call, true, taken, &mut tries, false), "once ({REQUEST_RETRIES} retry)");
+        let again = client.retry(&mut call, true, taken, false);
+        assert_eq!(
+            again,
+            Some(client.try_timeout(&call, taken)),
+            "a lost numbered reply is sent again, for what is left"
+        );
+        assert_eq!(client.retry(&mut call, true, taken, false), None, "once ({REQUEST_RETRIES} retry)");
 
         // The repeat gets the first answer: nothing runs twice.
         let Turn::Answered(reply) = node.turn(seq) else { panic!("the repeat is answered") };

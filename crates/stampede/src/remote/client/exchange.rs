@@ -48,17 +48,15 @@ impl Client {
         self.protocol.lock().call(request, wait)
     }
 
-    /// How long the try of `call` that starts `taken` after its first send waits for its reply
-    /// (`stampede_wire::session`'s rule), and no later than `deadline`, if one is given.
-    fn try_timeout(&self, call: &Call, taken: Duration, deadline: Option<Instant>) -> Duration {
-        let timeout = self.protocol.lock().try_timeout(call, taken);
-        deadline.map_or(timeout, |d| timeout.min(d.saturating_duration_since(Instant::now())))
+    /// How long the first try of `call` waits for its reply (`stampede_wire::session`'s rule).
+    fn first_try(&self, call: &Call) -> Duration {
+        self.protocol.lock().try_timeout(call, Duration::ZERO)
     }
 
-    /// Whether to send `call` again after this try's `answer`, `taken` after its first send
-    /// (`stampede_wire::session`'s rule), counting retries in `tries`.
-    fn retries(&self, call: &Call, answer: &Exchange, taken: Duration, tries: &mut u32) -> bool {
-        self.protocol.lock().retries(call, answer.is_err(), taken, tries, self.is_closed())
+    /// How long the next try of `call` waits for its reply after this try's `answer`, `taken`
+    /// after its first send — `None`: the call concludes (`stampede_wire::session`'s rule).
+    fn retry(&self, call: &mut Call, answer: &Exchange, taken: Duration) -> Option<Duration> {
+        self.protocol.lock().retry(call, answer.is_err(), taken, self.is_closed())
     }
 
     /// `answer` to `op`, or a lost reply where a test's fault injection says so.
@@ -107,16 +105,16 @@ impl Client {
     ) -> Result<(Reply, Bytes)> {
         let op = request.op();
         self.check_open(op)?;
-        let call = self.start(&request, wait);
+        let mut call = self.start(&request, wait);
         let answer = blocking(|| {
             self.finish_sends();
             if direct.is_none() {
                 self.finish_direct_sends();
             }
-            let mut tries = 0;
             let sent = Instant::now();
+            let mut next = self.first_try(&call);
             loop {
-                let timeout = self.try_timeout(&call, sent.elapsed(), deadline);
+                let timeout = deadline.map_or(next, |d| next.min(d.saturating_duration_since(Instant::now())));
                 // A direct path that just failed is cooling down: this try goes as a zenoh query,
                 // after the sends written there.
                 let on = direct.filter(|direct| direct.usable());
@@ -125,8 +123,9 @@ impl Client {
                 }
                 let answer = self.exchange(&call, request.clone(), payload.clone(), timeout, on);
                 let answer = (self.injected(op, answer), sent.elapsed());
-                if !self.retries(&call, &answer.0, answer.1, &mut tries) {
-                    break answer;
+                match self.retry(&mut call, &answer.0, answer.1) {
+                    Some(retry) => next = retry,
+                    None => break answer,
                 }
             }
         });
@@ -200,15 +199,15 @@ impl Client {
         self.finish_sends_async().await;
         // Reads replies that came long ago, in the usual case: a short block at most.
         blocking(|| self.finish_direct_sends());
-        let call = self.start(&request, wait);
-        let mut tries = 0;
+        let mut call = self.start(&request, wait);
         let sent = Instant::now();
+        let mut timeout = self.first_try(&call);
         let answer = loop {
-            let timeout = self.try_timeout(&call, sent.elapsed(), None);
             let answer = self.exchange_async(call.seq, request.clone(), payload.clone(), timeout).await;
             let answer = (self.injected(op, answer), sent.elapsed());
-            if !self.retries(&call, &answer.0, answer.1, &mut tries) {
-                break answer;
+            match self.retry(&mut call, &answer.0, answer.1) {
+                Some(next) => timeout = next,
+                None => break answer,
             }
         };
         let dispatch = self.reclaims.lock().clone();
