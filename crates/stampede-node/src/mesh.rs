@@ -32,6 +32,9 @@
 mod clock;
 mod driver;
 mod life;
+mod seal;
+
+pub(crate) use seal::Seal;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, SyncSender};
@@ -90,18 +93,18 @@ fn owns_key(name: &str, incarnation: u64) -> String {
 /// Asks node `from_node` (participant `from`) whether its move `id` to `to` was made by the
 /// client that presents `proof`: `false` when it says no, or does not answer within `timeout`.
 pub(crate) async fn owned_there(
-    zenoh: &zenoh::Session,
+    (zenoh, seal): (&zenoh::Session, &Seal),
     from_node: &str,
     from: Peer,
     (to, id, proof): (Peer, MoveId, MoveProof),
     timeout: Duration,
 ) -> bool {
-    let payload = postcard::to_allocvec(&(to, id, proof)).unwrap_or_default();
+    let payload = seal.seal(postcard::to_allocvec(&(to, id, proof)).unwrap_or_default());
     let Ok(replies) = zenoh.get(owns_key(from_node, from.incarnation)).payload(payload).timeout(timeout).await else {
         return false;
     };
     match replies.recv_async().await {
-        Ok(reply) => reply.result().is_ok_and(|sample| sample.payload().to_bytes().as_ref() == [1]),
+        Ok(reply) => reply.result().is_ok_and(|sample| seal.open(&sample.payload().to_bytes()) == Some(&[1][..])),
         Err(_) => false,
     }
 }
@@ -113,11 +116,11 @@ const DECLINE_WAIT: Duration = Duration::from_secs(5);
 /// over: the move of a task whose client went away between `MoveTask` and `TakeOverTask`.
 /// Nothing to do once the move is resolved; a node that does not answer is left to the mesh
 /// (its death resolves the move).
-pub(crate) fn decline_there(zenoh: &zenoh::Session, link: &MeshLink, taken: &Move) {
+pub(crate) fn decline_there((zenoh, seal): (&zenoh::Session, &Seal), link: &MeshLink, taken: &Move) {
     if !link.is_move_open(taken.to, taken.id) {
         return;
     }
-    let payload = postcard::to_allocvec(&(link.peer(), taken.id)).unwrap_or_default();
+    let payload = seal.seal(postcard::to_allocvec(&(link.peer(), taken.id)).unwrap_or_default());
     let key = decline_key(&taken.to_node, taken.to.incarnation);
     if let Ok(replies) = zenoh.get(key).payload(payload).timeout(DECLINE_WAIT).wait() {
         let _ = replies.recv();
@@ -300,6 +303,8 @@ struct Fabric {
     owns_move: OwnsMove,
     /// Whether the door is open, for the sessions waiting for it.
     door: Arc<Door>,
+    /// Tags every payload on the mesh's keys, and checks the tags of those that come.
+    seal: Seal,
 }
 
 /// A new incarnation: larger than `after`, from the clock when it can be (a restarted process
@@ -311,18 +316,20 @@ fn incarnation_after(after: u64) -> u64 {
 
 impl MeshDriver {
     /// Links `runtime` to a new participant for node `name`, declares it on the fabric (asking
-    /// who is live within `timeout`) and starts the driver thread. `Unreachable` if the fabric
+    /// who is live within `timeout`) and starts the driver thread; every payload on the mesh's
+    /// keys is tagged and checked with `seal`. `Unreachable` if the fabric
     /// refuses a declaration or does not answer.
     ///
     /// When its peers expel the node (they declared it dead while it lived: a partition, a
     /// stream they refused), the driver runs `hooks.expelled`, replaces the participant by a new
     /// incarnation ([`MeshLink::restart`]) and joins again, retrying until it is stopped.
-    pub fn start(
+    pub(crate) fn start(
         zenoh: &zenoh::Session,
         runtime: &Runtime,
         name: &str,
         timeout: Duration,
         hooks: Hooks,
+        seal: Seal,
     ) -> Result<MeshDriver> {
         let unreachable = |reason: String| Error::Unreachable { op: "serve", name: name.to_owned(), reason };
         let peer = Peer { id: peer_id(name), incarnation: incarnation_after(0) };
@@ -357,10 +364,11 @@ impl MeshDriver {
             overflow: Arc::new(AtomicBool::new(false)),
             owns_move: hooks.owns_move.clone(),
             door: door.clone(),
+            seal: seal.clone(),
         };
         let life = fabric.begin(peer).map_err(unreachable)?;
         // After `begin`, which asked the fabric who is live: the others' clocks answer by now.
-        let clock = clock::ClockSync::start(zenoh, name, runtime.clock().clone()).map_err(unreachable)?;
+        let clock = clock::ClockSync::start((zenoh, &seal), name, runtime.clock().clone()).map_err(unreachable)?;
         let hooks_door_wanted = hooks.door_wanted.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {

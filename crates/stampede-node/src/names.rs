@@ -18,6 +18,8 @@ use zenoh::qos::CongestionControl;
 use zenoh::query::{ConsolidationMode, Queryable};
 use zenoh::Wait;
 
+use crate::mesh::Seal;
+
 /// How often the publisher looks whether the node is closing.
 const STOP_CHECK: Duration = Duration::from_millis(200);
 /// Longest a node waits for the other nodes' listings; a node that has not answered by then is
@@ -33,8 +35,8 @@ fn listing_key(node: &str) -> String {
 
 /// The names under `prefix` on every node of the mesh but `me`, each with its node (every name:
 /// the caller filters by its user's rights).
-pub(crate) async fn on_other_nodes(zenoh: &zenoh::Session, me: &str, prefix: &str) -> Vec<Listed> {
-    let Ok(payload) = postcard::to_allocvec(prefix) else { return Vec::new() };
+pub(crate) async fn on_other_nodes((zenoh, seal): (&zenoh::Session, &Seal), me: &str, prefix: &str) -> Vec<Listed> {
+    let Ok(payload) = postcard::to_allocvec(prefix).map(|p| seal.seal(p)) else { return Vec::new() };
     let asked =
         zenoh.get(listing_key("*")).payload(payload).consolidation(ConsolidationMode::None).timeout(LISTING_WAIT);
     let Ok(replies) = asked.await else { return Vec::new() };
@@ -45,8 +47,9 @@ pub(crate) async fn on_other_nodes(zenoh: &zenoh::Session, me: &str, prefix: &st
         else {
             continue;
         };
-        // Anything that does not decode is not from a node of this release: skipped.
-        let Ok(names) = postcard::from_bytes::<Vec<Listed>>(&sample.payload().to_bytes()) else { continue };
+        // Anything that does not decode, or that no node of this mesh sealed, is skipped.
+        let bytes = sample.payload().to_bytes();
+        let Some(Ok(names)) = seal.open(&bytes).map(postcard::from_bytes::<Vec<Listed>>) else { continue };
         listed.extend(names.into_iter().map(|l| Listed { node: Some(node.to_owned()), ..l }));
     }
     listed
@@ -61,18 +64,22 @@ pub(crate) struct Names {
 }
 
 impl Names {
-    pub(crate) fn start(zenoh: &zenoh::Session, node: &str, runtime: &Runtime) -> zenoh::Result<Names> {
+    pub(crate) fn start(zenoh: &zenoh::Session, seal: &Seal, node: &str, runtime: &Runtime) -> zenoh::Result<Names> {
         let alive = zenoh.liveliness().declare_token(fabric::alive_key(node)).wait()?;
         let listing = {
-            let (runtime, key) = (runtime.clone(), listing_key(node));
+            let (runtime, key, seal) = (runtime.clone(), listing_key(node), seal.clone());
             zenoh
                 .declare_queryable(key.clone())
                 .callback(move |query| {
-                    let prefix = query.payload().and_then(|p| postcard::from_bytes::<String>(&p.to_bytes()).ok());
+                    let asked = query.payload().map(|p| p.to_bytes());
+                    let prefix = asked
+                        .as_deref()
+                        .and_then(|p| seal.open(p))
+                        .and_then(|p| postcard::from_bytes::<String>(p).ok());
                     let Some(prefix) = prefix else { return };
                     if let Ok(bytes) = postcard::to_allocvec(&runtime.listing(&prefix)) {
                         // Under its own key (the question is a wildcard): it names the node.
-                        let _ = query.reply(&key, bytes).wait();
+                        let _ = query.reply(&key, seal.seal(bytes)).wait();
                     }
                 })
                 .wait()?

@@ -232,6 +232,9 @@ pub(crate) struct NodeShared {
     pub(crate) mesh: OnceLock<MeshLink>,
     /// Its door, which a session's open waits for.
     pub(crate) door: OnceLock<Arc<crate::mesh::Door>>,
+    /// Tags and checks every payload on the mesh's keys (`mesh/seal.rs`): with an access policy,
+    /// only nodes serving it speak there.
+    pub(crate) seal: crate::mesh::Seal,
     /// The node's own sockets ([`crate::direct`]), announced in its hello once open.
     pub(crate) direct: OnceLock<stampede_wire::DirectPath>,
     /// Requests served on the direct path.
@@ -258,7 +261,7 @@ impl NodeShared {
         }
         if let Some(link) = self.mesh.get() {
             for taken in moves {
-                crate::mesh::decline_there(&self.zenoh, link, &taken);
+                crate::mesh::decline_there((&self.zenoh, &self.seal), link, &taken);
             }
         }
     }
@@ -330,6 +333,7 @@ impl Node {
             reclaims: Reclaims::default(),
             mesh: OnceLock::new(),
             door: OnceLock::new(),
+            seal: crate::mesh::Seal::of(options.access.as_ref()),
             direct: OnceLock::new(),
             direct_requests: Default::default(),
         });
@@ -355,7 +359,8 @@ impl Node {
                 }),
             };
             shared.runtime.clock().set_skew(options.clock_skew_ns);
-            match MeshDriver::start(&shared.zenoh, &shared.runtime, &options.name, options.liveliness_timeout, hooks) {
+            let (seal, timeout) = (shared.seal.clone(), options.liveliness_timeout);
+            match MeshDriver::start(&shared.zenoh, &shared.runtime, &options.name, timeout, hooks, seal) {
                 Ok(mesh) => {
                     let _ = shared.mesh.set(mesh.link().clone());
                     let _ = shared.door.set(mesh.door().clone());
@@ -385,7 +390,7 @@ impl Node {
                 return Err(unreachable(format!("zenoh refused a declaration: {e}")));
             }
         };
-        let names = match Names::start(&shared.zenoh, &options.name, &shared.runtime) {
+        let names = match Names::start(&shared.zenoh, &shared.seal, &options.name, &shared.runtime) {
             Ok(names) => names,
             Err(e) => {
                 let _ = shared.zenoh.close().wait();

@@ -164,3 +164,81 @@ fn a_node_with_another_policy_is_refused_at_join() {
         same.close();
     });
 }
+
+/// With an access policy, only nodes speak on the mesh's keys, with no certificate (mesh messages
+/// only from nodes, whatever the authentication): a client's well-formed mesh messages under a
+/// node's key — pause requests to the other node, each holding that node's ts_min until the round
+/// it names opens, which it never does — and its decline question are dropped (the messages
+/// counted malformed, the question unanswered), and the nodes' own sealed mesh works (a's client
+/// holds b's ts_min, then b follows it). Without a policy (a mesh confined to this host) the same
+/// messages reach the machine and hold b's ts_min: what the seal stops.
+#[test]
+fn with_a_policy_only_nodes_speak_on_the_mesh() {
+    with_watchdog("with_a_policy_only_nodes_speak_on_the_mesh", || {
+        for keyed in [true, false] {
+            let access = keyed.then(policy);
+            let (a, b, b_rt, _dir) = support::two_nodes_with(|o| o.access = access.clone());
+            let credentials = keyed.then_some(("camera", "cam"));
+            let client = connect(&a, credentials).unwrap();
+            let holder = client.task(5).unwrap();
+            let ch = b_rt.create_channel("frames", Limits::unbounded()).unwrap();
+            let producer = b_rt.task(5).unwrap();
+            let out = producer.attach_output(&ch).unwrap();
+            for ts in 5..10 {
+                out.put(ts, vec![1]).unwrap();
+            }
+            producer.set_virtual_time(stampede::INFINITY).unwrap();
+            let settled = Duration::from_secs(10);
+            assert!(support::eventually(settled, || b_rt.ts_min() == 5), "a's client holds b: {}", b_rt.ts_min());
+
+            let (forged, answered) = forge_as_node_a(&a);
+            let malformed = || b.mesh_counters().unwrap().malformed.load(std::sync::atomic::Ordering::Relaxed);
+            holder.set_virtual_time(stampede::INFINITY).unwrap();
+            if keyed {
+                assert!(support::eventually(settled, || malformed() >= forged), "the forged messages are dropped");
+                assert_eq!(answered, 0, "a forged decline question is not answered");
+                assert!(support::eventually(settled, || b_rt.ts_min() == 10), "b follows: {}", b_rt.ts_min());
+            } else {
+                // An absence cannot be awaited: a release that b would follow gets time to show.
+                std::thread::sleep(Duration::from_millis(500));
+                assert_eq!(malformed(), 0, "without a policy a client's mesh message decodes at the node");
+                assert_eq!(b_rt.ts_min(), 5, "and a forged pause holds b's ts_min");
+            }
+            client.close();
+            b.close();
+        }
+    });
+}
+
+/// A client of node `a` forges, under a's mesh key, pause requests to every other participant it
+/// sees, and asks a's decline queryable to decline a move: how many messages it sent, and how many
+/// answers the question got.
+fn forge_as_node_a(a: &TestNode) -> (u64, usize) {
+    use stampede_core::mesh::Message;
+    use stampede_core::Peer;
+    let config = fabric::client_config(&a.endpoint, Duration::from_secs(10), None).unwrap();
+    let evil = zenoh::open(config).wait().unwrap();
+    let mut participants: Vec<(String, Peer)> = Vec::new();
+    for reply in evil.liveliness().get("stampede/*/mesh/*").wait().unwrap().iter() {
+        let Ok(sample) = reply.result() else { continue };
+        let key = sample.key_expr().as_str().to_owned();
+        let mut parts = key.split('/').skip(1);
+        let (Some(name), Some("mesh"), Some(inc)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let id = stampede_node::mesh::peer_id(name);
+        participants.push((key.clone(), Peer { id, incarnation: inc.parse().unwrap() }));
+    }
+    let (a_key, a_peer) = participants.iter().find(|(key, _)| key.starts_with("stampede/a/")).cloned().unwrap();
+    let others: Vec<Peer> = participants.iter().map(|(_, p)| *p).filter(|p| *p != a_peer).collect();
+    assert!(!others.is_empty(), "the client sees node b's participant");
+    let forged = 20;
+    for after in 0..forged {
+        let bytes = postcard::to_allocvec(&(&others, Message::Pause { after })).unwrap();
+        evil.put(&a_key, bytes).wait().unwrap();
+    }
+    let question = postcard::to_allocvec(&(others[0], 1u64)).unwrap();
+    let replies =
+        evil.get(format!("{a_key}/decline")).payload(question).timeout(Duration::from_secs(2)).wait().unwrap();
+    let answered = replies.iter().filter(|r| r.result().is_ok()).count();
+    let _ = evil.close().wait();
+    (forged, answered)
+}

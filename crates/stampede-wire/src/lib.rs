@@ -72,5 +72,7 @@ pub use values::size;
 /// and given back: `Pause`, `Paused`, `Opened` between nodes, which a node's hello checks by this
 /// version); 20: mesh time (`Op::MeshTime`, `Outcome::MeshTime`); a listing names each name's node
 /// (`Listed`); 21: a request header carries the client's floor (`RequestHeader::floor`), below
-/// which the node runs no copy of a request it keeps no reply for.
-pub const VERSION: u8 = 21;
+/// which the node runs no copy of a request it keeps no reply for; 22: on a node with an access
+/// policy every payload on the mesh's keys carries a tag (`stampede-node`'s `mesh/seal.rs`), which
+/// a node's hello checks by this version.
+pub const VERSION: u8 = 22;

@@ -21,6 +21,8 @@ use stampede_engine::MeshClock;
 use zenoh::query::{ConsolidationMode, Queryable};
 use zenoh::Wait;
 
+use super::Seal;
+
 /// How often a node looks at its peers' clocks again (a new node, a reference gone, drift).
 pub const LOOK_EVERY: Duration = Duration::from_secs(2);
 /// Exchanges with the reference per look; the least-delay one sets the offset.
@@ -47,9 +49,13 @@ pub(crate) struct ClockSync {
 impl ClockSync {
     /// Answers clock questions for `clock`, looks once (so the clock is synced before the node
     /// serves anyone, unless a lower-named peer has yet to found), then keeps looking on a thread.
-    pub(crate) fn start(zenoh: &zenoh::Session, name: &str, clock: Arc<MeshClock>) -> Result<ClockSync, String> {
+    pub(crate) fn start(
+        (zenoh, seal): (&zenoh::Session, &Seal),
+        name: &str,
+        clock: Arc<MeshClock>,
+    ) -> Result<ClockSync, String> {
         let queryable = {
-            let (clock, key) = (clock.clone(), clock_key(name));
+            let (clock, key, sealing) = (clock.clone(), clock_key(name), seal.clone());
             zenoh
                 .declare_queryable(key.clone())
                 .callback(move |query| {
@@ -57,7 +63,7 @@ impl ClockSync {
                     let reading = clock.reading(received);
                     if let Ok(bytes) = postcard::to_allocvec(&reading) {
                         // Under its own key (the question may be a wildcard): it names the node.
-                        let _ = query.reply(&key, bytes).wait();
+                        let _ = query.reply(&key, sealing.seal(bytes)).wait();
                     }
                 })
                 .wait()
@@ -65,9 +71,9 @@ impl ClockSync {
         };
         // A node starting alone founds now; one that meets peers takes their time.
         clock.set(stampede_core::MeshTime::UNSYNCED);
-        look(zenoh, name, &clock);
+        look((zenoh, seal), name, &clock);
         let stop = Arc::new(AtomicBool::new(false));
-        let (zenoh, name, stopping) = (zenoh.clone(), name.to_owned(), stop.clone());
+        let (zenoh, seal, name, stopping) = (zenoh.clone(), seal.clone(), name.to_owned(), stop.clone());
         let thread = std::thread::Builder::new()
             .name("stampede-clock".into())
             .spawn(move || {
@@ -75,7 +81,7 @@ impl ClockSync {
                 while !stopping.load(Ordering::Acquire) {
                     std::thread::sleep(STOP_CHECK.min(next.saturating_duration_since(Instant::now())));
                     if Instant::now() >= next {
-                        look(&zenoh, &name, &clock);
+                        look((&zenoh, &seal), &name, &clock);
                         next = Instant::now() + LOOK_EVERY;
                     }
                 }
@@ -99,8 +105,8 @@ impl Drop for ClockSync {
 }
 
 /// One look: every other node's reading, then what the rule says.
-fn look(zenoh: &zenoh::Session, me: &str, clock: &MeshClock) {
-    let peers: Vec<(String, bool)> = ask(zenoh, &clock_key("*"))
+fn look(fabric: (&zenoh::Session, &Seal), me: &str, clock: &MeshClock) {
+    let peers: Vec<(String, bool)> = ask(fabric, &clock_key("*"))
         .into_iter()
         .filter(|(name, _)| name != me)
         .map(|(name, reading)| (name, reading.synced))
@@ -114,7 +120,7 @@ fn look(zenoh: &zenoh::Session, me: &str, clock: &MeshClock) {
             let (mut exchanges, mut epoch) = (Vec::with_capacity(EXCHANGES), None);
             for _ in 0..EXCHANGES {
                 let t0 = clock.base_ns();
-                let Some((_, reading)) = ask(zenoh, &key).into_iter().next() else { break };
+                let Some((_, reading)) = ask(fabric, &key).into_iter().next() else { break };
                 let t3 = clock.base_ns();
                 if !reading.synced {
                     return; // it lost its time meanwhile: look again later
@@ -131,8 +137,8 @@ fn look(zenoh: &zenoh::Session, me: &str, clock: &MeshClock) {
     clock.set(time);
 }
 
-/// The readings of the clocks `key` selects, with their nodes' names.
-fn ask(zenoh: &zenoh::Session, key: &str) -> Vec<(String, ClockReading)> {
+/// The readings of the clocks `key` selects (those a node sealed), with their nodes' names.
+fn ask((zenoh, seal): (&zenoh::Session, &Seal), key: &str) -> Vec<(String, ClockReading)> {
     let Ok(replies) = zenoh.get(key).consolidation(ConsolidationMode::None).timeout(ASK_TIMEOUT).wait() else {
         return Vec::new();
     };
@@ -140,7 +146,8 @@ fn ask(zenoh: &zenoh::Session, key: &str) -> Vec<(String, ClockReading)> {
     while let Ok(reply) = replies.recv() {
         let Ok(sample) = reply.into_result() else { continue };
         let Some(name) = super::node_of_service(sample.key_expr().as_str(), CLOCK) else { continue };
-        if let Ok(reading) = postcard::from_bytes::<ClockReading>(&sample.payload().to_bytes()) {
+        let bytes = sample.payload().to_bytes();
+        if let Some(Ok(reading)) = seal.open(&bytes).map(postcard::from_bytes::<ClockReading>) {
             readings.push((name.to_owned(), reading));
         }
     }

@@ -130,7 +130,7 @@ impl Driver {
                 let Some(life) = &self.life else { return };
                 match postcard::to_allocvec(&(&transmit.to, &transmit.message)) {
                     Ok(bytes) => {
-                        let _ = life.publisher.put(bytes).wait();
+                        let _ = life.publisher.put(self.fabric.seal.seal(bytes)).wait();
                     }
                     Err(_) => {
                         self.fabric.counters.malformed.fetch_add(1, Ordering::Relaxed);

@@ -17,7 +17,7 @@ use zenoh::query::Queryable;
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
-use crate::mesh::{decline_key, mesh_key, owns_key, peer_of, Fabric, Input, MESH_KEYS};
+use crate::mesh::{decline_key, mesh_key, owns_key, peer_of, Fabric, Input, Seal, MESH_KEYS};
 
 /// What one incarnation of the node declared on the fabric; dropped, it leaves the fabric.
 pub(super) struct Life {
@@ -43,6 +43,7 @@ impl Fabric {
             zenoh.declare_publisher(key.clone()).congestion_control(CongestionControl::Block).wait().map_err(zerr)?;
         let messages = {
             let (inbox, counters, overflow) = (self.inbox.clone(), self.counters.clone(), self.overflow.clone());
+            let seal = self.seal.clone();
             zenoh
                 .declare_subscriber(MESH_KEYS)
                 .callback(move |sample| {
@@ -55,8 +56,13 @@ impl Fabric {
                     }
                     // Only what is addressed to this participant is queued: the other nodes'
                     // traffic among themselves would fill the inbox while it joins.
-                    let bytes = sample.payload().to_bytes();
-                    match postcard::take_from_bytes::<Vec<Peer>>(&bytes) {
+                    let sealed = sample.payload().to_bytes();
+                    // Not a node's (its tag does not verify): dropped as malformed.
+                    let Some(bytes) = seal.open(&sealed) else {
+                        counters.malformed.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    };
+                    match postcard::take_from_bytes::<Vec<Peer>>(bytes) {
                         Ok((to, _)) if !to.contains(&peer) => return,
                         Ok(_) => {}
                         Err(_) => {
@@ -64,7 +70,7 @@ impl Fabric {
                             return;
                         }
                     }
-                    let bytes = bytes.into_owned();
+                    let bytes = bytes.to_vec();
                     if let Err(TrySendError::Full(_)) = inbox.try_send(Input::Message { from, bytes }) {
                         // A message of a sender's stream lost: that stream can never be applied
                         // past it. The participant starts over (`Driver::run`).
@@ -95,16 +101,21 @@ impl Fabric {
         };
         let decline = {
             let link = self.link.clone();
-            answer(zenoh, decline_key(&self.name, peer.incarnation), "no move", move |(from, id): (Peer, MoveId)| {
-                // Refused when resolved already (taken over, or declined before), or when this
-                // life is over: fine.
-                Ok(vec![u8::from(link.peer() == peer && link.decline(from, id))])
-            })?
+            answer(
+                (zenoh, &self.seal),
+                decline_key(&self.name, peer.incarnation),
+                "no move",
+                move |(from, id): (Peer, MoveId)| {
+                    // Refused when resolved already (taken over, or declined before), or when this
+                    // life is over: fine.
+                    Ok(vec![u8::from(link.peer() == peer && link.decline(from, id))])
+                },
+            )?
         };
         let owns = {
             let owns_move = self.owns_move.clone();
             let key = owns_key(&self.name, peer.incarnation);
-            answer(zenoh, key, "no move", move |(to, id, proof): (Peer, MoveId, MoveProof)| {
+            answer((zenoh, &self.seal), key, "no move", move |(to, id, proof): (Peer, MoveId, MoveProof)| {
                 Ok(vec![u8::from(owns_move(to, id, &proof))])
             })?
         };
@@ -122,26 +133,28 @@ impl Fabric {
     }
 }
 
-/// Declares a queryable on `key` that answers a query carrying a `T` (postcard) with what
-/// `respond` makes of it, or an error naming `what` the query lacks. Only a query on this very
-/// key is answered: a wildcard one (`stampede/**`) passes the access control of the mesh's keys
-/// (docs/SECURITY.md).
+/// Declares a queryable on `key` that answers a query carrying a `T` (postcard, sealed) with what
+/// `respond` makes of it (sealed), or an error naming `what` the query lacks. Only a query on
+/// this very key is answered: a wildcard one (`stampede/**`) passes the access control of the
+/// mesh's keys (docs/SECURITY.md); and only one a node sealed.
 fn answer<T: serde::de::DeserializeOwned>(
-    zenoh: &zenoh::Session,
+    (zenoh, seal): (&zenoh::Session, &Seal),
     key: String,
     what: &'static str,
     respond: impl Fn(T) -> std::result::Result<Vec<u8>, String> + Send + Sync + 'static,
 ) -> std::result::Result<Queryable<()>, String> {
+    let seal = seal.clone();
     zenoh
         .declare_queryable(key.clone())
         .callback(move |query| {
             if query.key_expr().as_str() != key {
                 return;
             }
-            let asked = query.payload().and_then(|p| postcard::from_bytes::<T>(&p.to_bytes()).ok());
+            let asked = query.payload().map(|p| p.to_bytes());
+            let asked = asked.as_deref().and_then(|p| seal.open(p)).and_then(|p| postcard::from_bytes::<T>(p).ok());
             let answer = asked.ok_or_else(|| format!("the query names {what}")).and_then(&respond);
             let _ = match answer {
-                Ok(bytes) => query.reply(query.key_expr().clone(), bytes).wait(),
+                Ok(bytes) => query.reply(query.key_expr().clone(), seal.seal(bytes)).wait(),
                 Err(reason) => query.reply_err(reason).wait(),
             };
         })

@@ -55,7 +55,7 @@ pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, op: Op, b
             let deadline = tokio::time::Instant::now() + TAKEOVER_WAIT;
             let asking = deadline.saturating_duration_since(tokio::time::Instant::now());
             let owned = crate::mesh::peer_id(&from_node) == from.id
-                && crate::mesh::owned_there(&node.zenoh, &from_node, from, (to, id, proof), asking).await;
+                && crate::mesh::owned_there((&node.zenoh, &node.seal), &from_node, from, (to, id, proof), asking).await;
             if !owned {
                 let reason = format!(
                     "node {from_node:?} made no move #{id} to this node for this client (a takeover presents the proof \
@@ -116,8 +116,10 @@ pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, op: Op, b
 /// Any other outcome as it is.
 async fn with_other_nodes<I>(node: &NodeShared, session: &Session, prefix: &str, outcome: Outcome<I>) -> Outcome<I> {
     let me = &node.options.name;
-    let others =
-        crate::names::on_other_nodes(&node.zenoh, me, prefix).await.into_iter().filter(|l| session.sees(&l.name));
+    let others = crate::names::on_other_nodes((&node.zenoh, &node.seal), me, prefix)
+        .await
+        .into_iter()
+        .filter(|l| session.sees(&l.name));
     match outcome {
         Outcome::Names(mut names) => {
             names.extend(others.map(|l| l.name));
@@ -181,7 +183,7 @@ async fn decline(node: &Arc<NodeShared>, moves: Vec<Move>) {
     let declining = node.clone();
     let _ = tokio::task::spawn_blocking(move || {
         for taken in &moves {
-            crate::mesh::decline_there(&declining.zenoh, &link, taken);
+            crate::mesh::decline_there((&declining.zenoh, &declining.seal), &link, taken);
         }
     })
     .await;
