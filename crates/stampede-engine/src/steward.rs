@@ -19,18 +19,6 @@
 //! ([`MeshLink::restart`]); what it had to say before is sent first, nothing of its old life after.
 //! The door is opened while the node needs one and given back when nothing does. Time is the
 //! driver's: every method that needs it takes `now`, a duration since an origin of its choosing.
-//!
-//! **Liveliness that needs proof** ([`proving`](Steward::proving)): where the fabric's tokens can
-//! be forged (they carry no tag, while a node with an access policy seals every payload), a token
-//! counts only once a sealed payload from its very incarnation came — a message, or the
-//! announcement a node sends when it begins and, at most once per [`ANNOUNCE_EVERY`], while tokens
-//! it sees wait for proof (at once when a new one starts waiting, at most every
-//! [`ANNOUNCE_SOON`]). A forged token (a member that would never answer, or a larger incarnation
-//! of a live node, which would fence it) is never a member; at most [`PROOFS_MAX`] wait. While a
-//! token has waited less than the liveliness timeout the door does not open: its node may be a
-//! live one whose proof is on the way, and a door opened without its answer would be an island's
-//! (so a forged token delays a session's `Open` by at most the liveliness timeout, as a member
-//! that never answers a pause round does).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,15 +38,6 @@ pub const EARLY_MESSAGES_MAX: usize = 256;
 pub const EARLY_SENDERS_MAX: usize = 64;
 /// How often a fenced sender that keeps speaking is told it was fenced.
 pub const REMIND_EVERY: Duration = Duration::from_secs(1);
-/// How often a node proving liveliness announces itself while tokens it sees wait for proof (one
-/// announcement lost must not leave them waiting).
-pub const ANNOUNCE_EVERY: Duration = Duration::from_secs(1);
-/// How soon after its last announcement a node announces itself again when a new token starts
-/// waiting for proof (that token's node waits for this one's proof too).
-pub const ANNOUNCE_SOON: Duration = Duration::from_millis(100);
-/// Incarnations remembered as proven, and tokens waiting for proof, each; beyond, a waiting token
-/// is dropped and the lowest proven incarnation forgotten (it proves itself again when it speaks).
-pub const PROOFS_MAX: usize = 256;
 
 /// Counters of what the steward and its driver dropped (for docs/PROTOCOL.md's "what can hold
 /// ts_min" and for tests); shared with the driver, which counts what it drops itself.
@@ -96,9 +75,6 @@ pub enum Action {
         /// The incarnation that ended.
         old: Peer,
     },
-    /// Announce this node (a sealed payload addressed to nobody): the nodes whose tokens wait for
-    /// proof take it as this incarnation's.
-    Announce,
     /// What happened, for a driver that logs (only when made with `notes`).
     Note(String),
 }
@@ -125,22 +101,7 @@ pub struct Steward {
     /// Since when this node's pause round has waited for the same members (`None`: no round, or
     /// nobody to wait for).
     round_waiting: Option<(Vec<Peer>, Duration)>,
-    /// `Some` while liveliness needs proof.
-    proof: Option<Proof>,
     actions: VecDeque<Action>,
-}
-
-/// What a steward proving liveliness knows.
-#[derive(Debug, Default)]
-struct Proof {
-    /// Incarnations a sealed payload came from.
-    proven: BTreeSet<Peer>,
-    /// Tokens on the fabric whose incarnation has not proven itself yet, and since when.
-    waiting: BTreeMap<Peer, Duration>,
-    /// When this node last announced itself.
-    announced: Option<Duration>,
-    /// A token started waiting since the last announcement.
-    fresh: bool,
 }
 
 impl Steward {
@@ -163,75 +124,7 @@ impl Steward {
             early_lost: BTreeSet::new(),
             reminded: BTreeMap::new(),
             round_waiting: None,
-            proof: None,
             actions: VecDeque::new(),
-        }
-    }
-
-    /// This steward with liveliness that needs proof (module doc): for a node whose payloads are
-    /// sealed.
-    pub fn proving(self) -> Steward {
-        Steward { proof: Some(Proof::default()), ..self }
-    }
-
-    /// A sealed payload came from `from` (a message, or its announcement): it lives. A token of
-    /// it waiting for proof joins now.
-    pub fn heard(&mut self, from: Peer, now: Duration) {
-        let Some(proof) = &mut self.proof else { return };
-        if proof.proven.contains(&from) {
-            return;
-        }
-        if proof.proven.len() >= PROOFS_MAX {
-            proof.proven.pop_first();
-        }
-        proof.proven.insert(from);
-        if proof.waiting.remove(&from).is_some() {
-            self.note(|| format!("{from:?} proved its token"));
-            self.join(from, now);
-        }
-    }
-
-    /// Whether `peer`'s token must wait for proof (and now does, since `now`, if there is room).
-    fn unproven(&mut self, peer: Peer, now: Duration) -> bool {
-        let Some(proof) = &mut self.proof else { return false };
-        if proof.proven.contains(&peer) {
-            return false;
-        }
-        if proof.waiting.contains_key(&peer) {
-            return true;
-        }
-        if proof.waiting.len() < PROOFS_MAX {
-            proof.waiting.insert(peer, now);
-            proof.fresh = true;
-        } else {
-            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-        }
-        true
-    }
-
-    /// Whether a token waiting for proof may still be a live node's: it has waited less than the
-    /// liveliness timeout.
-    fn proof_pending(&self, now: Duration) -> bool {
-        self.proof
-            .as_ref()
-            .is_some_and(|proof| proof.waiting.values().any(|since| now.saturating_sub(*since) < self.timeout))
-    }
-
-    /// Announces this node now if it proves liveliness and it never did, a token started waiting
-    /// and it did not within [`ANNOUNCE_SOON`], or tokens wait and it did not within
-    /// [`ANNOUNCE_EVERY`].
-    fn announce(&mut self, now: Duration) {
-        let Some(proof) = &mut self.proof else { return };
-        let due = match proof.announced.map(|at| now.saturating_sub(at)) {
-            None => true,
-            Some(since) => {
-                (proof.fresh && since >= ANNOUNCE_SOON) || (!proof.waiting.is_empty() && since >= ANNOUNCE_EVERY)
-            }
-        };
-        if due {
-            proof.announced = Some(now);
-            proof.fresh = false;
-            self.actions.push_back(Action::Announce);
         }
     }
 
@@ -257,20 +150,13 @@ impl Steward {
 
     /// The current incarnation is declared on the fabric, `live` being the other nodes'
     /// participants live there as it began (they get its snapshot; none: it is alone).
-    pub fn began(&mut self, live: &[Peer], now: Duration) {
+    pub fn began(&mut self, live: &[Peer]) {
         debug_assert!(self.declared.is_none(), "an incarnation is declared once");
-        for &other in live {
-            if !self.unproven(other, now) {
-                // Known already, or dead: harmless.
-                let _ = self.link.with(|mesh| mesh.peer_joined(other));
-            }
+        for other in live {
+            // Known already, or dead: harmless.
+            let _ = self.link.with(|mesh| mesh.peer_joined(*other));
         }
         self.declared = Some(live.is_empty());
-        if let Some(proof) = &mut self.proof {
-            // A new incarnation announces itself at once.
-            proof.announced = None;
-        }
-        self.announce(now);
     }
 
     /// The next thing the driver must do.
@@ -287,23 +173,13 @@ impl Steward {
     /// A message from `from` to the participants `to`; ignored unless the current incarnation,
     /// declared, is among them.
     pub fn message(&mut self, from: Peer, to: &[Peer], message: Message, now: Duration) {
-        self.heard(from, now);
         if self.declared.is_some() && to.contains(&self.peer()) {
             self.deliver(from, message, now);
         }
     }
 
-    /// The fabric reports `peer` live (its token appeared); proving liveliness, it joins once
-    /// [`heard`](Self::heard) from.
+    /// The fabric reports `peer` live (its token appeared).
     pub fn joined(&mut self, peer: Peer, now: Duration) {
-        if self.unproven(peer, now) {
-            self.note(|| format!("token of {peer:?}: it joins once it proves it"));
-            return;
-        }
-        self.join(peer, now);
-    }
-
-    fn join(&mut self, peer: Peer, now: Duration) {
         self.note(|| format!("joined {peer:?}"));
         match self.link.with(|mesh| mesh.peer_joined(peer)) {
             // Messages of it were dropped before it was reported: its stream to this participant
@@ -323,18 +199,8 @@ impl Steward {
         }
     }
 
-    /// The fabric reports `peer` dead (its token went), or this node declares it so. Proving
-    /// liveliness, the death of a token that never proved itself and is no member is only
-    /// forgotten: a forged token's death must fence nobody (a larger incarnation of a live node
-    /// would fence that node).
+    /// The fabric reports `peer` dead (its token went), or this node declares it so.
     pub fn dead(&mut self, peer: Peer) {
-        if let Some(proof) = &mut self.proof {
-            proof.waiting.remove(&peer);
-            let member = self.link.read(|mesh| mesh.live_peers().contains(&peer));
-            if !proof.proven.remove(&peer) && !member {
-                return;
-            }
-        }
         self.note(|| format!("dead {peer:?}"));
         self.early.remove(&peer);
         self.early_lost.remove(&peer);
@@ -415,15 +281,12 @@ impl Steward {
         }
         let wanted = wanted || self.link.awaits_floor();
         let open = self.link.read(|mesh| mesh.join_floor().is_some());
-        if wanted && !open && self.proof_pending(now) {
-            self.note(|| "a token waits for proof: the door waits for it".to_owned());
-        } else if wanted && !open {
+        if wanted && !open {
             let _ = self.link.with(Mesh::open_door);
         } else if !wanted && open {
             let _ = self.link.with(Mesh::close_door);
         }
         self.silent_members(now);
-        self.announce(now);
         self.link.read(|mesh| mesh.join_floor().is_some())
     }
 

@@ -264,39 +264,14 @@ fn peer_of(key: &str) -> Option<Peer> {
 
 /// What reaches the driver thread.
 enum Input {
-    /// A [`Payload::Message`] for this participant, opened (its tag checked), not decoded yet.
     Message {
         from: Peer,
         bytes: Vec<u8>,
     },
-    /// A [`Payload::Here`] of `from`.
-    Here(Peer),
     Joined(Peer),
     Dead(Peer),
     /// The runtime changed claims: there may be something to send.
     Wake,
-}
-
-/// What a node publishes on its mesh key (postcard; sealed on a node with an access policy).
-#[derive(serde::Serialize, serde::Deserialize)]
-enum Payload {
-    /// A message of the machine for the participants in the list.
-    Message(Vec<Peer>, stampede_core::mesh::Message),
-    /// The node's announcement: proof, where liveliness needs it, that its incarnation lives.
-    Here,
-}
-
-/// The bytes a node's driver publishes for `message` to the participants `to`, before their tag
-/// (a node with an access policy appends one): what a test playing a participant publishes.
-pub fn payload(to: &[Peer], message: &stampede_core::mesh::Message) -> Vec<u8> {
-    postcard::to_allocvec(&Payload::Message(to.to_vec(), message.clone())).expect("a message encodes")
-}
-
-/// The start of a [`Payload`]: enough to tell whom it is for without decoding the message.
-#[derive(serde::Deserialize)]
-enum PayloadHead {
-    Message(Vec<Peer>),
-    Here,
 }
 
 /// A node's running driver. Dropping it stops the thread and undeclares everything.
@@ -397,17 +372,14 @@ impl MeshDriver {
         let hooks_door_wanted = hooks.door_wanted.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
-            let (stop, link, counters, seal) = (stop.clone(), link.clone(), counters.clone(), seal.clone());
+            let (stop, link, counters) = (stop.clone(), link.clone(), counters.clone());
             std::thread::Builder::new()
                 .name(format!("stampede-mesh-{name}"))
                 .spawn(move || {
                     let debug = std::env::var_os(DEBUG_ENV).is_some();
                     let mut steward = Steward::new(link, timeout, incarnation_after, counters, debug);
-                    if seal.keyed() {
-                        steward = steward.proving();
-                    }
+                    steward.began(&life.live);
                     let origin = std::time::Instant::now();
-                    steward.began(&life.live, origin.elapsed());
                     Driver { fabric, steward, life: Some(life), woken, debug, origin, hooks }.run(&rx, &stop)
                 })
                 .map_err(|e| unreachable(format!("the mesh thread could not start: {e}")))?

@@ -169,11 +169,9 @@ fn a_node_with_another_policy_is_refused_at_join() {
 /// only from nodes, whatever the authentication): a client's well-formed mesh messages under a
 /// node's key — pause requests to the other node, each holding that node's ts_min until the round
 /// it names opens, which it never does — and its decline question are dropped (the messages
-/// counted malformed, the question unanswered); its token naming node b with a larger incarnation
-/// (b's restart, were it trusted: a fences b's live participant) proves nothing and fences nobody;
-/// and the nodes' own sealed mesh works (a's client holds b's ts_min, then b follows it). Without a
-/// policy (a mesh confined to this host) the same messages reach the machine and hold b's ts_min,
-/// and the token expels b: what the seal and the proof of liveliness stop.
+/// counted malformed, the question unanswered), and the nodes' own sealed mesh works (a's client
+/// holds b's ts_min, then b follows it). Without a policy (a mesh confined to this host) the same
+/// messages reach the machine and hold b's ts_min: what the seal stops.
 #[test]
 fn with_a_policy_only_nodes_speak_on_the_mesh() {
     with_watchdog("with_a_policy_only_nodes_speak_on_the_mesh", || {
@@ -193,24 +191,19 @@ fn with_a_policy_only_nodes_speak_on_the_mesh() {
             let settled = Duration::from_secs(10);
             assert!(support::eventually(settled, || b_rt.ts_min() == 5), "a's client holds b: {}", b_rt.ts_min());
 
-            let (forged, answered, evil) = forge_as_node_a(&a);
-            let counter = |which: fn(&stampede_node::mesh::MeshCounters) -> &std::sync::atomic::AtomicU64| {
-                which(&b.mesh_counters().unwrap()).load(std::sync::atomic::Ordering::Relaxed)
-            };
-            let (malformed, restarts) = (|| counter(|c| &c.malformed), || counter(|c| &c.restarts));
+            let (forged, answered) = forge_as_node_a(&a);
+            let malformed = || b.mesh_counters().unwrap().malformed.load(std::sync::atomic::Ordering::Relaxed);
             holder.set_virtual_time(stampede::INFINITY).unwrap();
             if keyed {
                 assert!(support::eventually(settled, || malformed() >= forged), "the forged messages are dropped");
                 assert_eq!(answered, 0, "a forged decline question is not answered");
                 assert!(support::eventually(settled, || b_rt.ts_min() == 10), "b follows: {}", b_rt.ts_min());
-                assert_eq!(restarts(), 0, "the forged token of b fenced nobody");
             } else {
-                assert!(support::eventually(settled, || restarts() > 0), "without proof a forged token expels b");
+                // An absence cannot be awaited: a release that b would follow gets time to show.
+                std::thread::sleep(Duration::from_millis(500));
                 assert_eq!(malformed(), 0, "without a policy a client's mesh message decodes at the node");
                 assert_eq!(b_rt.ts_min(), 5, "and a forged pause holds b's ts_min");
             }
-            drop(evil.1);
-            let _ = evil.0.close().wait();
             client.close();
             b.close();
         }
@@ -218,10 +211,9 @@ fn with_a_policy_only_nodes_speak_on_the_mesh() {
 }
 
 /// A client of node `a` forges, under a's mesh key, pause requests to every other participant it
-/// sees, asks a's decline queryable to decline a move, and declares a token naming node b with a
-/// far larger incarnation: how many messages it sent, how many answers the question got, and its
-/// session (the token lives while it does).
-fn forge_as_node_a(a: &TestNode) -> (u64, usize, (zenoh::Session, zenoh::liveliness::LivelinessToken)) {
+/// sees, and asks a's decline queryable to decline a move: how many messages it sent, and how many
+/// answers the question got.
+fn forge_as_node_a(a: &TestNode) -> (u64, usize) {
     use stampede_core::mesh::Message;
     use stampede_core::Peer;
     let config = fabric::client_config(&a.endpoint, Duration::from_secs(10), None).unwrap();
@@ -240,14 +232,13 @@ fn forge_as_node_a(a: &TestNode) -> (u64, usize, (zenoh::Session, zenoh::livelin
     assert!(!others.is_empty(), "the client sees node b's participant");
     let forged = 20;
     for after in 0..forged {
-        // A message as a node's driver publishes it, with no tag.
-        evil.put(&a_key, stampede_node::mesh::payload(&others, &Message::Pause { after })).wait().unwrap();
+        let bytes = postcard::to_allocvec(&(&others, Message::Pause { after })).unwrap();
+        evil.put(&a_key, bytes).wait().unwrap();
     }
     let question = postcard::to_allocvec(&(others[0], 1u64)).unwrap();
     let replies =
         evil.get(format!("{a_key}/decline")).payload(question).timeout(Duration::from_secs(2)).wait().unwrap();
     let answered = replies.iter().filter(|r| r.result().is_ok()).count();
-    let b = participants.iter().find(|(key, _)| key.starts_with("stampede/b/")).map(|(_, p)| *p).unwrap();
-    let token = evil.liveliness().declare_token(format!("stampede/b/mesh/{}", b.incarnation + 1_000_000_000_000));
-    (forged, answered, (evil.clone(), token.wait().unwrap()))
+    let _ = evil.close().wait();
+    (forged, answered)
 }

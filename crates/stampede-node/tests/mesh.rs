@@ -102,14 +102,14 @@ fn hostile_mesh_messages_are_counted_and_change_nothing() {
         let me = Peer { id: stampede_node::mesh::peer_id("b"), incarnation };
         for seq in 1..=400u64 {
             let batch = Message::Batch(Batch { seq, watermark: 1 << 40, ..Batch::default() });
-            let bytes = stampede_node::mesh::payload(&[me], &batch);
+            let bytes = postcard::to_allocvec(&(vec![me], batch)).unwrap();
             evil.put("stampede/evil/mesh/9", bytes).wait().unwrap();
         }
         // One message each from 100 more unknown incarnations: at most EARLY_SENDERS_MAX senders
         // are kept.
         for incarnation in 1_000..1_100u64 {
             let batch = Message::Batch(Batch { seq: 1, ..Batch::default() });
-            let bytes = stampede_node::mesh::payload(&[me], &batch);
+            let bytes = postcard::to_allocvec(&(vec![me], batch)).unwrap();
             evil.put(format!("stampede/evil/mesh/{incarnation}"), bytes).wait().unwrap();
         }
         let counters = b.mesh_counters().unwrap();
@@ -187,7 +187,7 @@ fn a_node_expelled_while_alive_rejoins_as_a_new_incarnation() {
         let _token = fabric.liveliness().declare_token("stampede/x/mesh/1").wait().unwrap();
         let send = |x: &mut Mesh| {
             while let Some(t) = x.poll_transmit() {
-                fabric.put("stampede/x/mesh/1", stampede_node::mesh::payload(&t.to, &t.message)).wait().unwrap();
+                fabric.put("stampede/x/mesh/1", postcard::to_allocvec(&(&t.to, &t.message)).unwrap()).wait().unwrap();
             }
         };
         send(&mut x);

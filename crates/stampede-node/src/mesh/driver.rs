@@ -9,12 +9,13 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Instant;
 
+use stampede_core::mesh::Message;
 use stampede_core::Peer;
 use stampede_engine::steward::{Action, Steward};
 use zenoh::Wait;
 
 use crate::mesh::life::{live_nodes, Life};
-use crate::mesh::{Fabric, Hooks, Input, Payload, TICK};
+use crate::mesh::{Fabric, Hooks, Input, TICK};
 
 /// Rounds of actions carried out after one look, each of which may answer a question the
 /// steward asked (a liveliness question): the rest waits for the next look.
@@ -79,7 +80,7 @@ impl Driver {
         match self.fabric.begin(self.steward.peer()) {
             Ok(life) => {
                 self.log("joined the mesh again");
-                self.steward.began(&life.live, self.origin.elapsed());
+                self.steward.began(&life.live);
                 self.life = Some(life);
             }
             Err(reason) => {
@@ -95,13 +96,12 @@ impl Driver {
     fn input(&mut self, input: Input) {
         let now = self.origin.elapsed();
         match input {
-            Input::Message { from, bytes } => match postcard::from_bytes::<Payload>(&bytes) {
-                Ok(Payload::Message(to, message)) => self.steward.message(from, &to, message, now),
-                Ok(Payload::Here) | Err(_) => {
+            Input::Message { from, bytes } => match postcard::from_bytes::<(Vec<Peer>, Message)>(&bytes) {
+                Ok((to, message)) => self.steward.message(from, &to, message, now),
+                Err(_) => {
                     self.fabric.counters.malformed.fetch_add(1, Ordering::Relaxed);
                 }
             },
-            Input::Here(from) => self.steward.heard(from, now),
             Input::Joined(peer) => self.steward.joined(peer, now),
             Input::Dead(peer) => self.steward.dead(peer),
             Input::Wake => self.woken.store(false, Ordering::Release),
@@ -126,8 +126,17 @@ impl Driver {
 
     fn act(&mut self, action: Action) {
         match action {
-            Action::Send(transmit) => self.publish(&Payload::Message(transmit.to, transmit.message)),
-            Action::Announce => self.publish(&Payload::Here),
+            Action::Send(transmit) => {
+                let Some(life) = &self.life else { return };
+                match postcard::to_allocvec(&(&transmit.to, &transmit.message)) {
+                    Ok(bytes) => {
+                        let _ = life.publisher.put(self.fabric.seal.seal(bytes)).wait();
+                    }
+                    Err(_) => {
+                        self.fabric.counters.malformed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
             Action::AskLiveliness(peer) => self.ask_liveliness(peer),
             Action::Fenced(peer) => (self.hooks.dead)(peer),
             Action::Restarted { old } => {
@@ -138,19 +147,6 @@ impl Driver {
                 (self.hooks.expelled)();
             }
             Action::Note(note) => self.log(&note),
-        }
-    }
-
-    /// Publishes `payload` on the current life's key, sealed.
-    fn publish(&self, payload: &Payload) {
-        let Some(life) = &self.life else { return };
-        match postcard::to_allocvec(payload) {
-            Ok(bytes) => {
-                let _ = life.publisher.put(self.fabric.seal.seal(bytes)).wait();
-            }
-            Err(_) => {
-                self.fabric.counters.malformed.fetch_add(1, Ordering::Relaxed);
-            }
         }
     }
 

@@ -17,7 +17,7 @@ use zenoh::query::Queryable;
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
-use crate::mesh::{decline_key, mesh_key, owns_key, peer_of, Fabric, Input, PayloadHead, Seal, MESH_KEYS};
+use crate::mesh::{decline_key, mesh_key, owns_key, peer_of, Fabric, Input, Seal, MESH_KEYS};
 
 /// What one incarnation of the node declared on the fabric; dropped, it leaves the fabric.
 pub(super) struct Life {
@@ -62,16 +62,16 @@ impl Fabric {
                         counters.malformed.fetch_add(1, Ordering::Relaxed);
                         return;
                     };
-                    let input = match postcard::take_from_bytes::<PayloadHead>(bytes) {
-                        Ok((PayloadHead::Message(to), _)) if !to.contains(&peer) => return,
-                        Ok((PayloadHead::Message(_), _)) => Input::Message { from, bytes: bytes.to_vec() },
-                        Ok((PayloadHead::Here, _)) => Input::Here(from),
+                    match postcard::take_from_bytes::<Vec<Peer>>(bytes) {
+                        Ok((to, _)) if !to.contains(&peer) => return,
+                        Ok(_) => {}
                         Err(_) => {
                             counters.malformed.fetch_add(1, Ordering::Relaxed);
                             return;
                         }
-                    };
-                    if let Err(TrySendError::Full(_)) = inbox.try_send(input) {
+                    }
+                    let bytes = bytes.to_vec();
+                    if let Err(TrySendError::Full(_)) = inbox.try_send(Input::Message { from, bytes }) {
                         // A message of a sender's stream lost: that stream can never be applied
                         // past it. The participant starts over (`Driver::run`).
                         counters.dropped.fetch_add(1, Ordering::Relaxed);

@@ -47,12 +47,6 @@ impl Seal {
         mac
     }
 
-    /// Whether payloads are tagged (the node has an access policy): then tokens, which carry
-    /// none, must be proven by a sealed payload too (`Steward::proving`).
-    pub(crate) fn keyed(&self) -> bool {
-        self.key.is_some()
-    }
-
     /// `payload` with its tag appended (as it is, without a key).
     pub(crate) fn seal(&self, mut payload: Vec<u8>) -> Vec<u8> {
         if let Some(key) = &self.key {

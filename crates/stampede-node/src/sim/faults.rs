@@ -4,8 +4,7 @@
 //! a call is under way; a node may be killed and restarted (a new incarnation: an empty engine,
 //! no sessions), and the link between two nodes cut for more than a lease (each declares the
 //! other dead; healed, the fenced participants learn it and rejoin as new incarnations).
-//! Where nodes seal their payloads, a client forges a token naming a node with a larger incarnation
-//! (`mesh.rs`). Messages are lost beside (`world.rs`). Every fault ends by itself.
+//! Messages are lost beside (`world.rs`). Every fault ends by itself.
 
 use super::world::{Event, World};
 use super::{LEASE_US, NODE_DOWN_US_MAX};
@@ -89,12 +88,6 @@ impl World {
                     self.kill_node(node);
                     let until = self.now + 100_000 + self.rng.below(NODE_DOWN_US_MAX);
                     self.at(until, Event::NodeUp { node });
-                }
-            }
-            22 if self.forging => {
-                let node = self.rng.below(self.nodes.len() as u64) as usize;
-                if self.forge_token(node) {
-                    self.counts.forged_tokens += 1;
                 }
             }
             21 if self.nodes.len() > 1 => {

@@ -90,7 +90,7 @@ impl World {
         let live: Vec<Peer> = declared.iter().copied().filter(|&p| self.shows(node, p)).collect();
         let island = live.len() < declared.len();
         let Some(n) = self.nodes[node].as_mut() else { return };
-        n.steward.began(&live, std::time::Duration::from_micros(self.now));
+        n.steward.began(&live);
         let peer = n.steward.peer();
         n.declared = Some(peer);
         if island {
@@ -103,7 +103,7 @@ impl World {
     /// Node `node` starts, a new incarnation, and declares its participant.
     pub(super) fn node_up(&mut self, node: usize) {
         self.incarnations += 1;
-        self.nodes[node] = Some(SimNode::new(node, self.incarnations, self.now, (self.trace, self.proving)));
+        self.nodes[node] = Some(SimNode::new(node, self.incarnations, self.now, self.trace));
         self.mutate_participant(node);
         self.begin(node);
     }
@@ -194,15 +194,6 @@ impl World {
                     }
                 }
             }
-            Event::Here { node, from } => {
-                if self.is_cut(node, node_of(from)) {
-                    return Ok(());
-                }
-                let now = self.since_start();
-                if let Some(n) = self.nodes[node].as_mut() {
-                    n.steward.heard(from, now);
-                }
-            }
             Event::Begin { node } => {
                 if self.nodes[node].as_ref().is_some_and(|n| !n.steward.declared()) {
                     self.begin(node);
@@ -212,30 +203,6 @@ impl World {
             other => unreachable!("not a mesh event: {other:?}"),
         }
         Ok(())
-    }
-
-    /// When the next message from node `from` reaches node `to`: after a delay, and never before
-    /// the one sent before it (one publisher per node).
-    fn next_on_link(&mut self, from: usize, to: usize) -> u64 {
-        let last = self.mesh.last_due.get(&(from, to)).copied().unwrap_or(0);
-        let due = (self.now + self.delay() / 4).max(last);
-        self.mesh.last_due.insert((from, to), due);
-        due
-    }
-
-    /// A client on the mesh's keys declares a token naming node `node` with a larger incarnation
-    /// than its live one (for a lease): were tokens trusted, every node would take it for that
-    /// node's restart and fence the live participant.
-    pub(super) fn forge_token(&mut self, node: usize) -> bool {
-        let Some(real) = self.declared(node) else { return false };
-        let peer = Peer { id: real.id, incarnation: real.incarnation + 1_000 };
-        let up: Vec<usize> = (0..self.nodes.len()).filter(|&n| self.nodes[n].is_some()).collect();
-        for &at in &up {
-            let due = self.now + self.delay();
-            self.at(due, Event::Liveliness { node: at, peer, live: true });
-            self.at(due + LEASE_US, Event::Liveliness { node: at, peer, live: false });
-        }
-        true
     }
 
     fn since_start(&self) -> std::time::Duration {
@@ -277,16 +244,11 @@ impl World {
                     if target >= self.nodes.len() || target == node || self.is_cut(node, target) {
                         continue;
                     }
-                    let due = self.next_on_link(node, target);
+                    let last = self.mesh.last_due.get(&(node, target)).copied().unwrap_or(0);
+                    let due = (self.now + self.delay() / 4).max(last);
+                    self.mesh.last_due.insert((node, target), due);
                     let (to, message) = (transmit.to.clone(), transmit.message.clone());
                     self.at(due, Event::Mesh { node: target, from: me, to, message });
-                }
-            }
-            // On the same stream as its messages, to every node its links reach.
-            Action::Announce => {
-                for target in self.reached_from(node) {
-                    let due = self.next_on_link(node, target);
-                    self.at(due, Event::Here { node: target, from: me });
                 }
             }
             Action::AskLiveliness(peer) => {

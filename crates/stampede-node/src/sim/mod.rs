@@ -99,7 +99,6 @@ pub(super) struct Counts {
     pub(super) mesh_messages: u64,
     pub(super) expulsions: u64,
     pub(super) mesh_checks: u64,
-    pub(super) forged_tokens: u64,
     pub(super) opens_waited: u64,
     pub(super) delivered: u64,
     pub(super) given_back: u64,
@@ -137,7 +136,6 @@ impl Counts {
             mesh_messages,
             expulsions,
             mesh_checks,
-            forged_tokens,
             opens_waited,
             delivered,
             given_back,
@@ -163,7 +161,6 @@ impl Counts {
         self.mesh_messages += mesh_messages;
         self.expulsions += expulsions;
         self.mesh_checks += mesh_checks;
-        self.forged_tokens += forged_tokens;
         self.opens_waited += opens_waited;
         self.delivered += delivered;
         self.given_back += given_back;
@@ -195,8 +192,6 @@ fn run(seed: u64, trace: bool, prepare: impl FnOnce(&mut World)) -> Result<Count
     let (roles, nodes) = roles(&mut Rng(seed ^ 0x5EED));
     let mut world = World::new(seed, &roles, nodes);
     world.trace = trace;
-    world.proving = world.rng.below(2) == 0;
-    world.forging = world.proving;
     prepare(&mut world);
     world.start_mesh();
     let mut events = 0;
@@ -340,15 +335,7 @@ fn mutations_are_caught() {
         .map(|m| (format!("{m:?}"), Box::new(move |w: &mut World| w.mutation = Some(m)) as Box<dyn Fn(&mut World)>))
         .chain(mesh.into_iter().map(|m| {
             (format!("{m:?}"), Box::new(move |w: &mut World| w.mesh_mutation = Some(m)) as Box<dyn Fn(&mut World)>)
-        }))
-        // Tokens trusted where they can be forged: nodes that do not prove liveliness.
-        .chain(std::iter::once((
-            "TrustForgedTokens".to_owned(),
-            Box::new(|w: &mut World| {
-                w.proving = false;
-                w.forging = true;
-            }) as Box<dyn Fn(&mut World)>,
-        )));
+        }));
     for (name, switch_on) in faults {
         let caught = (1..=MUTATION_SEEDS).find_map(|seed| {
             let result = catch_unwind(AssertUnwindSafe(|| run(seed, false, &switch_on)));

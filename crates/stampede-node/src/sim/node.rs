@@ -112,8 +112,8 @@ pub(super) struct SimNode {
 impl SimNode {
     /// Incarnation `incarnation` of node `index`, started at `now_us`: its participant is
     /// `index + 1` in its first life since `now_us` ([`peer_incarnation`]); its steward notes
-    /// what it does when `notes`, and needs tokens proven when `proving`.
-    pub(super) fn new(index: usize, incarnation: u32, now_us: u64, (notes, proving): (bool, bool)) -> SimNode {
+    /// what it does when `notes`.
+    pub(super) fn new(index: usize, incarnation: u32, now_us: u64, notes: bool) -> SimNode {
         let tokio = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .start_paused(true)
@@ -126,10 +126,7 @@ impl SimNode {
         let link = MeshLink::attach(&runtime, Mesh::new(peer, MeshLimits::default()), Arc::new(|| {}))
             .expect("a new runtime links");
         let lease = Duration::from_micros(super::LEASE_US);
-        let mut steward = Steward::new(link, lease, |i| i + 1, Arc::default(), notes);
-        if proving {
-            steward = steward.proving();
-        }
+        let steward = Steward::new(link, lease, |i| i + 1, Arc::default(), notes);
         let waiting = Vec::new();
         SimNode {
             index,

@@ -91,11 +91,6 @@ pub(super) enum Event {
     Begin {
         node: usize,
     },
-    /// Participant `from`'s announcement reaches node `node` (its proof of life).
-    Here {
-        node: usize,
-        from: Peer,
-    },
     /// The link between nodes `a` and `b` comes back.
     Mend {
         a: usize,
@@ -142,11 +137,6 @@ pub(super) struct World {
     /// Node incarnations made so far (each a new number, across nodes).
     pub(super) incarnations: u32,
     pub(super) mesh: super::mesh::Fabric,
-    /// Whether the nodes seal their payloads, so liveliness needs proof (`Steward::proving`), as
-    /// on nodes with an access policy; then tokens are forged too (a client on the mesh's keys).
-    pub(super) proving: bool,
-    /// Whether forged tokens appear (with `proving`, unless a test says otherwise).
-    pub(super) forging: bool,
     pub(super) clients: Vec<SimClient>,
     pub(super) procs: Vec<Proc>,
     /// By session id; ordered, so that a seed replays exactly.
@@ -195,8 +185,6 @@ impl World {
             ticking: false,
             incarnations: 0,
             mesh: super::mesh::Fabric::default(),
-            proving: false,
-            forging: false,
             clients,
             procs,
             tokens: BTreeMap::new(),
@@ -294,11 +282,9 @@ impl World {
             | Event::Heal { .. }
             | Event::NodeUp { .. }
             | Event::Mend { .. } => self.fault(event),
-            Event::Mesh { .. }
-            | Event::Liveliness { .. }
-            | Event::Begin { .. }
-            | Event::Here { .. }
-            | Event::MeshTick => self.mesh_event(event),
+            Event::Mesh { .. } | Event::Liveliness { .. } | Event::Begin { .. } | Event::MeshTick => {
+                self.mesh_event(event)
+            }
         }?;
         // Whatever the event did (a put, a session closed, time passing) may answer a request
         // waiting on a node, and give a steward something to do.
