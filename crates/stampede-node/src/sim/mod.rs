@@ -36,6 +36,7 @@
 //! those on engines, without the session protocol), the direct path's and zenoh's own code (the
 //! links here are the model), shared-memory segments.
 
+mod calls;
 mod client;
 mod faults;
 mod mesh;

@@ -1,24 +1,19 @@
 //! The simulated world: a virtual clock, the messages between clients and their nodes (delayed
 //! at random, so reordered between senders, and lost; the fabric says so of half the lost ones,
 //! as when a link breaks under a query), the mesh's messages and liveliness between the nodes
-//! (`mesh.rs`), and each client's call loop — the loop of `stampede::remote::client::exchange`
-//! over the same pure rules.
+//! (`mesh.rs`), and the requests each node serves; each client's call loop is `calls.rs`.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
-use std::time::Duration;
 
-use bytes::Bytes;
 use stampede_core::mesh::Message;
-use stampede_core::{Error, Op, Peer};
-use stampede_wire::session::{Answer, ClientSession, Standing, Verdict};
-use stampede_wire::{encode, Reply, Request, RequestHeader};
+use stampede_core::Peer;
 
-use super::client::{Conn, Effect, Pending, Purpose, Role, SimClient};
+use super::client::{Pending, Role, SimClient};
 use super::node::{reply_of, Handled, Serving, SimNode};
-use super::oracle::{Delivery, Oracle};
+use super::oracle::Oracle;
 use super::tokens::Token;
-use super::{Counts, Rng, LEASE_US};
+use super::{Counts, Rng};
 
 /// A message or a timer, due at a virtual instant.
 #[derive(Debug)]
@@ -109,20 +104,20 @@ pub(super) struct Proc {
     pub(super) killed: bool,
     pub(super) cut: bool,
     pub(super) pending: Option<Pending>,
-    next_try: u64,
-    idle_until: u64,
+    pub(super) next_try: u64,
+    pub(super) idle_until: u64,
     /// The phase of its keep-alives.
     pub(super) phase: u64,
 }
 
 /// Longest a get asks the node to wait (within the lease's share a reply of a get is taken in).
-const GET_WAIT_US_MAX: u64 = 500_000;
+pub(super) const GET_WAIT_US_MAX: u64 = 500_000;
 
 /// Between two looks of the node at the requests waiting on it.
 const NODE_TICK_US: u64 = 10_000;
 
 /// How much later than its retry a stalled request's first copy arrives, at most.
-const STALL_US: u64 = 500_000;
+pub(super) const STALL_US: u64 = 500_000;
 
 pub(super) struct World {
     pub(super) rng: Rng,
@@ -141,7 +136,7 @@ pub(super) struct World {
     pub(super) procs: Vec<Proc>,
     /// By session id; ordered, so that a seed replays exactly.
     pub(super) tokens: BTreeMap<String, Token>,
-    sessions_made: u64,
+    pub(super) sessions_made: u64,
     pub(super) oracle: Oracle,
     /// Whether messages may be lost now (not once the faults stopped).
     pub(super) lossy: bool,
@@ -228,7 +223,7 @@ impl World {
     }
 
     /// Whether a message is lost on the way (only while faults run), or its client's link is cut.
-    fn lost(&mut self, client: usize, per_mille: u64) -> bool {
+    pub(super) fn lost(&mut self, client: usize, per_mille: u64) -> bool {
         self.procs[client].cut || (self.lossy && self.rng.below(1000) < per_mille)
     }
 
@@ -371,242 +366,11 @@ impl World {
 
     /// Half the time a message of try `try_id` is lost, the fabric tells its client so (the
     /// link broke under the query); else the try waits for its deadline.
-    fn maybe_no_reply(&mut self, client: usize, life: u32, try_id: u64) {
+    pub(super) fn maybe_no_reply(&mut self, client: usize, life: u32, try_id: u64) {
         if self.rng.below(2) == 0 {
             let due = self.now + self.delay();
             self.at(due, Event::NoReply { client, life, try_id });
         }
-    }
-
-    /// Client `client` acts: takes the reply or the lost try of its call, or starts the next.
-    pub(super) fn step(&mut self, client: usize) -> Result<(), String> {
-        let proc = &mut self.procs[client];
-        if proc.stopped || proc.killed {
-            return Ok(());
-        }
-        let now = self.now;
-        if let Some(pending) = proc.pending.as_mut() {
-            if let Some(reply) = pending.reply.take() {
-                return self.conclude(client, Some(reply));
-            }
-            if now < pending.try_ends && !std::mem::take(&mut pending.failed) {
-                return Ok(());
-            }
-            let taken = Duration::from_micros(now - pending.first_sent);
-            let conn = self.clients[client].conn.as_ref().expect("a call has its session");
-            return match conn.protocol.retry(&mut pending.call, true, taken, conn.closed) {
-                Some(timeout) => {
-                    self.counts.retries += 1;
-                    self.send_try(client, timeout);
-                    Ok(())
-                }
-                None => self.conclude(client, None),
-            };
-        }
-        if now < proc.idle_until || !self.working {
-            return Ok(());
-        }
-        self.start_call(client);
-        Ok(())
-    }
-
-    fn start_call(&mut self, client: usize) {
-        let (request, payload, purpose) = match self.clients[client].conn {
-            None => {
-                self.sessions_made += 1;
-                let id = format!("{:x}", (self.sessions_made << 16) | client as u64);
-                let proc = &self.procs[client];
-                let token = Token {
-                    client,
-                    life: proc.life,
-                    declared_at: self.now,
-                    silent_since: None,
-                    silence: 0,
-                    withdrawn: false,
-                };
-                self.tokens.insert(id.clone(), token);
-                #[allow(unused_mut)]
-                let mut protocol = ClientSession::new(Duration::from_micros(LEASE_US));
-                #[cfg(feature = "mutations")]
-                if let Some(mutation) = self.mutation {
-                    protocol.mutate(mutation);
-                }
-                self.clients[client].connect(Some(Conn::new(id, protocol)));
-                (Request::Open { user: None, password: None }, Vec::new(), Purpose::Open)
-            }
-            Some(_) => {
-                let wait_us = match self.rng.below(2) {
-                    0 => 0,
-                    _ => self.rng.below(GET_WAIT_US_MAX),
-                };
-                self.clients[client].next_request(wait_us)
-            }
-        };
-        let wait = match &request {
-            Request::Op(Op::Get { wait_us, .. } | Op::QueueGet { wait_us, .. }) => Duration::from_micros(*wait_us),
-            _ => Duration::ZERO,
-        };
-        let conn = self.clients[client].conn.as_mut().expect("a session");
-        let call = conn.protocol.call(&request, wait);
-        let first_sent = self.now;
-        let pending = Pending {
-            call,
-            request,
-            payload,
-            purpose,
-            first_sent,
-            try_id: 0,
-            try_ends: 0,
-            reply: None,
-            failed: false,
-            stopped: false,
-        };
-        let timeout = conn.protocol.try_timeout(&pending.call, Duration::ZERO);
-        self.procs[client].pending = Some(pending);
-        self.send_try(client, timeout);
-    }
-
-    /// Sends the call under way once more (its first try, or a retry with its number), its reply
-    /// waited for `timeout`.
-    fn send_try(&mut self, client: usize, timeout: Duration) {
-        let conn = self.clients[client].conn.as_mut().expect("a call has its session");
-        let proc = &mut self.procs[client];
-        let pending = proc.pending.as_mut().expect("a call under way");
-        proc.next_try += 1;
-        pending.try_id = proc.next_try;
-        pending.try_ends = self.now + timeout.as_micros() as u64;
-        let header = RequestHeader {
-            seq: pending.call.seq,
-            acks: conn.protocol.acks(),
-            floor: conn.protocol.floor(),
-            ..RequestHeader::new(conn.id.clone(), conn.secret.unwrap_or_default(), pending.request.clone())
-        };
-        let mut message = encode(&header);
-        message.extend_from_slice(&pending.payload);
-        let (life, try_ends, try_id) = (proc.life, pending.try_ends, pending.try_id);
-        self.at(try_ends, Event::Wake { client, life });
-        if self.lost(client, 20) {
-            self.counts.requests_lost += 1;
-            self.maybe_no_reply(client, life, try_id);
-            return;
-        }
-        let mut due = self.now + self.delay();
-        if self.lossy && self.rng.below(1000) < 10 {
-            // The request's connection stalls and the fabric gives up on it (on the direct path
-            // a retry takes another connection): the client is told, retries, and the first copy
-            // still arrives, late.
-            self.counts.stalled += 1;
-            self.at(self.now + 1_000, Event::NoReply { client, life, try_id });
-            due += STALL_US;
-        }
-        self.at(due, Event::ToNode { client, life, try_id, message });
-    }
-
-    /// The call under way ends with `reply` (from the node incarnation that served it) or none:
-    /// the session protocol's verdict, then the application takes what it allows.
-    fn conclude(&mut self, client: usize, reply: Option<(Vec<u8>, u32)>) -> Result<(), String> {
-        let pending = self.procs[client].pending.take().expect("a call under way");
-        let taken = Duration::from_micros(self.now - pending.first_sent);
-        let served_by = reply.as_ref().map_or(0, |(_, node)| *node);
-        let decoded = reply.map(|(message, _)| reply_of(&message)).transpose()?;
-        let answer = match &decoded {
-            None => Answer::Lost,
-            Some((Reply::Error(_), _)) => Answer::Error,
-            Some(_) => Answer::Outcome,
-        };
-        let conn = self.clients[client].conn.as_mut().expect("a call has its session");
-        if answer != Answer::Lost {
-            conn.protocol.read(pending.call.seq);
-        }
-        let bound = conn.protocol.try_timeout(&pending.call, Duration::ZERO);
-        if !pending.stopped && taken > bound {
-            return Err(format!("a call of client {client} took {taken:?}, past its deadline {bound:?}"));
-        }
-        let verdict =
-            conn.protocol.conclude(&pending.call, answer, taken, Standing { closed: conn.closed, ended: conn.ended });
-        let (session, secret, opened) = (conn.id.clone(), conn.secret.unwrap_or_default(), conn.secret.is_some());
-        if let (Verdict::Deliver, Some((Reply::Opened(secret), _))) = (verdict, &decoded) {
-            conn.secret = Some(*secret);
-        }
-        let idle_until = self.now + self.think(client);
-        self.procs[client].idle_until = idle_until;
-        let life = self.procs[client].life;
-        self.at(idle_until, Event::Wake { client, life });
-        let outcome = match (verdict, decoded) {
-            (Verdict::Deliver, Some((Reply::Opened(_), _))) => return Ok(()),
-            (Verdict::Deliver, Some((Reply::Outcome(outcome), payload))) => Ok((outcome, payload)),
-            (Verdict::NodeError, Some((Reply::Error(e), _))) => Err(Error::from(e)),
-            (Verdict::Deliver | Verdict::NodeError, other) => {
-                return Err(format!("verdict {verdict:?} on {other:?}"));
-            }
-            (verdict, _) => {
-                self.counts.count(verdict);
-                self.clients[client].lost(pending.purpose);
-                if verdict.ends_session() || !opened || verdict == Verdict::SessionEnded {
-                    self.end_session(client);
-                }
-                return Ok(());
-            }
-        };
-        if matches!(pending.purpose, Purpose::Open) {
-            // The node refused the session (its bound): try again later.
-            self.end_session(client);
-            return Ok(());
-        }
-        let effect = self.clients[client].take(pending.purpose, outcome)?;
-        match effect {
-            Effect::None => {
-                if let (Purpose::Put(_), Role::QueueProducer) = (pending.purpose, self.clients[client].role) {
-                    self.oracle.acknowledged(served_by, Bytes::from(pending.payload));
-                }
-            }
-            Effect::Delivered { seq, ts, payload } => {
-                let delivery =
-                    Delivery { session: &session, secret, incarnation: served_by, seq, ts, payload: &payload };
-                let home = self.procs[client].home;
-                self.oracle.delivered(self.nodes[home].as_ref(), delivery)?;
-            }
-            // The oracle saw it on the node.
-            Effect::Consumed => {}
-            Effect::Reconnect => self.end_session(client),
-        }
-        Ok(())
-    }
-
-    /// The application closes its client from another thread: a call under way ends at once
-    /// (`Closed`, whatever its reply would have carried goes back with the session), then the
-    /// client says so to the node and withdraws its token; its next call opens a new session.
-    pub(super) fn close_client(&mut self, client: usize) -> Result<(), String> {
-        let Some(conn) = self.clients[client].conn.as_mut() else { return Ok(()) };
-        conn.closed = true;
-        if self.procs[client].pending.is_some() {
-            self.conclude(client, None)?;
-        }
-        self.end_session(client);
-        Ok(())
-    }
-
-    /// How long an application thinks before its next call.
-    fn think(&mut self, client: usize) -> u64 {
-        match self.clients[client].role.produces() {
-            true => 10_000 + self.rng.below(30_000),
-            false => self.rng.below(20_000),
-        }
-    }
-
-    /// The client ends its session: it says so to the node (if the message gets there) and
-    /// withdraws its token; its next call opens a new session.
-    pub(super) fn end_session(&mut self, client: usize) {
-        let Some(mut conn) = self.clients[client].conn.take() else { return };
-        conn.ended = true;
-        self.counts.sessions_ended += 1;
-        let (life, delay) = (self.procs[client].life, self.delay());
-        if let Some(secret) = conn.secret.filter(|_| !self.lost(client, 20)) {
-            let message = encode(&RequestHeader::new(conn.id.clone(), secret, Request::Close));
-            self.at(self.now + delay, Event::ToNode { client, life, try_id: 0, message });
-        }
-        self.withdraw(&conn.id, client);
-        self.clients[client].connect(None);
     }
 }
 
