@@ -177,7 +177,7 @@ pub(crate) fn keep_keys_to_nodes(config: &mut zenoh::Config, nodes: &[String]) -
     })
 }
 
-/// What a node does when its participant's life changes (see [`MeshDriver::start`]); both run
+/// What a node does when its participant's life changes (see `MeshDriver::start`); both run
 /// on the driver thread.
 #[derive(Clone)]
 pub struct Hooks {
