@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The long runs of the seeded simulations (docs/CHECKS.md): the distributed ts_min protocol's
 # (crates/stampede-core/tests/mesh_simulation.rs), the linked runtimes' (crates/stampede/tests/
-# mesh_link_sim.rs) and the whole path's (clients and a node: crates/stampede-node/src/sim), in
+# mesh_link_sim.rs) and the whole path's (clients and a mesh of nodes: crates/stampede-node/src/sim), in
 # release builds, each split into one shard per core. Every shard prints its
 # "N seeds passed (from seed S)" line; a failing seed stops its shard with the seed to replay.
 #

@@ -37,7 +37,7 @@ STAMPEDE_SEEDS="${STAMPEDE_SEEDS:-2000}" cargo test -p stampede --features shutt
 echo "== [${SECONDS} s] Mesh simulation (its \"seeds passed\" line is in the Rust tests above; replay one with STAMPEDE_MESH_SEED=n): the protocol faults it must catch"
 cargo test -p stampede-core --features mutations --test mesh_simulation mutations
 cargo test -p stampede-core --features mutations --lib mesh::tests::ignoring_dependencies_is_caught
-echo "== [${SECONDS} s] Whole-path simulation (clients and a node; its \"seeds passed\" line is in the Rust tests above; replay one with STAMPEDE_PATH_SEED=n): the session-rule faults it must catch"
+echo "== [${SECONDS} s] Whole-path simulation (clients and a mesh of nodes; its \"seeds passed\" line is in the Rust tests above; replay one with STAMPEDE_PATH_SEED=n): the session-rule faults it must catch"
 cargo test -p stampede-node --features mutations --lib sim::mutations_are_caught
 
 echo "== [${SECONDS} s] Conformance (docs/NODES.md, location transparency): the Rust semantic suites against a client of a stampede serve process,"
