@@ -178,6 +178,16 @@ impl Steward {
         }
     }
 
+    /// What the fabric says of `peer` (a liveliness event, or the answer to
+    /// [`Action::AskLiveliness`]): its token shows (`live`: [`joined`](Self::joined)) or not
+    /// ([`dead`](Self::dead)).
+    pub fn reported(&mut self, peer: Peer, live: bool, now: Duration) {
+        match live {
+            true => self.joined(peer, now),
+            false => self.dead(peer),
+        }
+    }
+
     /// The fabric reports `peer` live (its token appeared).
     pub fn joined(&mut self, peer: Peer, now: Duration) {
         self.note(|| format!("joined {peer:?}"));

@@ -85,6 +85,13 @@ impl AccessPolicy {
         AccessPolicy::parse(&text).map_err(refuse)
     }
 
+    /// The policy in a canonical encoding: what nodes of a mesh compare (its digest, in their
+    /// hellos) and derive their mesh payloads' key from. Its users are a sorted map, and postcard
+    /// encodes by position, so equal policies encode alike whatever their files' layout.
+    pub(crate) fn canonical(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).expect("a policy is plain data")
+    }
+
     /// Parses a policy (the file's text); the reason if it is not one.
     pub fn parse(text: &str) -> std::result::Result<AccessPolicy, String> {
         let policy: AccessPolicy = toml::from_str(text).map_err(|e| format!("not a policy: {e}"))?;

@@ -38,9 +38,7 @@ impl Hello {
     /// This node's hello: this build's wire version and `policy`'s digest.
     pub(crate) fn of(policy: Option<&AccessPolicy>) -> Hello {
         let policy = policy.map_or("none".to_owned(), |policy| {
-            // Canonical: the policy's users are a sorted map; postcard encodes by position.
-            let bytes = postcard::to_allocvec(policy).expect("a policy is plain data");
-            Blake2s256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+            Blake2s256::digest(policy.canonical()).iter().map(|b| format!("{b:02x}")).collect()
         });
         Hello { version: VERSION, policy }
     }

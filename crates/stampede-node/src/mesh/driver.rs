@@ -170,11 +170,7 @@ impl Driver {
     /// Reports `peer` joined if its token is on the fabric now, dead otherwise.
     fn ask_liveliness(&mut self, peer: Peer) {
         let Some(live) = self.live_on_fabric() else { return };
-        if live.contains(&peer) {
-            self.steward.joined(peer, self.origin.elapsed());
-        } else {
-            self.steward.dead(peer);
-        }
+        self.steward.reported(peer, live.contains(&peer), self.origin.elapsed());
     }
 
     /// The other nodes' participants whose tokens are on the fabric now; `None` if the fabric

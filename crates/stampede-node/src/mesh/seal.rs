@@ -33,10 +33,9 @@ pub(crate) struct Seal {
 impl Seal {
     /// The seal of a node serving `policy` (`None`: payloads go untagged).
     pub(crate) fn of(policy: Option<&AccessPolicy>) -> Seal {
+        // The bytes the hello's digest is made of (`join.rs`), under another context.
         let key = policy.map(|policy| {
-            // The policy's canonical bytes, as its digest is made (`join.rs`), under another context.
-            let bytes = postcard::to_allocvec(policy).expect("a policy is plain data");
-            Blake2s256::new().chain_update(KEY_CONTEXT).chain_update(bytes).finalize().into()
+            Blake2s256::new().chain_update(KEY_CONTEXT).chain_update(policy.canonical()).finalize().into()
         });
         Seal { key }
     }

@@ -172,6 +172,16 @@ impl World {
         }
     }
 
+    /// Node `node`'s fabric says whether `peer`'s token shows.
+    fn report(&mut self, node: usize, peer: Peer, live: bool) {
+        let now = self.since_start();
+        let Some(n) = self.nodes[node].as_mut() else { return };
+        n.steward.reported(peer, live, now);
+        if !live {
+            self.declared_dead(peer);
+        }
+    }
+
     pub(super) fn mesh_event(&mut self, event: Event) -> Result<(), String> {
         match event {
             Event::Mesh { node, from, to, message } => {
@@ -184,14 +194,8 @@ impl World {
                 n.steward.message(from, &to, message, now);
             }
             Event::Liveliness { node, peer, live } => {
-                let now = self.since_start();
-                let Some(n) = self.nodes[node].as_mut().filter(|n| n.steward.declared()) else { return Ok(()) };
-                match live {
-                    true => n.steward.joined(peer, now),
-                    false => {
-                        n.steward.dead(peer);
-                        self.declared_dead(peer);
-                    }
+                if self.nodes[node].as_ref().is_some_and(|n| n.steward.declared()) {
+                    self.report(node, peer, live);
                 }
             }
             Event::Begin { node } => {
@@ -251,17 +255,7 @@ impl World {
                     self.at(due, Event::Mesh { node: target, from: me, to, message });
                 }
             }
-            Action::AskLiveliness(peer) => {
-                let (shows, now) = (self.shows(node, peer), self.since_start());
-                let Some(n) = self.nodes[node].as_mut() else { return };
-                match shows {
-                    true => n.steward.joined(peer, now),
-                    false => {
-                        n.steward.dead(peer);
-                        self.declared_dead(peer);
-                    }
-                }
-            }
+            Action::AskLiveliness(peer) => self.report(node, peer, self.shows(node, peer)),
             Action::Fenced(peer) => {
                 if let Some(n) = &self.nodes[node] {
                     n.desk.close_shadows_of(peer);
