@@ -122,6 +122,12 @@ impl MeshLink {
         self.with(|mesh| mesh.decline_move(from, id).is_ok())
     }
 
+    /// A decline of `from`'s move `id` addressed to `addressed`, a life of this node: refused
+    /// (`false`) once that life is over, or when the move was resolved already.
+    pub fn decline_to(&self, addressed: Peer, from: Peer, id: MoveId) -> bool {
+        self.peer() == addressed && self.decline(from, id)
+    }
+
     /// Whether this node's move `id` to `to` is still unresolved.
     pub fn is_move_open(&self, to: Peer, id: MoveId) -> bool {
         self.read(|mesh| mesh.is_move_open(to, id))

@@ -19,7 +19,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use stampede_core::{Error, Peer, Result};
+use stampede_core::mesh::MoveId;
+use stampede_core::{Error, MoveProof, Peer, Result};
 use stampede_wire::session::Turn;
 use stampede_wire::{fabric, Secret};
 
@@ -165,6 +166,12 @@ impl Desk {
         for session in sessions {
             session.close();
         }
+    }
+
+    /// Whether one of the sessions made the move `id` to `to` with `proof` (what a takeover on
+    /// `to` presents).
+    pub(crate) fn owns_move(&self, to: Peer, id: MoveId, proof: &MoveProof) -> bool {
+        self.sessions().iter().any(|session| session.owns_move(to, id, proof))
     }
 
     /// Every listed session, for the caller to look at outside the desk's lock.

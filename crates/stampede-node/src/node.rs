@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use stampede_core::name::check_name;
-use stampede_core::Peer;
 use stampede_core::{Error, Result};
 use stampede_engine::Runtime;
 use zenoh::pubsub::Subscriber;
@@ -242,17 +241,6 @@ pub(crate) struct NodeShared {
 }
 
 impl NodeShared {
-    /// Whether one of this node's sessions made the move `id` to `to` with `proof`.
-    pub(crate) fn owns_move(
-        &self,
-        to: Peer,
-        id: stampede_core::mesh::MoveId,
-        proof: &stampede_core::MoveProof,
-    ) -> bool {
-        let sessions = self.desk.sessions();
-        sessions.iter().any(|session| session.owns_move(to, id, proof))
-    }
-
     /// Ends the session `id`, if open: its tasks are closed, its connections detached.
     pub(crate) fn close_session(&self, id: &str) {
         let Some(moves) = self.desk.close(id) else { return };
@@ -352,7 +340,7 @@ impl Node {
                     }
                 }),
                 owns_move: Arc::new(move |to, id, proof| {
-                    owner.upgrade().is_some_and(|node| node.owns_move(to, id, proof))
+                    owner.upgrade().is_some_and(|node| node.desk.owns_move(to, id, proof))
                 }),
                 door_wanted: Arc::new(move || {
                     doors.upgrade().is_some_and(|node| !node.options.serve_only || node.desk.len() > 0)

@@ -10,6 +10,7 @@
 //! request); `execute` runs the operation itself.
 
 pub(crate) mod execute;
+pub(crate) mod moves;
 
 use stampede_engine::trace::{self, Kind};
 use std::sync::Arc;

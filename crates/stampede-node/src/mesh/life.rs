@@ -108,7 +108,7 @@ impl Fabric {
                 move |(from, id): (Peer, MoveId)| {
                     // Refused when resolved already (taken over, or declined before), or when this
                     // life is over: fine.
-                    Ok(vec![u8::from(link.peer() == peer && link.decline(from, id))])
+                    Ok(vec![u8::from(link.decline_to(peer, from, id))])
                 },
             )?
         };
