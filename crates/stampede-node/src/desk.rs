@@ -20,8 +20,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use stampede_core::mesh::MoveId;
+use stampede_core::mutation::Switch;
 use stampede_core::{Error, MoveProof, Peer, Result};
-use stampede_wire::session::Turn;
+use stampede_wire::session::{Mutation, Turn};
 use stampede_wire::{fabric, Secret};
 
 use crate::access;
@@ -34,6 +35,7 @@ pub(crate) struct Desk {
     node: String,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     sessions_max: usize,
+    mutation: Switch<Mutation>,
 }
 
 /// What to do with a request of an open session.
@@ -53,7 +55,13 @@ pub(crate) enum Admitted {
 impl Desk {
     pub(crate) fn new(node: &str, sessions_max: usize) -> Desk {
         debug_assert!(sessions_max > 0);
-        Desk { node: node.to_owned(), sessions: Mutex::default(), sessions_max }
+        Desk { node: node.to_owned(), sessions: Mutex::default(), sessions_max, mutation: Switch::default() }
+    }
+
+    /// Switches `mutation` on (the whole-path simulation's checks of its checker only).
+    #[cfg(all(test, feature = "mutations"))]
+    pub(crate) fn mutate(&mut self, mutation: Mutation) {
+        self.mutation.set(mutation);
     }
 
     /// The node's name.
@@ -155,8 +163,11 @@ impl Desk {
     /// other nodes, for the caller to decline those still open; `None` if it was not listed.
     pub(crate) fn close(&self, id: &str) -> Option<Vec<Move>> {
         let session = self.get(id)?;
-        let moves = session.close();
+        let mut moves = session.close();
         self.sessions.lock().remove(id);
+        if self.mutation.is(Mutation::DeclineOthersMoves) {
+            moves.extend(self.sessions().iter().flat_map(|other| other.moves()));
+        }
         Some(moves)
     }
 

@@ -110,7 +110,7 @@ pub(crate) async fn owned_there(
 }
 
 /// How long a node waits for another to confirm it declined a move.
-const DECLINE_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const DECLINE_WAIT: Duration = Duration::from_secs(5);
 
 /// Asks node `to_node` (participant `to`) to decline this node's move `id` if it did not take it
 /// over: the move of a task whose client went away between `MoveTask` and `TakeOverTask`.

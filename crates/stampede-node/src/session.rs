@@ -187,6 +187,11 @@ impl Session {
         mesh.moves.iter().any(|m| m.to == to && m.id == id && crate::access::same_secret(&m.proof, proof))
     }
 
+    /// The moves of its tasks not known to be resolved.
+    pub(crate) fn moves(&self) -> Vec<Move> {
+        self.mesh.lock().moves.clone()
+    }
+
     /// Closes the task `handle` and forgets it (as the engine's `CloseTask`). Returns the task's
     /// moves to other nodes, for the caller to decline those still open.
     pub(crate) fn close_task(&self, op: &'static str, handle: Handle) -> Result<Vec<Move>> {

@@ -38,12 +38,8 @@ pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, op: Op, b
                 Op::Names { prefix } | Op::Listing { prefix } => Some(prefix.clone()),
                 _ => None,
             };
-            let here = Here {
-                name: &node.options.name,
-                runtime: &node.runtime,
-                desk: &node.desk,
-                mesh: node.mesh.get(),
-            };
+            let here =
+                Here { name: &node.options.name, runtime: &node.runtime, desk: &node.desk, mesh: node.mesh.get() };
             let (reply, payloads) = moves::execute(&here, &Fabric(node), session, op, body).await?;
             match (reply, listed) {
                 (Reply::Outcome(outcome), Some(prefix)) => {
@@ -59,7 +55,13 @@ pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, op: Op, b
 struct Fabric<'a>(&'a Arc<NodeShared>);
 
 impl Neighbours for Fabric<'_> {
-    async fn owned_there(&self, from_node: &str, from: Peer, asked: (Peer, MoveId, MoveProof), timeout: Duration) -> bool {
+    async fn owned_there(
+        &self,
+        from_node: &str,
+        from: Peer,
+        asked: (Peer, MoveId, MoveProof),
+        timeout: Duration,
+    ) -> bool {
         crate::mesh::owned_there((&self.0.zenoh, &self.0.seal), from_node, from, asked, timeout).await
     }
 
@@ -103,4 +105,3 @@ async fn with_other_nodes<I>(node: &NodeShared, session: &Session, prefix: &str,
         other => other,
     }
 }
-

@@ -10,7 +10,7 @@ use stampede_core::{Error, Op};
 use stampede_wire::session::{Answer, ClientSession, Standing, Verdict};
 use stampede_wire::{encode, Reply, Request, RequestHeader};
 
-use super::client::{Conn, Effect, Pending, Purpose, Role};
+use super::client::{Conn, Effect, Next, Pending, Purpose, Role, Side};
 use super::node::reply_of;
 use super::oracle::Delivery;
 use super::tokens::Token;
@@ -33,7 +33,7 @@ impl World {
                 return Ok(());
             }
             let taken = Duration::from_micros(now - pending.first_sent);
-            let conn = self.clients[client].conn.as_ref().expect("a call has its session");
+            let conn = self.clients[client].conn_of(pending.side).expect("a call has its session");
             return match conn.protocol.retry(&mut pending.call, true, taken, conn.closed) {
                 Some(timeout) => {
                     self.counts.retries += 1;
@@ -51,13 +51,19 @@ impl World {
     }
 
     fn start_call(&mut self, client: usize) {
-        let (request, payload, purpose) = match self.clients[client].conn {
-            None => {
+        let wait_us = match self.rng.below(2) {
+            0 => 0,
+            _ => self.rng.below(GET_WAIT_US_MAX),
+        };
+        let (side, request, payload, purpose) = match self.clients[client].next_call(wait_us) {
+            Next::Open(side) => {
                 self.sessions_made += 1;
                 let id = format!("{:x}", (self.sessions_made << 16) | client as u64);
                 let proc = &self.procs[client];
+                let node = self.clients[client].node_of(side);
                 let token = Token {
                     client,
+                    node,
                     life: proc.life,
                     declared_at: self.now,
                     silent_since: None,
@@ -71,25 +77,20 @@ impl World {
                 if let Some(mutation) = self.mutation {
                     protocol.mutate(mutation);
                 }
-                self.clients[client].connect(Some(Conn::new(id, protocol)));
-                (Request::Open { user: None, password: None }, Vec::new(), Purpose::Open)
+                self.clients[client].connect(side, Conn::new(id, node, protocol));
+                (side, Request::Open { user: None, password: None }, Vec::new(), Purpose::Open)
             }
-            Some(_) => {
-                let wait_us = match self.rng.below(2) {
-                    0 => 0,
-                    _ => self.rng.below(GET_WAIT_US_MAX),
-                };
-                self.clients[client].next_request(wait_us)
-            }
+            Next::Call { side, request, payload, purpose } => (side, request, payload, purpose),
         };
         let wait = match &request {
             Request::Op(Op::Get { wait_us, .. } | Op::QueueGet { wait_us, .. }) => Duration::from_micros(*wait_us),
             _ => Duration::ZERO,
         };
-        let conn = self.clients[client].conn.as_mut().expect("a session");
+        let conn = self.clients[client].conn_mut(side).expect("a session");
         let call = conn.protocol.call(&request, wait);
         let first_sent = self.now;
         let pending = Pending {
+            side,
             call,
             request,
             payload,
@@ -109,9 +110,9 @@ impl World {
     /// Sends the call under way once more (its first try, or a retry with its number), its reply
     /// waited for `timeout`.
     fn send_try(&mut self, client: usize, timeout: Duration) {
-        let conn = self.clients[client].conn.as_mut().expect("a call has its session");
         let proc = &mut self.procs[client];
         let pending = proc.pending.as_mut().expect("a call under way");
+        let conn = self.clients[client].conn_mut(pending.side).expect("a call has its session");
         proc.next_try += 1;
         pending.try_id = proc.next_try;
         pending.try_ends = self.now + timeout.as_micros() as u64;
@@ -123,7 +124,7 @@ impl World {
         };
         let mut message = encode(&header);
         message.extend_from_slice(&pending.payload);
-        let (life, try_ends, try_id) = (proc.life, pending.try_ends, pending.try_id);
+        let (life, try_ends, try_id, node) = (proc.life, pending.try_ends, pending.try_id, conn.node);
         self.at(try_ends, Event::Wake { client, life });
         if self.lost(client, 20) {
             self.counts.requests_lost += 1;
@@ -139,7 +140,7 @@ impl World {
             self.at(self.now + 1_000, Event::NoReply { client, life, try_id });
             due += STALL_US;
         }
-        self.at(due, Event::ToNode { client, life, try_id, message });
+        self.at(due, Event::ToNode { node, client, life, try_id, message });
     }
 
     /// The call under way ends with `reply` (from the node incarnation that served it) or none:
@@ -154,7 +155,7 @@ impl World {
             Some((Reply::Error(_), _)) => Answer::Error,
             Some(_) => Answer::Outcome,
         };
-        let conn = self.clients[client].conn.as_mut().expect("a call has its session");
+        let conn = self.clients[client].conn_mut(pending.side).expect("a call has its session");
         if answer != Answer::Lost {
             conn.protocol.read(pending.call.seq);
         }
@@ -165,15 +166,25 @@ impl World {
         let verdict =
             conn.protocol.conclude(&pending.call, answer, taken, Standing { closed: conn.closed, ended: conn.ended });
         let (session, secret, opened) = (conn.id.clone(), conn.secret.unwrap_or_default(), conn.secret.is_some());
+        let node = conn.node;
         if let (Verdict::Deliver, Some((Reply::Opened(secret), _))) = (verdict, &decoded) {
             conn.secret = Some(*secret);
+            // Its hello said which participant the node has now.
+            conn.mesh = self.nodes[node].as_ref().and_then(|n| n.declared);
         }
         let idle_until = self.now + self.think(client);
         self.procs[client].idle_until = idle_until;
         let life = self.procs[client].life;
         self.at(idle_until, Event::Wake { client, life });
         let outcome = match (verdict, decoded) {
-            (Verdict::Deliver, Some((Reply::Opened(_), _))) => return Ok(()),
+            (Verdict::Deliver, Some((Reply::Opened(_), _))) => {
+                let client = &self.clients[client];
+                if client.far() && client.conn.as_ref().is_some_and(|c| c.mesh.is_none()) {
+                    // Its node has no participant to move its task to right now: it starts over.
+                    self.end_session(client.index);
+                }
+                return Ok(());
+            }
             (Verdict::Deliver, Some((Reply::Outcome(outcome), payload))) => Ok((outcome, payload)),
             (Verdict::NodeError, Some((Reply::Error(e), _))) => Err(Error::from(e)),
             (Verdict::Deliver | Verdict::NodeError, other) => {
@@ -193,18 +204,24 @@ impl World {
             self.end_session(client);
             return Ok(());
         }
-        let effect = self.clients[client].take(pending.purpose, outcome)?;
+        let effect = self.clients[client].take(pending.side, pending.purpose, outcome)?;
         match effect {
-            Effect::None => {
-                if let (Purpose::Put(_), Role::QueueProducer) = (pending.purpose, self.clients[client].role) {
+            Effect::None => match (pending.purpose, self.clients[client].role) {
+                (Purpose::Put(_), Role::QueueProducer) => {
                     self.oracle.acknowledged(served_by, Bytes::from(pending.payload));
                 }
-            }
+                (Purpose::TakeOver, _) => self.counts.shadows += 1,
+                _ => {}
+            },
             Effect::Delivered { seq, ts, payload } => {
+                let through = match pending.request {
+                    Request::Op(Op::QueueGet { connection, .. }) => connection,
+                    _ => 0,
+                };
+                let seq = seq.map(|seq| (seq, through));
                 let delivery =
                     Delivery { session: &session, secret, incarnation: served_by, seq, ts, payload: &payload };
-                let home = self.procs[client].home;
-                self.oracle.delivered(self.nodes[home].as_ref(), delivery)?;
+                self.oracle.delivered(self.nodes[node].as_ref(), delivery)?;
             }
             // The oracle saw it on the node.
             Effect::Consumed => {}
@@ -217,8 +234,11 @@ impl World {
     /// (`Closed`, whatever its reply would have carried goes back with the session), then the
     /// client says so to the node and withdraws its token; its next call opens a new session.
     pub(super) fn close_client(&mut self, client: usize) -> Result<(), String> {
-        let Some(conn) = self.clients[client].conn.as_mut() else { return Ok(()) };
-        conn.closed = true;
+        for side in [Side::Containers, Side::Home] {
+            if let Some(conn) = self.clients[client].conn_mut(side) {
+                conn.closed = true;
+            }
+        }
         if self.procs[client].pending.is_some() {
             self.conclude(client, None)?;
         }
@@ -234,18 +254,20 @@ impl World {
         }
     }
 
-    /// The client ends its session: it says so to the node (if the message gets there) and
-    /// withdraws its token; its next call opens a new session.
+    /// The client ends its sessions: it says so to their nodes (if the messages get there) and
+    /// withdraws their tokens; its next call opens a new session.
     pub(super) fn end_session(&mut self, client: usize) {
-        let Some(mut conn) = self.clients[client].conn.take() else { return };
-        conn.ended = true;
-        self.counts.sessions_ended += 1;
-        let (life, delay) = (self.procs[client].life, self.delay());
-        if let Some(secret) = conn.secret.filter(|_| !self.lost(client, 20)) {
-            let message = encode(&RequestHeader::new(conn.id.clone(), secret, Request::Close));
-            self.at(self.now + delay, Event::ToNode { client, life, try_id: 0, message });
+        let sessions = [self.clients[client].conn.take(), self.clients[client].home_conn.take()];
+        for mut conn in sessions.into_iter().flatten() {
+            conn.ended = true;
+            self.counts.sessions_ended += 1;
+            let (life, delay, node) = (self.procs[client].life, self.delay(), conn.node);
+            if let Some(secret) = conn.secret.filter(|_| !self.lost(client, 20)) {
+                let message = encode(&RequestHeader::new(conn.id.clone(), secret, Request::Close));
+                self.at(self.now + delay, Event::ToNode { node, client, life, try_id: 0, message });
+            }
+            self.withdraw(&conn.id, client);
         }
-        self.withdraw(&conn.id, client);
-        self.clients[client].connect(None);
+        self.clients[client].reset();
     }
 }

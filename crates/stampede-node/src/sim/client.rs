@@ -1,10 +1,18 @@
-//! A simulated client: an application (a producer or a consumer of a queue or a channel) over one
-//! session at a time, whose requests follow the session protocol's own rules
-//! (`stampede_wire::session::ClientSession`: numbers, acknowledgements, retries, what a reply
-//! means). The world (`world.rs`) carries its messages and runs its clock.
+//! A simulated client: an application (a producer or a consumer of a queue or a channel), whose
+//! requests follow the session protocol's own rules (`stampede_wire::session::ClientSession`:
+//! numbers, acknowledgements, retries, what a reply means). The world (`world.rs`) carries its
+//! messages and runs its clock.
+//!
+//! Its task lives on its home node; its channel or queue on the same node (one session), or on
+//! another (a far client: two sessions, as a runtime connected to two nodes). A far client moves
+//! its task to the containers' node (`MoveTask` at home), takes the move over there as a shadow
+//! (`TakeOverTask`, with the move's proof) and works through the shadow; a producer sets its
+//! task's virtual time on the shadow, then at home. The end of either session ends both (its
+//! runtime starts over), which declines a move not taken over yet.
 
 use bytes::Bytes;
-use stampede_core::{Error, ErrorKind, Handle, Op, Outcome, Retention, Selector, Timestamp, INFINITY};
+use stampede_core::mesh::MoveId;
+use stampede_core::{Error, ErrorKind, Handle, MoveProof, Op, Outcome, Peer, Retention, Selector, Timestamp, INFINITY};
 use stampede_wire::session::{Call, ClientSession};
 use stampede_wire::{ItemHeader, Request, Secret, WireOutcome};
 
@@ -37,9 +45,21 @@ impl Role {
     }
 }
 
+/// Which of a client's sessions: at its containers' node (every client has it), or at its
+/// task's home node (a far client's other one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Side {
+    Containers,
+    Home,
+}
+
 /// One session of a client, from its `Open` on.
 pub(super) struct Conn {
     pub(super) id: String,
+    /// The node it is open on.
+    pub(super) node: usize,
+    /// That node's participant in the mesh, as its hello said at `Open` (where moves go).
+    pub(super) mesh: Option<Peer>,
     /// Handed out by the node's reply to `Open`.
     pub(super) secret: Option<Secret>,
     pub(super) protocol: ClientSession,
@@ -47,6 +67,7 @@ pub(super) struct Conn {
     pub(super) ended: bool,
     /// The application closed the client (from another thread) while a call was under way.
     pub(super) closed: bool,
+    /// Its task (a far client's shadow, on its containers' session).
     task: Option<Handle>,
     container: Option<Handle>,
     /// Whether the container was looked for (then it is created if missing).
@@ -55,9 +76,11 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    pub(super) fn new(id: String, protocol: ClientSession) -> Conn {
+    pub(super) fn new(id: String, node: usize, protocol: ClientSession) -> Conn {
         Conn {
             id,
+            node,
+            mesh: None,
             secret: None,
             protocol,
             ended: false,
@@ -75,11 +98,16 @@ impl Conn {
 pub(super) enum Purpose {
     Open,
     Task,
+    /// A far client's `MoveTask`, and its `TakeOverTask`.
+    Move,
+    TakeOver,
     Lookup,
     Create,
     Attach,
     Put(Timestamp),
     Advance,
+    /// A far client's virtual time set on its home task too.
+    AdvanceHome,
     Get,
     Consume,
 }
@@ -96,6 +124,28 @@ pub(super) enum Effect {
     Reconnect,
 }
 
+/// What a client's next call is.
+pub(super) enum Next {
+    /// Open a session on this side.
+    Open(Side),
+    Call {
+        side: Side,
+        request: Request,
+        payload: Vec<u8>,
+        purpose: Purpose,
+    },
+}
+
+/// A move of a far client's task, made at home, not taken over yet.
+#[derive(Clone, Copy, Debug)]
+struct Moved {
+    from: Peer,
+    to: Peer,
+    id: MoveId,
+    visibility: Timestamp,
+    proof: MoveProof,
+}
+
 /// An item the application got and consumes next.
 #[derive(Clone, Debug)]
 struct Held {
@@ -106,7 +156,16 @@ struct Held {
 pub(super) struct SimClient {
     pub(super) index: usize,
     pub(super) role: Role,
+    /// The node of its task, and the node of its channel or queue.
+    pub(super) home: usize,
+    pub(super) containers: usize,
+    /// Its session at its containers' node.
     pub(super) conn: Option<Conn>,
+    /// A far client's session at its home node.
+    pub(super) home_conn: Option<Conn>,
+    moved: Option<Moved>,
+    /// A far client's virtual time to set on its home task next.
+    home_advance: Option<Timestamp>,
     /// The next timestamp a producer puts (never reused, across sessions and lives).
     next_ts: Timestamp,
     /// A channel producer's virtual time to set next (after a put).
@@ -125,12 +184,17 @@ fn payload_of(index: usize, n: u64, ts: Timestamp) -> Vec<u8> {
 }
 
 impl SimClient {
-    pub(super) fn new(index: usize, role: Role) -> SimClient {
+    pub(super) fn new(index: usize, role: Role, home: usize, containers: usize) -> SimClient {
         debug_assert!(index < STRIDE as usize);
         SimClient {
             index,
             role,
+            home,
+            containers,
             conn: None,
+            home_conn: None,
+            moved: None,
+            home_advance: None,
             next_ts: 1 + index as Timestamp,
             advance_to: None,
             held: None,
@@ -142,16 +206,54 @@ impl SimClient {
     /// The process was killed and starts again: a producer goes on from a later timestamp (its
     /// clock ran on; a put of its last life may have landed).
     pub(super) fn restart(&mut self) {
-        self.connect(None);
+        self.reset();
         self.next_ts += JOIN_STEP;
     }
 
-    /// A new session (after a restart of the process, or the end of the last session): what
-    /// the last one held went back with it.
-    pub(super) fn connect(&mut self, conn: Option<Conn>) {
-        self.conn = conn;
+    /// Its sessions are gone (after a restart of the process, or their end): what they held
+    /// went back with them.
+    pub(super) fn reset(&mut self) {
+        self.conn = None;
+        self.home_conn = None;
+        self.moved = None;
         self.held = None;
         self.advance_to = None;
+        self.home_advance = None;
+    }
+
+    /// Whether its containers are on another node than its task.
+    pub(super) fn far(&self) -> bool {
+        self.home != self.containers
+    }
+
+    /// The node a session of `side` is opened on.
+    pub(super) fn node_of(&self, side: Side) -> usize {
+        match side {
+            Side::Containers => self.containers,
+            Side::Home => self.home,
+        }
+    }
+
+    pub(super) fn conn_of(&self, side: Side) -> Option<&Conn> {
+        match side {
+            Side::Containers => self.conn.as_ref(),
+            Side::Home => self.home_conn.as_ref(),
+        }
+    }
+
+    pub(super) fn conn_mut(&mut self, side: Side) -> Option<&mut Conn> {
+        match side {
+            Side::Containers => self.conn.as_mut(),
+            Side::Home => self.home_conn.as_mut(),
+        }
+    }
+
+    /// A new session on `side`.
+    pub(super) fn connect(&mut self, side: Side, conn: Conn) {
+        match side {
+            Side::Containers => self.conn = Some(conn),
+            Side::Home => self.home_conn = Some(conn),
+        }
     }
 
     /// The session and the queue item its application holds, if it holds one.
@@ -160,9 +262,39 @@ impl SimClient {
         Some((conn.id.clone(), self.held.as_ref()?.seq?))
     }
 
-    /// The next request of a client whose session is open, with its payload and purpose; a get
-    /// asks the node to wait `wait_us` for an item.
-    pub(super) fn next_request(&mut self, wait_us: u64) -> (Request, Vec<u8>, Purpose) {
+    /// The client's next call; a get asks the node to wait `wait_us` for an item.
+    pub(super) fn next_call(&mut self, wait_us: u64) -> Next {
+        let virtual_time = if self.role.produces() { self.next_ts } else { INFINITY };
+        let home =
+            |op: Op, purpose| Next::Call { side: Side::Home, request: Request::Op(op), payload: Vec::new(), purpose };
+        if self.far() {
+            let Some(home_conn) = self.home_conn.as_ref() else { return Next::Open(Side::Home) };
+            let Some(home_task) = home_conn.task else { return home(Op::Task { virtual_time }, Purpose::Task) };
+            let Some(conn) = self.conn.as_ref() else { return Next::Open(Side::Containers) };
+            let to = conn.mesh.expect("a far client's containers' session knows its node's participant");
+            if conn.task.is_none() {
+                let Some(m) = self.moved else {
+                    let to_node = super::node::node_name(self.containers);
+                    return home(Op::MoveTask { task: home_task, to_node, to }, Purpose::Move);
+                };
+                let from_node = super::node::node_name(self.home);
+                let (from, id, to, virtual_time, proof) = (m.from, m.id, m.to, m.visibility, m.proof);
+                let take_over = Op::TakeOverTask { from_node, from, id, to, virtual_time, proof };
+                let (request, payload) = (Request::Op(take_over), Vec::new());
+                return Next::Call { side: Side::Containers, request, payload, purpose: Purpose::TakeOver };
+            }
+            if let Some(virtual_time) = self.home_advance {
+                return home(Op::SetVirtualTime { task: home_task, virtual_time }, Purpose::AdvanceHome);
+            }
+        } else if self.conn.is_none() {
+            return Next::Open(Side::Containers);
+        }
+        let (request, payload, purpose) = self.next_request(wait_us);
+        Next::Call { side: Side::Containers, request, payload, purpose }
+    }
+
+    /// The next request on the containers' session, with its payload and purpose.
+    fn next_request(&mut self, wait_us: u64) -> (Request, Vec<u8>, Purpose) {
         let conn = self.conn.as_ref().expect("an open session");
         let name = if self.role.on_queue() { QUEUE } else { CHANNEL };
         let op = |op: Op, purpose| (Request::Op(op), Vec::new(), purpose);
@@ -229,16 +361,27 @@ impl SimClient {
     /// when the outcome is one the semantics never give it.
     pub(super) fn take(
         &mut self,
+        side: Side,
         purpose: Purpose,
         outcome: Result<(WireOutcome, Bytes), Error>,
     ) -> Result<Effect, String> {
-        let conn = self.conn.as_mut().expect("an open session");
         let outcome = match outcome {
             Ok(outcome) => outcome,
-            Err(e) => return self.refused(purpose, e),
+            Err(e) => return self.refused(side, purpose, e),
         };
+        let to = self.conn.as_ref().and_then(|c| c.mesh);
+        let far = self.far();
+        let conn = self.conn_mut(side).expect("an open session");
         match (purpose, outcome) {
             (Purpose::Task, (Outcome::Handle(h), _)) => conn.task = Some(h),
+            (Purpose::Move, (Outcome::Moved { from, id, visibility, proof }, _)) => {
+                let to = to.expect("a move goes to the containers' node");
+                self.moved = Some(Moved { from, to, id, visibility, proof });
+            }
+            (Purpose::TakeOver, (Outcome::Handle(h), _)) => {
+                conn.task = Some(h);
+                self.moved = None;
+            }
             (Purpose::Lookup | Purpose::Create, (Outcome::Container(info), _)) => conn.container = Some(info.id),
             (Purpose::Attach, (Outcome::Handle(h), _)) => conn.connection = Some(h),
             (Purpose::Put(ts), (Outcome::Done, _)) => {
@@ -248,7 +391,10 @@ impl SimClient {
                     self.advance_to = Some(ts + STRIDE);
                 }
             }
-            (Purpose::Advance, (Outcome::Done, _)) => self.advance_to = None,
+            (Purpose::Advance, (Outcome::Done, _)) => {
+                self.home_advance = self.advance_to.take().filter(|_| far);
+            }
+            (Purpose::AdvanceHome, (Outcome::Done, _)) => self.home_advance = None,
             (Purpose::Get, (Outcome::QueueItem { seq, item }, payload)) => {
                 return Ok(self.got(Some(seq), &item, payload))
             }
@@ -269,14 +415,23 @@ impl SimClient {
     }
 
     /// The node's error for a request made for `purpose`: what the application does about it.
-    fn refused(&mut self, purpose: Purpose, e: Error) -> Result<Effect, String> {
-        let conn = self.conn.as_mut().expect("an open session");
+    fn refused(&mut self, side: Side, purpose: Purpose, e: Error) -> Result<Effect, String> {
+        let conn = self.conn_mut(side).expect("an open session");
         match (purpose, e.kind()) {
             // The session is gone on the node (it ended it, or the node restarted); a put whose
             // first try may have landed before (its reply lost, the retry refused) is not put
             // again under the same timestamp.
             (_, ErrorKind::Closed | ErrorKind::Unreachable) => {
                 self.lost(purpose);
+                return Ok(Effect::Reconnect);
+            }
+            // The move's home node did not say it made the move for this client (their link is
+            // cut, or it restarted): the runtime starts over, which declines the move.
+            (Purpose::TakeOver, ErrorKind::PermissionDenied) => return Ok(Effect::Reconnect),
+            // The containers' node reclaimed past the task's visibility (in a life where it was
+            // an island, which its runtime keeps): the runtime starts over further on.
+            (Purpose::TakeOver, ErrorKind::BelowVisibility) => {
+                self.next_ts += JOIN_STEP;
                 return Ok(Effect::Reconnect);
             }
             (Purpose::Lookup, ErrorKind::NotFound) => conn.looked_up = true,
@@ -313,6 +468,8 @@ impl SimClient {
 
 /// A call under way, as the client's loop keeps it.
 pub(super) struct Pending {
+    /// The session it is made in.
+    pub(super) side: Side,
     pub(super) call: Call,
     pub(super) request: Request,
     pub(super) payload: Vec<u8>,

@@ -47,13 +47,15 @@ pub(super) struct Fabric {
     view_ts_min: BTreeMap<Peer, Timestamp>,
 }
 
-/// Node `index`'s participant id.
+/// The index of the node whose participant `peer` is (its id is its name's); past every node's if
+/// none.
 fn node_of(peer: Peer) -> usize {
-    peer.id as usize - 1
+    let named = |index: usize| crate::mesh::peer_id(&super::node::node_name(index)) == peer.id;
+    (0..super::NODES_MAX as usize).find(|&index| named(index)).unwrap_or(usize::MAX)
 }
 
 impl World {
-    fn is_cut(&self, a: usize, b: usize) -> bool {
+    pub(super) fn is_cut(&self, a: usize, b: usize) -> bool {
         self.mesh.cut.contains(&(a.min(b), a.max(b)))
     }
 
@@ -103,7 +105,13 @@ impl World {
     /// Node `node` starts, a new incarnation, and declares its participant.
     pub(super) fn node_up(&mut self, node: usize) {
         self.incarnations += 1;
-        self.nodes[node] = Some(SimNode::new(node, self.incarnations, self.now, self.trace));
+        #[allow(unused_mut)] // Mutated only with the `mutations` feature.
+        let mut new = SimNode::new(node, self.incarnations, self.now, self.trace);
+        #[cfg(feature = "mutations")]
+        if let Some(mutation) = self.mutation {
+            std::sync::Arc::get_mut(&mut new.desk).expect("a new node's desk is its own").mutate(mutation);
+        }
+        self.nodes[node] = Some(new);
         self.mutate_participant(node);
         self.begin(node);
     }

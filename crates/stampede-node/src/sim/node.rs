@@ -1,6 +1,7 @@
 //! The simulated node: one incarnation of a node's engine and desk, serving request messages
-//! with the node's own code — the wire codec, the desk's rules (which session, at most once) and
-//! the engine's operations (`serve::execute::on_engine`) — and its participant in the mesh's
+//! with the node's own code — the wire codec, the desk's rules (which session, at most once),
+//! the moves of tasks between nodes and the engine's operations (`serve::moves::execute`, its
+//! questions to other nodes carried by the world: `asks.rs`) — and its participant in the mesh's
 //! ts_min with the node's own steward (`stampede_engine::steward`), whose messages the world
 //! carries. Nothing of its fabric runs: the world is the fabric.
 //!
@@ -24,8 +25,9 @@ use stampede_core::{Error, Mesh, MeshLimits, Op, Peer, Result};
 use stampede_engine::{Body, MeshLink, Runtime, Steward};
 use stampede_wire::{decode_request, encode, Reply, Request, Secret, WireError};
 
+use super::asks::{Asks, SimNeighbours};
 use crate::desk::{Admitted, Desk};
-use crate::serve::execute::on_engine;
+use crate::serve::moves::{self, Here};
 use crate::serve::Served;
 use crate::session::Session;
 
@@ -36,6 +38,16 @@ const PAYLOAD_BYTES_MAX: usize = 1 << 16;
 
 /// Whom a reply goes to: the world's address of the try that sent the request, opaque here.
 pub(super) type To = (usize, u32, u64);
+
+/// Node `index`'s name (its participant's id is the name's, as on a real node).
+pub(super) fn node_name(index: usize) -> String {
+    format!("n{index}")
+}
+
+/// The index of the node named `name`.
+pub(super) fn node_index(name: &str) -> Option<usize> {
+    name.strip_prefix('n')?.parse().ok()
+}
 
 /// A participant's incarnation for a node started at `now_us`: a start time, as a real node's,
 /// with room below the next microsecond for the restarts of its expelled participant (each one
@@ -101,6 +113,8 @@ pub(super) struct SimNode {
     /// Whether it wants a door with no session open (an application embeds its runtime: here
     /// the oracle, which drains the queue with a task of its own at the end).
     pub(super) embedded: bool,
+    /// What its code asked of other nodes, for the world to carry.
+    pub(super) asks: Asks,
     /// Drives the engine's futures on a paused clock, moved to the world's time.
     tokio: tokio::runtime::Runtime,
     /// The world's time (µs) the tokio clock was moved to last, and the time now.
@@ -119,9 +133,10 @@ impl SimNode {
             .start_paused(true)
             .build()
             .expect("a tokio runtime");
-        let desk = Arc::new(Desk::new("sim", SESSIONS_MAX));
+        let name = node_name(index);
+        let desk = Arc::new(Desk::new(&name, SESSIONS_MAX));
         let runtime = Runtime::new();
-        let peer = Peer { id: index as u64 + 1, incarnation: peer_incarnation(now_us) };
+        let peer = Peer { id: crate::mesh::peer_id(&name), incarnation: peer_incarnation(now_us) };
         // The world looks at every steward after every event: no wake-up needed.
         let link = MeshLink::attach(&runtime, Mesh::new(peer, MeshLimits::default()), Arc::new(|| {}))
             .expect("a new runtime links");
@@ -137,6 +152,7 @@ impl SimNode {
             declared: None,
             door: false,
             embedded: false,
+            asks: Asks::default(),
             tokio,
             clock_us: now_us,
             now_us,
@@ -154,7 +170,10 @@ impl SimNode {
     /// later.
     pub(super) fn serve(&mut self, message: &[u8], secret: Secret, to: To, now_us: u64) -> Serving {
         let mut handled = Handled { to, reply: Vec::new(), opened: None, ran: None };
+        // The operation's deadlines count from the world's time: the clock is moved there first.
         self.now_us = now_us;
+        let step = self.step();
+        self.tokio.block_on(tokio::time::advance(step));
         match self.respond(message, secret, &mut handled) {
             Ok(Some(state)) => {
                 let serving = match state {
@@ -246,7 +265,7 @@ impl SimNode {
         if self.now_us < until {
             return None;
         }
-        self.desk.close(session);
+        self.close_session(session);
         let reason = "this node could not open its door to its mesh within the lease".to_owned();
         let refused = Error::Unreachable { op: "connect", name: "sim".into(), reason };
         Some((Reply::Error(WireError::from(&refused)), Vec::new()))
@@ -273,7 +292,7 @@ impl SimNode {
             }
             Request::Close => {
                 if self.desk.closing(&header.session, &header.secret)?.is_some() {
-                    self.desk.close(&header.session);
+                    self.close_session(&header.session);
                 }
                 (Reply::Outcome(stampede_core::Outcome::Done), Vec::new())
             }
@@ -282,11 +301,12 @@ impl SimNode {
                     Admitted::Run(session) => {
                         let (runtime, desk, running, body) =
                             (self.runtime.clone(), self.desk.clone(), session.clone(), payload.to_vec());
+                        let (link, name) = (self.steward.link().clone(), self.desk.node().to_owned());
+                        let neighbours = SimNeighbours { asks: self.asks.clone(), session: session.id.clone() };
                         let ran = op.clone();
                         let mut future: Running = Box::pin(async move {
-                            let (outcome, payloads) =
-                                on_engine(&runtime, &desk, &running, op, Body::Inline(&body)).await?;
-                            Ok((Reply::Outcome(outcome), payloads))
+                            let here = Here { name: &name, runtime: &runtime, desk: &desk, mesh: Some(&link) };
+                            moves::execute(&here, &neighbours, &running, op, Body::Inline(&body)).await
                         });
                         let first =
                             self.tokio.block_on(std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))));
@@ -299,7 +319,7 @@ impl SimNode {
                     Admitted::Answered(served) => served,
                     Admitted::Wait => return Ok(Some(State::Repeat { message: message.to_vec(), secret })),
                     Admitted::Forgotten => {
-                        self.desk.close(&header.session);
+                        self.close_session(&header.session);
                         return Err(crate::session::closed(&header.session));
                     }
                 }
@@ -307,6 +327,16 @@ impl SimNode {
         };
         handled.reply = reply_bytes(served);
         Ok(None)
+    }
+
+    /// Ends the session `id`, if open, as the node does: its moves still open are declined on
+    /// their nodes (the answers not waited for).
+    pub(super) fn close_session(&self, id: &str) {
+        let Some(moves) = self.desk.close(id) else { return };
+        let neighbours = SimNeighbours { asks: self.asks.clone(), session: id.to_owned() };
+        for taken in &moves {
+            neighbours.decline(self.steward.link(), taken);
+        }
     }
 
     /// The reply of request `seq` of `session`, kept for its repeats.

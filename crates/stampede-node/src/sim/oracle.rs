@@ -1,13 +1,17 @@
 //! What the semantics allow, checked against the node's real state when an item reaches an
 //! application, and at the end: an item reaches a caller only while the session it was served
 //! for lives on the node; a channel item only while the node still stores it; a queue item is
-//! held by at most one live session, is never delivered again once consumed, and is at the end
-//! either consumed or still in the queue.
+//! held by at most one live connection (a far client's shadow task, and its connections, close
+//! when its home node is declared dead, while its session lives: what it held goes back), is
+//! never delivered again once consumed, and is at the end
+//! either consumed or still in the queue. A node declines a move only for the session that made
+//! it (`asks.rs`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use bytes::Bytes;
-use stampede_core::{Op, Outcome};
+use stampede_core::mesh::MoveId;
+use stampede_core::{Handle, Op, Outcome, Peer};
 use stampede_core::{Timestamp, INFINITY};
 use stampede_engine::{Container, Runtime};
 use stampede_wire::{Reply, Secret};
@@ -20,16 +24,16 @@ pub(super) struct Delivery<'a> {
     pub(super) session: &'a str,
     pub(super) secret: Secret,
     pub(super) incarnation: u32,
-    /// A queue item's number; `None` for a channel item.
-    pub(super) seq: Option<u64>,
+    /// A queue item's number and the connection its get went through; `None` for a channel item.
+    pub(super) seq: Option<(u64, Handle)>,
     pub(super) ts: Timestamp,
     pub(super) payload: &'a Bytes,
 }
 
 #[derive(Default)]
 struct QueueItem {
-    /// The session it was last delivered in.
-    holder: Option<String>,
+    /// The session and connection it was last delivered in.
+    holder: Option<(String, Handle)>,
     consumed: bool,
 }
 
@@ -44,6 +48,8 @@ pub(super) struct Oracle {
     taken: BTreeMap<(u32, u64), (Bytes, String)>,
     /// The queue item each payload was stored as, by incarnation.
     item_of: BTreeMap<(u32, Bytes), u64>,
+    /// The session that made each move (from, to, id) of a task.
+    moves: BTreeMap<(Peer, Peer, MoveId), String>,
     pub(super) delivered: u64,
     /// Replies of a node incarnation that died before they were read.
     pub(super) from_dead_nodes: u64,
@@ -68,7 +74,7 @@ impl Oracle {
         if node.desk.proven(session, &secret).is_none() {
             return Err(format!("session {session} received the item at {ts} after the node ended the session"));
         }
-        let Some(seq) = seq else {
+        let Some((seq, connection)) = seq else {
             let stored = channel_timestamps(&node.runtime).contains(&ts);
             return match stored {
                 true => Ok(()),
@@ -79,13 +85,14 @@ impl Oracle {
         if item.consumed {
             return Err(format!("session {session} received queue item #{seq}, consumed already"));
         }
-        if let Some(holder) = item.holder.as_deref() {
-            if node.desk.get(holder).is_some_and(|s| !s.ended()) {
+        if let Some((holder, through)) = &item.holder {
+            let open = |s: &crate::session::Session| !s.ended() && s.handles.connection("get", *through).is_ok();
+            if node.desk.get(holder).is_some_and(|s| open(&s)) {
                 return Err(format!("queue item #{seq} reached session {session} while session {holder} holds it"));
             }
             self.given_back += 1;
         }
-        item.holder = Some(session.to_owned());
+        item.holder = Some((session.to_owned(), connection));
         Ok(())
     }
 
@@ -102,6 +109,9 @@ impl Oracle {
                 }
                 self.taken.insert((incarnation, seq), (payload, session.to_owned()));
             }
+            (Op::MoveTask { to, .. }, Outcome::Moved { from, id, .. }) => {
+                self.moves.insert((from, *to, id), session.to_owned());
+            }
             (Op::QueueConsume { seq: Some(seq), .. }, Outcome::Done) => {
                 if let Some((payload, _)) = self.taken.get(&(incarnation, *seq)) {
                     self.queue.entry((incarnation, payload.clone())).or_default().consumed = true;
@@ -110,6 +120,17 @@ impl Oracle {
             _ => {}
         }
         Ok(())
+    }
+
+    /// Session `session` ended, or closed a task, and its node asks for the decline of `taken`:
+    /// `Err` unless the session made it.
+    pub(super) fn declined(&self, taken: (Peer, Peer, MoveId), session: &str) -> Result<(), String> {
+        match self.moves.get(&taken) {
+            Some(made) if made != session => {
+                Err(format!("the end of session {session} declined move {taken:?}, which session {made} made"))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The node `incarnation` acknowledged the queue put of `payload`.

@@ -13,6 +13,8 @@ pub(super) const KEEPALIVE_US: u64 = LEASE_US / 4;
 /// A client session's liveliness token, as the node sees it.
 pub(super) struct Token {
     pub(super) client: usize,
+    /// The node its session is on.
+    pub(super) node: usize,
     pub(super) life: u32,
     pub(super) declared_at: u64,
     /// Since when its client sends nothing (stopped, cut off, killed while cut off).
@@ -28,8 +30,8 @@ impl World {
     /// The node closes the session whose token went (if it still serves it).
     pub(super) fn token_gone(&mut self, session: &str) {
         let Some(token) = self.tokens.remove(session) else { return };
-        if let Some(node) = &self.nodes[self.procs[token.client].home] {
-            node.desk.close(session);
+        if let Some(node) = &self.nodes[token.node] {
+            node.close_session(session);
         }
     }
 

@@ -18,8 +18,9 @@ use super::{Counts, Rng};
 /// A message or a timer, due at a virtual instant.
 #[derive(Debug)]
 pub(super) enum Event {
-    /// A request reaches the node (`try_id`: the try it is, 0 when no reply is waited for).
+    /// A request reaches node `node` (`try_id`: the try it is, 0 when no reply is waited for).
     ToNode {
+        node: usize,
         client: usize,
         life: u32,
         try_id: u64,
@@ -93,12 +94,24 @@ pub(super) enum Event {
     },
     /// Every node's driver looks at its steward (its tick).
     MeshTick,
+    /// A question of node `from` (incarnation `incarnation`) reaches the node it names.
+    Ask {
+        from: usize,
+        incarnation: u32,
+        ask: super::asks::Ask,
+    },
+    /// The answer `yes` of node `via` reaches node `node` (incarnation `incarnation`).
+    Answer {
+        node: usize,
+        incarnation: u32,
+        via: usize,
+        yes: bool,
+        answer: tokio::sync::oneshot::Sender<bool>,
+    },
 }
 
 /// A client process: its life (a kill starts the next), its faults, its call under way.
 pub(super) struct Proc {
-    /// The node it talks to.
-    pub(super) home: usize,
     pub(super) life: u32,
     pub(super) stopped: bool,
     pub(super) killed: bool,
@@ -153,12 +166,11 @@ pub(super) struct World {
 }
 
 impl World {
-    pub(super) fn new(seed: u64, roles: &[(Role, usize)], nodes: usize) -> World {
+    pub(super) fn new(seed: u64, roles: &[(Role, usize, usize)], nodes: usize) -> World {
         let mut rng = Rng(seed);
         let procs = roles
             .iter()
-            .map(|&(_, home)| Proc {
-                home,
+            .map(|_| Proc {
                 life: 0,
                 stopped: false,
                 killed: false,
@@ -169,7 +181,11 @@ impl World {
                 phase: rng.below(super::tokens::KEEPALIVE_US),
             })
             .collect();
-        let clients = roles.iter().enumerate().map(|(i, (role, _))| SimClient::new(i, *role)).collect();
+        let clients = roles
+            .iter()
+            .enumerate()
+            .map(|(i, &(role, home, containers))| SimClient::new(i, role, home, containers))
+            .collect();
         World {
             rng,
             now: 0,
@@ -232,7 +248,7 @@ impl World {
             eprintln!("{:>9} µs  {}", self.now, traced(&event));
         }
         match event {
-            Event::ToNode { client, life, try_id, message } => self.at_node(client, life, try_id, &message),
+            Event::ToNode { node, client, life, try_id, message } => self.at_node(node, client, life, try_id, &message),
             Event::ToClient { client, life, try_id, node, message } => {
                 let proc = &mut self.procs[client];
                 match proc.pending.as_mut() {
@@ -280,20 +296,28 @@ impl World {
             Event::Mesh { .. } | Event::Liveliness { .. } | Event::Begin { .. } | Event::MeshTick => {
                 self.mesh_event(event)
             }
+            Event::Ask { from, incarnation, ask } => {
+                self.reach(from, incarnation, ask);
+                Ok(())
+            }
+            Event::Answer { node, incarnation, via, yes, answer } => {
+                self.answered(node, incarnation, via, yes, answer);
+                Ok(())
+            }
         }?;
-        // Whatever the event did (a put, a session closed, time passing) may answer a request
-        // waiting on a node, and give a steward something to do.
+        // Whatever the event did (a put, a session closed, an answer, time passing) may answer a
+        // request waiting on a node, make it ask another, and give a steward something to do.
         self.poll_nodes()?;
+        self.carry_asks()?;
         self.look_at_stewards()
     }
 
-    /// A request reaches the node: served by its code, the reply sent back.
-    fn at_node(&mut self, client: usize, life: u32, try_id: u64, message: &[u8]) -> Result<(), String> {
+    /// A request reaches node `home`: served by its code, the reply sent back.
+    fn at_node(&mut self, home: usize, client: usize, life: u32, try_id: u64, message: &[u8]) -> Result<(), String> {
         if self.procs[client].cut {
             return Ok(());
         }
         let secret = self.rng.next().to_le_bytes().repeat(2).try_into().expect("16 bytes");
-        let home = self.procs[client].home;
         let Some(node) = self.nodes[home].as_mut() else { return Ok(()) };
         self.counts.served += 1;
         match node.serve(message, secret, (client, life, try_id), self.now) {
@@ -326,7 +350,7 @@ impl World {
             }
             // The node's open waits for the session's token; one already gone ends it.
             if !self.tokens.contains_key(opened) {
-                node.desk.close(opened);
+                node.close_session(opened);
             }
         }
         if let Some((session, op)) = &handled.ran {
@@ -377,9 +401,9 @@ impl World {
 /// An event as the trace shows it: messages decoded.
 fn traced(event: &Event) -> String {
     match event {
-        Event::ToNode { client, life, try_id, message } => match stampede_wire::decode_request(message) {
+        Event::ToNode { node, client, life, try_id, message } => match stampede_wire::decode_request(message) {
             Ok((h, _)) => format!(
-                "client {client}/{life} try {try_id} → node: {} #{} {:?} acks {:?}",
+                "client {client}/{life} try {try_id} → node {node}: {} #{} {:?} acks {:?}",
                 h.session, h.seq, h.request, h.acks
             ),
             Err(e) => format!("client {client} → node: unreadable {e}"),

@@ -27,6 +27,8 @@ pub enum Mutation {
     RunRepeats,
     /// The node runs a late copy of a request the client concluded.
     RunLateCopies,
+    /// The node, ending a session, declines the open moves of its other sessions' tasks too.
+    DeclineOthersMoves,
 }
 
 pub use client::{Answer, Call, ClientSession, Reading, Standing, Verdict, LEASE_SHARE, QUERY_MARGIN, REQUEST_RETRIES};
