@@ -84,7 +84,7 @@ pub enum Connection {
 
 impl Connection {
     /// The task the connection was attached by.
-    fn task_id(&self) -> Handle {
+    pub fn task_id(&self) -> Handle {
         match self {
             Connection::ChannelInput(c) => c.task.id,
             Connection::ChannelOutput(c) => c.task.id,

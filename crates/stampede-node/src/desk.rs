@@ -17,6 +17,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use stampede_core::mesh::MoveId;
@@ -196,18 +197,25 @@ impl Desk {
     }
 
     /// `home`, another node, was declared dead here: every session closes its shadows of tasks
-    /// of `home`.
-    pub(crate) fn close_shadows_of(&self, home: Peer) {
+    /// of `home` at `until` (the reply hold: `Session::close_shadows_of`).
+    pub(crate) fn close_shadows_of(&self, home: Peer, until: Duration) {
         for session in self.sessions() {
-            session.close_shadows_of(home);
+            session.close_shadows_of(home, until);
         }
     }
 
     /// This node was expelled from its mesh: every session keeps its own tasks and loses its
-    /// shadows and moves ([`Session::leave_mesh`]).
-    pub(crate) fn leave_mesh(&self) {
+    /// moves, and its shadows at `until` ([`Session::leave_mesh`]).
+    pub(crate) fn leave_mesh(&self, until: Duration) {
         for session in self.sessions() {
-            session.leave_mesh();
+            session.leave_mesh(until);
+        }
+    }
+
+    /// Closes the shadows whose reply hold ended by `now` ([`Session::settle`]).
+    pub(crate) fn settle(&self, now: Duration) {
+        for session in self.sessions() {
+            session.settle(now);
         }
     }
 }

@@ -182,12 +182,15 @@ pub(crate) fn keep_keys_to_nodes(config: &mut zenoh::Config, nodes: &[String]) -
 #[derive(Clone)]
 pub struct Hooks {
     /// Another node was reported dead (by the fabric, or fenced for a faulted stream) and is
-    /// fenced: the node closes the shadows of its tasks.
-    pub dead: Arc<dyn Fn(Peer) + Send + Sync>,
+    /// fenced, at the driver's time given: the node closes the shadows of its tasks.
+    pub dead: Arc<dyn Fn(Peer, Duration) + Send + Sync>,
     /// This node was expelled and its participant replaced by a new incarnation, not joined
-    /// yet: the node closes every shadow on it and forgets its sessions' moves; the sessions
-    /// and their own tasks stay.
-    pub expelled: Arc<dyn Fn() + Send + Sync>,
+    /// yet, at the driver's time given: the node closes every shadow on it and forgets its
+    /// sessions' moves; the sessions and their own tasks stay.
+    pub expelled: Arc<dyn Fn(Duration) + Send + Sync>,
+    /// The driver's look at its participant, at the driver's time given (at least every tick):
+    /// the node settles what waits for a time (shadows closing).
+    pub look: Arc<dyn Fn(Duration) + Send + Sync>,
     /// Whether one of the node's sessions made move `id` to `to` and handed out `proof` for it
     /// (asked by the move's target before a takeover): runs on a zenoh thread.
     pub owns_move: OwnsMove,

@@ -328,15 +328,24 @@ impl Node {
         let mesh = {
             let (dead, expelled, owner, doors) =
                 (Arc::downgrade(&shared), Arc::downgrade(&shared), Arc::downgrade(&shared), Arc::downgrade(&shared));
+            let looked = Arc::downgrade(&shared);
+            // A client takes a get's reply within its lease of sending the request at most
+            // (`stampede_wire::session::LEASE_SHARE`): what a closing shadow holds stays until then.
+            let hold = options.liveliness_timeout;
             let hooks = crate::mesh::Hooks {
-                dead: Arc::new(move |peer| {
+                dead: Arc::new(move |peer, now| {
                     if let Some(node) = dead.upgrade() {
-                        node.desk.close_shadows_of(peer);
+                        node.desk.close_shadows_of(peer, now + hold);
                     }
                 }),
-                expelled: Arc::new(move || {
+                expelled: Arc::new(move |now| {
                     if let Some(node) = expelled.upgrade() {
-                        node.desk.leave_mesh();
+                        node.desk.leave_mesh(now + hold);
+                    }
+                }),
+                look: Arc::new(move |now| {
+                    if let Some(node) = looked.upgrade() {
+                        node.desk.settle(now);
                     }
                 }),
                 owns_move: Arc::new(move |to, id, proof| {

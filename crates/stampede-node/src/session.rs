@@ -14,10 +14,11 @@
 //! creation fails `InvalidArgument` and the node carries on.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use stampede_core::mesh::MoveId;
-use stampede_core::{Error, Handle, MoveProof, Peer, Result};
+use stampede_core::{Error, Handle, MoveProof, Op, Peer, Result};
 use stampede_engine::session::{Admission, Right};
 use stampede_engine::Task;
 use stampede_wire::session::Replies;
@@ -66,6 +67,9 @@ struct Mesh {
     /// for the takeover). Bounded apart from the handles: a move taken over is no handle, and
     /// is forgotten at the next move.
     moves: Vec<Move>,
+    /// Shadows closing ([`Session::close_shadows_of`], [`Session::leave_mesh`]): each until its
+    /// reply hold passed, and why.
+    closing: Vec<(Handle, Duration, &'static str)>,
 }
 
 /// A move of a session's task to another node (`MoveTask`), declined there if it is still open
@@ -121,32 +125,84 @@ impl Session {
         Ok(handle)
     }
 
-    /// Closes the shadows of tasks of `home`, a node found dead: their task can never move
-    /// again, and they would hold every node's ts_min for as long as the client keeps them.
-    pub(crate) fn close_shadows_of(&self, home: Peer) {
-        self.close_shadows(|of| of == home, HOME_LEFT);
+    /// Closes the shadows of tasks of `home`, a node found dead, at `until` (the reply hold:
+    /// [`close_shadows`](Self::close_shadows)): their task can never move again, and they would
+    /// hold every node's ts_min for as long as the client keeps them.
+    pub(crate) fn close_shadows_of(&self, home: Peer, until: Duration) {
+        self.close_shadows(|of| of == home, HOME_LEFT, until);
     }
 
     /// This node was expelled from its mesh and rejoins as a new incarnation: every shadow on it
-    /// closes (their home nodes fenced this one), and the moves of its tasks are forgotten
-    /// (resolved by the old incarnation's death). Its own tasks and connections stay: what
-    /// they use lives here, and the runtime keeps their claims (docs/NODES.md, "Meshes of
+    /// closes at `until` (their home nodes fenced this one), and the moves of its tasks are
+    /// forgotten (resolved by the old incarnation's death). Its own tasks and connections stay:
+    /// what they use lives here, and the runtime keeps their claims (docs/NODES.md, "Meshes of
     /// nodes").
-    pub(crate) fn leave_mesh(&self) {
+    pub(crate) fn leave_mesh(&self, until: Duration) {
         self.mesh.lock().moves.clear();
-        self.close_shadows(|_| true, EXPELLED);
+        self.close_shadows(|_| true, EXPELLED, until);
     }
 
-    /// Closes the shadows of the tasks of the participants `of` selects, saying `reason` to whoever
-    /// uses them after.
-    fn close_shadows(&self, of: impl Fn(Peer) -> bool, reason: &'static str) {
-        let orphans: Vec<Handle> = {
+    /// Starts closing the shadows of the tasks of the participants `of` selects: from now on
+    /// whoever uses them is told `reason`, but for the consumes and detaches that let go of what
+    /// they hold; they close at `until` ([`settle`](Self::settle)). The hold is the longest a
+    /// client takes a reply after sending its request: a get's reply already on its way may
+    /// carry an item of theirs, which must not go back to the queue (or be reclaimed) before
+    /// that reply can no longer be taken — else another worker could get, even consume, an item
+    /// this client then receives.
+    fn close_shadows(&self, of: impl Fn(Peer) -> bool, reason: &'static str, until: Duration) {
+        let mut mesh = self.mesh.lock();
+        let orphans: Vec<Handle> =
+            mesh.shadows.iter().filter(|(_, home)| of(**home)).map(|(handle, _)| *handle).collect();
+        mesh.shadows.retain(|_, home| !of(*home));
+        mesh.closing.extend(orphans.into_iter().map(|task| (task, until, reason)));
+    }
+
+    /// Closes the shadows whose hold ended by `now`.
+    pub(crate) fn settle(&self, now: Duration) {
+        let due: Vec<(Handle, &'static str)> = {
             let mut mesh = self.mesh.lock();
-            let orphans = mesh.shadows.iter().filter(|(_, home)| of(**home)).map(|(handle, _)| *handle).collect();
-            mesh.shadows.retain(|_, home| !of(*home));
-            orphans
+            let due = mesh.closing.iter().filter(|(_, until, _)| *until <= now).map(|&(h, _, r)| (h, r)).collect();
+            mesh.closing.retain(|(_, until, _)| *until > now);
+            due
         };
-        self.handles.close_tasks(&orphans, reason);
+        for (task, reason) in due {
+            self.handles.close_tasks(&[task], reason);
+        }
+    }
+
+    /// `Closed`, saying why, if `op` works through a shadow that is closing — but for a consume
+    /// (what the client holds is let go of, not kept), a detach and the shadow's close.
+    pub(crate) fn refuse_closing(&self, op: &Op) -> Result<()> {
+        let (task, connection) = match *op {
+            Op::Consume { .. } | Op::ConsumeUntil { .. } | Op::QueueConsume { .. } => return Ok(()),
+            Op::Detach { .. } | Op::CloseTask { .. } => return Ok(()),
+            Op::Spawn { task, .. }
+            | Op::SetVirtualTime { task, .. }
+            | Op::Times { task }
+            | Op::SetTaskName { task, .. }
+            | Op::AttachInput { task, .. }
+            | Op::AttachOutput { task, .. }
+            | Op::MoveTask { task, .. } => (Some(task), None),
+            Op::Put { connection, .. }
+            | Op::Get { connection, .. }
+            | Op::GetRange { connection, .. }
+            | Op::QueuePut { connection, .. }
+            | Op::QueueGet { connection, .. }
+            | Op::Demand { connection, .. }
+            | Op::WaitChanged { connection, .. } => (None, Some(connection)),
+            _ => return Ok(()),
+        };
+        if self.mesh.lock().closing.is_empty() {
+            return Ok(());
+        }
+        // The engine's table first, then the mesh (the order every path takes).
+        let through = |c| self.handles.connection(op.name(), c).ok().map(|c| c.task_id());
+        let task = task.or_else(|| connection.and_then(through));
+        let mesh = self.mesh.lock();
+        match mesh.closing.iter().find(|(closing, ..)| Some(*closing) == task) {
+            Some((_, _, reason)) => Err(Error::Closed { name: self.handles.name(), reason }),
+            None => Ok(()),
+        }
     }
 
     /// The ids of the moves recorded, for the caller to find those resolved (outside the
@@ -198,6 +254,7 @@ impl Session {
         self.handles.close_task(op, handle)?;
         let mut mesh = self.mesh.lock();
         mesh.shadows.remove(&handle);
+        mesh.closing.retain(|(closing, ..)| *closing != handle);
         let (moves, kept) = std::mem::take(&mut mesh.moves).into_iter().partition(|m| m.task == handle);
         mesh.moves = kept;
         Ok(moves)
@@ -210,6 +267,7 @@ impl Session {
         self.handles.close();
         let mut mesh = self.mesh.lock();
         mesh.shadows.clear();
+        mesh.closing.clear();
         std::mem::take(&mut mesh.moves)
     }
 
@@ -226,8 +284,9 @@ mod tests {
     use stampede_engine::Runtime;
     use std::sync::Arc;
 
-    /// A shadow closed because its home node died is gone from the session's handles too, and
-    /// its claim with it.
+    /// A shadow closing because its home node died refuses what would take more through it at
+    /// once, but lets go of what it holds (consumes) until its reply hold ends; then it is gone
+    /// from the session's handles too, and its claim with it.
     #[test]
     fn the_shadows_of_a_dead_node_are_closed() {
         let runtime = Runtime::new();
@@ -236,7 +295,15 @@ mod tests {
         let shadow = session.add_shadow("shadow", runtime.task(3).unwrap(), home).unwrap();
         let kept = session.handles.add_task("task", runtime.task(5).unwrap()).unwrap();
         assert_eq!(runtime.stats().claims, 2);
-        session.close_shadows_of(home);
+        let hold = Duration::from_secs(2);
+        session.close_shadows_of(home, hold);
+        let advance = Op::SetVirtualTime { task: shadow, virtual_time: 9 };
+        assert!(matches!(session.refuse_closing(&advance), Err(Error::Closed { reason: HOME_LEFT, .. })));
+        assert!(session.refuse_closing(&Op::ConsumeUntil { connection: 1, ts: 4 }).is_ok());
+        assert!(session.refuse_closing(&Op::SetVirtualTime { task: kept, virtual_time: 9 }).is_ok());
+        session.settle(hold - Duration::from_millis(1));
+        assert_eq!(runtime.stats().claims, 2, "what a reply on its way may carry is held until the hold ends");
+        session.settle(hold);
         assert!(
             matches!(session.handles.task("task", shadow), Err(Error::Closed { reason: HOME_LEFT, .. })),
             "its use says why it closed"
@@ -267,7 +334,8 @@ mod tests {
         let moved = Move { task: own, to_node: "b".into(), to, id: 1, proof: [1; 16] };
         session.add_move("move", moved, &HashSet::new()).unwrap();
 
-        session.leave_mesh();
+        session.leave_mesh(Duration::ZERO);
+        session.settle(Duration::ZERO);
         assert!(matches!(session.handles.task("put", shadow), Err(Error::Closed { reason: EXPELLED, .. })));
         assert!(matches!(
             session.handles.connection("put", shadow_output),

@@ -66,7 +66,9 @@ impl Driver {
             while let Ok(input) = rx.try_recv() {
                 self.input(input);
             }
-            let open = self.steward.look((self.hooks.door_wanted)(), self.origin.elapsed());
+            let now = self.origin.elapsed();
+            (self.hooks.look)(now);
+            let open = self.steward.look((self.hooks.door_wanted)(), now);
             if self.life.is_some() {
                 self.fabric.door.set(open);
             }
@@ -138,13 +140,13 @@ impl Driver {
                 }
             }
             Action::AskLiveliness(peer) => self.ask_liveliness(peer),
-            Action::Fenced(peer) => (self.hooks.dead)(peer),
+            Action::Fenced(peer) => (self.hooks.dead)(peer, self.origin.elapsed()),
             Action::Restarted { old } => {
                 // Leaving the fabric: its token gone, the old incarnation is dead to everyone.
                 self.log(&format!("{old:?} was expelled: it leaves and joins again"));
                 self.life = None;
                 self.fabric.door.set(false);
-                (self.hooks.expelled)();
+                (self.hooks.expelled)(self.origin.elapsed());
             }
             Action::Note(note) => self.log(&note),
         }

@@ -61,6 +61,7 @@ pub(crate) async fn execute<N: Neighbours>(
     body: Body<'_>,
 ) -> Result<Served> {
     let name = op.name();
+    session.refuse_closing(&op)?;
     let outcome = match op {
         Op::MoveTask { task, to_node, to } => {
             let link = shares_ts_min(here, name)?;

@@ -215,12 +215,18 @@ impl World {
             },
             Effect::Delivered { seq, ts, payload } => {
                 let through = match pending.request {
-                    Request::Op(Op::QueueGet { connection, .. }) => connection,
-                    _ => 0,
+                    Request::Op(Op::QueueGet { connection, .. } | Op::Get { connection, .. }) => connection,
+                    _ => unreachable!("only gets deliver items"),
                 };
-                let seq = seq.map(|seq| (seq, through));
-                let delivery =
-                    Delivery { session: &session, secret, incarnation: served_by, seq, ts, payload: &payload };
+                let delivery = Delivery {
+                    session: &session,
+                    secret,
+                    incarnation: served_by,
+                    connection: through,
+                    seq,
+                    ts,
+                    payload: &payload,
+                };
                 self.oracle.delivered(self.nodes[node].as_ref(), delivery)?;
             }
             // The oracle saw it on the node.

@@ -14,6 +14,7 @@
 //! is at or above every participant's ts_min.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use stampede_core::{Mesh, Peer, Timestamp};
 use stampede_engine::steward::Action;
@@ -227,6 +228,7 @@ impl World {
         let now = self.since_start();
         for node in 0..self.nodes.len() {
             let Some(n) = self.nodes[node].as_mut().filter(|n| n.steward.declared()) else { continue };
+            n.desk.settle(now);
             let wanted = n.desk.len() > 0 || n.embedded;
             n.door = n.steward.look(wanted, now);
             for _ in 0..ACTION_ROUNDS_MAX {
@@ -266,14 +268,15 @@ impl World {
             Action::AskLiveliness(peer) => self.report(node, peer, self.shows(node, peer)),
             Action::Fenced(peer) => {
                 if let Some(n) = &self.nodes[node] {
-                    n.desk.close_shadows_of(peer);
+                    n.desk.close_shadows_of(peer, self.since_start() + Duration::from_micros(LEASE_US));
                 }
                 self.declared_dead(peer);
             }
             Action::Restarted { old } => {
                 self.counts.expulsions += 1;
+                let until = self.since_start() + Duration::from_micros(LEASE_US);
                 if let Some(n) = self.nodes[node].as_mut() {
-                    n.desk.leave_mesh();
+                    n.desk.leave_mesh(until);
                     n.door = false;
                     n.declared = None;
                 }

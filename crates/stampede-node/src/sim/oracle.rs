@@ -24,8 +24,10 @@ pub(super) struct Delivery<'a> {
     pub(super) session: &'a str,
     pub(super) secret: Secret,
     pub(super) incarnation: u32,
-    /// A queue item's number and the connection its get went through; `None` for a channel item.
-    pub(super) seq: Option<(u64, Handle)>,
+    /// The connection its get went through.
+    pub(super) connection: Handle,
+    /// A queue item's number; `None` for a channel item.
+    pub(super) seq: Option<u64>,
     pub(super) ts: Timestamp,
     pub(super) payload: &'a Bytes,
 }
@@ -61,7 +63,7 @@ impl Oracle {
     /// `delivery` reached an application, `node` being the node now (`None`: down).
     pub(super) fn delivered(&mut self, node: Option<&SimNode>, delivery: Delivery<'_>) -> Result<(), String> {
         self.delivered += 1;
-        let Delivery { session, secret, incarnation, seq, ts, payload } = delivery;
+        let Delivery { session, secret, incarnation, connection, seq, ts, payload } = delivery;
         let put_at = std::str::from_utf8(payload).ok().and_then(|p| p.split_once(':')).map(|(_, ts)| ts.parse());
         if put_at != Some(Ok(ts)) {
             return Err(format!("an item at {ts} carries {payload:?}, not its producer's payload"));
@@ -74,7 +76,7 @@ impl Oracle {
         if node.desk.proven(session, &secret).is_none() {
             return Err(format!("session {session} received the item at {ts} after the node ended the session"));
         }
-        let Some((seq, connection)) = seq else {
+        let Some(seq) = seq else {
             let stored = channel_timestamps(&node.runtime).contains(&ts);
             return match stored {
                 true => Ok(()),
