@@ -67,7 +67,16 @@ fn describe(graph: &Graph, name: &str) -> Option<Vec<String>> {
             let (role, carried) = match connection.kind {
                 ConnectionKind::Output => ("producer", format!("put {}", connection.items)),
                 ConnectionKind::Input => {
-                    ("consumer", format!("got {}, skipped {}", connection.items, connection.skipped))
+                    let mut carried = format!("got {}, skipped {}", connection.items, connection.skipped);
+                    if let Some(tape) = &connection.tape {
+                        carried += &format!(
+                            ", reads {} over {} gets ({} found nothing)",
+                            tape.pattern(),
+                            tape.gets,
+                            tape.misses
+                        );
+                    }
+                    ("consumer", carried)
                 }
             };
             lines.push(format!(
@@ -97,7 +106,8 @@ mod tests {
 
     #[test]
     fn a_channel_its_producer_and_its_consumer() {
-        let connection = |id, kind, items| ConnectionView { id, container: "cam".into(), kind, items, skipped: 0 };
+        let connection =
+            |id, kind, items| ConnectionView { id, container: "cam".into(), kind, items, skipped: 0, tape: None };
         let task = |id: u64, name: &str, virtual_time, connections| TaskView {
             id,
             name: Some(name.into()),

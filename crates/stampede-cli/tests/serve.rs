@@ -118,7 +118,9 @@ fn info_says_what_a_channel_is_and_who_uses_it() {
         assert!(lines
             .iter()
             .any(|l| l.starts_with("producer: task") && l.contains("\"camera\"") && l.ends_with("put 3")));
-        assert!(lines.iter().any(|l| l.starts_with("consumer: task") && l.ends_with("got 1, skipped 0")), "{text}");
+        // A client's input connection has a tape on its node (docs/NODES.md, "Tapes").
+        let consumer = "got 1, skipped 0, reads unknown over 1 gets (0 found nothing)";
+        assert!(lines.iter().any(|l| l.starts_with("consumer: task") && l.ends_with(consumer)), "{text}");
 
         let missing = info("nothing/here");
         assert_eq!(missing.status.code(), Some(1));

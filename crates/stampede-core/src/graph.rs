@@ -9,7 +9,7 @@
 //! graphs of an idle runtime are equal. The types serialize with serde (feature `serde`: the
 //! wire carries them; tools emit them as JSON).
 
-use crate::Timestamp;
+use crate::{Tape, Timestamp};
 
 /// A snapshot of a runtime's tasks, connections and containers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -81,6 +81,9 @@ pub struct ConnectionView {
     /// Input only: items it let go without getting them (see
     /// [`ConnectionStats::skipped`](crate::ConnectionStats::skipped)).
     pub skipped: u64,
+    /// A remote client's input connection, on its node: what it asked for and the pattern that
+    /// shows ([`Tape`]); `None` elsewhere.
+    pub tape: Option<Tape>,
 }
 
 /// One channel or queue with its bounds and counters.

@@ -27,6 +27,7 @@
 //! - [`stats`] — counters.
 //! - [`pacer`] — the arithmetic of real-time pacing (docs/SEMANTICS.md, "Pacing").
 //! - [`graph`] — a snapshot of a runtime's tasks, connections and containers, for tools.
+//! - [`tape`] — what a remote input connection asks for, and the access pattern it shows.
 //! - [`id_map`] — [`IdMap`]: hash maps keyed by ids, hashed by one multiplication.
 //! - [`mutation`] — the fault switch of the simulations' mutation tests (on only with the
 //!   `mutations` feature).
@@ -55,6 +56,7 @@ pub mod participant;
 pub mod progress;
 pub mod queue;
 pub mod stats;
+pub mod tape;
 pub mod task;
 pub mod time;
 pub mod tombstones;
@@ -75,6 +77,7 @@ pub use participant::{Participant, Settled};
 pub use progress::{ContainerKey, Location, Progress, Refusal, Update, Updates};
 pub use queue::{QueueItem, QueueState};
 pub use stats::{BudgetUse, ConnectionStats, Stats};
+pub use tape::{Pattern, Tape, TAPE_RECENT_MAX};
 pub use task::{TaskId, TaskState};
 pub use time::{Selector, Timestamp, INFINITY, TS_MAX};
 pub use watch::WatchEvent;

@@ -89,6 +89,9 @@ pub(crate) struct ConnectionRow {
     /// frames), and per second.
     pub skipped: u64,
     pub skipped_per_s: f64,
+    /// A remote input connection's pattern, as its tape on the node shows it (`skipping`, `in
+    /// order`, …; docs/NODES.md, "Tapes"); `None` elsewhere.
+    pub pattern: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -276,6 +279,7 @@ fn task_row(task: &stampede::TaskView, rates: &Rates, dashboard_task: Option<u64
             items_per_s: rates.rate(&Counter::Items { task: task.id, connection: c.id }),
             skipped: c.skipped,
             skipped_per_s: rates.rate(&Counter::Skipped { task: task.id, connection: c.id }),
+            pattern: c.tape.as_ref().map(|tape| tape.pattern().to_string()),
         })
         .collect();
     let busiest = |kind: &str| {

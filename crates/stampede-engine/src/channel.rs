@@ -324,7 +324,7 @@ impl Drop for ChannelOutput {
 pub struct ChannelInput {
     channel: Channel,
     pub(crate) task: Arc<TaskShared>,
-    conn: ConnId,
+    pub(crate) conn: ConnId,
 }
 
 impl ChannelInput {

@@ -58,7 +58,14 @@ fn connection_view(held: &Held) -> Option<ConnectionView> {
         Held::QueueInput(q, conn) => counted(q.upgrade()?.as_ref(), ConnectionKind::Input, *conn)?,
         Held::QueueOutput(q, conn) => counted(q.upgrade()?.as_ref(), ConnectionKind::Output, *conn)?,
     };
-    Some(ConnectionView { id: held.conn(), container: name, kind, items: counts.items, skipped: counts.skipped })
+    Some(ConnectionView {
+        id: held.conn(),
+        container: name,
+        kind,
+        items: counts.items,
+        skipped: counts.skipped,
+        tape: None,
+    })
 }
 
 fn counted<S: ContainerState>(

@@ -199,7 +199,7 @@ impl Drop for QueueOutput {
 pub struct QueueInput {
     queue: Queue,
     pub(crate) task: Arc<TaskShared>,
-    conn: ConnId,
+    pub(crate) conn: ConnId,
 }
 
 impl QueueInput {

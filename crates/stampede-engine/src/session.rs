@@ -83,6 +83,16 @@ pub enum Connection {
 }
 
 impl Connection {
+    /// An input connection's id in its channel or queue (a graph's `ConnectionView::id`);
+    /// `None` for an output.
+    pub fn input_id(&self) -> Option<u64> {
+        match self {
+            Connection::ChannelInput(c) => Some(c.conn),
+            Connection::QueueInput(c) => Some(c.conn),
+            Connection::ChannelOutput(_) | Connection::QueueOutput(_) => None,
+        }
+    }
+
     /// The task the connection was attached by.
     pub fn task_id(&self) -> Handle {
         match self {

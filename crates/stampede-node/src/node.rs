@@ -219,6 +219,8 @@ struct Serving {
 /// What the request handlers share.
 pub(crate) struct NodeShared {
     pub(crate) runtime: Runtime,
+    /// When it started: its clock for what counts time itself (the tapes).
+    pub(crate) origin: std::time::Instant,
     pub(crate) options: NodeOptions,
     pub(crate) zenoh: zenoh::Session,
     /// Its clients' sessions (`desk.rs`).
@@ -314,6 +316,7 @@ impl Node {
         }
         let shared = Arc::new(NodeShared {
             runtime,
+            origin: std::time::Instant::now(),
             options: options.clone(),
             zenoh,
             desk: crate::desk::Desk::new(&options.name, options.sessions_max),

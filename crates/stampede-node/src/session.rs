@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use stampede_core::mesh::MoveId;
-use stampede_core::{Error, Handle, MoveProof, Op, Peer, Result};
+use stampede_core::tape::Access;
+use stampede_core::{Error, Handle, MoveProof, Op, Peer, Result, Tape};
 use stampede_engine::session::{Admission, Right};
 use stampede_engine::Task;
 use stampede_wire::session::Replies;
@@ -54,6 +55,9 @@ pub(crate) struct Session {
     /// The replies of its numbered requests not yet acknowledged (`stampede_wire::session`).
     pub(crate) replies: Mutex<Replies<Served>>,
     pub(crate) sending: Sending,
+    /// The tapes of its input connections, by handle, with the connection's task and id in the
+    /// runtime (for a graph): at most one per handle the session may hold.
+    tapes: Mutex<HashMap<Handle, (Handle, u64, Tape)>>,
 }
 
 /// What the session's tasks do across nodes. Locked after the engine session's table, never
@@ -104,7 +108,8 @@ impl Session {
     ) -> Session {
         let handles = stampede_engine::Session::new(id.clone(), handles_max, payload_bytes_max);
         let (mesh, outbox, sending) = (Mutex::default(), Mutex::default(), Sending::default());
-        Session { id, secret, rights, handles, handles_max, mesh, outbox, replies: Mutex::default(), sending }
+        let (replies, tapes) = (Mutex::default(), Mutex::default());
+        Session { id, secret, rights, handles, handles_max, mesh, outbox, replies, sending, tapes }
     }
 
     /// This session with its puts charged to `budget` (and its node's).
@@ -269,6 +274,29 @@ impl Session {
         mesh.shadows.clear();
         mesh.closing.clear();
         std::mem::take(&mut mesh.moves)
+    }
+
+    /// Records on the tape of input connection `handle` that `access` was made at `at_us` (an
+    /// output, or a connection gone, records nothing). Past the session's bound on handles, the
+    /// tapes of connections gone are dropped first.
+    pub(crate) fn record(&self, handle: Handle, access: Access, at_us: u64) {
+        let Ok(connection) = self.handles.connection("tape", handle) else { return };
+        let (Some(id), task) = (connection.input_id(), connection.task_id()) else { return };
+        let mut tapes = self.tapes.lock();
+        if tapes.len() >= self.handles_max && !tapes.contains_key(&handle) {
+            tapes.retain(|&kept, _| self.handles.connection("tape", kept).is_ok());
+            if tapes.len() >= self.handles_max {
+                return;
+            }
+        }
+        tapes.entry(handle).or_insert_with(|| (task, id, Tape::default())).2.record(access, at_us);
+    }
+
+    /// The tape of the input connection `id` of task `task` (as a graph names them), if this
+    /// session recorded one.
+    pub(crate) fn tape_of(&self, task: Handle, id: u64) -> Option<Tape> {
+        let tapes = self.tapes.lock();
+        tapes.values().find(|(t, i, _)| (*t, *i) == (task, id)).map(|(.., tape)| tape.clone())
     }
 
     /// Whether the session is ended or being ended: [`close`](Self::close) began.

@@ -128,7 +128,15 @@ fn graph() -> impl Strategy<Value = Graph> {
     let connection = (any::<u64>(), text(), any::<bool>(), any::<u64>(), any::<u64>()).prop_map(
         |(id, container, input, items, skipped)| {
             let kind = if input { ConnectionKind::Input } else { ConnectionKind::Output };
-            ConnectionView { id, container, kind, items, skipped }
+            // An input's tape on its node: one access that says what was read.
+            let tape = input.then(|| {
+                let mut tape = stampede_core::Tape::default();
+                let got = (items % 2 == 0).then_some(skipped as i64);
+                let selector = stampede_core::Selector::At(skipped as i64);
+                tape.record(stampede_core::tape::Access::Get { selector, got }, items);
+                tape
+            });
+            ConnectionView { id, container, kind, items, skipped, tape }
         },
     );
     let task = (

@@ -321,9 +321,9 @@ impl Runtime {
     }
 
     /// What the runtime holds now, as a dict: node, ts_min, tasks (id, name, virtual_time,
-    /// visibility, connections: id, container, kind, items, skipped) and containers (name, kind,
-    /// capacity, max_bytes, codec, description, live_items, live_bytes, puts, gets, reclaimed,
-    /// claim).
+    /// visibility, connections: id, container, kind, items, skipped, tape — an input's tape on
+    /// its node, docs/NODES.md, "Tapes") and containers (name, kind, capacity, max_bytes, codec,
+    /// description, live_items, live_bytes, puts, gets, reclaimed, claim).
     fn graph<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let graph = wait::released(py, || self.inner.graph())?;
         let json = serde_json::to_string(&graph).expect("a graph serializes");

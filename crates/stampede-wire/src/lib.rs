@@ -74,5 +74,6 @@ pub use values::size;
 /// (`Listed`); 21: a request header carries the client's floor (`RequestHeader::floor`), below
 /// which the node runs no copy of a request it keeps no reply for; 22: on a node with an access
 /// policy every payload on the mesh's keys carries a tag (`stampede-node`'s `mesh/seal.rs`), which
-/// a node's hello checks by this version.
-pub const VERSION: u8 = 22;
+/// a node's hello checks by this version; 23: a graph's input connection carries its tape on
+/// the node (`stampede_core::Tape`).
+pub const VERSION: u8 = 23;

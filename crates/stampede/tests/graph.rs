@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use stampede::graph::Holder;
+use stampede::tape::Pattern;
 use stampede::{ChannelOptions, ConnectionKind, Error, Limits, PutOptions, Selector, INFINITY};
 
 mod configuration;
@@ -97,6 +98,44 @@ fn a_pipeline_as_its_graph_shows_it() {
     let graph = rt.graph().unwrap();
     assert_eq!(graph.tasks.len(), 1);
     assert_eq!(graph.tasks[0].connections.len(), 1, "only the queue output is left");
+}
+
+/// Through a node, each input connection of a client's task carries its tape: what it asked for,
+/// and the pattern that shows (docs/NODES.md, "Tapes") — a display reading the freshest frame
+/// skips, a tracker reads in order; embedded, nothing is recorded.
+#[test]
+fn a_remote_readers_tape_shows_how_it_reads() {
+    let rt = configuration::runtime();
+    let frames = rt.create_channel("tape/frames", ChannelOptions::from(Limits::unbounded())).unwrap();
+    let (camera, display, tracker) = (rt.task(0).unwrap(), rt.task(INFINITY).unwrap(), rt.task(INFINITY).unwrap());
+    let out = camera.attach_output(&frames).unwrap();
+    let (newest, oldest) = (display.attach_input(&frames).unwrap(), tracker.attach_input(&frames).unwrap());
+    for ts in 0..8 {
+        out.put(ts, vec![1]).unwrap();
+        if ts % 2 == 1 {
+            let item = newest.get(Selector::NewestUnseen, NOW).unwrap();
+            newest.consume_until(item.ts).unwrap();
+        }
+        let item = oldest.get(Selector::OldestUnseen, NOW).unwrap();
+        oldest.consume_until(item.ts).unwrap();
+    }
+    assert!(matches!(newest.get(Selector::NewestUnseen, NOW), Err(Error::NotAvailable { .. })));
+    let graph = rt.graph().unwrap();
+    let tape = |task: &stampede::Task| {
+        let view = graph.tasks.iter().find(|t| t.id == task.id()).expect("the task is in the graph");
+        view.connections.iter().find(|c| c.kind == ConnectionKind::Input).expect("its input").tape.clone()
+    };
+    if rt.node().is_none() {
+        assert_eq!((tape(&display), tape(&tracker)), (None, None), "an embedded runtime records no tape");
+        return;
+    }
+    let shown = tape(&display).expect("a remote input connection's tape");
+    assert_eq!(shown.pattern(), Pattern::Skipping, "{shown:?}");
+    assert_eq!((shown.gets, shown.misses, shown.consumes), (5, 1, 4));
+    let read = tape(&tracker).expect("a remote input connection's tape");
+    assert_eq!(read.pattern(), Pattern::InOrder { stride: None }, "{read:?}");
+    assert_eq!((read.gets, read.misses, read.consumes), (8, 0, 8));
+    assert!(read.recent.len() <= stampede::tape::TAPE_RECENT_MAX);
 }
 
 #[test]

@@ -38,8 +38,13 @@ pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, op: Op, b
                 Op::Names { prefix } | Op::Listing { prefix } => Some(prefix.clone()),
                 _ => None,
             };
-            let here =
-                Here { name: &node.options.name, runtime: &node.runtime, desk: &node.desk, mesh: node.mesh.get() };
+            let here = Here {
+                name: &node.options.name,
+                runtime: &node.runtime,
+                desk: &node.desk,
+                mesh: node.mesh.get(),
+                now_us: node.origin.elapsed().as_micros() as u64,
+            };
             let (reply, payloads) = moves::execute(&here, &Fabric(node), session, op, body).await?;
             match (reply, listed) {
                 (Reply::Outcome(outcome), Some(prefix)) => {

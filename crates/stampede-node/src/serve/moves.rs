@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use stampede_core::mesh::MoveId;
-use stampede_core::{Error, Item, MoveProof, Op, Peer, Result};
+use stampede_core::tape::Access;
+use stampede_core::{Error, ErrorKind, Handle, Item, MoveProof, Op, Outcome, Peer, Result, Selector, Timestamp};
 use stampede_engine::{Body, MeshLink, Runtime};
 use stampede_wire::{ItemHeader, Reply, WireOutcome, REMOTE_WAIT_SLICE};
 
@@ -43,13 +44,14 @@ pub(crate) trait Neighbours {
     fn decline_there(&self, link: &MeshLink, moves: Vec<Move>) -> impl Future<Output = ()> + Send;
 }
 
-/// The node that serves: its name, its engine, its sessions and its participant in the mesh's
-/// ts_min (`None` until it joined).
+/// The node that serves: its name, its engine, its sessions, its participant in the mesh's
+/// ts_min (`None` until it joined), and its time now (µs on its own clock: the tapes').
 pub(crate) struct Here<'a> {
     pub(crate) name: &'a str,
     pub(crate) runtime: &'a Runtime,
     pub(crate) desk: &'a Desk,
     pub(crate) mesh: Option<&'a MeshLink>,
+    pub(crate) now_us: u64,
 }
 
 /// Runs `op` in `session` on the node `here`, asking `neighbours` what a move needs to know.
@@ -127,20 +129,70 @@ pub(crate) async fn execute<N: Neighbours>(
 
 /// Runs `op`, one the engine runs (any but the node's own), in `session` on the node's engine:
 /// its waits at most the node's slice, its items' payloads after the reply's header (pushed onto
-/// the payloads, uncopied), a graph with the client session that owns each task (the desk's) and
-/// the node's name.
+/// the payloads, uncopied), what an input connection asked for on its tape, a graph with the
+/// client session that owns each task (the desk's), the tapes of their connections and the
+/// node's name.
 async fn on_engine(here: &Here<'_>, session: &Session, mut op: Op, body: Body<'_>) -> Result<Served> {
     op.clamp_waits(REMOTE_WAIT_SLICE.as_micros() as u64);
-    let outcome = here.runtime.execute(&session.handles, session, op, body).await?;
+    let reading = Reading::of(&op);
+    let result = here.runtime.execute(&session.handles, session, op, body).await;
+    if let Some((connection, access)) = reading.and_then(|(c, reading)| Some((c, reading.access(&result)?))) {
+        session.record(connection, access, here.now_us);
+    }
     let mut payloads = Vec::new();
-    let outcome = outcome.map_items(|item| Ok::<_, Error>(header(item, &mut payloads)))?;
+    let outcome = result?.map_items(|item| Ok::<_, Error>(header(item, &mut payloads)))?;
     let WireOutcome::Graph(mut graph) = outcome else { return Ok((Reply::Outcome(outcome), payloads)) };
     graph.node = Some(here.desk.node().to_owned());
     let sessions = here.desk.sessions();
     for task in &mut graph.tasks {
-        task.session = sessions.iter().find(|s| s.handles.owns_task(task.id)).map(|s| s.id.clone());
+        let owner = sessions.iter().find(|s| s.handles.owns_task(task.id));
+        task.session = owner.map(|s| s.id.clone());
+        for connection in &mut task.connections {
+            connection.tape = owner.and_then(|s| s.tape_of(task.id, connection.id));
+        }
     }
     Ok((Reply::Outcome(WireOutcome::Graph(graph)), payloads))
+}
+
+/// What an operation through an input connection reads or consumes, as its tape records it.
+#[derive(Clone, Copy)]
+enum Reading {
+    Get(Selector),
+    Range(Timestamp, Timestamp),
+    Consume(Timestamp),
+}
+
+impl Reading {
+    /// The input connection `op` goes through and what it reads; `None` for any other op.
+    fn of(op: &Op) -> Option<(Handle, Reading)> {
+        Some(match *op {
+            Op::Get { connection, selector, .. } => (connection, Reading::Get(selector)),
+            Op::QueueGet { connection, .. } => (connection, Reading::Get(Selector::Oldest)),
+            Op::GetRange { connection, t0, t1 } => (connection, Reading::Range(t0, t1)),
+            Op::Consume { connection, ts }
+            | Op::ConsumeUntil { connection, ts }
+            | Op::QueueConsume { connection, ts, .. } => (connection, Reading::Consume(ts)),
+            _ => return None,
+        })
+    }
+
+    /// The access the op's `result` made; `None` when it failed (but for a get that found
+    /// nothing there, a miss).
+    fn access(self, result: &Result<Outcome<Item>>) -> Option<Access> {
+        match (self, result) {
+            (Reading::Get(selector), Ok(Outcome::Item(item) | Outcome::QueueItem { item, .. })) => {
+                Some(Access::Get { selector, got: Some(item.ts) })
+            }
+            (Reading::Get(selector), Err(e)) if e.kind() == ErrorKind::NotAvailable => {
+                Some(Access::Get { selector, got: None })
+            }
+            (Reading::Range(from, to), Ok(Outcome::Items(items))) => {
+                Some(Access::Range { from, to, items: items.len() as u64 })
+            }
+            (Reading::Consume(until), Ok(_)) => Some(Access::Consume { until }),
+            _ => None,
+        }
+    }
 }
 
 /// `item`'s header; its payload pushed onto `payloads`.

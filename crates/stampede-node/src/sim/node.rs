@@ -302,10 +302,11 @@ impl SimNode {
                         let (runtime, desk, running, body) =
                             (self.runtime.clone(), self.desk.clone(), session.clone(), payload.to_vec());
                         let (link, name) = (self.steward.link().clone(), self.desk.node().to_owned());
+                        let now_us = self.now_us;
                         let neighbours = SimNeighbours { asks: self.asks.clone(), session: session.id.clone() };
                         let ran = op.clone();
                         let mut future: Running = Box::pin(async move {
-                            let here = Here { name: &name, runtime: &runtime, desk: &desk, mesh: Some(&link) };
+                            let here = Here { name: &name, runtime: &runtime, desk: &desk, mesh: Some(&link), now_us };
                             moves::execute(&here, &neighbours, &running, op, Body::Inline(&body)).await
                         });
                         let first =
