@@ -5,8 +5,8 @@
 //! application, and the access pattern that shows ([`Pattern`]).
 //!
 //! Guarantees: bounded — counters, and the last [`TAPE_RECENT_MAX`] accesses; pure — the caller
-//! says when each access happened (microseconds on its own clock, never going back), so a
-//! simulation records on its virtual clock. A tape decides nothing: it is what a node reads to
+//! says when each access happened (microseconds on its own clock; one that comes out of order is
+//! recorded at its predecessor's time), so a simulation records on its virtual clock. A tape decides nothing: it is what a node reads to
 //! push items ahead of the gets it predicts, and what tools show (a graph's connections).
 
 use std::collections::VecDeque;
@@ -94,9 +94,12 @@ pub struct Tape {
 }
 
 impl Tape {
-    /// Records `access`, made at `at_us`.
+    /// Records `access`, made at `at_us` — or when the latest recorded access was made, if that
+    /// is later: operations of one connection may run side by side on a node (a get waiting while
+    /// its retry or a consume comes), each timed when it started, and their records may come in
+    /// another order. A tape's clock never goes back.
     pub fn record(&mut self, access: Access, at_us: u64) {
-        debug_assert!(self.recent.back().is_none_or(|last| last.at_us <= at_us), "a tape's clock never goes back");
+        let at_us = self.recent.back().map_or(at_us, |last| last.at_us.max(at_us));
         match access {
             Access::Get { got, .. } => {
                 self.gets += 1;
@@ -244,6 +247,17 @@ mod tests {
             mixed.record(get(selector, None), i as u64);
         }
         assert_eq!(mixed.pattern(), Pattern::Mixed);
+    }
+
+    /// Accesses recorded out of order (a get that waited, timed from its start, after a later
+    /// consume) keep the tape's clock from going back.
+    #[test]
+    fn a_tape_clock_never_goes_back() {
+        let mut tape = Tape::default();
+        tape.record(Access::Consume { until: 4 }, 500);
+        tape.record(get(Selector::OldestUnseen, Some(5)), 300);
+        let times: Vec<u64> = tape.recent.iter().map(|r| r.at_us).collect();
+        assert_eq!(times, [500, 500]);
     }
 
     /// However long a connection reads, its tape keeps the latest accesses only.
