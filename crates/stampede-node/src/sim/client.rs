@@ -262,9 +262,19 @@ impl SimClient {
         Some((conn.id.clone(), self.held.as_ref()?.seq?))
     }
 
+    /// The virtual time its task starts at: a producer's next timestamp; a consumer's holds
+    /// nothing back.
+    fn task_virtual_time(&self) -> Timestamp {
+        if self.role.produces() {
+            self.next_ts
+        } else {
+            INFINITY
+        }
+    }
+
     /// The client's next call; a get asks the node to wait `wait_us` for an item.
     pub(super) fn next_call(&mut self, wait_us: u64) -> Next {
-        let virtual_time = if self.role.produces() { self.next_ts } else { INFINITY };
+        let virtual_time = self.task_virtual_time();
         let home =
             |op: Op, purpose| Next::Call { side: Side::Home, request: Request::Op(op), payload: Vec::new(), purpose };
         if self.far() {
@@ -299,8 +309,7 @@ impl SimClient {
         let name = if self.role.on_queue() { QUEUE } else { CHANNEL };
         let op = |op: Op, purpose| (Request::Op(op), Vec::new(), purpose);
         let Some(task) = conn.task else {
-            let virtual_time = if self.role.produces() { self.next_ts } else { INFINITY };
-            return op(Op::Task { virtual_time }, Purpose::Task);
+            return op(Op::Task { virtual_time: self.task_virtual_time() }, Purpose::Task);
         };
         let Some(container) = conn.container else {
             if !conn.looked_up {
