@@ -47,8 +47,11 @@ cargo build -q -p stampede-cli
 for configuration in serve mesh split; do
     STAMPEDE_CONFIGURATION=$configuration cargo test -p stampede \
         --test rules_channel --test rules_gc --test rules_queue --test correlation --test progress --test graph \
-        --test vectors
+        --test vectors --test prefetch
 done
+echo "   and with prefetch off (docs/PREFETCH.md): every remote get a request and its reply"
+STAMPEDE_CONFIGURATION=serve STAMPEDE_PREFETCH=off cargo test -p stampede \
+    --test rules_channel --test rules_gc --test correlation --test graph --test vectors --test prefetch
 
 echo "== [${SECONDS} s] C client (docs/C.md): API tests and the shared vectors, linked shared and static, under valgrind,"
 echo "   the vectors against a stampede serve node, a client admitted by a node's access policy; every exported symbol is stp_*"

@@ -268,7 +268,12 @@ class Task:
     def name(self, name: str) -> None: ...
     @overload
     def attach_input(
-        self, container: Channel, *, max_lag_items: int | None = None, max_lag_ts: int | None = None
+        self,
+        container: Channel,
+        *,
+        max_lag_items: int | None = None,
+        max_lag_ts: int | None = None,
+        prefetch: Literal["off", "newest", "auto"] | None = None,
     ) -> ChannelInput: ...
     @overload
     def attach_input(self, container: Queue) -> QueueInput: ...
@@ -554,4 +559,5 @@ def connect(
     user: str | None = None,
     password: str | None = None,
     placement: str | None = None,
+    prefetch: Literal["off", "newest", "auto"] | None = None,
 ) -> Runtime: ...

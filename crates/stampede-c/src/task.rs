@@ -180,6 +180,7 @@ unsafe fn attach_channel_input(
         let options = InputOptions {
             max_lag_items: bound(max_lag_items, op, "max_lag_items")?,
             max_lag_ts: bound(max_lag_ts, op, "max_lag_ts")?.map(|distance| distance as u64),
+            ..Default::default()
         };
         // SAFETY: each NULL or live per the contract.
         let (task, ch) = unsafe { (handle(task, op, "task")?, handle(ch, op, "ch")?) };

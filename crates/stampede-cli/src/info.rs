@@ -76,6 +76,12 @@ fn describe(graph: &Graph, name: &str) -> Option<Vec<String>> {
                             tape.misses
                         );
                     }
+                    if let Some(pushes) = connection.prefetch.filter(|p| p.policy != stampede::Prefetch::Off) {
+                        carried += &format!(
+                            ", prefetch {}: {} of {} pushed items used",
+                            pushes.policy, pushes.used, pushes.pushed
+                        );
+                    }
                     ("consumer", carried)
                 }
             };
@@ -106,8 +112,15 @@ mod tests {
 
     #[test]
     fn a_channel_its_producer_and_its_consumer() {
-        let connection =
-            |id, kind, items| ConnectionView { id, container: "cam".into(), kind, items, skipped: 0, tape: None };
+        let connection = |id, kind, items| ConnectionView {
+            id,
+            container: "cam".into(),
+            kind,
+            items,
+            skipped: 0,
+            tape: None,
+            prefetch: None,
+        };
         let task = |id: u64, name: &str, virtual_time, connections| TaskView {
             id,
             name: Some(name.into()),

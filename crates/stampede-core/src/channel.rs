@@ -299,6 +299,19 @@ impl ChannelState {
         Ok(Item { ts, payload: stored.payload.clone() })
     }
 
+    /// What a node may push to input connection `conn` of the put at `ts` (crate::prefetch): the
+    /// channel's newest timestamp, and the item when it is unseen there, carries no reference
+    /// count and the connection has no bound on lag. Changes nothing. `None`: no such connection
+    /// or item.
+    pub fn pushable(&self, conn: ConnId, ts: Timestamp) -> Option<(Timestamp, Option<Item>)> {
+        let input = self.inputs.get(&conn)?;
+        let newest = *self.items.last_key_value()?.0;
+        let stored = self.items.get(&ts)?;
+        let pushed = (input.unseen.contains(&ts) && stored.refs_left.is_none() && !input.lag.bounded())
+            .then(|| Item { ts, payload: stored.payload.clone() });
+        Some((newest, pushed))
+    }
+
     /// Every item with `t0 <= ts <= t1` present and not consumed on `conn`, in timestamp order;
     /// each becomes open there.
     pub fn get_range(&mut self, conn: ConnId, t0: Timestamp, t1: Timestamp, fx: &mut Effects) -> Result<Vec<Item>> {

@@ -84,6 +84,9 @@ pub struct ConnectionView {
     /// A remote client's input connection, on its node: what it asked for and the pattern that
     /// shows ([`Tape`]); `None` elsewhere.
     pub tape: Option<Tape>,
+    /// Its prefetch on its node: the policy, items pushed and those its cache used; `None`
+    /// elsewhere.
+    pub prefetch: Option<crate::prefetch::Pushes>,
 }
 
 /// One channel or queue with its bounds and counters.

@@ -28,6 +28,8 @@
 //! - [`pacer`] — the arithmetic of real-time pacing (docs/SEMANTICS.md, "Pacing").
 //! - [`graph`] — a snapshot of a runtime's tasks, connections and containers, for tools.
 //! - [`tape`] — what a remote input connection asks for, and the access pattern it shows.
+//! - [`prefetch`] — when a node pushes an item ahead of a remote get, and when the client's cache
+//!   may answer that get.
 //! - [`id_map`] — [`IdMap`]: hash maps keyed by ids, hashed by one multiplication.
 //! - [`mutation`] — the fault switch of the simulations' mutation tests (on only with the
 //!   `mutations` feature).
@@ -53,6 +55,7 @@ pub mod name;
 pub mod op;
 pub mod pacer;
 pub mod participant;
+pub mod prefetch;
 pub mod progress;
 pub mod queue;
 pub mod stats;
@@ -74,6 +77,7 @@ pub use name::NAME_BYTES_MAX;
 pub use op::{ContainerInfo, Handle, Listed, MoveProof, Op, Outcome};
 pub use pacer::{Pace, PaceRule};
 pub use participant::{Participant, Settled};
+pub use prefetch::{Notice, Prefetch, PushCache, Pusher, PUSH_BYTES_MAX, PUSH_ITEMS_MAX};
 pub use progress::{ContainerKey, Location, Progress, Refusal, Update, Updates};
 pub use queue::{QueueItem, QueueState};
 pub use stats::{BudgetUse, ConnectionStats, Stats};

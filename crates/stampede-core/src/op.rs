@@ -95,6 +95,8 @@ pub enum Op {
         container: Handle,
         max_lag_items: Option<u64>,
         max_lag_ts: Option<u64>,
+        /// What the node pushes ahead of the connection's gets (a channel's only).
+        prefetch: crate::prefetch::Prefetch,
     },
     AttachOutput {
         task: Handle,

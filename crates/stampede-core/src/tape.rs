@@ -127,6 +127,11 @@ impl Tape {
         self.interval_us
     }
 
+    /// When the latest read (a get or a range read) came, µs.
+    pub fn last_read_us(&self) -> Option<u64> {
+        self.reads().last().map(|read| read.at_us)
+    }
+
     /// The recent reads (gets and range reads), oldest first.
     fn reads(&self) -> impl Iterator<Item = &Recorded> {
         self.recent.iter().filter(|r| !matches!(r.access, Access::Consume { .. }))

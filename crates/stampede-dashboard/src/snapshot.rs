@@ -92,6 +92,10 @@ pub(crate) struct ConnectionRow {
     /// A remote input connection's pattern, as its tape on the node shows it (`skipping`, `in
     /// order`, …; docs/NODES.md, "Tapes"); `None` elsewhere.
     pub pattern: Option<String>,
+    /// A remote input connection's prefetch: its policy, and the share of the items pushed to it
+    /// that its gets used (`prefetch off` or `prefetch newest, 57/59 pushes used`;
+    /// docs/PREFETCH.md); `None` elsewhere.
+    pub prefetch: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -280,6 +284,10 @@ fn task_row(task: &stampede::TaskView, rates: &Rates, dashboard_task: Option<u64
             skipped: c.skipped,
             skipped_per_s: rates.rate(&Counter::Skipped { task: task.id, connection: c.id }),
             pattern: c.tape.as_ref().map(|tape| tape.pattern().to_string()),
+            prefetch: c.prefetch.map(|p| match p.policy {
+                stampede::Prefetch::Off => "prefetch off".to_owned(),
+                policy => format!("prefetch {policy}, {}/{} pushes used", p.used, p.pushed),
+            }),
         })
         .collect();
     let busiest = |kind: &str| {

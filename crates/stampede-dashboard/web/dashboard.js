@@ -179,7 +179,7 @@ function renderTasks(tasks) {
     if (t.dashboard) tr.className = "dashboard";
     const connections = t.connections
       .map((c) => (c.kind === "input" ? "← " : "→ ") + c.container + " (" + c.items + ", " + fmtRate(c.items_per_s) + "/s" +
-        (c.kind === "input" ? ", skipped " + c.skipped : "") + (c.pattern ? ", reads " + c.pattern : "") + ")")
+        (c.kind === "input" ? ", skipped " + c.skipped : "") + (c.pattern ? ", reads " + c.pattern : "") + (c.prefetch ? ", " + c.prefetch : "") + ")")
       .join("  ");
     tr.append(
       el("td", String(t.id), "id"),

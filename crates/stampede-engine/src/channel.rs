@@ -412,6 +412,18 @@ impl ChannelInput {
         Ok(())
     }
 
+    /// What a node may push to this connection of the put at `ts`: the channel's newest
+    /// timestamp, and the item if it may be pushed (`stampede_core::ChannelState::pushable`).
+    /// Changes nothing.
+    pub fn pushable(&self, ts: Timestamp) -> Option<(Timestamp, Option<Item>)> {
+        self.channel.shared.state.lock().pushable(self.conn, ts)
+    }
+
+    /// The channel it reads.
+    pub fn channel(&self) -> &Channel {
+        &self.channel
+    }
+
     /// Marks every present item `<= ts` consumed on this connection, unseen ones included.
     pub fn consume_until(&self, ts: Timestamp) -> Result<()> {
         let (_, reclaimed) = self

@@ -139,13 +139,13 @@ impl Runtime {
                 session.task(name, task)?.set_name(&label)?;
                 Outcome::Done
             }
-            Op::AttachInput { task, container, max_lag_items, max_lag_ts } => {
+            Op::AttachInput { task, container, max_lag_items, max_lag_ts, prefetch } => {
                 let task = session.task(name, task)?;
                 let container = session.container(name, container)?;
                 admission.check(name, Right::Read, container.name())?;
                 // An item bound beyond the address space is no bound.
                 let max_lag_items = max_lag_items.map(|items| usize::try_from(items).unwrap_or(usize::MAX));
-                let options = InputOptions { max_lag_items, max_lag_ts };
+                let options = InputOptions { max_lag_items, max_lag_ts, prefetch: Some(prefetch) };
                 let connection = match container {
                     Container::Channel(c) => Connection::ChannelInput(Arc::new(c.attach_input_with(&task, options)?)),
                     Container::Queue(q) if !options.bounded() => {
@@ -407,7 +407,13 @@ mod tests {
         };
         let task = handle(run(&runtime, &session, Op::Task { virtual_time: 0 }, Body::Inline(&[])));
         let out = handle(run(&runtime, &session, Op::AttachOutput { task, container: info.id }, Body::Inline(&[])));
-        let attach = Op::AttachInput { task, container: info.id, max_lag_items: None, max_lag_ts: None };
+        let attach = Op::AttachInput {
+            task,
+            container: info.id,
+            max_lag_items: None,
+            max_lag_ts: None,
+            prefetch: Default::default(),
+        };
         let input = handle(run(&runtime, &session, attach, Body::Inline(&[])));
         let put = Op::Put { connection: out, ts: 3, codec: "raw".into(), refcount: None, wait_us: 0 };
         assert!(matches!(run(&runtime, &session, put, Body::Inline(b"abc")), Ok(Outcome::Done)));

@@ -65,6 +65,7 @@ fn connection_view(held: &Held) -> Option<ConnectionView> {
         items: counts.items,
         skipped: counts.skipped,
         tape: None,
+        prefetch: None,
     })
 }
 

@@ -118,6 +118,7 @@ pub extern "system" fn Java_org_stampede_Native_taskAttach(
         let options = InputOptions {
             max_lag_items: jvm::optional_count(max_lag_items, "attach_input", name, "maxLagItems")?,
             max_lag_ts: jvm::optional_count(max_lag_ts, "attach_input", name, "maxLagTs")?.map(|d| d as u64),
+            ..Default::default()
         };
         let entry = match (&container.container, input != 0) {
             (Container::Channel(ch), true) => Entry::ChannelInput(Arc::new(task.attach_input_with(ch, options)?)),

@@ -53,6 +53,8 @@ mod join;
 pub mod mesh;
 mod names;
 pub mod node;
+mod push;
+mod readers;
 mod reclaim;
 mod serve;
 mod session;

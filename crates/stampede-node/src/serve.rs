@@ -25,7 +25,7 @@ use zenoh::sample::SampleKind;
 use stampede_engine::MeshLink;
 use stampede_wire::fabric;
 use stampede_wire::{
-    decode_request, decode_request_head, decode_request_passed, encode, Hello, Reply, Request, WireError,
+    decode_request, decode_request_head, decode_request_passed, encode, Hello, Reply, Request, WireError, OPENED_MAX,
     REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX,
 };
 
@@ -104,9 +104,15 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
             }
             Ok(done())
         }
+        Request::Op(_) if header.opened.len() > OPENED_MAX => {
+            Err(refuse(format!("{} cache answers in one request (at most {OPENED_MAX})", header.opened.len())))
+        }
         Request::Op(op) => loop {
             match node.desk.admit(&header.session, &header.secret, header.seq, header.floor, &header.acks)? {
-                Admitted::Run(session) => return run_once(node, &session, header.seq, op, body).await,
+                Admitted::Run(session) => {
+                    crate::push::opened(node, &session, &header.opened);
+                    return run_once(node, &session, header.seq, op, body).await;
+                }
                 Admitted::Answered(served) => return Ok(served),
                 // Rare (the client gave up on the first before it ended: a loaded node); the first
                 // ends within its wait slice.

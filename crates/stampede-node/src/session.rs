@@ -19,15 +19,18 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use stampede_core::mesh::MoveId;
 use stampede_core::tape::Access;
-use stampede_core::{Error, Handle, MoveProof, Op, Peer, Result, Tape};
+use stampede_core::{Error, Handle, MoveProof, Op, Peer, Prefetch, Result, Tape};
 use stampede_engine::session::{Admission, Right};
 use stampede_engine::Task;
 use stampede_wire::session::Replies;
 use stampede_wire::Secret;
 
 use crate::access::Rights;
+use crate::push::Pushing;
+use crate::readers::Readers;
 use crate::reclaim::{Outbox, Sending};
 use crate::serve::Served;
+use stampede_core::prefetch::Pushes;
 
 pub(crate) use stampede_engine::session::closed;
 
@@ -55,9 +58,9 @@ pub(crate) struct Session {
     /// The replies of its numbered requests not yet acknowledged (`stampede_wire::session`).
     pub(crate) replies: Mutex<Replies<Served>>,
     pub(crate) sending: Sending,
-    /// The tapes of its input connections, by handle, with the connection's task and id in the
-    /// runtime (for a graph): at most one per handle the session may hold.
-    tapes: Mutex<HashMap<Handle, (Handle, u64, Tape)>>,
+    /// Its input connections' tapes and prefetch (`readers.rs`), and its pushes (`push.rs`).
+    pub(crate) readers: Readers,
+    pub(crate) pushing: Pushing,
 }
 
 /// What the session's tasks do across nodes. Locked after the engine session's table, never
@@ -108,8 +111,8 @@ impl Session {
     ) -> Session {
         let handles = stampede_engine::Session::new(id.clone(), handles_max, payload_bytes_max);
         let (mesh, outbox, sending) = (Mutex::default(), Mutex::default(), Sending::default());
-        let (replies, tapes) = (Mutex::default(), Mutex::default());
-        Session { id, secret, rights, handles, handles_max, mesh, outbox, replies, sending, tapes }
+        let (replies, readers, pushing) = (Mutex::default(), Readers::default(), Pushing::default());
+        Session { id, secret, rights, handles, handles_max, mesh, outbox, replies, sending, readers, pushing }
     }
 
     /// This session with its puts charged to `budget` (and its node's).
@@ -277,26 +280,24 @@ impl Session {
     }
 
     /// Records on the tape of input connection `handle` that `access` was made at `at_us` (an
-    /// output, or a connection gone, records nothing). Past the session's bound on handles, the
-    /// tapes of connections gone are dropped first.
+    /// output, or a connection gone, records nothing).
     pub(crate) fn record(&self, handle: Handle, access: Access, at_us: u64) {
         let Ok(connection) = self.handles.connection("tape", handle) else { return };
-        let (Some(id), task) = (connection.input_id(), connection.task_id()) else { return };
-        let mut tapes = self.tapes.lock();
-        if tapes.len() >= self.handles_max && !tapes.contains_key(&handle) {
-            tapes.retain(|&kept, _| self.handles.connection("tape", kept).is_ok());
-            if tapes.len() >= self.handles_max {
-                return;
-            }
-        }
-        tapes.entry(handle).or_insert_with(|| (task, id, Tape::default())).2.record(access, at_us);
+        let alive = |kept| self.handles.connection("tape", kept).is_ok();
+        self.readers.record(handle, &connection, access, at_us, self.handles_max, alive);
     }
 
-    /// The tape of the input connection `id` of task `task` (as a graph names them), if this
-    /// session recorded one.
-    pub(crate) fn tape_of(&self, task: Handle, id: u64) -> Option<Tape> {
-        let tapes = self.tapes.lock();
-        tapes.values().find(|(t, i, _)| (*t, *i) == (task, id)).map(|(.., tape)| tape.clone())
+    /// Input connection `handle` was attached with `prefetch` (`readers.rs`).
+    pub(crate) fn attached(&self, handle: Handle, prefetch: Prefetch) {
+        let Ok(connection) = self.handles.connection("attach_input", handle) else { return };
+        let alive = |kept| self.handles.connection("tape", kept).is_ok();
+        self.readers.attached(handle, &connection, prefetch, self.handles_max, alive);
+    }
+
+    /// The tape of the input connection `id` of task `task` (as a graph names them), with its
+    /// prefetch and its pushes, if this session kept one.
+    pub(crate) fn tape_of(&self, task: Handle, id: u64) -> Option<(Tape, Pushes)> {
+        self.readers.tape_of(task, id)
     }
 
     /// Whether the session is ended or being ended: [`close`](Self::close) began.

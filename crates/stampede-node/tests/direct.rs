@@ -396,7 +396,13 @@ fn a_session_being_ended_answers_no_repeat() {
         let Reply::Outcome(Outcome::Handle(connection)) = ask(
             &mut first,
             3,
-            Request::Op(Op::AttachInput { task, container: info.id, max_lag_items: None, max_lag_ts: None }),
+            Request::Op(Op::AttachInput {
+                task,
+                container: info.id,
+                max_lag_items: None,
+                max_lag_ts: None,
+                prefetch: Default::default(),
+            }),
         ) else {
             panic!("a connection")
         };

@@ -7,8 +7,9 @@ use stampede::graph::Holder;
 use stampede::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
 use stampede_core::{BudgetUse, Retention, Selector, Stats};
 use stampede_wire::{
-    decode_reply, decode_request, encode, ContainerInfo, DecodeError, DirectPath, Hello, ItemHeader, Op, Outcome,
-    Reply, Request, RequestHeader, WireError, WireOutcome, ACKS_MAX, REQUEST_HEADER_BYTES_MAX, VERSION,
+    decode_push, decode_reply, decode_request, encode, ContainerInfo, DecodeError, DirectPath, Hello, ItemHeader, Op,
+    Opened, Outcome, PushEvent, Reply, Request, RequestHeader, WireError, WireOutcome, ACKS_MAX, OPENED_MAX,
+    REQUEST_HEADER_BYTES_MAX, VERSION,
 };
 
 fn ts() -> impl Strategy<Value = i64> {
@@ -60,12 +61,13 @@ fn op() -> impl Strategy<Value = Op> {
         (any::<u64>(), ts()).prop_map(|(task, virtual_time)| Op::SetVirtualTime { task, virtual_time }),
         any::<u64>().prop_map(|task| Op::Times { task }),
         any::<u64>().prop_map(|task| Op::CloseTask { task }),
-        (any::<u64>(), any::<u64>(), any::<Option<u64>>(), any::<Option<u64>>()).prop_map(
-            |(task, container, max_lag_items, max_lag_ts)| Op::AttachInput {
+        (any::<u64>(), any::<u64>(), any::<Option<u64>>(), any::<Option<u64>>(), 0..3usize).prop_map(
+            |(task, container, max_lag_items, max_lag_ts, prefetch)| Op::AttachInput {
                 task,
                 container,
                 max_lag_items,
-                max_lag_ts
+                max_lag_ts,
+                prefetch: stampede_core::Prefetch::ALL[prefetch],
             }
         ),
         (any::<u64>(), any::<u64>()).prop_map(|(task, container)| Op::AttachOutput { task, container }),
@@ -136,7 +138,11 @@ fn graph() -> impl Strategy<Value = Graph> {
                 tape.record(stampede_core::tape::Access::Get { selector, got }, items);
                 tape
             });
-            ConnectionView { id, container, kind, items, skipped, tape }
+            let prefetch = input.then(|| {
+                let policy = stampede_core::Prefetch::ALL[(items % 3) as usize];
+                stampede_core::prefetch::Pushes { policy, pushed: items, used: skipped.min(items) }
+            });
+            ConnectionView { id, container, kind, items, skipped, tape, prefetch }
         },
     );
     let task = (
@@ -397,7 +403,8 @@ proptest! {
     /// Every request decodes to what was encoded, with its payload (if it carries one) intact.
     #[test]
     fn requests_round_trip(session in "[0-9a-f]{0,32}", secret in any::<[u8; 16]>(), seq in any::<u64>(), floor in any::<u64>(), acks in proptest::collection::vec(any::<u64>(), 0..ACKS_MAX), request in request(), payload in proptest::collection::vec(any::<u8>(), 0..32)) {
-        let header = RequestHeader { seq, acks, floor, ..RequestHeader::new(session, secret, request) };
+        let opened = acks.iter().take(OPENED_MAX).map(|&n| Opened { connection: n, ts: n as i64, ago_us: n / 3 }).collect();
+        let header = RequestHeader { seq, acks, floor, opened, ..RequestHeader::new(session, secret, request) };
         let payload = if header.request.carries_payload() { payload } else { Vec::new() };
         let message = with_payload(encode(&header), &payload);
         let (decoded, rest) = decode_request(&message).expect("a well-formed request decodes");
@@ -431,6 +438,24 @@ proptest! {
         let _ = decode_reply(&message);
     }
 
+    /// Push events round trip with their pushed payload; mutated, they decode to something or to
+    /// a typed error, never a panic, and what decodes has the payload its header declares.
+    #[test]
+    fn push_events_round_trip_and_never_panic(connection in any::<u64>(), ts in any::<i64>(), newest in any::<i64>(), payload in proptest::collection::vec(any::<u8>(), 0..64), pushed: bool, mutations in proptest::collection::vec(mutation(), 1..6)) {
+        let notice = stampede_core::Notice { ts, newest, pushed };
+        let item = pushed.then(|| ItemHeader { ts, codec: "raw".into(), len: payload.len() as u64 });
+        let payload = if pushed { payload } else { Vec::new() };
+        let event = PushEvent::Put { connection, notice, item };
+        let mut message = with_payload(encode(&event), &payload);
+        let (decoded, rest) = decode_push(&message).expect("a well-formed push decodes");
+        prop_assert_eq!(decoded, event);
+        prop_assert_eq!(rest, &payload[..]);
+        mutate(&mut message, &mutations);
+        if let Ok((PushEvent::Put { item, .. }, rest)) = decode_push(&message) {
+            prop_assert_eq!(item.map_or(0, |item| item.len), rest.len() as u64);
+        }
+    }
+
     /// Random bytes (with the right version byte or not) never make decoding panic.
     #[test]
     fn random_bytes_never_panic(mut bytes in proptest::collection::vec(any::<u8>(), 0..256), versioned: bool) {
@@ -441,6 +466,7 @@ proptest! {
             prop_assert_ne!(found, VERSION);
         }
         let _ = decode_reply(&bytes);
+        let _ = decode_push(&bytes);
     }
 }
 

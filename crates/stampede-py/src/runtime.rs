@@ -322,7 +322,8 @@ impl Runtime {
 
     /// What the runtime holds now, as a dict: node, ts_min, tasks (id, name, virtual_time,
     /// visibility, connections: id, container, kind, items, skipped, tape — an input's tape on
-    /// its node, docs/NODES.md, "Tapes") and containers (name, kind, capacity, max_bytes, codec,
+    /// its node, docs/NODES.md, "Tapes" — and prefetch — its policy there, items pushed and
+    /// used, docs/PREFETCH.md) and containers (name, kind, capacity, max_bytes, codec,
     /// description, live_items, live_bytes, puts, gets, reclaimed, claim).
     fn graph<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let graph = wait::released(py, || self.inner.graph())?;
@@ -400,11 +401,12 @@ impl Runtime {
 /// open the session as, on a node with an access policy (PermissionDenied if refused).
 /// `placement`: the node `create_channel` and `create_queue` place containers on when they name
 /// none (default: the session's node); its tasks still live on the session's node and reach
-/// them through shadows (docs/NODES.md "One task, several nodes").
+/// them through shadows (docs/NODES.md "One task, several nodes"). `prefetch`: the policy of the
+/// channel inputs that choose none ("off", "newest" or "auto", the default; docs/PREFETCH.md).
 #[pyfunction]
 #[pyo3(signature = (
     endpoint, timeout=None, *, node=None, tls_root_ca=None, tls_certificate=None, tls_private_key=None,
-    user=None, password=None, placement=None,
+    user=None, password=None, placement=None, prefetch=None,
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn connect(
@@ -418,8 +420,11 @@ pub(crate) fn connect(
     user: Option<String>,
     password: Option<String>,
     placement: Option<String>,
+    prefetch: Option<&str>,
 ) -> PyResult<Runtime> {
-    let timeout = args::timeout(timeout, At { op: "connect", name: endpoint })?;
+    let at = At { op: "connect", name: endpoint };
+    let timeout = args::timeout(timeout, at)?;
+    let prefetch = args::prefetch(prefetch, at)?.unwrap_or_default();
     let user = match (user, password) {
         (Some(user), Some(password)) => Some(stampede::Credentials { user, password }),
         (None, None) => None,
@@ -434,7 +439,7 @@ pub(crate) fn connect(
         certificate: tls_certificate,
         private_key: tls_private_key,
     });
-    let options = stampede::ConnectOptions { timeout, node, tls, user, placement, ..Default::default() };
+    let options = stampede::ConnectOptions { timeout, node, tls, user, placement, prefetch, ..Default::default() };
     let inner = wait::released(py, || stampede::connect_with(endpoint, &options))?;
     Ok(Runtime { inner, handlers: Handlers::new(py)?, node: Mutex::new(None) })
 }

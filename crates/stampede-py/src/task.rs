@@ -80,14 +80,16 @@ impl Task {
     /// Attaches an input connection to a Channel (ChannelInput) or a Queue (QueueInput). A
     /// channel's input may bound how far it falls behind: `max_lag_items` unseen items, none more
     /// than `max_lag_ts` below the newest; beyond, the oldest unseen are consumed for it and
-    /// counted as skipped.
-    #[pyo3(signature = (container, *, max_lag_items=None, max_lag_ts=None))]
+    /// counted as skipped. `prefetch` ("off", "newest" or "auto", the default) says what the
+    /// node pushes ahead of a remote channel input's gets (docs/PREFETCH.md).
+    #[pyo3(signature = (container, *, max_lag_items=None, max_lag_ts=None, prefetch=None))]
     fn attach_input(
         &self,
         py: Python<'_>,
         container: &Bound<'_, PyAny>,
         max_lag_items: Option<&Bound<'_, PyAny>>,
         max_lag_ts: Option<&Bound<'_, PyAny>>,
+        prefetch: Option<&str>,
     ) -> PyResult<Py<PyAny>> {
         if let Ok(channel) = container.cast::<Channel>() {
             let channel = channel.get();
@@ -95,6 +97,7 @@ impl Task {
             let options = InputOptions {
                 max_lag_items: args::count(max_lag_items, "max_lag_items", at)?,
                 max_lag_ts: args::count(max_lag_ts, "max_lag_ts", at)?,
+                prefetch: args::prefetch(prefetch, at)?,
             };
             let inner = wait::released(py, || self.inner.attach_input_with(&channel.inner, options))?;
             return ChannelInput::new(inner, channel.handlers.clone_ref(py)).into_py_any(py);
@@ -103,6 +106,9 @@ impl Task {
             return Err(PyTypeError::new_err(
                 "max_lag_items and max_lag_ts bound a Channel's input: a Queue's items go to one reader each",
             ));
+        }
+        if prefetch.is_some() {
+            return Err(PyTypeError::new_err("prefetch is a Channel input's: a Queue's items go to one reader each"));
         }
         if let Ok(queue) = container.cast::<Queue>() {
             let queue = queue.get();

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use stampede_core::{Outcome, WatchEvent};
 
-use crate::reply::{ReclaimEvent, Reply};
+use crate::reply::{PushEvent, ReclaimEvent, Reply};
 use crate::request::{RequestHeader, REQUEST_HEADER_BYTES_MAX};
 use crate::VERSION;
 
@@ -151,6 +151,22 @@ pub fn decode_event(message: &[u8]) -> Result<(ReclaimEvent, &[u8]), DecodeError
     let (declared, actual) = (event.item.len, payload.len() as u64);
     if declared != actual {
         return Err(DecodeError::Payload(format!("the event declares {declared} payload bytes, {actual} follow")));
+    }
+    Ok((event, payload))
+}
+
+/// Decodes a push event: its header and the pushed item's payload, checked against its length.
+pub fn decode_push(message: &[u8]) -> Result<(PushEvent, &[u8]), DecodeError> {
+    let (event, payload): (PushEvent, _) = decode(message)?;
+    let declared = match &event {
+        PushEvent::Put { notice, item: Some(item), .. } if notice.pushed && item.ts == notice.ts => item.len,
+        PushEvent::Put { item: None, notice, .. } if !notice.pushed => 0,
+        PushEvent::Reset => 0,
+        PushEvent::Put { .. } => return Err(DecodeError::Payload("a notice and its item disagree".into())),
+    };
+    let actual = payload.len() as u64;
+    if declared != actual {
+        return Err(DecodeError::Payload(format!("the push declares {declared} payload bytes, {actual} follow")));
     }
     Ok((event, payload))
 }

@@ -60,6 +60,11 @@ pub fn reclaimed_key(node: &str, session: &str) -> String {
     format!("stampede/{node}/reclaimed/{session}")
 }
 
+/// Where a node sends a session's put notices and pushed items (`PushEvent`, docs/PREFETCH.md).
+pub fn push_key(node: &str, session: &str) -> String {
+    format!("stampede/{node}/push/{session}")
+}
+
 /// Where a node publishes its runtime's name changes.
 pub fn names_key(node: &str) -> String {
     format!("stampede/{node}/names")

@@ -30,7 +30,8 @@
 //!
 //! - [`request`] — [`RequestHeader`] and [`Request`]: what a client asks (session control, or an
 //!   [`Op`] of `stampede-core`'s vocabulary), and its bounds.
-//! - [`reply`] — [`Reply`] (an [`Outcome`] with items as [`ItemHeader`]s, or an error) and what a node sends unasked ([`ReclaimEvent`]); [`Hello`],
+//! - [`reply`] — [`Reply`] (an [`Outcome`] with items as [`ItemHeader`]s, or an error) and what a
+//!   node sends unasked ([`ReclaimEvent`], [`PushEvent`]); [`Hello`],
 //!   [`DirectPath`] and the direct path's frame ([`FRAME_LENGTH_BYTES`]).
 //! - [`values`] — counts from the wire as `usize`.
 //! - [`error`] — [`WireError`]: the core's errors on the wire.
@@ -52,13 +53,14 @@ pub mod shared;
 pub mod values;
 
 pub use codec::{
-    decode_event, decode_name_event, decode_reply, decode_reply_passed, decode_request, decode_request_head,
-    decode_request_passed, encode, DecodeError,
+    decode_event, decode_name_event, decode_push, decode_reply, decode_reply_passed, decode_request,
+    decode_request_head, decode_request_passed, encode, DecodeError,
 };
 pub use error::{WireError, KEPT_TEXTS_MAX, KEPT_TEXT_BYTES_MAX, TEXT_NOT_KEPT};
-pub use reply::{DirectPath, Hello, ItemHeader, ReclaimEvent, Reply, WireOutcome, FRAME_LENGTH_BYTES};
+pub use reply::{DirectPath, Hello, ItemHeader, PushEvent, ReclaimEvent, Reply, WireOutcome, FRAME_LENGTH_BYTES};
 pub use request::{
-    Handle, Request, RequestHeader, Secret, ACKS_MAX, REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX, SESSION_ID_BYTES_MAX,
+    Handle, Opened, Request, RequestHeader, Secret, ACKS_MAX, OPENED_MAX, REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX,
+    SESSION_ID_BYTES_MAX,
 };
 pub use stampede_core::{ContainerInfo, Op, Outcome};
 pub use values::size;
@@ -75,5 +77,7 @@ pub use values::size;
 /// which the node runs no copy of a request it keeps no reply for; 22: on a node with an access
 /// policy every payload on the mesh's keys carries a tag (`stampede-node`'s `mesh/seal.rs`), which
 /// a node's hello checks by this version; 23: a graph's input connection carries its tape on
-/// the node (`stampede_core::Tape`).
-pub const VERSION: u8 = 23;
+/// the node (`stampede_core::Tape`); 24: prefetch — an input connection's policy
+/// (`Op::AttachInput::prefetch`), the node's push events (`PushEvent`), and the items a request's
+/// header says the client's cache answered (`RequestHeader::opened`).
+pub const VERSION: u8 = 24;

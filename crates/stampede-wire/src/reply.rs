@@ -2,7 +2,7 @@
 //! with the records they carry ([`Hello`], [`DirectPath`], [`ItemHeader`]).
 
 use serde::{Deserialize, Serialize};
-use stampede_core::{Item, Outcome, Peer, Timestamp};
+use stampede_core::{Item, Notice, Outcome, Peer, Timestamp};
 
 use crate::error::WireError;
 use crate::request::{Handle, Secret};
@@ -72,6 +72,18 @@ pub struct ReclaimEvent {
     /// The container's name.
     pub name: String,
     pub item: ItemHeader,
+}
+
+/// What a node sends a session unasked about its input connections with prefetch on
+/// (docs/PREFETCH.md), in order: a put's notice, with the item's header when it is pushed (its
+/// payload follows), or word that notices were dropped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PushEvent {
+    /// A put on the channel of input connection `connection`.
+    Put { connection: Handle, notice: Notice, item: Option<ItemHeader> },
+    /// Notices to this session were dropped (it read them too slowly): every pushed item and
+    /// everything the notices said must be forgotten.
+    Reset,
 }
 
 /// An item's timestamp, codec and payload length (the payload itself follows the header).

@@ -42,6 +42,10 @@ pub struct RequestHeader {
     /// number when none is): a copy of a request numbered below it that the node does not keep
     /// a reply for — its reply was read, or its call gave up — is never run. 0: says nothing.
     pub floor: u64,
+    /// Items this session's prefetch caches answered gets with since its previous request (at
+    /// most [`OPENED_MAX`]): the node opens each on its connection before it runs the request, as
+    /// if the get had come (docs/PREFETCH.md).
+    pub opened: Vec<Opened>,
     /// The request.
     pub request: Request,
 }
@@ -50,11 +54,32 @@ pub struct RequestHeader {
 /// requests.
 pub const ACKS_MAX: usize = 64;
 
+/// Most cache answers one request header reports (`RequestHeader::opened`); past it a client's
+/// cache answers nothing until a request carried them.
+pub const OPENED_MAX: usize = 64;
+
 impl RequestHeader {
     /// A header of `session` proving `secret`, not numbered and acknowledging nothing.
     pub fn new(session: impl Into<String>, secret: Secret, request: Request) -> RequestHeader {
-        RequestHeader { session: session.into(), secret, seq: 0, acks: Vec::new(), floor: 0, request }
+        RequestHeader {
+            session: session.into(),
+            secret,
+            seq: 0,
+            acks: Vec::new(),
+            floor: 0,
+            opened: Vec::new(),
+            request,
+        }
     }
+}
+
+/// A `NEWEST_UNSEEN` get a client's prefetch cache answered: on which input connection, with
+/// which item, and how long before the request that reports it (µs, for the connection's tape).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Opened {
+    pub connection: Handle,
+    pub ts: stampede_core::Timestamp,
+    pub ago_us: u64,
 }
 
 /// A session's secret: random bytes the node hands to the client that opened the session.

@@ -72,6 +72,9 @@ pub struct ConnectOptions {
     /// direct path, `docs/ARCHITECTURE.md` "The request path"): to compare the two, or where
     /// only zenoh's port is open between client and node.
     pub zenoh_only: bool,
+    /// The prefetch policy of this client's channel inputs that choose none
+    /// (`InputOptions::prefetch`; docs/PREFETCH.md): `auto` by default.
+    pub prefetch: crate::Prefetch,
     /// Replies this client drops on arrival, as if lost (tests of lost replies only).
     #[cfg(feature = "faults")]
     pub lose_replies: Option<std::sync::Arc<crate::remote::faults::LoseReplies>>,

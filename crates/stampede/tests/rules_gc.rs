@@ -271,7 +271,9 @@ fn a_bound_on_lag_lets_a_slow_reader_fall_behind() {
     let camera = rt.task(0).unwrap();
     let out = camera.attach_output(&ch).unwrap();
     let slow = rt.task(INFINITY).unwrap();
-    let bounded = slow.attach_input_with(&ch, InputOptions { max_lag_items: Some(3), max_lag_ts: None }).unwrap();
+    let bounded = slow
+        .attach_input_with(&ch, InputOptions { max_lag_items: Some(3), max_lag_ts: None, ..Default::default() })
+        .unwrap();
     out.put(0, &b"f"[..]).unwrap();
     assert_eq!(bounded.get(OLDEST_UNSEEN, NOW).unwrap().ts, 0);
     for ts in 1..20 {
@@ -288,12 +290,15 @@ fn a_bound_on_lag_lets_a_slow_reader_fall_behind() {
     assert_eq!(slow_view.connections[0].skipped, 16, "1 to 16 were let go unseen");
 
     // By timestamp distance: nothing more than 5 below the newest stays unseen.
-    let by_ts = slow.attach_input_with(&ch, InputOptions { max_lag_items: None, max_lag_ts: Some(5) }).unwrap();
+    let by_ts = slow
+        .attach_input_with(&ch, InputOptions { max_lag_items: None, max_lag_ts: Some(5), ..Default::default() })
+        .unwrap();
     for ts in 20..40 {
         out.put(ts, &b"f"[..]).unwrap();
     }
     assert_eq!(by_ts.get(OLDEST_UNSEEN, NOW).unwrap().ts, 34);
 
-    let refused = slow.attach_input_with(&ch, InputOptions { max_lag_items: Some(0), max_lag_ts: None });
+    let refused =
+        slow.attach_input_with(&ch, InputOptions { max_lag_items: Some(0), max_lag_ts: None, ..Default::default() });
     assert!(matches!(refused.as_ref().err(), Some(Error::InvalidArgument { .. })), "{:?}", refused.err());
 }

@@ -13,13 +13,18 @@ use std::collections::BTreeSet;
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 
-/// How far an input connection may fall behind; `None` fields are unbounded (the default).
+/// An input connection's options: how far it may fall behind (`None` fields are unbounded, the
+/// default), and what its node pushes ahead of its gets when it is remote.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct InputOptions {
     /// At most this many unseen items; older ones are skipped. At least 1.
     pub max_lag_items: Option<usize>,
     /// No unseen item more than this timestamp distance below the channel's newest item.
     pub max_lag_ts: Option<u64>,
+    /// A remote connection's prefetch policy (`crate::prefetch`); `None`: its runtime's default
+    /// (`auto`, unless the client was connected with another). An embedded connection reads
+    /// memory it shares with the producer: there is nothing to prefetch.
+    pub prefetch: Option<crate::prefetch::Prefetch>,
 }
 
 impl InputOptions {
@@ -92,7 +97,7 @@ mod tests {
 
     #[test]
     fn a_bounded_reader_keeps_only_the_newest_unseen_items() {
-        let options = InputOptions { max_lag_items: Some(3), max_lag_ts: None };
+        let options = InputOptions { max_lag_items: Some(3), max_lag_ts: None, ..Default::default() };
         let (mut ch, producer) = channel_with_reader(options);
         for ts in 0..10 {
             put(&mut ch, &producer, ts, None);
@@ -114,7 +119,7 @@ mod tests {
 
     #[test]
     fn a_skip_counts_against_reference_counts() {
-        let options = InputOptions { max_lag_items: None, max_lag_ts: Some(5) };
+        let options = InputOptions { max_lag_items: None, max_lag_ts: Some(5), ..Default::default() };
         let (mut ch, producer) = channel_with_reader(options);
         put(&mut ch, &producer, 0, Some(1));
         let fx = put(&mut ch, &producer, 6, None);
@@ -131,22 +136,22 @@ mod tests {
         for ts in 0..10 {
             put(&mut ch, &producer, ts, None);
         }
-        let options = InputOptions { max_lag_items: Some(2), max_lag_ts: None };
+        let options = InputOptions { max_lag_items: Some(2), max_lag_ts: None, ..Default::default() };
         ch.attach_input(READER, 2, 0, options).unwrap();
         assert_eq!(ch.input_claim(READER), Some(8));
         assert_eq!(ch.connection_stats(READER).unwrap().skipped, 8);
-        let refused = InputOptions { max_lag_items: Some(0), max_lag_ts: None };
+        let refused = InputOptions { max_lag_items: Some(0), max_lag_ts: None, ..Default::default() };
         assert!(ch.attach_input(READER + 1, 2, 0, refused).is_err());
     }
 
     #[test]
     fn trims_the_oldest_beyond_either_bound() {
-        let by_items = InputOptions { max_lag_items: Some(2), max_lag_ts: None };
+        let by_items = InputOptions { max_lag_items: Some(2), max_lag_ts: None, ..Default::default() };
         let mut unseen = BTreeSet::from([1, 2, 3, 4]);
         assert_eq!(by_items.trim(&mut unseen, Some(4)), vec![1, 2]);
         assert_eq!(unseen, BTreeSet::from([3, 4]));
 
-        let by_ts = InputOptions { max_lag_items: None, max_lag_ts: Some(10) };
+        let by_ts = InputOptions { max_lag_items: None, max_lag_ts: Some(10), ..Default::default() };
         let mut unseen = BTreeSet::from([5, 15, 20, 30]);
         assert_eq!(by_ts.trim(&mut unseen, Some(30)), vec![5, 15]);
         assert_eq!(unseen, BTreeSet::from([20, 30]));
@@ -159,8 +164,10 @@ mod tests {
 
     #[test]
     fn a_bound_of_no_items_is_refused() {
-        let none = InputOptions { max_lag_items: Some(0), max_lag_ts: None };
+        let none = InputOptions { max_lag_items: Some(0), max_lag_ts: None, ..Default::default() };
         assert!(matches!(none.check("cam"), Err(Error::InvalidArgument { .. })));
-        assert!(InputOptions { max_lag_items: Some(1), max_lag_ts: Some(0) }.check("cam").is_ok());
+        assert!(InputOptions { max_lag_items: Some(1), max_lag_ts: Some(0), ..Default::default() }
+            .check("cam")
+            .is_ok());
     }
 }

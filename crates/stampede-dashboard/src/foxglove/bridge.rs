@@ -297,7 +297,7 @@ fn read(
         Ok(task) => task,
         Err(e) => return warn(format!("cannot read \"{}\": {e}", entry.name)),
     };
-    let lag = InputOptions { max_lag_items: Some(READER_LAG_ITEMS), max_lag_ts: None };
+    let lag = InputOptions { max_lag_items: Some(READER_LAG_ITEMS), max_lag_ts: None, ..Default::default() };
     let input = match runtime.channel(&entry.name).and_then(|ch| task.attach_input_with(&ch, lag)) {
         Ok(input) => input,
         Err(e) => {

@@ -45,7 +45,11 @@ pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, op: Op, b
                 mesh: node.mesh.get(),
                 now_us: node.origin.elapsed().as_micros() as u64,
             };
+            let put = crate::push::put_of(&op).map(|put| (put, body.len()));
             let (reply, payloads) = moves::execute(&here, &Fabric(node), session, op, body).await?;
+            if let (Some(((connection, ts), bytes)), Reply::Outcome(WireOutcome::Done)) = (put, &reply) {
+                crate::push::after_put(node, session, connection, ts, bytes);
+            }
             match (reply, listed) {
                 (Reply::Outcome(outcome), Some(prefix)) => {
                     Ok((Reply::Outcome(with_other_nodes(node, session, &prefix, outcome).await), payloads))

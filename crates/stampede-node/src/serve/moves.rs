@@ -135,7 +135,14 @@ pub(crate) async fn execute<N: Neighbours>(
 async fn on_engine(here: &Here<'_>, session: &Session, mut op: Op, body: Body<'_>) -> Result<Served> {
     op.clamp_waits(REMOTE_WAIT_SLICE.as_micros() as u64);
     let reading = Reading::of(&op);
+    let prefetch = match op {
+        Op::AttachInput { prefetch, .. } => Some(prefetch),
+        _ => None,
+    };
     let result = here.runtime.execute(&session.handles, session, op, body).await;
+    if let (Some(prefetch), Ok(Outcome::Handle(handle))) = (prefetch, &result) {
+        session.attached(*handle, prefetch);
+    }
     if let Some((connection, access)) = reading.and_then(|(c, reading)| Some((c, reading.access(&result)?))) {
         session.record(connection, access, here.now_us);
     }
@@ -148,7 +155,8 @@ async fn on_engine(here: &Here<'_>, session: &Session, mut op: Op, body: Body<'_
         let owner = sessions.iter().find(|s| s.handles.owns_task(task.id));
         task.session = owner.map(|s| s.id.clone());
         for connection in &mut task.connections {
-            connection.tape = owner.and_then(|s| s.tape_of(task.id, connection.id));
+            let kept = owner.and_then(|s| s.tape_of(task.id, connection.id));
+            (connection.tape, connection.prefetch) = kept.unzip();
         }
     }
     Ok((Reply::Outcome(WireOutcome::Graph(graph)), payloads))

@@ -12,7 +12,9 @@
 
 use bytes::Bytes;
 use stampede_core::mesh::MoveId;
-use stampede_core::{Error, ErrorKind, Handle, MoveProof, Op, Outcome, Peer, Retention, Selector, Timestamp, INFINITY};
+use stampede_core::{
+    Error, ErrorKind, Handle, MoveProof, Op, Outcome, Peer, Prefetch, Retention, Selector, Timestamp, INFINITY,
+};
 use stampede_wire::session::{Call, ClientSession};
 use stampede_wire::{ItemHeader, Request, Secret, WireOutcome};
 
@@ -333,7 +335,9 @@ impl SimClient {
         let Some(connection) = conn.connection else {
             let attach = match self.role.produces() {
                 true => Op::AttachOutput { task, container },
-                false => Op::AttachInput { task, container, max_lag_items: None, max_lag_ts: None },
+                false => {
+                    Op::AttachInput { task, container, max_lag_items: None, max_lag_ts: None, prefetch: Prefetch::Off }
+                }
             };
             return op(attach, Purpose::Attach);
         };

@@ -7,6 +7,7 @@
 //! (see [`crate::remote::client`]).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,9 +21,11 @@ use crate::{
     Error, InputOptions, IntoPayload, Item, Limits, Payload, PutOptions, Result, Retention, Selector, Timestamp,
 };
 
+use crate::remote::client::Cache;
 use crate::remote::connection::{container_handle, item, Link};
 use crate::remote::runtime::unexpected;
 use crate::remote::task::RemoteTask;
+use stampede_core::Prefetch;
 use stampede_wire::{Op, Outcome, WireOutcome};
 
 container_handle!(RemoteChannel, "channel");
@@ -71,7 +74,12 @@ impl RemoteChannel {
     }
 
     pub(crate) fn attach_input(&self, task: &RemoteTask, options: InputOptions) -> Result<RemoteChannelInput> {
-        Ok(RemoteChannelInput { link: self.container.attach(task, Some(options))?, got: Mutex::default() })
+        let link = self.container.attach(task, Some(options))?;
+        let cache = match link.client.prefetch(options) {
+            Prefetch::Off => None,
+            _ => Some(link.client.cache(link.id)?),
+        };
+        Ok(RemoteChannelInput { link, got: Mutex::default(), cache, asking: AtomicUsize::new(0) })
     }
 
     pub(crate) fn attach_output(&self, task: &RemoteTask) -> Result<RemoteChannelOutput> {
@@ -182,6 +190,11 @@ pub(crate) struct RemoteChannelInput {
     link: Link,
     /// Timestamps a get on this connection returned and no consume has named since.
     got: Mutex<BTreeSet<Timestamp>>,
+    /// Its prefetch cache, unless its policy is `off` (docs/PREFETCH.md).
+    cache: Option<Arc<Cache>>,
+    /// Gets of this connection waiting for the node's reply: the cache answers none meanwhile
+    /// (the node may be giving one of them the item the cache holds).
+    asking: AtomicUsize,
 }
 
 impl RemoteChannelInput {
@@ -191,7 +204,14 @@ impl RemoteChannelInput {
         let span = trace::span(Kind::Get, self.link.trace_name(), NO_ITEM, 0);
         let selector = selector.into();
         let connection = self.link.id;
-        let got = self.got(self.link.waiting(timeout, None, |wait_us| Op::Get { connection, selector, wait_us }));
+        if let Some(item) = self.cached(selector, crate::wait::deadline(timeout)) {
+            span.end_with(item.ts as u64, item.data().len() as u64);
+            return Ok(item);
+        }
+        self.asking.fetch_add(1, Ordering::SeqCst);
+        let asked = self.link.waiting(timeout, None, |wait_us| Op::Get { connection, selector, wait_us });
+        self.asking.fetch_sub(1, Ordering::SeqCst);
+        let got = self.got(asked);
         if let Ok(item) = &got {
             span.end_with(item.ts as u64, item.data().len() as u64);
         }
@@ -202,13 +222,41 @@ impl RemoteChannelInput {
     pub async fn get_async(&self, selector: impl Into<Selector>, timeout: Option<Duration>) -> Result<Item> {
         let selector = selector.into();
         let connection = self.link.id;
-        self.got(self.link.waiting_async(timeout, None, |wait_us| Op::Get { connection, selector, wait_us }).await)
+        // Without blocking a thread, the cache answers what it holds now, and waits for nothing.
+        if let Some(item) = self.cached(selector, Some(std::time::Instant::now())) {
+            return Ok(item);
+        }
+        self.asking.fetch_add(1, Ordering::SeqCst);
+        let asked = self.link.waiting_async(timeout, None, |wait_us| Op::Get { connection, selector, wait_us }).await;
+        self.asking.fetch_sub(1, Ordering::SeqCst);
+        self.got(asked)
+    }
+
+    /// The cache's answer to a get with `selector` (only `NEWEST_UNSEEN` is answered there), if
+    /// it has one by `deadline` (see `Client::cached`).
+    fn cached(&self, selector: Selector, deadline: Option<std::time::Instant>) -> Option<Item> {
+        let cache = self.cache.as_ref().filter(|_| selector == Selector::NewestUnseen)?;
+        if self.asking.load(Ordering::SeqCst) > 0 || self.link.check_attached().is_err() {
+            return None;
+        }
+        let item = self.link.client.cached(self.link.id, cache, deadline)?;
+        self.remember(item.ts);
+        Some(item)
+    }
+
+    /// This connection read `ts` (a get returned it, or a consume named it, or everything up to
+    /// it): its cache answers nothing at or below it.
+    fn seen(&self, ts: Timestamp) {
+        if let Some(cache) = &self.cache {
+            cache.state.lock().seen(ts);
+        }
     }
 
     fn got(&self, reply: Result<(WireOutcome, Bytes)>) -> Result<Item> {
         match reply? {
             (Outcome::Item(header), data) => {
                 self.remember(header.ts);
+                self.seen(header.ts);
                 Ok(item(header, data))
             }
             _ => Err(unexpected("get", self.link.client.node())),
@@ -232,6 +280,7 @@ impl RemoteChannelInput {
                     // The lengths add up to the payload's (checked when the reply was decoded).
                     let len = stampede_wire::size(header.len);
                     self.remember(header.ts);
+                    self.seen(header.ts);
                     items.push(item(header, data.slice(offset..offset + len)));
                     offset += len;
                 }
@@ -249,6 +298,7 @@ impl RemoteChannelInput {
     pub fn consume(&self, ts: Timestamp) -> Result<()> {
         let _span = trace::span(Kind::Consume, self.link.trace_name(), ts as u64, 0);
         let request = Op::Consume { connection: self.link.id, ts };
+        self.seen(ts);
         if self.got.lock().remove(&ts) {
             return self.link.send(request);
         }
@@ -257,6 +307,7 @@ impl RemoteChannelInput {
 
     /// Marks every present item `<= ts` consumed on this connection, unseen ones included.
     pub fn consume_until(&self, ts: Timestamp) -> Result<()> {
+        self.seen(ts);
         self.link.done(Op::ConsumeUntil { connection: self.link.id, ts })?;
         let mut got = self.got.lock();
         *got = got.split_off(&ts.saturating_add(1));

@@ -237,6 +237,7 @@ impl RemoteTask {
                 container,
                 max_lag_items: options.max_lag_items.map(|items| items as u64),
                 max_lag_ts: options.max_lag_ts,
+                prefetch: client.prefetch(options),
             },
             None => Op::AttachOutput { task, container },
         };

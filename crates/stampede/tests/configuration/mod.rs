@@ -10,6 +10,10 @@
 //!   are on node B and whose channels and queues are on node A (placement `a`): every
 //!   connection is a task's shadow on A (docs/NODES.md "One task, several nodes").
 //!
+//! `STAMPEDE_PREFETCH` (`off`, `newest`, `auto`: the default) sets the client's prefetch policy
+//! for channel inputs that choose none (docs/PREFETCH.md); CI runs the suites with `auto` in
+//! every configuration and with `off` in one.
+//!
 //! Every node runs with its name and endpoints only: the nodes of a mesh share one ts_min
 //! (docs/PROTOCOL.md). Nodes are fresh per runtime: ts_min is global and monotone on a node. A
 //! node holds a door only while it has a session, so in `serve` and `mesh` — sessions on one node
@@ -54,29 +58,41 @@ pub fn configuration() -> Configuration {
     }
 }
 
+/// The prefetch policy of the client's channel inputs that choose none: `STAMPEDE_PREFETCH`
+/// (`off`, `newest` or `auto`; `auto` when unset), docs/PREFETCH.md.
+pub fn prefetch() -> stampede::Prefetch {
+    match std::env::var("STAMPEDE_PREFETCH") {
+        Err(_) => stampede::Prefetch::default(),
+        Ok(name) => stampede::Prefetch::from_name(&name)
+            .unwrap_or_else(|| panic!("STAMPEDE_PREFETCH={name:?}: use off, newest or auto")),
+    }
+}
+
 /// A fresh runtime of the configuration in force. Dereferences to [`Runtime`]; dropping it
 /// closes the runtime and stops its node.
 pub fn runtime() -> TestRuntime {
+    let options = stampede::ConnectOptions {
+        timeout: Some(NODE_START),
+        prefetch: prefetch(),
+        ..stampede::ConnectOptions::default()
+    };
     match configuration() {
         Configuration::Embedded => TestRuntime { runtime: Runtime::new(), nodes: Vec::new() },
         Configuration::Serve => {
             let nodes = NodeProcess::start_mesh(&["conformance"]);
-            let runtime = stampede::connect(&nodes[0].endpoint, Some(NODE_START)).expect("the client reaches the node");
+            let runtime = stampede::connect_with(&nodes[0].endpoint, &options).expect("the client reaches the node");
             TestRuntime { runtime, nodes }
         }
         Configuration::Mesh => {
             let nodes = NodeProcess::start_mesh(&["a", "b", "c"]);
-            let runtime = stampede::connect_to(&nodes[1].endpoint, "a", Some(NODE_START))
-                .expect("the client reaches node a through node b");
+            let options = stampede::ConnectOptions { node: Some("a".into()), ..options };
+            let runtime =
+                stampede::connect_with(&nodes[1].endpoint, &options).expect("the client reaches node a through node b");
             TestRuntime { runtime, nodes }
         }
         Configuration::Split => {
             let nodes = NodeProcess::start_mesh(&["a", "b", "c"]);
-            let options = stampede::ConnectOptions {
-                timeout: Some(NODE_START),
-                placement: Some("a".into()),
-                ..stampede::ConnectOptions::default()
-            };
+            let options = stampede::ConnectOptions { placement: Some("a".into()), ..options };
             let runtime = stampede::connect_with(&nodes[1].endpoint, &options).expect("the client reaches node b");
             TestRuntime { runtime, nodes }
         }

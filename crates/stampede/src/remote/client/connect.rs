@@ -103,6 +103,8 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         lose_replies: options.lose_replies.clone(),
         shadows: Mutex::default(),
         direct,
+        prefetching: Default::default(),
+        prefetch: options.prefetch,
     };
     let (user, password) = match &options.user {
         Some(credentials) => (Some(credentials.user.clone()), Some(credentials.password.clone())),

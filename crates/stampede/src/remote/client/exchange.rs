@@ -33,14 +33,16 @@ type Exchange = std::result::Result<(Reply, Bytes), String>;
 
 impl Client {
     /// The header of request `seq` (0: not numbered) of this session, acknowledging the replies
-    /// read since the last header said so, with the session's floor (its lowest call under way).
+    /// read since the last header said so, with the session's floor (its lowest call under way)
+    /// and the answers its prefetch caches gave since the last header (`push.rs`).
     pub(super) fn header(&self, seq: u64, request: Request) -> RequestHeader {
         let secret = self.secret.get().copied().unwrap_or_default();
         let (acks, floor) = {
             let mut protocol = self.protocol.lock();
             (protocol.acks(), protocol.floor())
         };
-        RequestHeader { seq, acks, floor, ..RequestHeader::new(self.session.clone(), secret, request) }
+        let opened = self.take_opened();
+        RequestHeader { seq, acks, floor, opened, ..RequestHeader::new(self.session.clone(), secret, request) }
     }
 
     /// A new request, numbered (`stampede_wire::session`'s rule).
@@ -255,7 +257,9 @@ impl Client {
         let round_trip = if waits_for_items && !call.wait.is_zero() { Kind::Wait } else { Kind::Send };
         let serialise = trace::span(Kind::Serialise, 0, 0, 0);
         if let Some(direct) = direct {
-            let header = encode(&self.header(call.seq, request));
+            let header = self.header(call.seq, request);
+            let opened = header.opened.clone();
+            let header = encode(&header);
             drop(serialise);
             // A large payload to a node on this host goes as a shared-memory segment.
             let passed = payload.as_ref().filter(|_| direct.passes_segments()).and_then(shared::share);
@@ -266,7 +270,9 @@ impl Client {
             let bytes = parts.iter().map(|part| part.len() as u64).sum();
             let (message, shared) = {
                 let _trip = trace::span(round_trip, 0, 0, bytes);
-                direct.exchange_or_cool(parts, passed.as_ref().map(|(d, _)| d.as_fd()), timeout)?
+                direct
+                    .exchange_or_cool(parts, passed.as_ref().map(|(d, _)| d.as_fd()), timeout)
+                    .inspect_err(|_| self.reopen(opened))?
             };
             let _decode = trace::span(Kind::Serialise, 0, 0, message.len() as u64);
             return match shared {
@@ -278,33 +284,36 @@ impl Client {
                 None => reply_of(message),
             };
         }
-        let query = self.query(call.seq, request, payload, timeout);
+        let header = self.header(call.seq, request);
+        let opened = header.opened.clone();
+        let query = self.query(header, payload, timeout);
         drop(serialise);
         let reply = {
             let _trip = trace::span(round_trip, 0, 0, 0);
             query.wait().map_err(|e| format!("zenoh refused the query: {e}"))?.recv().ok()
         };
         let _decode = trace::span(Kind::Serialise, 0, 0, 0);
-        answer(reply, timeout)
+        answer(reply, timeout).inspect_err(|_| self.reopen(opened))
     }
 
     /// [`exchange`](Self::exchange) without blocking a thread.
     async fn exchange_async(&self, seq: u64, request: Request, payload: Option<Bytes>, timeout: Duration) -> Exchange {
+        let header = self.header(seq, request);
+        let opened = header.opened.clone();
         let replies =
-            self.query(seq, request, payload, timeout).await.map_err(|e| format!("zenoh refused the query: {e}"))?;
-        answer(replies.recv_async().await.ok(), timeout)
+            self.query(header, payload, timeout).await.map_err(|e| format!("zenoh refused the query: {e}"))?;
+        answer(replies.recv_async().await.ok(), timeout).inspect_err(|_| self.reopen(opened))
     }
 
-    /// The query carrying `request` (and the payload after its header), answered within `timeout`.
+    /// The query carrying `header` (and the payload after it), answered within `timeout`.
     pub(super) fn query(
         &self,
-        seq: u64,
-        request: Request,
+        header: RequestHeader,
         payload: Option<Bytes>,
         timeout: Duration,
     ) -> zenoh::session::SessionGetBuilder<'_, '_, zenoh::handlers::DefaultHandler> {
         let mut message = ZBytes::writer();
-        message.append(ZBytes::from(encode(&self.header(seq, request))));
+        message.append(ZBytes::from(encode(&header)));
         if let Some(payload) = payload {
             message.append(ZBytes::from(payload));
         }

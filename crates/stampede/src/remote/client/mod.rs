@@ -66,10 +66,12 @@ use stampede_wire::{Handle, Hello, Op, Secret};
 mod close;
 mod connect;
 mod exchange;
+mod push;
 mod sends;
 mod waits;
 
 pub(crate) use connect::connect;
+pub(crate) use push::Cache;
 
 /// A client's connection to one node: its zenoh session and its Stampede session there.
 pub(crate) struct Client {
@@ -104,6 +106,10 @@ pub(crate) struct Client {
     /// The node's own sockets, where it offers them and this client reaches them
     /// (`direct.rs`); `None`: every request is a zenoh query.
     direct: Option<Direct>,
+    /// Its input connections' prefetch caches (`push.rs`), and the policy of those that choose
+    /// none.
+    prefetching: push::Prefetching,
+    prefetch: crate::Prefetch,
 }
 
 impl Client {

@@ -28,9 +28,12 @@ impl Client {
 
     fn send_now(&self, request: Request) {
         if let Some(direct) = self.direct_path() {
-            let header = encode(&self.header(0, request));
+            let header = self.header(0, request);
+            let opened = header.opened.clone();
             // A send that fails is as one whose query fails: the node goes or is gone.
-            let _ = direct.send(&[&header]);
+            if direct.send(&[&encode(&header)]).is_err() {
+                self.reopen(opened);
+            }
             return;
         }
         if self.unfinished.lock().len() >= UNFINISHED_SENDS_MAX {

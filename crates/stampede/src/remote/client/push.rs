@@ -1,0 +1,174 @@
+//! The client's side of prefetch (docs/PREFETCH.md): the node's push events for this session,
+//! routed to each input connection's cache, and the cache's answers reported to the node on the
+//! session's next request.
+//!
+//! Guarantees: a cache answers by `stampede_core::PushCache`'s rule, only while the session is
+//! open and within [`LEASE_SHARE`] of the lease after this client's latest request (so never
+//! after the node may have ended the session: nothing is delivered after its session ended); an
+//! answer is reported in the header of the next request (at most [`OPENED_MAX`] pending; past it
+//! caches answer nothing) and again after an exchange that failed, until one carried it; a
+//! [`PushEvent::Reset`] empties every cache of the session. The subscriber never blocks zenoh's
+//! thread for longer than a cache's lock.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use stampede_core::{Handle, PushCache};
+use stampede_wire::session::LEASE_SHARE;
+use stampede_wire::{decode_push, fabric, Opened, PushEvent, OPENED_MAX};
+use zenoh::pubsub::Subscriber;
+use zenoh::Wait;
+
+use crate::remote::connection::item;
+use crate::wait::Signal;
+use crate::{Item, Result};
+
+use super::Client;
+
+/// One input connection's cache, and the signal a get waiting for a push listens to.
+#[derive(Default)]
+pub(crate) struct Cache {
+    pub(crate) state: Mutex<PushCache<Item>>,
+    pub(crate) arrived: Signal,
+}
+
+/// The session's caches, its subscriber to the node's push events, and the answers not yet
+/// reported.
+#[derive(Default)]
+pub(crate) struct Prefetching {
+    caches: Arc<Mutex<HashMap<Handle, Weak<Cache>>>>,
+    subscriber: Mutex<Option<Subscriber<()>>>,
+    /// Cache answers to report, with when each was given.
+    opened: Mutex<Vec<(Opened, Instant)>>,
+    /// When this client last sent a request.
+    last_request: Mutex<Option<Instant>>,
+}
+
+impl Client {
+    /// The prefetch policy of a channel input attached with `options`: its own, else the one
+    /// this client was connected with.
+    pub(crate) fn prefetch(&self, options: crate::InputOptions) -> crate::Prefetch {
+        options.prefetch.unwrap_or(self.prefetch)
+    }
+
+    /// A cache for input connection `connection`, fed by the node's push events to this session
+    /// (subscribed on first use).
+    pub(crate) fn cache(&self, connection: Handle) -> Result<Arc<Cache>> {
+        let prefetching = &self.prefetching;
+        {
+            let mut subscriber = prefetching.subscriber.lock();
+            if subscriber.is_none() {
+                let caches = prefetching.caches.clone();
+                let declared = self
+                    .zenoh()
+                    .declare_subscriber(fabric::push_key(self.node(), &self.session))
+                    .callback(move |sample| deliver(&caches, message(sample.payload())))
+                    .wait()
+                    .map_err(|e| crate::Error::Unreachable {
+                        op: "attach_input",
+                        name: self.node().to_owned(),
+                        reason: format!("the prefetch subscriber could not start: {e}"),
+                    })?;
+                *subscriber = Some(declared);
+            }
+        }
+        let cache = Arc::new(Cache::default());
+        let mut caches = prefetching.caches.lock();
+        caches.retain(|_, cache| cache.strong_count() > 0);
+        caches.insert(connection, Arc::downgrade(&cache));
+        Ok(cache)
+    }
+
+    /// Whether a cache may answer now: the session open, its latest request recent enough, and
+    /// room to report the answer.
+    fn cache_may_answer(&self) -> bool {
+        let lease = self.protocol.lock().lease();
+        let recent = self.prefetching.last_request.lock().is_some_and(|at| at.elapsed() < lease.mul_f64(LEASE_SHARE));
+        recent && self.check_open("get").is_ok() && self.prefetching.opened.lock().len() < OPENED_MAX
+    }
+
+    /// The answer `cache` gives a `NEWEST_UNSEEN` get on `connection`, if it may give one: at
+    /// once, or when a push arrives before `deadline` (`None`: none) and within the client's wait
+    /// slice — while the cache hears the node's notices and none told of an item it does not
+    /// hold. `None`: ask the node.
+    pub(crate) fn cached(&self, connection: Handle, cache: &Cache, deadline: Option<Instant>) -> Option<Item> {
+        let slice = Instant::now() + self.wait_slice;
+        let until = deadline.map_or(slice, |deadline| deadline.min(slice));
+        loop {
+            let arrival = cache.arrived.listen();
+            if !self.cache_may_answer() {
+                return None;
+            }
+            {
+                let mut state = cache.state.lock();
+                if let Some((ts, item)) = state.newest_unseen() {
+                    self.prefetching.opened.lock().push((Opened { connection, ts, ago_us: 0 }, Instant::now()));
+                    return Some(item);
+                }
+                if state.notices == 0 || state.behind() {
+                    return None;
+                }
+            }
+            if !arrival.wait(Some(until)) {
+                return None;
+            }
+        }
+    }
+
+    /// The answers to report in a request's header (leaving the pending list): each with how long
+    /// ago it was given. A request is about to be sent.
+    pub(super) fn take_opened(&self) -> Vec<Opened> {
+        *self.prefetching.last_request.lock() = Some(Instant::now());
+        let taken = std::mem::take(&mut *self.prefetching.opened.lock());
+        taken.into_iter().map(|(opened, at)| Opened { ago_us: micros(at.elapsed()), ..opened }).collect()
+    }
+
+    /// Answers a failed exchange carried: reported again by the next request.
+    pub(super) fn reopen(&self, opened: Vec<Opened>) {
+        if opened.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut pending = self.prefetching.opened.lock();
+        let back = opened.into_iter().map(|o| (o, now - Duration::from_micros(o.ago_us)));
+        let kept: Vec<_> = back.chain(pending.drain(..)).take(OPENED_MAX).collect();
+        *pending = kept;
+    }
+}
+
+/// A push event's bytes, copied out of zenoh's buffers once (the pushed payload is a slice of
+/// them).
+fn message(payload: &zenoh::bytes::ZBytes) -> Bytes {
+    match payload.to_bytes() {
+        std::borrow::Cow::Owned(bytes) => Bytes::from(bytes),
+        std::borrow::Cow::Borrowed(bytes) => Bytes::copy_from_slice(bytes),
+    }
+}
+
+/// Routes one push event to its connection's cache (an event that does not decode, or for a
+/// connection gone, is dropped).
+fn deliver(caches: &Mutex<HashMap<Handle, Weak<Cache>>>, message: Bytes) {
+    let Ok((event, payload)) = decode_push(&message) else { return };
+    match event {
+        PushEvent::Put { connection, notice, item: header } => {
+            let Some(cache) = caches.lock().get(&connection).and_then(Weak::upgrade) else { return };
+            let pushed = header.map(|header| item(header, message.slice_ref(payload)));
+            cache.state.lock().noticed(notice, pushed);
+            cache.arrived.notify();
+        }
+        PushEvent::Reset => {
+            let caches: Vec<_> = caches.lock().values().filter_map(Weak::upgrade).collect();
+            for cache in caches {
+                cache.state.lock().reset();
+                cache.arrived.notify();
+            }
+        }
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}

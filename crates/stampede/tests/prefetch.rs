@@ -1,0 +1,117 @@
+//! Prefetch (docs/PREFETCH.md), in every configuration (`STAMPEDE_CONFIGURATION`, see
+//! `configuration/mod.rs`): a skipping reader of a remote channel is pushed the newest item
+//! ahead of its get and answered from its cache, with exactly the items a get through the node
+//! could have returned; a cache answer opens the item on the node; `off` pushes nothing.
+//! Embedded, there is nothing to push: the same readers read the same items.
+
+use std::thread;
+use std::time::Duration;
+
+use stampede::prefetch::Pushes;
+use stampede::{ChannelOptions, ConnectionKind, Error, InputOptions, Limits, Prefetch, Selector, Task, INFINITY};
+
+mod configuration;
+
+const NOW: Option<Duration> = Some(Duration::ZERO);
+const FRAMES: i64 = 60;
+
+/// What the node says it pushed to `task`'s input connection and the cache used (`None`
+/// embedded).
+fn pushes(rt: &stampede::Runtime, task: &Task) -> Option<Pushes> {
+    let graph = rt.graph().unwrap();
+    let view = graph.tasks.iter().find(|t| t.id == task.id()).expect("the task is in the graph");
+    view.connections.iter().find(|c| c.kind == ConnectionKind::Input).expect("its input").prefetch
+}
+
+fn with(prefetch: Prefetch) -> InputOptions {
+    InputOptions { prefetch: Some(prefetch), ..InputOptions::default() }
+}
+
+/// A display reading the freshest frame of a camera that puts one every 4 ms: every frame it
+/// gets is newer than the one before, carries its own timestamp, and is the newest put once the
+/// camera stops; through a node most of its gets are answered by its cache, each one pushed
+/// once.
+#[test]
+fn a_skipping_reader_is_served_from_its_cache() {
+    let rt = configuration::runtime();
+    let frames = rt.create_channel("prefetch/frames", ChannelOptions::from(Limits::unbounded())).unwrap();
+    let (camera, display) = (rt.task(0).unwrap(), rt.task(INFINITY).unwrap());
+    let out = camera.attach_output(&frames).unwrap();
+    let input = display.attach_input_with(&frames, with(Prefetch::Newest)).unwrap();
+    let producer = thread::spawn(move || {
+        for ts in 0..FRAMES {
+            out.put(ts, ts.to_le_bytes().to_vec()).unwrap();
+            thread::sleep(Duration::from_millis(4));
+        }
+    });
+    let (mut last, mut gets) = (-1, 0u64);
+    while last < FRAMES - 1 {
+        let item = input.get(Selector::NewestUnseen, Some(Duration::from_secs(10))).unwrap();
+        assert!(item.ts > last, "{} after {last}: a skipping reader only goes forward", item.ts);
+        assert_eq!(item.data().as_ref(), item.ts.to_le_bytes(), "the item's own payload");
+        input.consume_until(item.ts).unwrap();
+        (last, gets) = (item.ts, gets + 1);
+    }
+    producer.join().unwrap();
+    assert!(matches!(input.get(Selector::NewestUnseen, NOW), Err(Error::NotAvailable { .. })));
+    let Some(pushed) = pushes(&rt, &display) else { return };
+    assert_eq!(pushed.policy, Prefetch::Newest);
+    assert!(pushed.used <= pushed.pushed && pushed.used <= gets, "{pushed:?} for {gets} gets");
+    assert!(pushed.used > 0, "no get was answered by the cache: {pushed:?} for {gets} gets");
+}
+
+/// An item the cache answered with is open on the node, as if the get had come there: it can
+/// be gotten again by its timestamp until it is consumed, and not after.
+#[test]
+fn a_cache_answer_opens_the_item_on_the_node() {
+    let rt = configuration::runtime();
+    let frames = rt.create_channel("prefetch/open", ChannelOptions::from(Limits::unbounded())).unwrap();
+    let (camera, display) = (rt.task(0).unwrap(), rt.task(INFINITY).unwrap());
+    let out = camera.attach_output(&frames).unwrap();
+    let input = display.attach_input_with(&frames, with(Prefetch::Newest)).unwrap();
+    let mut answered = None;
+    for ts in 0..20 {
+        out.put(ts, vec![ts as u8]).unwrap();
+        // Give the push time to arrive: the get then finds it in the cache.
+        thread::sleep(Duration::from_millis(20));
+        let item = input.get(Selector::NewestUnseen, Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(item.ts, ts);
+        let used = pushes(&rt, &display).map_or(0, |p| p.used);
+        if used > 0 || rt.node().is_none() {
+            answered = Some(item.ts);
+            break;
+        }
+    }
+    let ts = answered.expect("a get answered by the cache within 20 frames");
+    assert_eq!(input.get(Selector::At(ts), NOW).unwrap().ts, ts, "open: it can be gotten again");
+    input.consume(ts).unwrap();
+    assert!(matches!(input.get(Selector::At(ts), NOW), Err(Error::AlreadyConsumed { .. })));
+}
+
+/// With prefetch `off` nothing is pushed; with `auto` the node pushes once the tape shows a
+/// skipping reader.
+#[test]
+fn off_pushes_nothing_and_auto_follows_the_tape() {
+    let rt = configuration::runtime();
+    let frames = rt.create_channel("prefetch/policies", ChannelOptions::from(Limits::unbounded())).unwrap();
+    let camera = rt.task(0).unwrap();
+    let (off, auto) = (rt.task(INFINITY).unwrap(), rt.task(INFINITY).unwrap());
+    let out = camera.attach_output(&frames).unwrap();
+    let inputs = [
+        off.attach_input_with(&frames, with(Prefetch::Off)).unwrap(),
+        auto.attach_input_with(&frames, with(Prefetch::Auto)).unwrap(),
+    ];
+    for ts in 0..20 {
+        out.put(ts, vec![1]).unwrap();
+        thread::sleep(Duration::from_millis(5));
+        for input in &inputs {
+            let item = input.get(Selector::NewestUnseen, Some(Duration::from_secs(10))).unwrap();
+            assert_eq!(item.ts, ts);
+            input.consume_until(item.ts).unwrap();
+        }
+    }
+    let (Some(off), Some(auto)) = (pushes(&rt, &off), pushes(&rt, &auto)) else { return };
+    assert_eq!((off.policy, off.pushed, off.used), (Prefetch::Off, 0, 0));
+    assert_eq!(auto.policy, Prefetch::Auto);
+    assert!(auto.pushed > 0, "a skipping reader with auto is pushed items: {auto:?}");
+}
