@@ -648,6 +648,31 @@ static void test_a_bound_on_lag(void) {
     pipe_close(&p);
 }
 
+/* A channel input attached with a prefetch policy reads what any input reads (embedded there is
+ * nothing to push: docs/PREFETCH.md); NULL is the runtime's default, a word that is no policy is
+ * refused. */
+static void test_a_prefetch_policy(void) {
+    struct pipe p = pipe_open("prefetch/c", STP_UNBOUNDED, 0);
+    stp_channel_input *newest = NULL, *fallback = NULL;
+    CHECK_RC(stp_task_attach_input_prefetch(p.reader, p.ch, "sometimes", &newest), STP_INVALID_ARGUMENT);
+    CHECK(newest == NULL);
+    OK(stp_task_attach_input_prefetch(p.reader, p.ch, "newest", &newest));
+    OK(stp_task_attach_input_prefetch(p.reader, p.ch, NULL, &fallback));
+    for (int64_t ts = 0; ts < 3; ts++) {
+        OK(put_text(p.out, ts, "f"));
+    }
+    stp_item *item = NULL;
+    OK(stp_channel_input_get(newest, STP_NEWEST_UNSEEN, 0, 0, &item));
+    CHECK(stp_item_ts(item) == 2);
+    stp_item_release(item);
+    OK(stp_channel_input_get(fallback, STP_OLDEST_UNSEEN, 0, 0, &item));
+    CHECK(stp_item_ts(item) == 0);
+    stp_item_release(item);
+    stp_channel_input_free(fallback);
+    stp_channel_input_free(newest);
+    pipe_close(&p);
+}
+
 /* ---- npy ------------------------------------------------------------------------------------ */
 
 /* stp_npy_header decodes a valid header (descr without quotes, shape, offsets), reports the
@@ -696,6 +721,7 @@ int main(void) {
         {"watch", test_watch},
         {"tasks_and_ts_min", test_tasks_and_ts_min},
         {"a_bound_on_lag", test_a_bound_on_lag},
+        {"a_prefetch_policy", test_a_prefetch_policy},
         {"npy_headers", test_npy_headers},
     };
     size_t count = sizeof tests / sizeof tests[0];

@@ -72,4 +72,4 @@ def test_connect_sets_the_default_policy() -> None:
             for ts in range(10):
                 out.put(ts, b"x")
                 assert inp.get(stampede.NEWEST_UNSEEN, timeout=10).ts == ts
-            assert prefetch_of(rt, display) == {"policy": "off", "pushed": 0, "used": 0}
+            assert prefetch_of(rt, display) == {"policy": "off", "notices": 0, "pushed": 0, "used": 0}

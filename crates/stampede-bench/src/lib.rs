@@ -23,6 +23,8 @@
 //!   each killed when dropped, and with this process.
 //! - [`remote`] — Stampede's side of `remote`: the ping-pong, frame throughput and single calls
 //!   through a node, every side its own process and session.
+//! - [`mod@prefetch`] — Stampede's side of `prefetch`: skipping readers and cache-answered gets
+//!   through a node, with prefetch `off` and `auto`.
 //! - [`python`] — the Python row of `remote`: `python/bench/bench_remote.py` run against the
 //!   same node, its lines forwarded.
 //! - [`mod@reference`] — `remote`'s references, across processes too: raw TCP, a Unix socket, bare
@@ -35,6 +37,7 @@ pub mod page_cache;
 pub mod payload;
 pub mod ping_pong;
 pub mod pipe;
+pub mod prefetch;
 pub mod process;
 pub mod python;
 pub mod reference;

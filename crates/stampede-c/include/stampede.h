@@ -449,6 +449,16 @@ int stp_task_attach_input(const struct stp_task *task, const struct stp_channel 
 // `task` and `ch` are NULL or live; `out` NULL or valid for writing a pointer.
 int stp_task_attach_input_bounded(const struct stp_task *task, const struct stp_channel *ch, int64_t max_lag_items, int64_t max_lag_ts, struct stp_channel_input **out);
 
+// As `stp_task_attach_input`, with a prefetch policy (docs/PREFETCH.md): `"off"`, `"newest"` or
+// `"auto"`; NULL for the runtime's default (`auto`). What the node pushes ahead of a remote
+// channel input's gets; an embedded runtime has nothing to push. Any other word is
+// `STP_INVALID_ARGUMENT`.
+//
+// # Safety
+// `task` and `ch` are NULL or live; `prefetch` NULL or a NUL-terminated string; `out` NULL or
+// valid for writing a pointer.
+int stp_task_attach_input_prefetch(const struct stp_task *task, const struct stp_channel *ch, const char *prefetch, struct stp_channel_input **out);
+
 // Attaches an output connection of `task` to the channel, written to `*out`.
 //
 // # Safety

@@ -7,9 +7,9 @@
 
 use std::ffi::{c_char, c_int};
 
-use stampede::{InputOptions, Task};
+use stampede::{InputOptions, Prefetch, Task};
 
-use crate::args::{bound, handle, handle_out, text, STP_UNBOUNDED};
+use crate::args::{bound, handle, handle_out, invalid, optional_text, text, STP_UNBOUNDED};
 use crate::channel::{stp_channel, stp_channel_input, stp_channel_output};
 use crate::error::{guard, guard_value};
 use crate::queue::{stp_queue, stp_queue_input, stp_queue_output};
@@ -140,7 +140,7 @@ pub unsafe extern "C" fn stp_task_attach_input(
     out: *mut *mut stp_channel_input,
 ) -> c_int {
     // SAFETY: the same contract.
-    unsafe { attach_channel_input("stp_task_attach_input", task, ch, [STP_UNBOUNDED; 2], out) }
+    unsafe { attach_channel_input("stp_task_attach_input", task, ch, ([STP_UNBOUNDED; 2], std::ptr::null()), out) }
 }
 
 /// As `stp_task_attach_input`, with a bound on how far the connection may fall behind
@@ -160,27 +160,63 @@ pub unsafe extern "C" fn stp_task_attach_input_bounded(
     out: *mut *mut stp_channel_input,
 ) -> c_int {
     // SAFETY: the same contract.
-    unsafe { attach_channel_input("stp_task_attach_input_bounded", task, ch, [max_lag_items, max_lag_ts], out) }
+    unsafe {
+        attach_channel_input(
+            "stp_task_attach_input_bounded",
+            task,
+            ch,
+            ([max_lag_items, max_lag_ts], std::ptr::null()),
+            out,
+        )
+    }
 }
 
-/// Attaches with the bounds `[max_lag_items, max_lag_ts]` as C gives them.
+/// As `stp_task_attach_input`, with a prefetch policy (docs/PREFETCH.md): `"off"`, `"newest"` or
+/// `"auto"`; NULL for the runtime's default (`auto`). What the node pushes ahead of a remote
+/// channel input's gets; an embedded runtime has nothing to push. Any other word is
+/// `STP_INVALID_ARGUMENT`.
 ///
 /// # Safety
-/// `task` and `ch` are NULL or live; `out` NULL or valid for writing a pointer.
+/// `task` and `ch` are NULL or live; `prefetch` NULL or a NUL-terminated string; `out` NULL or
+/// valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn stp_task_attach_input_prefetch(
+    task: *const stp_task,
+    ch: *const stp_channel,
+    prefetch: *const c_char,
+    out: *mut *mut stp_channel_input,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { attach_channel_input("stp_task_attach_input_prefetch", task, ch, ([STP_UNBOUNDED; 2], prefetch), out) }
+}
+
+/// Attaches with the bounds `[max_lag_items, max_lag_ts]` and the prefetch policy as C gives
+/// them.
+///
+/// # Safety
+/// `task` and `ch` are NULL or live; `prefetch` NULL or a NUL-terminated string; `out` NULL or
+/// valid for writing a pointer.
 unsafe fn attach_channel_input(
     op: &'static str,
     task: *const stp_task,
     ch: *const stp_channel,
-    [max_lag_items, max_lag_ts]: [i64; 2],
+    ([max_lag_items, max_lag_ts], prefetch): ([i64; 2], *const c_char),
     out: *mut *mut stp_channel_input,
 ) -> c_int {
     guard(op, || {
         // SAFETY: NULL or valid for writing a pointer per the contract.
         unsafe { handle_out(out, op, "out") }?;
+        // SAFETY: NULL or a NUL-terminated string per the contract.
+        let prefetch = match unsafe { optional_text(prefetch, op, "prefetch") }? {
+            None => None,
+            Some(name) => Some(Prefetch::from_name(name).ok_or_else(|| {
+                invalid(op, "prefetch", format!("{name:?} is no policy: \"off\", \"newest\", \"auto\" or NULL"))
+            })?),
+        };
         let options = InputOptions {
             max_lag_items: bound(max_lag_items, op, "max_lag_items")?,
             max_lag_ts: bound(max_lag_ts, op, "max_lag_ts")?.map(|distance| distance as u64),
-            ..Default::default()
+            prefetch,
         };
         // SAFETY: each NULL or live per the contract.
         let (task, ch) = unsafe { (handle(task, op, "task")?, handle(ch, op, "ch")?) };

@@ -100,7 +100,9 @@ pub struct Notice {
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Pushes {
     pub policy: Prefetch,
-    /// Items pushed ahead of a get, and those a get used (Tapeworm's "updates used").
+    /// Put notices sent (each a message, with or without its item); items pushed ahead of a get,
+    /// and those a get used (Tapeworm's "updates used").
+    pub notices: u64,
     pub pushed: u64,
     pub used: u64,
 }
@@ -111,7 +113,8 @@ pub struct Pusher {
     /// When the channel's previous put came (µs) and the mean time between its puts.
     last_put_us: Option<u64>,
     put_interval_us: Option<u64>,
-    /// Items pushed, and those the client said it used.
+    /// Notices sent, items pushed, and those the client said it used.
+    pub notices: u64,
     pub pushed: u64,
     pub used: u64,
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use jni::objects::{JClass, JString};
 use jni::sys::{jboolean, jlong, jobject};
 use jni::JNIEnv;
-use stampede::{Container, InputOptions};
+use stampede::{Container, InputOptions, Prefetch};
 
 use crate::handles::{self, Entry};
 use crate::jvm::{self, run};
@@ -100,7 +100,8 @@ pub extern "system" fn Java_org_stampede_Native_taskClose(mut env: JNIEnv<'_>, _
 
 /// Attaches an input (`input` true) or output connection of the task to a channel or queue;
 /// the connection's handle. A channel's input takes its bound on lag (`max_lag_items`,
-/// `max_lag_ts`, -1 for none; docs/SEMANTICS.md, "Slow readers: max_lag").
+/// `max_lag_ts`, -1 for none; docs/SEMANTICS.md, "Slow readers: max_lag") and its prefetch
+/// policy (`off`, `newest`, `auto`; null: the runtime's default; docs/PREFETCH.md).
 #[no_mangle]
 pub extern "system" fn Java_org_stampede_Native_taskAttach(
     mut env: JNIEnv<'_>,
@@ -110,15 +111,21 @@ pub extern "system" fn Java_org_stampede_Native_taskAttach(
     input: jboolean,
     max_lag_items: jlong,
     max_lag_ts: jlong,
+    prefetch: JString<'_>,
 ) -> jlong {
-    run(&mut env, |_| {
+    run(&mut env, |env| {
         let task = handles::task(task)?;
         let container = handles::container(container)?;
         let name = container.container.name();
         let options = InputOptions {
             max_lag_items: jvm::optional_count(max_lag_items, "attach_input", name, "maxLagItems")?,
             max_lag_ts: jvm::optional_count(max_lag_ts, "attach_input", name, "maxLagTs")?.map(|d| d as u64),
-            ..Default::default()
+            prefetch: match jvm::optional_string(env, &prefetch)? {
+                None => None,
+                Some(policy) => Some(Prefetch::from_name(&policy).ok_or_else(|| {
+                    jvm::invalid("attach_input", name, format!("prefetch {policy:?} is no policy: off, newest or auto"))
+                })?),
+            },
         };
         let entry = match (&container.container, input != 0) {
             (Container::Channel(ch), true) => Entry::ChannelInput(Arc::new(task.attach_input_with(ch, options)?)),

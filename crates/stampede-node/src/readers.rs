@@ -143,6 +143,7 @@ impl Readers {
             let Some((newest, item)) = input.pushable(ts) else { continue };
             let item = item.filter(|_| push);
             reader.noticing = true;
+            reader.pusher.notices += 1;
             pushes.push(Push { connection, notice: Notice { ts, newest, pushed: item.is_some() }, item });
         }
         pushes
@@ -153,7 +154,7 @@ impl Readers {
     pub(crate) fn tape_of(&self, task: Handle, id: u64) -> Option<(Tape, Pushes)> {
         let readers = self.0.lock();
         let reader = readers.values().find(|r| (r.task, r.id) == (task, id))?;
-        let (pushed, used) = (reader.pusher.pushed, reader.pusher.used);
-        Some((reader.tape.clone(), Pushes { policy: reader.prefetch, pushed, used }))
+        let Pusher { notices, pushed, used, .. } = reader.pusher;
+        Some((reader.tape.clone(), Pushes { policy: reader.prefetch, notices, pushed, used }))
     }
 }

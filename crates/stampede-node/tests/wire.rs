@@ -140,7 +140,7 @@ fn graph() -> impl Strategy<Value = Graph> {
             });
             let prefetch = input.then(|| {
                 let policy = stampede_core::Prefetch::ALL[(items % 3) as usize];
-                stampede_core::prefetch::Pushes { policy, pushed: items, used: skipped.min(items) }
+                stampede_core::prefetch::Pushes { policy, notices: items, pushed: items, used: skipped.min(items) }
             });
             ConnectionView { id, container, kind, items, skipped, tape, prefetch }
         },

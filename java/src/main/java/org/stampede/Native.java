@@ -210,8 +210,8 @@ final class Native {
 
     static native void taskClose(long task);
 
-    static native long taskAttach(long task, long container, boolean input, long maxLagItems, long maxLagTs)
-            throws StampedeException;
+    static native long taskAttach(long task, long container, boolean input, long maxLagItems, long maxLagTs,
+            String prefetch) throws StampedeException;
 
     // ---- connections --------------------------------------------------------------------------
 

@@ -106,30 +106,32 @@ public final class Task implements AutoCloseable {
     public ChannelInput attachInput(Channel channel, InputOptions options) throws StampedeException {
         Errors.require(channel, "attach_input", "task", "the channel");
         InputOptions o = options == null ? InputOptions.DEFAULT : options;
-        return new ChannelInput(attach(channel.handle, true, o.maxLagItems, o.maxLagTs), channel);
+        String prefetch = o.prefetch == null ? null : o.prefetch.wireName();
+        return new ChannelInput(attach(channel.handle, true, o.maxLagItems, o.maxLagTs, prefetch), channel);
     }
 
     /** Attaches an output connection to a channel. */
     public ChannelOutput attachOutput(Channel channel) throws StampedeException {
         Errors.require(channel, "attach_output", "task", "the channel");
-        return new ChannelOutput(attach(channel.handle, false, -1, -1), channel);
+        return new ChannelOutput(attach(channel.handle, false, -1, -1, null), channel);
     }
 
     /** Attaches an input connection to a queue. */
     public QueueInput attachInput(Queue queue) throws StampedeException {
         Errors.require(queue, "attach_input", "task", "the queue");
-        return new QueueInput(attach(queue.handle, true, -1, -1), queue);
+        return new QueueInput(attach(queue.handle, true, -1, -1, null), queue);
     }
 
     /** Attaches an output connection to a queue. */
     public QueueOutput attachOutput(Queue queue) throws StampedeException {
         Errors.require(queue, "attach_output", "task", "the queue");
-        return new QueueOutput(attach(queue.handle, false, -1, -1), queue);
+        return new QueueOutput(attach(queue.handle, false, -1, -1, null), queue);
     }
 
-    private long attach(long container, boolean input, long maxLagItems, long maxLagTs) throws StampedeException {
+    private long attach(long container, boolean input, long maxLagItems, long maxLagTs, String prefetch)
+            throws StampedeException {
         try {
-            return Native.taskAttach(handle, container, input, maxLagItems, maxLagTs);
+            return Native.taskAttach(handle, container, input, maxLagItems, maxLagTs, prefetch);
         } finally {
             Reference.reachabilityFence(this);
         }

@@ -162,6 +162,23 @@ class ApiTest {
         }
     }
 
+    /** A prefetch policy is an input's option; embedded there is nothing to push, and the reads are the same. */
+    @Test
+    void aPrefetchPolicyIsAnInputOption() throws Exception {
+        Channel frames = rt.createChannel("prefetched");
+        try (Task camera = rt.task(0); Task display = rt.task(Stampede.INFINITY); ChannelOutput out = camera.attachOutput(frames);
+                ChannelInput newest = display.attachInput(frames, InputOptions.DEFAULT.withPrefetch(Prefetch.NEWEST));
+                ChannelInput off = display.attachInput(frames, InputOptions.DEFAULT.withPrefetch(Prefetch.OFF))) {
+            for (long ts = 0; ts < 3; ts++) {
+                out.put(ts, "f");
+            }
+            try (Item item = newest.get(Selector.NEWEST_UNSEEN); Item oldest = off.get(Selector.OLDEST_UNSEEN)) {
+                assertEquals(2, item.ts());
+                assertEquals(0, oldest.ts());
+            }
+        }
+    }
+
     @Test
     void connectingToNoNodeIsUnreachable() {
         UnreachableException e = assertThrows(UnreachableException.class,
