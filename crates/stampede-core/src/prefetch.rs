@@ -9,8 +9,11 @@
 //! later put: neither could be answered from a cache safely); at most [`PUSH_ITEMS_MAX`] pushed
 //! and unread items per connection — the newest: a skipping reader never gets a backlog — and at
 //! most [`PUSH_BYTES_MAX`] bytes of them. A push never makes a producer wait (it is sent or
-//! dropped). Every put on such a connection's channel sends the connection a [`Notice`] (the
-//! put's timestamp and the channel's newest one — not the payload, unless pushed).
+//! dropped). A push is a [`Notice`] with its item (the put's timestamp and the channel's newest
+//! one); the first put that makes the item pushed last no longer the newest sends the connection a
+//! notice without an item, which tells its cache so. Other puts send nothing: a cache that holds
+//! no answerable item needs to hear nothing more until the next push, and a get waits in the
+//! cache only while that notice is still due ([`PushCache::waits`]).
 //!
 //! **What the cache may answer.** A `NEWEST_UNSEEN` get, with the pushed item `p`, only if `p` is
 //! the newest timestamp any notice received said the channel held, and no get or consume of this
@@ -117,6 +120,8 @@ pub struct Pusher {
     pub notices: u64,
     pub pushed: u64,
     pub used: u64,
+    /// The item pushed last, while no notice said it is not the newest any more.
+    unread: Option<Timestamp>,
 }
 
 /// Weight of the newest put interval in the mean (1/`PUT_INTERVAL_WEIGHT`).
@@ -127,8 +132,36 @@ impl Pusher {
     /// `policy` whose tape is `tape`: when the policy pushes the newest item now, the item fits
     /// [`PUSH_BYTES_MAX`], and the connection's next get is expected before the channel's next
     /// put — from the tape's last read and its interval, and the mean interval between puts — or
-    /// either is not known yet. Records the put's time either way.
+    /// either is not known yet. Records the put's time either way. What is then sent is
+    /// [`sends`](Self::sends)'s.
     pub fn on_put(&mut self, policy: Prefetch, tape: &Tape, bytes: usize, now_us: u64) -> bool {
+        self.pushes(policy, tape, bytes, now_us)
+    }
+
+    /// What a put sends the connection, given the item it would push (`pushed`: its timestamp, if
+    /// it would push one) and the channel's newest timestamp after it: `Some(true)` the item with
+    /// its notice (only the newest item is pushed: an older one would never be answered);
+    /// `Some(false)` a notice alone, when the item pushed last is no longer the newest (so the
+    /// client's cache answers it no more, and a get waiting there asks the node); `None` nothing.
+    pub fn sends(&mut self, pushed: Option<Timestamp>, newest: Timestamp) -> Option<bool> {
+        let sent = match (pushed.filter(|&ts| ts == newest), self.unread) {
+            (Some(ts), _) => {
+                self.unread = Some(ts);
+                Some(true)
+            }
+            (None, Some(held)) if newest > held => {
+                self.unread = None;
+                Some(false)
+            }
+            (None, _) => None,
+        };
+        self.pushed += u64::from(sent == Some(true));
+        self.notices += u64::from(sent.is_some());
+        sent
+    }
+
+    /// Whether the put's item is pushed ([`on_put`](Self::on_put)).
+    fn pushes(&mut self, policy: Prefetch, tape: &Tape, bytes: usize, now_us: u64) -> bool {
         if let Some(last) = self.last_put_us {
             let interval = now_us.saturating_sub(last);
             let mean = self
@@ -141,15 +174,14 @@ impl Pusher {
             return false;
         }
         let next_get = tape.last_read_us().zip(tape.interval_us()).map(|(last, every)| last.saturating_add(every));
-        let push = match (next_get, self.put_interval_us) {
+        match (next_get, self.put_interval_us) {
             (Some(next_get), Some(every)) => next_get <= now_us.saturating_add(every),
             _ => true,
-        };
-        self.pushed += u64::from(push);
-        push
+        }
     }
 
-    /// The client used a pushed item (it answered a get).
+    /// The client used a pushed item (it answered a get). The next newer put is still told of:
+    /// a client that read the pushed item waits for that notice ([`PushCache::waits`]).
     pub fn used(&mut self) {
         self.used = (self.used + 1).min(self.pushed);
     }
@@ -163,6 +195,8 @@ pub struct PushCache<P> {
     newest: Option<Timestamp>,
     /// The pushed item, unread ([`PUSH_ITEMS_MAX`]).
     item: Option<(Timestamp, P)>,
+    /// The timestamp of the latest push heard.
+    pushed: Option<Timestamp>,
     /// The highest timestamp a get of this connection returned or a consume named.
     seen: Option<Timestamp>,
     /// Gets answered here, and notices received.
@@ -172,7 +206,7 @@ pub struct PushCache<P> {
 
 impl<P> Default for PushCache<P> {
     fn default() -> Self {
-        PushCache { newest: None, item: None, seen: None, hits: 0, notices: 0 }
+        PushCache { newest: None, item: None, pushed: None, seen: None, hits: 0, notices: 0 }
     }
 }
 
@@ -182,6 +216,9 @@ impl<P> PushCache<P> {
     pub fn noticed(&mut self, notice: Notice, payload: Option<P>) {
         self.notices += 1;
         self.newest = self.newest.max(Some(notice.newest));
+        if notice.pushed {
+            self.pushed = Some(notice.ts);
+        }
         if let (true, Some(payload)) = (notice.pushed, payload) {
             let newer = self.item.as_ref().is_none_or(|(held, _)| notice.ts > *held);
             if newer && self.unseen(notice.ts) {
@@ -214,13 +251,15 @@ impl<P> PushCache<P> {
     /// Notices were dropped on their way: forget what they said, and the pushed item (what this
     /// connection read stays known).
     pub fn reset(&mut self) {
-        (self.newest, self.item) = (None, None);
+        (self.newest, self.item, self.pushed) = (None, None, None);
     }
 
-    /// Whether the node said the channel holds something newer than this connection has read: a
-    /// get waiting here for a push should ask the node instead.
-    pub fn behind(&self) -> bool {
-        self.newest.is_some_and(|newest| self.unseen(newest))
+    /// Whether a get may wait here for the node's next message instead of asking the node: the
+    /// newest item the notices told of is the one pushed last, and this connection read exactly
+    /// it — then the node sends a notice (or a push) at the next put newer than it
+    /// ([`Pusher::sends`]), and nothing newer was put before.
+    pub fn waits(&self) -> bool {
+        self.item.is_none() && self.newest.is_some() && self.newest == self.pushed && self.seen == self.newest
     }
 
     fn unseen(&self, ts: Timestamp) -> bool {

@@ -3,11 +3,10 @@
 //! (`stampede_core::prefetch`, docs/PREFETCH.md).
 //!
 //! Guarantees: bounded — at most one reader per handle the session may hold (past it, readers of
-//! connections gone are dropped first); a connection is sent a notice of every put of its channel
-//! from its first push on, so that its client's cache always knows the newest item (a cache told
-//! nothing more could answer with a stale item); a push is decided by the pure
-//! [`Pusher`](stampede_core::Pusher) and built from the engine's view of the put
-//! ([`ChannelInput::pushable`]), which changes nothing.
+//! connections gone are dropped first); what a put sends each connection — its item and a notice,
+//! a notice alone (the first put after a push: the pushed item is no longer the newest), or
+//! nothing — is decided by the pure [`Pusher`](stampede_core::Pusher) and built from the
+//! engine's view of the put ([`ChannelInput::pushable`]), which changes nothing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,8 +28,6 @@ struct Reader {
     pusher: Pusher,
     /// A channel input's connection in the engine, to look at a put for it.
     input: Option<Arc<ChannelInput>>,
-    /// Whether it is sent every put's notice (from its first push on).
-    noticing: bool,
 }
 
 /// A push (or notice) for one input connection of a session.
@@ -74,7 +71,6 @@ impl Readers {
             prefetch,
             pusher: Pusher::default(),
             input,
-            noticing: false,
         };
         Some(readers.entry(handle).or_insert_with(make))
     }
@@ -137,13 +133,12 @@ impl Readers {
                 continue;
             }
             let push = reader.pusher.on_put(reader.prefetch, &reader.tape, bytes, now_us);
-            if !(push || reader.noticing) {
-                continue;
-            }
             let Some((newest, item)) = input.pushable(ts) else { continue };
-            let item = item.filter(|_| push);
-            reader.noticing = true;
-            reader.pusher.notices += 1;
+            let Some(with_item) = reader.pusher.sends(item.as_ref().filter(|_| push).map(|item| item.ts), newest)
+            else {
+                continue;
+            };
+            let item = item.filter(|_| with_item);
             pushes.push(Push { connection, notice: Notice { ts, newest, pushed: item.is_some() }, item });
         }
         pushes

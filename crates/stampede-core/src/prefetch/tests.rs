@@ -1,6 +1,8 @@
-//! The cache's rule against the channel it caches: whatever puts, notices (late, reordered or
-//! lost), gets and consumes come, an answer from the cache is an item unseen on the connection
-//! on the node, and no newer one unseen there was told of by a notice that arrived.
+//! The cache's rule against the channel it caches: whatever puts (pushed or not, as the node's
+//! sending rule sends them), deliveries (late, or lost with a reset after), gets and consumes
+//! come, an answer from the cache is an item unseen on the connection on the node, and no newer
+//! put came before the notice the cache last heard — so the get's place in the channel's serial
+//! order is at that notice, before every put whose notice is still on its way.
 
 use std::sync::Arc;
 
@@ -18,18 +20,18 @@ const INPUT: u64 = 2;
 
 #[derive(Clone, Debug)]
 enum Step {
-    Put(Timestamp),
-    Deliver(usize),
-    Lose(usize),
+    Put(Timestamp, bool),
+    Deliver,
+    Lose,
     Get,
     ConsumeUntil(Timestamp),
 }
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        3 => (1..40i64).prop_map(Step::Put),
-        3 => (0..8usize).prop_map(Step::Deliver),
-        1 => (0..8usize).prop_map(Step::Lose),
+        3 => (1..40i64, any::<bool>()).prop_map(|(ts, push)| Step::Put(ts, push)),
+        3 => Just(Step::Deliver),
+        1 => Just(Step::Lose),
         3 => Just(Step::Get),
         1 => (1..40i64).prop_map(Step::ConsumeUntil),
     ]
@@ -48,50 +50,87 @@ proptest! {
         let (task, _) = TaskState::new(1, 0);
         channel.attach_output(OUTPUT, 1).unwrap();
         channel.attach_input(INPUT, 2, 0, InputOptions::default()).unwrap();
+        let mut pusher = Pusher::default();
         let mut cache = PushCache::<Timestamp>::default();
-        let mut in_flight: Vec<Notice> = Vec::new();
-        let mut delivered: Vec<Timestamp> = Vec::new();
+        // Events in the order the node sent them (a session's events travel in order); a lost one
+        // is followed by a reset, as the node's queue does.
+        let mut in_flight: std::collections::VecDeque<Option<Notice>> = Default::default();
+        // Puts, in the channel's serial order, each with whether its notice was sent.
+        let mut puts: Vec<Timestamp> = Vec::new();
+        // How many puts the last notice delivered had seen (its place in the serial order).
+        let mut heard = 0;
+        let mut sent_at: std::collections::VecDeque<usize> = Default::default();
+        // The place of the latest notice sent (or lost, a reset on its way instead).
+        let mut last_sent = 0;
+        // The highest timestamp the connection read (got, or consumed up to).
+        let mut read: Option<Timestamp> = None;
         for step in steps {
             let mut fx = Effects::default();
             match step {
-                Step::Put(ts) => {
+                Step::Put(ts, push) => {
                     if channel.put(OUTPUT, &task, ts, Payload::from(vec![0u8; 4]), None, &mut fx).is_ok() {
+                        puts.push(ts);
                         let (newest, item) = channel.pushable(INPUT, ts).expect("the put is present");
-                        in_flight.push(Notice { ts, newest, pushed: item.is_some() });
+                        if let Some(with_item) = pusher.sends(item.filter(|_| push).map(|item| item.ts), newest) {
+                            in_flight.push_back(Some(Notice { ts, newest, pushed: with_item }));
+                            sent_at.push_back(puts.len());
+                            last_sent = puts.len();
+                        }
                     }
                 }
-                Step::Deliver(i) if !in_flight.is_empty() => {
-                    let notice = in_flight.remove(i % in_flight.len());
-                    delivered.push(notice.ts);
-                    cache.noticed(notice, notice.pushed.then_some(notice.ts));
-                }
-                Step::Lose(i) if !in_flight.is_empty() => {
-                    in_flight.remove(i % in_flight.len());
+                Step::Deliver => match in_flight.pop_front() {
+                    Some(Some(notice)) => {
+                        heard = sent_at.pop_front().expect("one place per notice");
+                        cache.noticed(notice, notice.pushed.then_some(notice.ts));
+                    }
+                    Some(None) => cache.reset(),
+                    None => {}
+                },
+                Step::Lose => {
+                    if in_flight.front().is_some_and(Option::is_some) {
+                        in_flight.pop_front();
+                        sent_at.pop_front();
+                        in_flight.push_front(None);
+                    }
                 }
                 Step::Get => match cache.newest_unseen() {
                     Some((ts, payload)) => {
                         prop_assert_eq!(ts, payload);
                         prop_assert!(unseen(&channel, ts), "the cache answered {} which is not unseen on the node", ts);
-                        for &told in &delivered {
-                            prop_assert!(
-                                !unseen(&channel, told) || told <= ts,
-                                "the cache answered {} though a notice told of {}, unseen", ts, told
-                            );
-                        }
-                        // The connection's next message opens it on the node.
+                        // Placed at the last notice heard: it was the newest then.
+                        let newest_then = puts[..heard].iter().max().copied();
+                        prop_assert_eq!(Some(ts), newest_then, "the cache answered {} but {:?} was newest", ts, newest_then);
+                        // Missed only puts a notice on its way will tell of: with none on its way,
+                        // no newer put came since the one heard.
+                        let since = puts[heard..].iter().max().copied();
+                        let told = last_sent > heard;
+                        prop_assert!(told || since.is_none_or(|q| q < ts), "{} answered, {:?} put since, untold", ts, since);
+                        // The connection's next message opens it on the node, which then knows it
+                        // used.
                         channel.get(INPUT, Selector::At(ts), 0, || 0, &mut fx).unwrap();
+                        pusher.used();
+                        read = read.max(Some(ts));
                     }
                     None => {
+                        // A get waits in the cache only while the node owes it a message: a
+                        // notice is on its way, or nothing newer than what it read was put.
+                        if cache.waits() {
+                            let newer = puts.iter().find(|&&q| read.is_none_or(|read| q > read) && unseen(&channel, q));
+                            let told = last_sent > heard;
+                            prop_assert!(told || newer.is_none(), "waits, untold of {:?}", newer);
+                            continue;
+                        }
                         if let Ok(item) = channel.get(INPUT, Selector::NewestUnseen, 0, || 0, &mut fx) {
                             cache.seen(item.ts);
+                            read = read.max(Some(item.ts));
                         }
                     }
                 },
                 Step::ConsumeUntil(ts) => {
                     channel.consume_until(INPUT, ts, &mut fx).unwrap();
                     cache.seen(ts);
+                    read = read.max(Some(ts));
                 }
-                Step::Deliver(_) | Step::Lose(_) => {}
             }
         }
     }
@@ -125,6 +164,24 @@ fn the_pusher_pushes_the_put_before_the_predicted_get() {
     assert!(!fast.on_put(Prefetch::Newest, &tape, PUSH_BYTES_MAX + 1, 21 * frame), "too large");
 }
 
+/// A push is sent with its notice; the first put that makes it not the newest sends a notice
+/// alone; an out-of-order put, or a later one, sends nothing; an item older than the newest is
+/// never pushed.
+#[test]
+fn a_stale_push_is_told_once() {
+    let mut pusher = Pusher::default();
+    assert_eq!(pusher.sends(None, 3), None, "nothing pushed: nothing to tell");
+    assert_eq!(pusher.sends(Some(5), 5), Some(true));
+    assert_eq!(pusher.sends(None, 5), None, "an older put: 5 is still the newest");
+    assert_eq!(pusher.sends(Some(4), 5), None, "an older item is never pushed");
+    assert_eq!(pusher.sends(None, 6), Some(false));
+    assert_eq!(pusher.sends(None, 7), None, "told once");
+    assert_eq!(pusher.sends(Some(8), 8), Some(true));
+    pusher.used();
+    assert_eq!(pusher.sends(None, 9), Some(false), "used: told all the same (a get may wait for it)");
+    assert_eq!((pusher.notices, pusher.pushed, pusher.used), (4, 2, 1));
+}
+
 /// A skipping reader's cache holds one item, the newest pushed; it answers once, and not after
 /// the connection read past it.
 #[test]
@@ -134,8 +191,9 @@ fn the_cache_holds_the_newest_push_once() {
     cache.noticed(Notice { ts: 4, newest: 4, pushed: true }, Some("four"));
     assert_eq!(cache.newest_unseen(), Some((4, "four")));
     assert_eq!(cache.newest_unseen(), None);
+    assert!(cache.waits(), "4 was pushed and read: the next put is told of");
     cache.noticed(Notice { ts: 6, newest: 6, pushed: false }, None);
-    assert!(cache.behind(), "told of 6, not pushed: ask the node");
+    assert!(!cache.waits(), "told of 6, not pushed: ask the node");
     cache.noticed(Notice { ts: 5, newest: 6, pushed: true }, Some("five"));
     assert_eq!(cache.newest_unseen(), None, "5 is not the newest the node holds");
     cache.seen(6);

@@ -92,8 +92,8 @@ impl Client {
 
     /// The answer `cache` gives a `NEWEST_UNSEEN` get on `connection`, if it may give one: at
     /// once, or when a push arrives before `deadline` (`None`: none) and within the client's wait
-    /// slice — while the cache hears the node's notices and none told of an item it does not
-    /// hold. `None`: ask the node.
+    /// slice — while the node owes the cache its next message (`PushCache::waits`). `None`: ask
+    /// the node.
     pub(crate) fn cached(&self, connection: Handle, cache: &Cache, deadline: Option<Instant>) -> Option<Item> {
         let slice = Instant::now() + self.wait_slice;
         let until = deadline.map_or(slice, |deadline| deadline.min(slice));
@@ -108,7 +108,7 @@ impl Client {
                     self.prefetching.opened.lock().push((Opened { connection, ts, ago_us: 0 }, Instant::now()));
                     return Some(item);
                 }
-                if state.notices == 0 || state.behind() {
+                if !state.waits() {
                     return None;
                 }
             }
