@@ -41,6 +41,7 @@ fn a_skipping_reader_is_served_from_its_cache() {
     let producer = thread::spawn(move || {
         for ts in 0..FRAMES {
             out.put(ts, ts.to_le_bytes().to_vec()).unwrap();
+            // A camera's pace: the reader must fall behind it and skip, which no condition paces.
             thread::sleep(Duration::from_millis(4));
         }
     });
@@ -103,6 +104,7 @@ fn off_pushes_nothing_and_auto_follows_the_tape() {
     ];
     for ts in 0..20 {
         out.put(ts, vec![1]).unwrap();
+        // Time between reads for the tape to see; the test asserts no timing.
         thread::sleep(Duration::from_millis(5));
         for input in &inputs {
             let item = input.get(Selector::NewestUnseen, Some(Duration::from_secs(10))).unwrap();
