@@ -76,7 +76,7 @@ fn describe(graph: &Graph, name: &str) -> Option<Vec<String>> {
                             tape.misses
                         );
                     }
-                    if let Some(pushes) = connection.prefetch.filter(|p| p.policy != stampede::Prefetch::Off) {
+                    if let Some(pushes) = connection.prefetch.filter(|p| p.pushed > 0) {
                         carried += &format!(
                             ", prefetch {}: {} of {} pushed items used",
                             pushes.policy, pushes.used, pushes.pushed
