@@ -43,8 +43,9 @@ pub enum Prefetch {
     /// The newest item, when the connection's next `NEWEST_UNSEEN` get is expected before the
     /// next put: a reader that skips what it missed.
     Newest,
-    /// What the connection's tape shows: [`Newest`](Prefetch::Newest) once it reads the freshest
-    /// item each time ([`Pattern::Skipping`]), nothing otherwise.
+    /// What the connection's tape shows: [`Newest`](Prefetch::Newest) while it reads the freshest
+    /// item each time ([`Pattern::Skipping`], or every read so far when there are too few to tell
+    /// a pattern), nothing otherwise.
     #[default]
     Auto,
 }
@@ -67,13 +68,16 @@ impl Prefetch {
         Prefetch::ALL.into_iter().find(|policy| policy.name() == name)
     }
 
-    /// Whether a connection with this policy is pushed the newest item now, its tape reading as
-    /// `pattern`.
-    pub fn pushes_newest(self, pattern: Pattern) -> bool {
+    /// Whether a connection with this policy and this `tape` is pushed the newest item now.
+    pub fn pushes_newest(self, tape: &Tape) -> bool {
         match self {
             Prefetch::Off => false,
             Prefetch::Newest => true,
-            Prefetch::Auto => pattern == Pattern::Skipping,
+            Prefetch::Auto => match tape.pattern() {
+                Pattern::Skipping => true,
+                Pattern::Unknown => tape.reads_newest(),
+                _ => false,
+            },
         }
     }
 }
@@ -170,7 +174,7 @@ impl Pusher {
             self.put_interval_us = Some(mean);
         }
         self.last_put_us = Some(now_us);
-        if !policy.pushes_newest(tape.pattern()) || bytes > PUSH_BYTES_MAX {
+        if !policy.pushes_newest(tape) || bytes > PUSH_BYTES_MAX {
             return false;
         }
         let next_get = tape.last_read_us().zip(tape.interval_us()).map(|(last, every)| last.saturating_add(every));

@@ -127,6 +127,15 @@ impl Tape {
         self.interval_us
     }
 
+    /// Whether it read at all, and each of its recent reads was a get of the freshest item
+    /// (`NEWEST`, `NEWEST_UNSEEN`).
+    pub fn reads_newest(&self) -> bool {
+        let newest = |r: &Recorded| {
+            matches!(r.access, Access::Get { selector: Selector::Newest | Selector::NewestUnseen, .. })
+        };
+        self.reads().next().is_some() && self.reads().all(newest)
+    }
+
     /// When the latest read (a get or a range read) came, µs.
     pub fn last_read_us(&self) -> Option<u64> {
         self.reads().last().map(|read| read.at_us)

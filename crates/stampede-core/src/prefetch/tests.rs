@@ -212,3 +212,27 @@ fn policies_have_names() {
     assert_eq!(Prefetch::from_name("sometimes"), None);
     assert_eq!(Prefetch::default(), Prefetch::Auto);
 }
+
+/// `auto` pushes from a connection's first `NEWEST_UNSEEN` get on, while its tape reads so, and
+/// stops when its reads become another pattern.
+#[test]
+fn auto_follows_the_tape_from_the_first_get() {
+    let mut tape = Tape::default();
+    assert!(!Prefetch::Auto.pushes_newest(&tape), "nothing read yet");
+    assert!(Prefetch::Newest.pushes_newest(&tape) && !Prefetch::Off.pushes_newest(&tape));
+    tape.record(Access::Get { selector: Selector::NewestUnseen, got: Some(1) }, 10);
+    assert!(Prefetch::Auto.pushes_newest(&tape), "one freshest read");
+    tape.record(Access::Consume { until: 1 }, 11);
+    assert!(Prefetch::Auto.pushes_newest(&tape), "consumes are not reads");
+    tape.record(Access::Get { selector: Selector::OldestUnseen, got: Some(2) }, 20);
+    assert!(!Prefetch::Auto.pushes_newest(&tape), "a read in order: not yet a skipping reader");
+    for i in 3..20 {
+        tape.record(Access::Get { selector: Selector::NewestUnseen, got: Some(i) }, i as u64 * 10);
+    }
+    assert_eq!(tape.pattern(), Pattern::Skipping);
+    assert!(Prefetch::Auto.pushes_newest(&tape));
+    for i in 20..40 {
+        tape.record(Access::Get { selector: Selector::OldestUnseen, got: Some(i) }, i as u64 * 10);
+    }
+    assert!(!Prefetch::Auto.pushes_newest(&tape), "{:?}", tape.pattern());
+}
