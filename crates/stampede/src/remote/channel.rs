@@ -204,10 +204,13 @@ impl RemoteChannelInput {
         let span = trace::span(Kind::Get, self.link.trace_name(), NO_ITEM, 0);
         let selector = selector.into();
         let connection = self.link.id;
-        if let Some(item) = self.cached(selector, crate::wait::deadline(timeout)) {
+        let deadline = crate::wait::deadline(timeout);
+        if let Some(item) = self.cached(selector, deadline) {
             span.end_with(item.ts as u64, item.data().len() as u64);
             return Ok(item);
         }
+        // What the cache waited is taken from the call's timeout.
+        let timeout = deadline.map(|deadline| deadline.saturating_duration_since(std::time::Instant::now()));
         self.asking.fetch_add(1, Ordering::SeqCst);
         let asked = self.link.waiting(timeout, None, |wait_us| Op::Get { connection, selector, wait_us });
         self.asking.fetch_sub(1, Ordering::SeqCst);

@@ -103,7 +103,7 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         lose_replies: options.lose_replies.clone(),
         shadows: Mutex::default(),
         direct,
-        prefetching: Default::default(),
+        prefetching: super::push::Prefetching::new(liveliness_timeout),
         prefetch: options.prefetch,
     };
     let (user, password) = match &options.user {

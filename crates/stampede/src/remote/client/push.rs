@@ -35,9 +35,17 @@ pub(crate) struct Cache {
     pub(crate) arrived: Signal,
 }
 
+/// What one look at a cache says.
+enum Look {
+    Answer(Item),
+    /// Nothing yet, and the node owes the cache its next message.
+    Wait,
+    /// Ask the node.
+    Ask,
+}
+
 /// The session's caches, its subscriber to the node's push events, and the answers not yet
 /// reported.
-#[derive(Default)]
 pub(crate) struct Prefetching {
     caches: Arc<Mutex<HashMap<Handle, Weak<Cache>>>>,
     subscriber: Mutex<Option<Subscriber<()>>>,
@@ -45,6 +53,21 @@ pub(crate) struct Prefetching {
     opened: Mutex<Vec<(Opened, Instant)>>,
     /// When this client last sent a request.
     last_request: Mutex<Option<Instant>>,
+    /// How long after it caches may answer: [`LEASE_SHARE`] of the session's lease.
+    lease_share: Duration,
+}
+
+impl Prefetching {
+    /// Nothing cached yet, for a session whose node ends it after `lease` of silence.
+    pub(super) fn new(lease: Duration) -> Prefetching {
+        Prefetching {
+            caches: Arc::default(),
+            subscriber: Mutex::default(),
+            opened: Mutex::default(),
+            last_request: Mutex::default(),
+            lease_share: lease.mul_f64(LEASE_SHARE),
+        }
+    }
 }
 
 impl Client {
@@ -82,39 +105,58 @@ impl Client {
         Ok(cache)
     }
 
-    /// Whether a cache may answer now: the session open, its latest request recent enough, and
+    /// Whether a cache may answer `now`: the session open, its latest request recent enough, and
     /// room to report the answer.
-    fn cache_may_answer(&self) -> bool {
-        let lease = self.protocol.lock().lease();
-        let recent = self.prefetching.last_request.lock().is_some_and(|at| at.elapsed() < lease.mul_f64(LEASE_SHARE));
-        recent && self.check_open("get").is_ok() && self.prefetching.opened.lock().len() < OPENED_MAX
+    fn cache_may_answer(&self, now: Instant) -> bool {
+        let prefetching = &self.prefetching;
+        let recent =
+            prefetching.last_request.lock().is_some_and(|at| now.saturating_duration_since(at) < prefetching.lease_share);
+        recent && self.check_open("get").is_ok() && prefetching.opened.lock().len() < OPENED_MAX
     }
 
     /// The answer `cache` gives a `NEWEST_UNSEEN` get on `connection`, if it may give one: at
     /// once, or when a push arrives before `deadline` (`None`: none) and within the client's wait
     /// slice — while the node owes the cache its next message (`PushCache::waits`). `None`: ask
-    /// the node.
+    /// the node. An answer at once reads the clock once and registers no waiter.
     pub(crate) fn cached(&self, connection: Handle, cache: &Cache, deadline: Option<Instant>) -> Option<Item> {
-        let slice = Instant::now() + self.wait_slice;
-        let until = deadline.map_or(slice, |deadline| deadline.min(slice));
+        let (mut until, mut arrival) = (None, None);
         loop {
-            let arrival = cache.arrived.listen();
-            if !self.cache_may_answer() {
+            let now = Instant::now();
+            match self.look(connection, cache, now) {
+                Look::Answer(item) => return Some(item),
+                Look::Ask => return None,
+                Look::Wait => {}
+            }
+            // Nothing yet: register, then look again before waiting, so that a push arriving in
+            // between is not missed.
+            let Some(waiter) = arrival.take() else {
+                arrival = Some(cache.arrived.listen());
+                continue;
+            };
+            let until = *until.get_or_insert_with(|| {
+                let slice = now + self.wait_slice;
+                deadline.map_or(slice, |deadline: Instant| deadline.min(slice))
+            });
+            if !waiter.wait(Some(until)) {
                 return None;
             }
-            {
-                let mut state = cache.state.lock();
-                if let Some((ts, item)) = state.newest_unseen() {
-                    self.prefetching.opened.lock().push((Opened { connection, ts, ago_us: 0 }, Instant::now()));
-                    return Some(item);
-                }
-                if !state.waits() {
-                    return None;
-                }
-            }
-            if !arrival.wait(Some(until)) {
-                return None;
-            }
+        }
+    }
+
+    /// One look at `cache` for a get on `connection` at `now`.
+    fn look(&self, connection: Handle, cache: &Cache, now: Instant) -> Look {
+        if !self.cache_may_answer(now) {
+            return Look::Ask;
+        }
+        let mut state = cache.state.lock();
+        if let Some((ts, item)) = state.newest_unseen() {
+            self.prefetching.opened.lock().push((Opened { connection, ts, ago_us: 0 }, now));
+            return Look::Answer(item);
+        }
+        if state.waits() {
+            Look::Wait
+        } else {
+            Look::Ask
         }
     }
 
