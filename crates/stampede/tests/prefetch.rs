@@ -8,7 +8,9 @@ use std::thread;
 use std::time::Duration;
 
 use stampede::prefetch::Pushes;
-use stampede::{ChannelOptions, ConnectionKind, Error, InputOptions, Limits, Prefetch, Selector, Task, INFINITY};
+use stampede::{
+    ChannelOptions, ConnectionKind, Error, InputOptions, Limits, Prefetch, PutOptions, Selector, Task, INFINITY,
+};
 
 mod configuration;
 
@@ -116,4 +118,50 @@ fn off_pushes_nothing_and_auto_follows_the_tape() {
     assert_eq!((off.policy, off.pushed, off.used), (Prefetch::Off, 0, 0));
     assert_eq!(auto.policy, Prefetch::Auto);
     assert!(auto.pushed > 0, "a skipping reader with auto is pushed items: {auto:?}");
+}
+
+/// Waits until the node has pushed to `task`'s input connection at least `pushed` items (at once
+/// embedded, where nothing is pushed).
+fn pushed_at_least(rt: &stampede::Runtime, task: &Task, pushed: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while pushes(rt, task).is_some_and(|p| p.pushed < pushed) {
+        assert!(std::time::Instant::now() < deadline, "nothing pushed within 10 s");
+        // The push is a message on its way: polled, as the node reports it only when asked.
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A channel this client destroyed answers no get from a cache that holds its newest item: the
+/// get fails as it does embedded.
+#[test]
+fn a_destroyed_channel_answers_nothing_from_the_cache() {
+    let rt = configuration::runtime();
+    let frames = rt.create_channel("prefetch/destroyed", ChannelOptions::from(Limits::unbounded())).unwrap();
+    let (camera, display) = (rt.task(0).unwrap(), rt.task(INFINITY).unwrap());
+    let out = camera.attach_output(&frames).unwrap();
+    let input = display.attach_input_with(&frames, with(Prefetch::Newest)).unwrap();
+    out.put(1, vec![1]).unwrap();
+    pushed_at_least(&rt, &display, 1);
+    frames.destroy().unwrap();
+    let got = input.get(Selector::NewestUnseen, NOW);
+    assert!(got.is_err(), "a get after the destroy returned {got:?}");
+}
+
+/// An item put with a reference count is never pushed (other readers' consumes may reclaim it
+/// before a cache could answer); the reader gets it from the node.
+#[test]
+fn counted_items_are_never_pushed() {
+    let rt = configuration::runtime();
+    let frames = rt.create_channel("prefetch/counted", ChannelOptions::from(Limits::unbounded())).unwrap();
+    let (camera, display) = (rt.task(0).unwrap(), rt.task(INFINITY).unwrap());
+    let out = camera.attach_output(&frames).unwrap();
+    let input = display.attach_input_with(&frames, with(Prefetch::Newest)).unwrap();
+    for ts in 0..5 {
+        out.put_with(ts, vec![1], PutOptions { refcount: Some(1), ..PutOptions::default() }).unwrap();
+        assert_eq!(input.get(Selector::NewestUnseen, Some(Duration::from_secs(10))).unwrap().ts, ts);
+        input.consume(ts).unwrap();
+    }
+    if let Some(pushed) = pushes(&rt, &display) {
+        assert_eq!((pushed.pushed, pushed.used), (0, 0), "{pushed:?}");
+    }
 }

@@ -77,7 +77,7 @@ impl RemoteChannel {
         let link = self.container.attach(task, Some(options))?;
         let cache = match link.client.prefetch(options) {
             Prefetch::Off => None,
-            _ => Some(link.client.cache(link.id)?),
+            _ => Some(link.client.cache(link.id, self.container.id)?),
         };
         Ok(RemoteChannelInput { link, got: Mutex::default(), cache, asking: AtomicUsize::new(0) })
     }

@@ -134,7 +134,10 @@ impl ContainerRef {
 
     /// Destroys the container on the node.
     pub(crate) fn destroy(&self) -> Result<()> {
-        self.client.done(Op::Destroy { container: self.id })
+        let destroyed = self.client.done(Op::Destroy { container: self.id });
+        // Whatever the reply, the destroy may have happened: no cache answers for it any more.
+        self.client.forget_caches_of(self.id);
+        destroyed
     }
 
     /// Attaches an input (`input`) or output connection of `task`.

@@ -47,7 +47,8 @@ enum Look {
 /// The session's caches, its subscriber to the node's push events, and the answers not yet
 /// reported.
 pub(crate) struct Prefetching {
-    caches: Arc<Mutex<HashMap<Handle, Weak<Cache>>>>,
+    /// By input connection, with the container it reads.
+    caches: Arc<Mutex<HashMap<Handle, (Handle, Weak<Cache>)>>>,
     subscriber: Mutex<Option<Subscriber<()>>>,
     /// Cache answers to report, with when each was given.
     opened: Mutex<Vec<(Opened, Instant)>>,
@@ -77,9 +78,9 @@ impl Client {
         options.prefetch.unwrap_or(self.prefetch)
     }
 
-    /// A cache for input connection `connection`, fed by the node's push events to this session
-    /// (subscribed on first use).
-    pub(crate) fn cache(&self, connection: Handle) -> Result<Arc<Cache>> {
+    /// A cache for input connection `connection` of `container`, fed by the node's push events
+    /// to this session (subscribed on first use).
+    pub(crate) fn cache(&self, connection: Handle, container: Handle) -> Result<Arc<Cache>> {
         let prefetching = &self.prefetching;
         {
             let mut subscriber = prefetching.subscriber.lock();
@@ -100,9 +101,21 @@ impl Client {
         }
         let cache = Arc::new(Cache::default());
         let mut caches = prefetching.caches.lock();
-        caches.retain(|_, cache| cache.strong_count() > 0);
-        caches.insert(connection, Arc::downgrade(&cache));
+        caches.retain(|_, (_, cache)| cache.strong_count() > 0);
+        caches.insert(connection, (container, Arc::downgrade(&cache)));
         Ok(cache)
+    }
+
+    /// This client destroyed `container`: its caches answer nothing from now on (a get after the
+    /// destroy must not be placed before it).
+    pub(crate) fn forget_caches_of(&self, container: Handle) {
+        let caches: Vec<_> = {
+            let caches = self.prefetching.caches.lock();
+            caches.values().filter(|(c, _)| *c == container).filter_map(|(_, cache)| cache.upgrade()).collect()
+        };
+        for cache in caches {
+            cache.state.lock().reset();
+        }
     }
 
     /// Whether a cache may answer `now`: the session open, its latest request recent enough, and
@@ -192,17 +205,17 @@ fn message(payload: &zenoh::bytes::ZBytes) -> Bytes {
 
 /// Routes one push event to its connection's cache (an event that does not decode, or for a
 /// connection gone, is dropped).
-fn deliver(caches: &Mutex<HashMap<Handle, Weak<Cache>>>, message: Bytes) {
+fn deliver(caches: &Mutex<HashMap<Handle, (Handle, Weak<Cache>)>>, message: Bytes) {
     let Ok((event, payload)) = decode_push(&message) else { return };
     match event {
         PushEvent::Put { connection, notice, item: header } => {
-            let Some(cache) = caches.lock().get(&connection).and_then(Weak::upgrade) else { return };
+            let Some(cache) = caches.lock().get(&connection).and_then(|(_, cache)| cache.upgrade()) else { return };
             let pushed = header.map(|header| item(header, message.slice_ref(payload)));
             cache.state.lock().noticed(notice, pushed);
             cache.arrived.notify();
         }
         PushEvent::Reset => {
-            let caches: Vec<_> = caches.lock().values().filter_map(Weak::upgrade).collect();
+            let caches: Vec<_> = caches.lock().values().filter_map(|(_, cache)| cache.upgrade()).collect();
             for cache in caches {
                 cache.state.lock().reset();
                 cache.arrived.notify();
