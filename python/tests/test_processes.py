@@ -308,3 +308,42 @@ def test_the_digitizer_tracker_example_runs_one_side_per_process(endpoint):
         tracker.wait()
     line = next(line for line in out.splitlines() if line.startswith("tracker:"))
     assert "tracking errors 0" in line and not line.startswith("tracker: 0 frames"), out
+
+
+def test_a_reader_killed_with_pushed_frames_leaves_the_node_serving(endpoint):
+    """A display process reading with prefetch "newest" is killed -9 while the node pushes it
+    frames (docs/PREFETCH.md): the node stays up, another reader gets every later frame, and the
+    killed reader's session and its claims go within the lease, so the channel's items are
+    reclaimed."""
+    with stampede.connect(endpoint, timeout=NODE_START_S) as rt:
+        frames = rt.create_channel("prefetch/frames")
+        reader_code = """
+            frames = rt.lookup("prefetch/frames")
+            display = rt.task(stampede.INFINITY)
+            inp = display.attach_input(frames, prefetch="newest")
+            item = inp.get(stampede.NEWEST_UNSEEN, timeout=30)
+            print("read", item.ts, flush=True)
+            while True:
+                item = inp.get(stampede.NEWEST_UNSEEN, timeout=30)
+        """
+        with rt.task(0) as camera, client(endpoint, reader_code) as reader:
+            out = camera.attach_output(frames)
+            out.put(0, b"\x00" * 230_400)
+            assert reader.stdout.readline().strip() == "read 0"
+            for ts in range(1, 40):
+                out.put(ts, b"\x01" * 230_400)
+            reader.kill()
+            reader.wait()
+            with rt.task(stampede.INFINITY) as other:
+                inp = other.attach_input(frames)
+                for ts in range(40, 60):
+                    out.put(ts, b"\x02" * 230_400)
+                    assert inp.get(stampede.NEWEST_UNSEEN, timeout=10).ts == ts
+                    inp.consume_until(ts)
+                camera.set_virtual_time(60)
+                # The killed reader's session ends within the lease (its liveliness token goes):
+                # then nothing holds the frames.
+                deadline = time.monotonic() + 30
+                while rt.ts_min < 60 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert rt.ts_min == 60, f"the killed reader still holds ts_min at {rt.ts_min}"
