@@ -152,6 +152,10 @@ impl Client {
             Ok(_) => Answer::Outcome,
             Err(_) => Answer::Lost,
         };
+        if read != Answer::Lost {
+            // The node heard from the session when the request was sent, at the latest.
+            self.heard(Instant::now() - taken);
+        }
         let standing = Standing { closed: self.is_closed(), ended: self.ended.lock().is_some() };
         let verdict = {
             let mut protocol = self.protocol.lock();

@@ -3,8 +3,9 @@
 //! session's next request.
 //!
 //! Guarantees: a cache answers by `stampede_core::PushCache`'s rule, only while the session is
-//! open and within [`LEASE_SHARE`] of the lease after this client's latest request (so never
-//! after the node may have ended the session: nothing is delivered after its session ended); an
+//! open and within [`LEASE_SHARE`] of the lease after the latest request whose reply this client
+//! read was sent (the node heard from the session then, and ends it no sooner than a lease later:
+//! nothing is delivered after its session ended); an
 //! answer is reported in the header of the next request (at most [`OPENED_MAX`] pending; past it
 //! caches answer nothing) and again after an exchange that failed, until one carried it; a
 //! [`PushEvent::Reset`] empties every cache of the session. The subscriber never blocks zenoh's
@@ -52,7 +53,8 @@ pub(crate) struct Prefetching {
     subscriber: Mutex<Option<Subscriber<()>>>,
     /// Cache answers to report, with when each was given.
     opened: Mutex<Vec<(Opened, Instant)>>,
-    /// When this client last sent a request.
+    /// When the latest request whose reply this client read was sent: the node heard from the
+    /// session then, so it ends the session no sooner than a lease later.
     last_request: Mutex<Option<Instant>>,
     /// How long after it caches may answer: [`LEASE_SHARE`] of the session's lease.
     lease_share: Duration,
@@ -176,9 +178,15 @@ impl Client {
     /// The answers to report in a request's header (leaving the pending list): each with how long
     /// ago it was given. A request is about to be sent.
     pub(super) fn take_opened(&self) -> Vec<Opened> {
-        *self.prefetching.last_request.lock() = Some(Instant::now());
         let taken = std::mem::take(&mut *self.prefetching.opened.lock());
         taken.into_iter().map(|(opened, at)| Opened { ago_us: micros(at.elapsed()), ..opened }).collect()
+    }
+
+    /// A reply to a request sent at `sent` was read: caches may answer until [`LEASE_SHARE`] of
+    /// the lease after it.
+    pub(super) fn heard(&self, sent: Instant) {
+        let mut last = self.prefetching.last_request.lock();
+        *last = (*last).max(Some(sent));
     }
 
     /// Answers a failed exchange carried: reported again by the next request.
