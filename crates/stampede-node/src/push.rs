@@ -6,8 +6,9 @@
 //! [`PUSH_QUEUE_MAX`] events, or are dropped when it is full; the session's sender then publishes
 //! a [`PushEvent::Reset`] after the events queued before the drop, so that its client forgets
 //! what the dropped notices would have corrected (its cache answers nothing stale for longer than
-//! the queue takes to drain). The sender publishes reliably, one event at a time; it ends with
-//! its session (its queue's last sender dropped). A session never pushed to costs nothing.
+//! the queue takes to drain). The sender publishes reliably, one event at a time, numbered (a
+//! client that finds a number missing — lost on the fabric — forgets as for a reset); it ends
+//! with its session (its queue's last sender dropped). A session never pushed to costs nothing.
 //! A cache's answers reported in a request's header (`RequestHeader::opened`) are applied before
 //! the request runs: each item opened on its connection, and counted on its tape as a get.
 
@@ -71,9 +72,15 @@ fn queue(node: &Arc<NodeShared>, session: &Session, pushes: Vec<Push>) {
 
 /// Publishes a session's events in order until its queue closes.
 async fn send(zenoh: zenoh::Session, key: String, mut events: mpsc::Receiver<Push>, dropped: Arc<AtomicBool>) {
+    let mut seq = 0;
+    let mut numbered = || {
+        seq += 1;
+        seq - 1
+    };
     while let Some(push) = events.recv().await {
+        let seq = numbered();
         let header =
-            |item: Option<ItemHeader>| PushEvent::Put { connection: push.connection, notice: push.notice, item };
+            |item: Option<ItemHeader>| PushEvent::Put { seq, connection: push.connection, notice: push.notice, item };
         let message = match push.item {
             Some(item) => {
                 let mut writer = ZBytes::writer();
@@ -87,7 +94,7 @@ async fn send(zenoh: zenoh::Session, key: String, mut events: mpsc::Receiver<Pus
             return;
         }
         if dropped.swap(false, Ordering::SeqCst)
-            && publish(&zenoh, &key, ZBytes::from(encode(&PushEvent::Reset))).await.is_err()
+            && publish(&zenoh, &key, ZBytes::from(encode(&PushEvent::Reset { seq: numbered() }))).await.is_err()
         {
             return;
         }

@@ -445,7 +445,7 @@ proptest! {
         let notice = stampede_core::Notice { ts, newest, pushed };
         let item = pushed.then(|| ItemHeader { ts, codec: "raw".into(), len: payload.len() as u64 });
         let payload = if pushed { payload } else { Vec::new() };
-        let event = PushEvent::Put { connection, notice, item };
+        let event = PushEvent::Put { seq: connection / 2, connection, notice, item };
         let mut message = with_payload(encode(&event), &payload);
         let (decoded, rest) = decode_push(&message).expect("a well-formed push decodes");
         prop_assert_eq!(decoded, event);

@@ -161,7 +161,7 @@ pub fn decode_push(message: &[u8]) -> Result<(PushEvent, &[u8]), DecodeError> {
     let declared = match &event {
         PushEvent::Put { notice, item: Some(item), .. } if notice.pushed && item.ts == notice.ts => item.len,
         PushEvent::Put { item: None, notice, .. } if !notice.pushed => 0,
-        PushEvent::Reset => 0,
+        PushEvent::Reset { .. } => 0,
         PushEvent::Put { .. } => return Err(DecodeError::Payload("a notice and its item disagree".into())),
     };
     let actual = payload.len() as u64;

@@ -75,15 +75,25 @@ pub struct ReclaimEvent {
 }
 
 /// What a node sends a session unasked about its input connections with prefetch on
-/// (docs/PREFETCH.md), in order: a put's notice, with the item's header when it is pushed (its
-/// payload follows), or word that notices were dropped.
+/// (docs/PREFETCH.md), in order, numbered from 0 (`seq`: a client that finds a number missing
+/// lost an event on the fabric, and forgets as for a reset): a put's notice, with the item's
+/// header when it is pushed (its payload follows), or word that notices were dropped.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PushEvent {
     /// A put on the channel of input connection `connection`.
-    Put { connection: Handle, notice: Notice, item: Option<ItemHeader> },
+    Put { seq: u64, connection: Handle, notice: Notice, item: Option<ItemHeader> },
     /// Notices to this session were dropped (it read them too slowly): every pushed item and
     /// everything the notices said must be forgotten.
-    Reset,
+    Reset { seq: u64 },
+}
+
+impl PushEvent {
+    /// Its number in its session's events.
+    pub fn seq(&self) -> u64 {
+        match *self {
+            PushEvent::Put { seq, .. } | PushEvent::Reset { seq } => seq,
+        }
+    }
 }
 
 /// An item's timestamp, codec and payload length (the payload itself follows the header).

@@ -8,8 +8,9 @@
 //! nothing is delivered after its session ended); an
 //! answer is reported in the header of the next request (at most [`OPENED_MAX`] pending; past it
 //! caches answer nothing) and again after an exchange that failed, until one carried it; a
-//! [`PushEvent::Reset`] empties every cache of the session. The subscriber never blocks zenoh's
-//! thread for longer than a cache's lock.
+//! [`PushEvent::Reset`], or an event whose number shows one was lost on the fabric, empties every
+//! cache of the session. The subscriber never blocks zenoh's thread for longer than a cache's
+//! lock.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -48,8 +49,8 @@ enum Look {
 /// The session's caches, its subscriber to the node's push events, and the answers not yet
 /// reported.
 pub(crate) struct Prefetching {
-    /// By input connection, with the container it reads.
-    caches: Arc<Mutex<HashMap<Handle, (Handle, Weak<Cache>)>>>,
+    /// Where the node's events go.
+    routes: Arc<Routes>,
     subscriber: Mutex<Option<Subscriber<()>>>,
     /// Cache answers to report, with when each was given.
     opened: Mutex<Vec<(Opened, Instant)>>,
@@ -64,7 +65,7 @@ impl Prefetching {
     /// Nothing cached yet, for a session whose node ends it after `lease` of silence.
     pub(super) fn new(lease: Duration) -> Prefetching {
         Prefetching {
-            caches: Arc::default(),
+            routes: Arc::default(),
             subscriber: Mutex::default(),
             opened: Mutex::default(),
             last_request: Mutex::default(),
@@ -87,11 +88,11 @@ impl Client {
         {
             let mut subscriber = prefetching.subscriber.lock();
             if subscriber.is_none() {
-                let caches = prefetching.caches.clone();
+                let routes = prefetching.routes.clone();
                 let declared = self
                     .zenoh()
                     .declare_subscriber(fabric::push_key(self.node(), &self.session))
-                    .callback(move |sample| deliver(&caches, message(sample.payload())))
+                    .callback(move |sample| routes.deliver(message(sample.payload())))
                     .wait()
                     .map_err(|e| crate::Error::Unreachable {
                         op: "attach_input",
@@ -102,7 +103,7 @@ impl Client {
             }
         }
         let cache = Arc::new(Cache::default());
-        let mut caches = prefetching.caches.lock();
+        let mut caches = prefetching.routes.caches.lock();
         caches.retain(|_, (_, cache)| cache.strong_count() > 0);
         caches.insert(connection, (container, Arc::downgrade(&cache)));
         Ok(cache)
@@ -112,7 +113,7 @@ impl Client {
     /// destroy must not be placed before it).
     pub(crate) fn forget_caches_of(&self, container: Handle) {
         let caches: Vec<_> = {
-            let caches = self.prefetching.caches.lock();
+            let caches = self.prefetching.routes.caches.lock();
             caches.values().filter(|(c, _)| *c == container).filter_map(|(_, cache)| cache.upgrade()).collect()
         };
         for cache in caches {
@@ -211,23 +212,40 @@ fn message(payload: &zenoh::bytes::ZBytes) -> Bytes {
     }
 }
 
-/// Routes one push event to its connection's cache (an event that does not decode, or for a
-/// connection gone, is dropped).
-fn deliver(caches: &Mutex<HashMap<Handle, (Handle, Weak<Cache>)>>, message: Bytes) {
-    let Ok((event, payload)) = decode_push(&message) else { return };
-    match event {
-        PushEvent::Put { connection, notice, item: header } => {
-            let Some(cache) = caches.lock().get(&connection).and_then(|(_, cache)| cache.upgrade()) else { return };
-            let pushed = header.map(|header| item(header, message.slice_ref(payload)));
-            cache.state.lock().noticed(notice, pushed);
-            cache.arrived.notify();
-        }
-        PushEvent::Reset => {
-            let caches: Vec<_> = caches.lock().values().filter_map(|(_, cache)| cache.upgrade()).collect();
+/// The session's caches by input connection (with the container each reads), and the number
+/// the node's next event should carry.
+#[derive(Default)]
+struct Routes {
+    caches: Mutex<HashMap<Handle, (Handle, Weak<Cache>)>>,
+    next: Mutex<u64>,
+}
+
+impl Routes {
+    /// Routes one push event to its connection's cache (an event that does not decode, or for a
+    /// connection gone, is dropped). A missing number — an event lost on the fabric — or a reset
+    /// first empties every cache.
+    fn deliver(&self, message: Bytes) {
+        let Ok((event, payload)) = decode_push(&message) else { return };
+        let lost = {
+            let mut next = self.next.lock();
+            let lost = event.seq() != *next;
+            *next = event.seq().saturating_add(1);
+            lost
+        };
+        if lost || matches!(event, PushEvent::Reset { .. }) {
+            let caches: Vec<_> = self.caches.lock().values().filter_map(|(_, cache)| cache.upgrade()).collect();
             for cache in caches {
                 cache.state.lock().reset();
                 cache.arrived.notify();
             }
+        }
+        if let PushEvent::Put { connection, notice, item: header, .. } = event {
+            let Some(cache) = self.caches.lock().get(&connection).and_then(|(_, cache)| cache.upgrade()) else {
+                return;
+            };
+            let pushed = header.map(|header| item(header, message.slice_ref(payload)));
+            cache.state.lock().noticed(notice, pushed);
+            cache.arrived.notify();
         }
     }
 }
