@@ -130,9 +130,8 @@ impl Tape {
     /// Whether it read at all, and each of its recent reads was a get of the freshest item
     /// (`NEWEST`, `NEWEST_UNSEEN`).
     pub fn reads_newest(&self) -> bool {
-        let newest = |r: &Recorded| {
-            matches!(r.access, Access::Get { selector: Selector::Newest | Selector::NewestUnseen, .. })
-        };
+        let newest =
+            |r: &Recorded| matches!(r.access, Access::Get { selector: Selector::Newest | Selector::NewestUnseen, .. });
         self.reads().next().is_some() && self.reads().all(newest)
     }
 

@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use zenoh::bytes::ZBytes;
 use zenoh::qos::CongestionControl;
 
+use crate::desk::Desk;
 use crate::node::NodeShared;
 use crate::readers::Push;
 use crate::session::Session;
@@ -40,18 +41,41 @@ pub(crate) struct Pushing {
     dropped: Arc<AtomicBool>,
 }
 
-/// Pushes what the put at `ts` through output connection `connection` of `session` (a payload
-/// of `bytes`) means for every session of the node.
-pub(crate) fn after_put(node: &Arc<NodeShared>, session: &Session, connection: Handle, ts: Timestamp, bytes: usize) {
-    let Ok(Connection::ChannelOutput(out)) = session.handles.connection("put", connection) else { return };
-    let channel = out.channel().id();
+/// Sends what the put at `ts` through output connection `connection` of `session` means for
+/// every session of the node.
+pub(crate) fn pushed(node: &Arc<NodeShared>, session: &Session, connection: Handle, ts: Timestamp) {
     let now_us = node.origin.elapsed().as_micros() as u64;
-    for reader in node.desk.sessions() {
-        let pushes = reader.readers.pushes(channel, ts, bytes, now_us);
-        if !pushes.is_empty() {
-            queue(node, &reader, pushes);
-        }
+    for (reader, pushes) in after_put(&node.desk, session, connection, ts, now_us) {
+        queue(node, &reader, pushes);
     }
+}
+
+/// What the put at `ts` through output connection `connection` of `session`, at `now_us` on the
+/// node's clock, sends each session of `desk` (those it sends something): the node's and the
+/// whole-path simulation's.
+pub(crate) fn after_put(
+    desk: &Desk,
+    session: &Session,
+    connection: Handle,
+    ts: Timestamp,
+    now_us: u64,
+) -> Vec<(Arc<Session>, Vec<Push>)> {
+    let Ok(Connection::ChannelOutput(out)) = session.handles.connection("put", connection) else { return Vec::new() };
+    let channel = out.channel().id();
+    let sessions = desk.sessions().into_iter();
+    sessions
+        .map(|reader| (reader.readers.pushes(channel, ts, now_us), reader))
+        .filter(|(pushes, _)| !pushes.is_empty())
+        .map(|(pushes, reader)| (reader, pushes))
+        .collect()
+}
+
+/// `push` as the session's event number `seq`: the event's header, and the pushed item's payload
+/// that follows it.
+pub(crate) fn event(push: &Push, seq: u64) -> (Vec<u8>, Option<Bytes>) {
+    let item = push.item.as_ref().map(ItemHeader::of);
+    let header = encode(&PushEvent::Put { seq, connection: push.connection, notice: push.notice, item });
+    (header, push.item.as_ref().map(|item| item.payload.data.clone()))
 }
 
 /// Queues `pushes` for `session`, starting its sender on the first.
@@ -78,18 +102,13 @@ async fn send(zenoh: zenoh::Session, key: String, mut events: mpsc::Receiver<Pus
         seq - 1
     };
     while let Some(push) = events.recv().await {
-        let seq = numbered();
-        let header =
-            |item: Option<ItemHeader>| PushEvent::Put { seq, connection: push.connection, notice: push.notice, item };
-        let message = match push.item {
-            Some(item) => {
-                let mut writer = ZBytes::writer();
-                writer.append(ZBytes::from(encode(&header(Some(ItemHeader::of(&item))))));
-                writer.append(ZBytes::from(Bytes::clone(&item.payload.data)));
-                writer.finish()
-            }
-            None => ZBytes::from(encode(&header(None))),
-        };
+        let (header, payload) = event(&push, numbered());
+        let mut writer = ZBytes::writer();
+        writer.append(ZBytes::from(header));
+        if let Some(payload) = payload {
+            writer.append(ZBytes::from(payload));
+        }
+        let message = writer.finish();
         if publish(&zenoh, &key, message).await.is_err() {
             return;
         }
@@ -109,8 +128,7 @@ async fn publish(zenoh: &zenoh::Session, key: &str, message: ZBytes) -> zenoh::R
 /// Applies the cache answers a request of `session` reported: each item opened on its connection
 /// (an answer whose item went meanwhile — the connection detached, the channel closed — changes
 /// nothing), and recorded on the connection's tape as the get it answered.
-pub(crate) fn opened(node: &NodeShared, session: &Session, opened: &[Opened]) {
-    let now_us = node.origin.elapsed().as_micros() as u64;
+pub(crate) fn opened(session: &Session, opened: &[Opened], now_us: u64) {
     for answer in opened {
         let Some(input) = session.readers.input(answer.connection) else { continue };
         if input.get(Selector::At(answer.ts), Some(Duration::ZERO)).is_ok() {

@@ -122,9 +122,9 @@ impl Readers {
         self.0.lock().get(&handle).and_then(|reader| reader.input.clone())
     }
 
-    /// What the put at `ts` (`bytes` long) on the channel `channel` (its runtime id) at `now_us`
-    /// sends this session's readers of it.
-    pub(crate) fn pushes(&self, channel: u64, ts: Timestamp, bytes: usize, now_us: u64) -> Vec<Push> {
+    /// What the put at `ts` on the channel `channel` (its runtime id) at `now_us` sends this
+    /// session's readers of it.
+    pub(crate) fn pushes(&self, channel: u64, ts: Timestamp, now_us: u64) -> Vec<Push> {
         let mut readers = self.0.lock();
         let mut pushes = Vec::new();
         for (&connection, reader) in readers.iter_mut() {
@@ -132,8 +132,9 @@ impl Readers {
             if reader.prefetch == Prefetch::Off {
                 continue;
             }
-            let push = reader.pusher.on_put(reader.prefetch, &reader.tape, bytes, now_us);
             let Some((newest, item)) = input.pushable(ts) else { continue };
+            let bytes = item.as_ref().map_or(0, |item| item.payload.len());
+            let push = reader.pusher.on_put(reader.prefetch, &reader.tape, bytes, now_us);
             let Some(with_item) = reader.pusher.sends(item.as_ref().filter(|_| push).map(|item| item.ts), newest)
             else {
                 continue;

@@ -110,7 +110,7 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
         Request::Op(op) => loop {
             match node.desk.admit(&header.session, &header.secret, header.seq, header.floor, &header.acks)? {
                 Admitted::Run(session) => {
-                    crate::push::opened(node, &session, &header.opened);
+                    crate::push::opened(&session, &header.opened, node.origin.elapsed().as_micros() as u64);
                     return run_once(node, &session, header.seq, op, body).await;
                 }
                 Admitted::Answered(served) => return Ok(served),

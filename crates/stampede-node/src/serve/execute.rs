@@ -45,10 +45,10 @@ pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, op: Op, b
                 mesh: node.mesh.get(),
                 now_us: node.origin.elapsed().as_micros() as u64,
             };
-            let put = crate::push::put_of(&op).map(|put| (put, body.len()));
+            let put = crate::push::put_of(&op);
             let (reply, payloads) = moves::execute(&here, &Fabric(node), session, op, body).await?;
-            if let (Some(((connection, ts), bytes)), Reply::Outcome(WireOutcome::Done)) = (put, &reply) {
-                crate::push::after_put(node, session, connection, ts, bytes);
+            if let (Some((connection, ts)), Reply::Outcome(WireOutcome::Done)) = (put, &reply) {
+                crate::push::pushed(node, session, connection, ts);
             }
             match (reply, listed) {
                 (Reply::Outcome(outcome), Some(prefix)) => {

@@ -33,7 +33,10 @@ impl World {
                 return Ok(());
             }
             let taken = Duration::from_micros(now - pending.first_sent);
-            let conn = self.clients[client].conn_of(pending.side).expect("a call has its session");
+            let conn = self.clients[client].conn_mut(pending.side).expect("a call has its session");
+            // The try failed: what it carried is carried again.
+            let carried = std::mem::take(&mut pending.carried);
+            conn.opened.splice(0..0, carried);
             return match conn.protocol.retry(&mut pending.call, true, taken, conn.closed) {
                 Some(timeout) => {
                     self.counts.retries += 1;
@@ -46,16 +49,33 @@ impl World {
         if now < proc.idle_until || !self.working {
             return Ok(());
         }
-        self.start_call(client);
-        Ok(())
+        self.start_call(client)
     }
 
-    fn start_call(&mut self, client: usize) {
+    /// Starts the client's next call, or gives the answer its cache has (`Err`: the oracle's).
+    fn start_call(&mut self, client: usize) -> Result<(), String> {
         let wait_us = match self.rng.below(2) {
             0 => 0,
             _ => self.rng.below(GET_WAIT_US_MAX),
         };
-        let (side, request, payload, purpose) = match self.clients[client].next_call(wait_us) {
+        let (side, request, payload, purpose) = match self.clients[client].next_call(wait_us, self.now) {
+            Next::Cached { connection, item, payload } => {
+                self.counts.cached += 1;
+                let conn = self.clients[client].conn.as_ref().expect("a cache answers in an open session");
+                let (session, secret, node) = (conn.id.clone(), conn.secret.unwrap_or_default(), conn.node);
+                // The incarnation the cache heard from: the node's now, if it lives (one that died
+                // since took what it said with it, as for a reply).
+                let incarnation = self.nodes[node].as_ref().map_or(0, |n| n.incarnation);
+                let (ts, payload) = (item.ts, &payload);
+                let delivery = Delivery { session: &session, secret, incarnation, connection, seq: None, ts, payload };
+                self.oracle.cached(self.nodes[node].as_ref(), &delivery)?;
+                self.oracle.delivered(self.nodes[node].as_ref(), delivery)?;
+                let idle_until = self.now + self.think(client);
+                self.procs[client].idle_until = idle_until;
+                let life = self.procs[client].life;
+                self.at(idle_until, Event::Wake { client, life });
+                return Ok(());
+            }
             Next::Open(side) => {
                 self.sessions_made += 1;
                 let id = format!("{:x}", (self.sessions_made << 16) | client as u64);
@@ -101,10 +121,12 @@ impl World {
             reply: None,
             failed: false,
             stopped: false,
+            carried: Vec::new(),
         };
         let timeout = conn.protocol.try_timeout(&pending.call, Duration::ZERO);
         self.procs[client].pending = Some(pending);
         self.send_try(client, timeout);
+        Ok(())
     }
 
     /// Sends the call under way once more (its first try, or a retry with its number), its reply
@@ -116,10 +138,12 @@ impl World {
         proc.next_try += 1;
         pending.try_id = proc.next_try;
         pending.try_ends = self.now + timeout.as_micros() as u64;
+        pending.carried = std::mem::take(&mut conn.opened);
         let header = RequestHeader {
             seq: pending.call.seq,
             acks: conn.protocol.acks(),
             floor: conn.protocol.floor(),
+            opened: pending.carried.clone(),
             ..RequestHeader::new(conn.id.clone(), conn.secret.unwrap_or_default(), pending.request.clone())
         };
         let mut message = encode(&header);
@@ -158,6 +182,10 @@ impl World {
         let conn = self.clients[client].conn_mut(pending.side).expect("a call has its session");
         if answer != Answer::Lost {
             conn.protocol.read(pending.call.seq);
+            // The node heard from the session when the request was first sent, at the latest.
+            conn.heard_at = conn.heard_at.max(Some(pending.first_sent));
+        } else {
+            conn.opened.splice(0..0, pending.carried.iter().copied());
         }
         let bound = conn.protocol.try_timeout(&pending.call, Duration::ZERO);
         if !pending.stopped && taken > bound {

@@ -9,14 +9,23 @@
 //! (`TakeOverTask`, with the move's proof) and works through the shadow; a producer sets its
 //! task's virtual time on the shadow, then at home. The end of either session ends both (its
 //! runtime starts over), which declines a move not taken over yet.
+//!
+//! Half the channel readers read the freshest item (`NEWEST_UNSEEN`) with prefetch `newest`: the
+//! node's push events reach their cache (`stampede_core::PushCache`, the client's own rule), which
+//! answers a get without a request where the rule allows it — within the lease's share after the
+//! latest request whose reply was read (`stampede_wire::session::cache_may_answer`) — and the
+//! answers ride on the session's next request (`RequestHeader::opened`).
 
 use bytes::Bytes;
 use stampede_core::mesh::MoveId;
+use std::time::Duration;
+
 use stampede_core::{
-    Error, ErrorKind, Handle, MoveProof, Op, Outcome, Peer, Prefetch, Retention, Selector, Timestamp, INFINITY,
+    Error, ErrorKind, Handle, MoveProof, Op, Outcome, Peer, Prefetch, PushCache, Retention, Selector, Timestamp,
+    INFINITY,
 };
-use stampede_wire::session::{Call, ClientSession};
-use stampede_wire::{ItemHeader, Request, Secret, WireOutcome};
+use stampede_wire::session::{cache_may_answer, Call, ClientSession};
+use stampede_wire::{decode_push, ItemHeader, Opened, PushEvent, Request, Secret, WireOutcome, OPENED_MAX};
 
 /// The channel and the queue every client uses.
 pub(super) const CHANNEL: &str = "sim/frames";
@@ -75,6 +84,14 @@ pub(super) struct Conn {
     /// Whether the container was looked for (then it is created if missing).
     looked_up: bool,
     connection: Option<Handle>,
+    /// When the latest request whose reply was read was sent (µs): caches answer within the
+    /// lease's share after it.
+    pub(super) heard_at: Option<u64>,
+    /// The prefetch cache of its input connection, the number of the node's next push event, and
+    /// the cache's answers not yet carried by a request.
+    cache: PushCache<(ItemHeader, Bytes)>,
+    next_push: u64,
+    pub(super) opened: Vec<Opened>,
 }
 
 impl Conn {
@@ -91,7 +108,28 @@ impl Conn {
             container: None,
             looked_up: false,
             connection: None,
+            heard_at: None,
+            cache: PushCache::default(),
+            next_push: 0,
+            opened: Vec::new(),
         }
+    }
+
+    /// A push event of its node reached it: a missing number (a lost event) or a reset empties
+    /// the cache, a notice fills it.
+    pub(super) fn pushed(&mut self, message: &[u8]) -> Result<(), String> {
+        let (event, payload) = decode_push(message).map_err(|e| format!("a push event does not decode: {e}"))?;
+        let lost = event.seq() != self.next_push;
+        self.next_push = event.seq() + 1;
+        if lost || matches!(event, PushEvent::Reset { .. }) {
+            self.cache.reset();
+        }
+        if let PushEvent::Put { connection, notice, item, .. } = event {
+            if Some(connection) == self.connection {
+                self.cache.noticed(notice, item.map(|item| (item, Bytes::copy_from_slice(payload))));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -130,6 +168,12 @@ pub(super) enum Effect {
 pub(super) enum Next {
     /// Open a session on this side.
     Open(Side),
+    /// The cache answered the get (no request), through input connection `connection`.
+    Cached {
+        connection: Handle,
+        item: ItemHeader,
+        payload: Bytes,
+    },
     Call {
         side: Side,
         request: Request,
@@ -177,6 +221,8 @@ pub(super) struct SimClient {
     pub(super) progress: u64,
     /// Puts asked for so far.
     puts: u64,
+    /// A channel reader of the freshest item, with prefetch `newest`.
+    prefetching: bool,
 }
 
 /// The payload of a producer's `n`th put, at `ts`: unique, and saying its timestamp, so that a
@@ -202,6 +248,7 @@ impl SimClient {
             held: None,
             progress: 0,
             puts: 0,
+            prefetching: role == Role::ChannelReader && index % 2 == 0,
         }
     }
 
@@ -236,13 +283,6 @@ impl SimClient {
         }
     }
 
-    pub(super) fn conn_of(&self, side: Side) -> Option<&Conn> {
-        match side {
-            Side::Containers => self.conn.as_ref(),
-            Side::Home => self.home_conn.as_ref(),
-        }
-    }
-
     pub(super) fn conn_mut(&mut self, side: Side) -> Option<&mut Conn> {
         match side {
             Side::Containers => self.conn.as_mut(),
@@ -274,8 +314,8 @@ impl SimClient {
         }
     }
 
-    /// The client's next call; a get asks the node to wait `wait_us` for an item.
-    pub(super) fn next_call(&mut self, wait_us: u64) -> Next {
+    /// The client's next call at `now` (µs); a get asks the node to wait `wait_us` for an item.
+    pub(super) fn next_call(&mut self, wait_us: u64, now: u64) -> Next {
         let virtual_time = self.task_virtual_time();
         let home =
             |op: Op, purpose| Next::Call { side: Side::Home, request: Request::Op(op), payload: Vec::new(), purpose };
@@ -301,8 +341,32 @@ impl SimClient {
         } else if self.conn.is_none() {
             return Next::Open(Side::Containers);
         }
+        if let Some(cached) = self.cached(now) {
+            return cached;
+        }
         let (request, payload, purpose) = self.next_request(wait_us);
         Next::Call { side: Side::Containers, request, payload, purpose }
+    }
+
+    /// The cache's answer to a prefetching reader's next get at `now`, if the rules allow one:
+    /// the session open and heard from within the lease's share, room to report the answer, and
+    /// the cache's own rule.
+    fn cached(&mut self, now: u64) -> Option<Next> {
+        if !self.prefetching || self.held.is_some() {
+            return None;
+        }
+        let conn = self.conn.as_mut()?;
+        let connection = conn.connection?;
+        let since = Duration::from_micros(now.saturating_sub(conn.heard_at?));
+        let lease = conn.protocol.lease();
+        if conn.ended || conn.closed || !cache_may_answer(lease, since) || conn.opened.len() >= OPENED_MAX {
+            return None;
+        }
+        let (ts, (item, payload)) = conn.cache.newest_unseen()?;
+        conn.opened.push(Opened { connection, ts, ago_us: 0 });
+        self.progress += 1;
+        self.held = Some(Held { seq: None, ts });
+        Some(Next::Cached { connection, item, payload })
     }
 
     /// The next request on the containers' session, with its payload and purpose.
@@ -336,7 +400,8 @@ impl SimClient {
             let attach = match self.role.produces() {
                 true => Op::AttachOutput { task, container },
                 false => {
-                    Op::AttachInput { task, container, max_lag_items: None, max_lag_ts: None, prefetch: Prefetch::Off }
+                    let prefetch = if self.prefetching { Prefetch::Newest } else { Prefetch::Off };
+                    Op::AttachInput { task, container, max_lag_items: None, max_lag_ts: None, prefetch }
                 }
             };
             return op(attach, Purpose::Attach);
@@ -364,7 +429,8 @@ impl SimClient {
                 op(Op::QueueConsume { connection, seq: held.seq, ts: held.ts }, Purpose::Consume)
             }
             (Role::ChannelReader, None, _) => {
-                op(Op::Get { connection, selector: Selector::OldestUnseen, wait_us }, Purpose::Get)
+                let selector = if self.prefetching { Selector::NewestUnseen } else { Selector::OldestUnseen };
+                op(Op::Get { connection, selector, wait_us }, Purpose::Get)
             }
             (Role::ChannelReader, Some(held), _) => op(Op::ConsumeUntil { connection, ts: held.ts }, Purpose::Consume),
         }
@@ -411,9 +477,13 @@ impl SimClient {
             (Purpose::Get, (Outcome::QueueItem { seq, item }, payload)) => {
                 return Ok(self.got(Some(seq), &item, payload))
             }
-            (Purpose::Get, (Outcome::Item(item), payload)) => return Ok(self.got(None, &item, payload)),
+            (Purpose::Get, (Outcome::Item(item), payload)) => {
+                conn.cache.seen(item.ts);
+                return Ok(self.got(None, &item, payload));
+            }
             (Purpose::Consume, (Outcome::Done, _)) => {
-                self.held.take().expect("an item to consume");
+                let held = self.held.take().expect("an item to consume");
+                self.conn_mut(side).expect("an open session").cache.seen(held.ts);
                 return Ok(Effect::Consumed);
             }
             (purpose, (outcome, _)) => return Err(format!("{purpose:?} answered {outcome:?}")),
@@ -493,6 +563,9 @@ pub(super) struct Pending {
     pub(super) try_ends: u64,
     /// The reply to the try under way, once it came, and the node incarnation that served it.
     pub(super) reply: Option<(Vec<u8>, u32)>,
+    /// The cache answers the try under way carries (given back to the session's list if the try
+    /// fails, as the client does).
+    pub(super) carried: Vec<Opened>,
     /// The try under way ended without a reply before its deadline (the fabric said so: its
     /// link broke).
     pub(super) failed: bool,

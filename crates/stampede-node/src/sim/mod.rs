@@ -14,7 +14,8 @@
 //! lease and healed (`mesh.rs`: the nodes' fabric, and the checks of ts_min across nodes after
 //! every event). Checked whenever an item reaches an application
 //! (`oracle.rs`): the session it was served for lives on the node, a channel item is still stored
-//! there, a queue item is held by no other live connection and was not consumed; a put is never
+//! there, a queue item is held by no other live connection and was not consumed, an item a
+//! client's prefetch cache answered with is still unseen on its connection there; a put is never
 //! refused as a duplicate (a retry is answered, not run again); no call of a running client
 //! outlives its reply deadline; a node declines a move only for the session that made it. After the faults stop, every client makes progress within
 //! [`QUIET_US`]; at the end every client closes, each node holds no session, no claim, and in
@@ -36,6 +37,12 @@
 //! takeovers as shadows, the home node's answer to "did you make this move", the declines of
 //! moves never taken over and the shadows closed when a home node is declared dead all run the
 //! node's own code (`serve::moves`), the nodes' questions carried by the world (`asks.rs`).
+//!
+//! Half the channel readers read the freshest item with prefetch `newest`: after every put the
+//! node's own code (`push::after_put`) says what it sends each session, the world carries the
+//! events in order per session (one lost now and then with the reset the node's queue sends
+//! after it, and every one lost while the client is cut off), and the client's cache answers by
+//! its rules, its answers riding on its next request (`client.rs`).
 //!
 //! What it does not cover: the direct path's and zenoh's own code (the links here are the
 //! model), shared-memory segments, the names of other nodes in a listing and GC handlers of
@@ -112,6 +119,11 @@ pub(super) struct Counts {
     pub(super) from_dead_nodes: u64,
     pub(super) declines: u64,
     pub(super) shadows: u64,
+    /// Push events sent to clients (notices and pushed items), those lost on a cut link or
+    /// dropped for a reset, and gets a cache answered.
+    pub(super) pushes: u64,
+    pub(super) pushes_lost: u64,
+    pub(super) cached: u64,
 }
 
 impl Counts {
@@ -151,6 +163,9 @@ impl Counts {
             from_dead_nodes,
             declines,
             shadows,
+            pushes,
+            pushes_lost,
+            cached,
         } = other;
         self.served += served;
         self.retries += retries;
@@ -178,6 +193,9 @@ impl Counts {
         self.from_dead_nodes += from_dead_nodes;
         self.declines += declines;
         self.shadows += shadows;
+        self.pushes += pushes;
+        self.pushes_lost += pushes_lost;
+        self.cached += cached;
     }
 }
 

@@ -299,6 +299,7 @@ impl SimNode {
             Request::Op(op) => {
                 match self.desk.admit(&header.session, &header.secret, header.seq, header.floor, &header.acks)? {
                     Admitted::Run(session) => {
+                        crate::push::opened(&session, &header.opened, self.now_us);
                         let (runtime, desk, running, body) =
                             (self.runtime.clone(), self.desk.clone(), session.clone(), payload.to_vec());
                         let (link, name) = (self.steward.link().clone(), self.desk.node().to_owned());
@@ -328,6 +329,16 @@ impl SimNode {
         };
         handled.reply = reply_bytes(served);
         Ok(None)
+    }
+
+    /// What the put `op` ran in session `session` sends the node's sessions (the node's own code,
+    /// `crate::push::after_put`): each session's id with its pushes.
+    pub(super) fn pushes(&self, session: &str, op: &Op) -> Vec<(String, Vec<crate::readers::Push>)> {
+        let (Some(session), Some((connection, ts))) = (self.desk.get(session), crate::push::put_of(op)) else {
+            return Vec::new();
+        };
+        let pushes = crate::push::after_put(&self.desk, &session, connection, ts, self.now_us);
+        pushes.into_iter().map(|(reader, pushes)| (reader.id.clone(), pushes)).collect()
     }
 
     /// Ends the session `id`, if open, as the node does: its moves still open are declined on

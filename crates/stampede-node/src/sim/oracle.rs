@@ -98,6 +98,23 @@ impl Oracle {
         Ok(())
     }
 
+    /// A client's prefetch cache answered a get with `delivery` (no request went to `node`, the
+    /// node now): on a live node the item is still unseen on the connection there — the node has
+    /// not given it to this connection yet, nor let it go (docs/PREFETCH.md). `delivered` checks
+    /// the rest, as for any item.
+    pub(super) fn cached(&self, node: Option<&SimNode>, delivery: &Delivery<'_>) -> Result<(), String> {
+        let Some(node) = node.filter(|node| node.incarnation == delivery.incarnation) else { return Ok(()) };
+        let Some(session) = node.desk.get(delivery.session) else { return Ok(()) };
+        let unseen = session.readers.input(delivery.connection).and_then(|input| input.pushable(delivery.ts));
+        match unseen {
+            Some((_, Some(_))) => Ok(()),
+            _ => Err(format!(
+                "a cache of session {} answered the item at {}, which is not unseen on its connection on the node",
+                delivery.session, delivery.ts
+            )),
+        }
+    }
+
     /// Node `incarnation` served `op` with `reply` (whether or not its client reads it): what a
     /// queue get took, and what a queue consume consumed.
     /// `Err` if a get took a second item of one put (its payload is unique).

@@ -7,7 +7,8 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 use stampede_core::mesh::Message;
-use stampede_core::Peer;
+use stampede_core::{Outcome, Peer};
+use stampede_wire::Reply;
 
 use super::client::{Pending, Role, SimClient};
 use super::node::{reply_of, Handled, Serving, SimNode};
@@ -100,6 +101,14 @@ pub(super) enum Event {
         incarnation: u32,
         ask: super::asks::Ask,
     },
+    /// A push event of a node reaches client `client` (in its life `life`), for its session
+    /// `session`.
+    Pushed {
+        client: usize,
+        life: u32,
+        session: String,
+        message: Vec<u8>,
+    },
     /// The answer `yes` of node `via` reaches node `node` (incarnation `incarnation`).
     Answer {
         node: usize,
@@ -142,6 +151,10 @@ pub(super) struct World {
     pub(super) nodes: Vec<Option<SimNode>>,
     /// Whether a [`Event::NodeTick`] is due.
     ticking: bool,
+    /// By session: the number of the node's next push event, and when its latest one arrives
+    /// (a session's events arrive in order).
+    push_seqs: BTreeMap<String, u64>,
+    push_dues: BTreeMap<String, u64>,
     /// Node incarnations made so far (each a new number, across nodes).
     pub(super) incarnations: u32,
     pub(super) mesh: super::mesh::Fabric,
@@ -194,6 +207,8 @@ impl World {
             payloads: HashMap::new(),
             nodes: (0..nodes).map(|_| None).collect(),
             ticking: false,
+            push_seqs: BTreeMap::new(),
+            push_dues: BTreeMap::new(),
             incarnations: 0,
             mesh: super::mesh::Fabric::default(),
             clients,
@@ -304,6 +319,22 @@ impl World {
                 self.answered(node, incarnation, via, yes, answer);
                 Ok(())
             }
+            Event::Pushed { client, life, session, message } => {
+                let proc = &self.procs[client];
+                if proc.life != life || proc.killed {
+                    return Ok(());
+                }
+                if proc.cut || proc.stopped {
+                    // Lost on the way (a cut link; a stopped process's buffers are not modelled
+                    // apart): the client finds the gap at its next event.
+                    self.counts.pushes_lost += 1;
+                    return Ok(());
+                }
+                match self.clients[client].conn.as_mut().filter(|conn| conn.id == session) {
+                    Some(conn) => conn.pushed(&message),
+                    None => Ok(()),
+                }
+            }
         }?;
         // Whatever the event did (a put, a session closed, an answer, time passing) may answer a
         // request waiting on a node, make it ask another, and give a steward something to do.
@@ -356,6 +387,11 @@ impl World {
         if let Some((session, op)) = &handled.ran {
             debug_assert!(self.tokens.get(session).is_none_or(|t| t.client == client));
             self.oracle.served(incarnation, session, op, &handled.reply)?;
+            let done = matches!(reply_of(&handled.reply), Ok((Reply::Outcome(Outcome::Done), _)));
+            if done {
+                let pushes = node.pushes(session, op);
+                self.push(pushes);
+            }
         }
         if try_id == 0 {
             return Ok(());
@@ -368,6 +404,34 @@ impl World {
         let due = self.now + self.delay();
         self.at(due, Event::ToClient { client, life, try_id, node: incarnation, message: handled.reply });
         Ok(())
+    }
+
+    /// Sends each session's push events to its client, in order per session, numbered as the
+    /// node's sender numbers them. One is lost now and then, as the node's queue drops one when
+    /// full: the reset it then sends follows. A client cut off loses them (its link is down), and
+    /// finds the gap at the next event that reaches it.
+    fn push(&mut self, pushes: Vec<(String, Vec<crate::readers::Push>)>) {
+        for (session, pushes) in pushes {
+            let Some(token) = self.tokens.get(&session) else { continue };
+            let (client, life) = (token.client, token.life);
+            for push in pushes {
+                let seq = self.push_seqs.entry(session.clone()).or_default();
+                let (header, payload) = crate::push::event(&push, *seq);
+                *seq += 1;
+                let mut message = header;
+                if self.lossy && self.rng.below(1000) < 10 {
+                    // Dropped from the node's full queue: a reset goes out instead, in order.
+                    self.counts.pushes_lost += 1;
+                    message = stampede_wire::encode(&stampede_wire::PushEvent::Reset { seq: *seq - 1 });
+                } else if let Some(payload) = payload {
+                    message.extend_from_slice(&payload);
+                }
+                self.counts.pushes += 1;
+                let due = self.push_dues.get(&session).copied().unwrap_or(0).max(self.now + self.delay());
+                self.push_dues.insert(session.clone(), due);
+                self.at(due, Event::Pushed { client, life, session: session.clone(), message });
+            }
+        }
     }
 
     /// The nodes' clocks move to now: the requests that waited on them and are answered now.

@@ -44,6 +44,14 @@ pub const REQUEST_RETRIES: u32 = 1;
 /// check and the caller.
 pub const LEASE_SHARE: f64 = 0.5;
 
+/// Whether a client's prefetch cache may answer a get (docs/PREFETCH.md) `since` the latest
+/// request whose reply the client read was sent: within [`LEASE_SHARE`] of the `lease` — the node
+/// heard from the session then, and ends it no sooner than a lease later, so nothing is delivered
+/// after its session ended.
+pub fn cache_may_answer(lease: Duration, since: Duration) -> bool {
+    since < lease.mul_f64(LEASE_SHARE)
+}
+
 /// What a reply, or its absence, means once the exchange ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reading {

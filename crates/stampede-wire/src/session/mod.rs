@@ -31,7 +31,10 @@ pub enum Mutation {
     DeclineOthersMoves,
 }
 
-pub use client::{Answer, Call, ClientSession, Reading, Standing, Verdict, LEASE_SHARE, QUERY_MARGIN, REQUEST_RETRIES};
+pub use client::{
+    cache_may_answer, Answer, Call, ClientSession, Reading, Standing, Verdict, LEASE_SHARE, QUERY_MARGIN,
+    REQUEST_RETRIES,
+};
 pub use node::{Replies, Turn, REPLIES_KEPT_MAX};
 
 #[cfg(test)]

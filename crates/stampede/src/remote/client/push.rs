@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use stampede_core::{Handle, PushCache};
+use stampede_wire::session::cache_may_answer;
+#[cfg(doc)]
 use stampede_wire::session::LEASE_SHARE;
 use stampede_wire::{decode_push, fabric, Opened, PushEvent, OPENED_MAX};
 use zenoh::pubsub::Subscriber;
@@ -57,8 +59,8 @@ pub(crate) struct Prefetching {
     /// When the latest request whose reply this client read was sent: the node heard from the
     /// session then, so it ends the session no sooner than a lease later.
     last_request: Mutex<Option<Instant>>,
-    /// How long after it caches may answer: [`LEASE_SHARE`] of the session's lease.
-    lease_share: Duration,
+    /// The session's lease (caches answer within [`LEASE_SHARE`] of it).
+    lease: Duration,
 }
 
 impl Prefetching {
@@ -69,7 +71,7 @@ impl Prefetching {
             subscriber: Mutex::default(),
             opened: Mutex::default(),
             last_request: Mutex::default(),
-            lease_share: lease.mul_f64(LEASE_SHARE),
+            lease,
         }
     }
 }
@@ -125,8 +127,8 @@ impl Client {
     /// room to report the answer.
     fn cache_may_answer(&self, now: Instant) -> bool {
         let prefetching = &self.prefetching;
-        let recent =
-            prefetching.last_request.lock().is_some_and(|at| now.saturating_duration_since(at) < prefetching.lease_share);
+        let heard = *prefetching.last_request.lock();
+        let recent = heard.is_some_and(|at| cache_may_answer(prefetching.lease, now.saturating_duration_since(at)));
         recent && self.check_open("get").is_ok() && prefetching.opened.lock().len() < OPENED_MAX
     }
 
