@@ -248,7 +248,7 @@ impl SimClient {
             held: None,
             progress: 0,
             puts: 0,
-            prefetching: role == Role::ChannelReader && index % 2 == 0,
+            prefetching: role == Role::ChannelReader && index.is_multiple_of(2),
         }
     }
 
