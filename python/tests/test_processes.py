@@ -321,6 +321,7 @@ def test_a_reader_killed_with_pushed_frames_leaves_the_node_serving(endpoint):
             frames = rt.lookup("prefetch/frames")
             display = rt.task(stampede.INFINITY)
             inp = display.attach_input(frames, prefetch="newest")
+            print("attached", flush=True)
             item = inp.get(stampede.NEWEST_UNSEEN, timeout=30)
             print("read", item.ts, flush=True)
             while True:
@@ -328,6 +329,8 @@ def test_a_reader_killed_with_pushed_frames_leaves_the_node_serving(endpoint):
         """
         with rt.task(0) as camera, client(endpoint, reader_code) as reader:
             out = camera.attach_output(frames)
+            # A reader sees what is put after it attached (its task's visibility is INFINITY).
+            assert reader.stdout.readline().strip() == "attached"
             out.put(0, b"\x00" * 230_400)
             assert reader.stdout.readline().strip() == "read 0"
             for ts in range(1, 40):
