@@ -135,8 +135,8 @@ impl Pusher {
     /// Whether to push the item of a put made at `now_us` (`bytes` long) to a connection with
     /// `policy` whose tape is `tape`: when the policy pushes the newest item now, the item fits
     /// [`PUSH_BYTES_MAX`], and the connection's next get is expected before the channel's next
-    /// put — from the tape's last read and its interval, and the mean interval between puts — or
-    /// either is not known yet. Records the put's time either way. What is then sent is
+    /// put — from the tape's last read and its interval, and the mean interval between puts — or,
+    /// with `newest`, either is not known yet. Records the put's time either way. What is then sent is
     /// [`sends`](Self::sends)'s.
     pub fn on_put(&mut self, policy: Prefetch, tape: &Tape, bytes: usize, now_us: u64) -> bool {
         self.pushes(policy, tape, bytes, now_us)
@@ -180,7 +180,9 @@ impl Pusher {
         let next_get = tape.last_read_us().zip(tape.interval_us()).map(|(last, every)| last.saturating_add(every));
         match (next_get, self.put_interval_us) {
             (Some(next_get), Some(every)) => next_get <= now_us.saturating_add(every),
-            _ => true,
+            // Nothing to predict from yet: `newest` pushes every put, `auto` waits for a
+            // second read (a slow reader would otherwise be pushed every frame until then).
+            _ => policy == Prefetch::Newest,
         }
     }
 
