@@ -21,7 +21,9 @@
 //! of that notice (`p` was the newest item, unseen here; only this connection's own gets and
 //! consumes could have made it seen, and they did not), so the get is placed there in the
 //! channel's serial order: a put whose notice is still on its way is missed, exactly as by a get
-//! that raced it. The item becomes open on the node when the connection's next message arrives.
+//! that raced it. The client's own puts count as notices it received ([`PushCache::put_here`]): a
+//! get never misses a put its own client made before it. The item becomes open on the node when
+//! the connection's next message arrives.
 
 use crate::tape::{Pattern, Tape};
 use crate::Timestamp;
@@ -252,6 +254,13 @@ impl<P> PushCache<P> {
         self.hits += 1;
         self.seen = Some(ts);
         self.item.take()
+    }
+
+    /// This client put `ts` into the channel (or may have: its reply was lost): the channel holds
+    /// it, as a notice would say — so a get after the put, in the same client, is never answered
+    /// with an older item.
+    pub fn put_here(&mut self, ts: Timestamp) {
+        self.newest = self.newest.max(Some(ts));
     }
 
     /// Notices were dropped on their way: forget what they said, and the pushed item (what this

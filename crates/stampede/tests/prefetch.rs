@@ -165,3 +165,23 @@ fn counted_items_are_never_pushed() {
         assert_eq!((pushed.pushed, pushed.used), (0, 0), "{pushed:?}");
     }
 }
+
+/// A get never misses a put its own client made before it (read your writes), whatever the
+/// cache holds: a frame is put and pushed, a second one put, and the next `NEWEST_UNSEEN` get
+/// returns the second, not the pushed first.
+#[test]
+fn a_client_reads_its_own_puts() {
+    let rt = configuration::runtime();
+    let frames = rt.create_channel("prefetch/own", ChannelOptions::from(Limits::unbounded())).unwrap();
+    let (camera, display) = (rt.task(0).unwrap(), rt.task(INFINITY).unwrap());
+    let out = camera.attach_output(&frames).unwrap();
+    let input = display.attach_input_with(&frames, with(Prefetch::Newest)).unwrap();
+    for round in 0..10 {
+        out.put(2 * round, vec![1]).unwrap();
+        pushed_at_least(&rt, &display, round as u64 + 1);
+        out.put(2 * round + 1, vec![2]).unwrap();
+        let item = input.get(Selector::NewestUnseen, NOW).unwrap();
+        assert_eq!(item.ts, 2 * round + 1, "the get after this client's put of {}", 2 * round + 1);
+        input.consume_until(item.ts).unwrap();
+    }
+}

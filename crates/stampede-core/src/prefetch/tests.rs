@@ -201,6 +201,10 @@ fn the_cache_holds_the_newest_push_once() {
     cache.seen(7);
     assert_eq!(cache.newest_unseen(), None, "read past by a round trip");
     assert_eq!((cache.hits, cache.notices), (1, 5));
+    cache.noticed(Notice { ts: 9, newest: 9, pushed: true }, Some("nine"));
+    cache.put_here(10);
+    assert_eq!(cache.newest_unseen(), None, "this client put 10: the node answers, not the cache");
+    assert!(!cache.waits());
 }
 
 /// Policies by name, as every client language spells them.

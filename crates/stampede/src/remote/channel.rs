@@ -105,7 +105,7 @@ impl RemoteChannelOutput {
         let codec = payload.codec.name().to_owned();
         let connection = self.link.id;
         let request = |wait_us| Op::Put { connection, ts, codec: codec.clone(), refcount: options.refcount, wait_us };
-        done("put", &self.link, self.link.waiting(options.timeout, Some(payload.data), request))
+        self.landed(ts, done("put", &self.link, self.link.waiting(options.timeout, Some(payload.data), request)))
     }
 
     /// [`put_with`](Self::put_with) without blocking a thread.
@@ -114,7 +114,20 @@ impl RemoteChannelOutput {
         let codec = payload.codec.name().to_owned();
         let connection = self.link.id;
         let request = |wait_us| Op::Put { connection, ts, codec: codec.clone(), refcount: options.refcount, wait_us };
-        done("put", &self.link, self.link.waiting_async(options.timeout, Some(payload.data), request).await)
+        self.landed(
+            ts,
+            done("put", &self.link, self.link.waiting_async(options.timeout, Some(payload.data), request).await),
+        )
+    }
+
+    /// A put at `ts` ended with `put`: if it landed, or may have (its reply was lost), this
+    /// client's caches of the channel know the channel holds it — a get of this client after its
+    /// put never misses it (docs/PREFETCH.md).
+    fn landed(&self, ts: Timestamp, put: Result<()>) -> Result<()> {
+        if matches!(put, Ok(()) | Err(Error::Unreachable { .. })) {
+            self.link.client.put_here(self.channel.container.id, ts);
+        }
+        put
     }
 
     fn admit(&self, ts: Timestamp, payload: impl IntoPayload) -> Result<Payload> {

@@ -111,14 +111,24 @@ impl Client {
         Ok(cache)
     }
 
+    /// This client put `ts` into `container` (or may have): its caches of the container know the
+    /// channel holds it, so that none answers a later get of this client with an older item.
+    pub(crate) fn put_here(&self, container: Handle, ts: stampede_core::Timestamp) {
+        for cache in self.caches_of(container) {
+            cache.state.lock().put_here(ts);
+        }
+    }
+
+    /// The live caches of `container`'s input connections.
+    fn caches_of(&self, container: Handle) -> Vec<Arc<Cache>> {
+        let caches = self.prefetching.routes.caches.lock();
+        caches.values().filter(|(c, _)| *c == container).filter_map(|(_, cache)| cache.upgrade()).collect()
+    }
+
     /// This client destroyed `container`: its caches answer nothing from now on (a get after the
     /// destroy must not be placed before it).
     pub(crate) fn forget_caches_of(&self, container: Handle) {
-        let caches: Vec<_> = {
-            let caches = self.prefetching.routes.caches.lock();
-            caches.values().filter(|(c, _)| *c == container).filter_map(|(_, cache)| cache.upgrade()).collect()
-        };
-        for cache in caches {
+        for cache in self.caches_of(container) {
             cache.state.lock().reset();
         }
     }
