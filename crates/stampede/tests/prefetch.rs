@@ -167,8 +167,8 @@ fn counted_items_are_never_pushed() {
 }
 
 /// A get never misses a put its own client made before it (read your writes), whatever the
-/// cache holds: a frame is put and pushed, a second one put, and the next `NEWEST_UNSEEN` get
-/// returns the second, not the pushed first.
+/// cache holds: a frame is put (and, the first time, pushed), a second one put, and the next
+/// `NEWEST_UNSEEN` get returns the second, not the pushed first.
 #[test]
 fn a_client_reads_its_own_puts() {
     let rt = configuration::runtime();
@@ -178,7 +178,12 @@ fn a_client_reads_its_own_puts() {
     let input = display.attach_input_with(&frames, with(Prefetch::Newest)).unwrap();
     for round in 0..10 {
         out.put(2 * round, vec![1]).unwrap();
-        pushed_at_least(&rt, &display, round as u64 + 1);
+        if round == 0 {
+            // The first put is pushed (nothing to predict from yet, `newest` pushes); later ones
+            // only when the tape predicts a get before the next put, which this loop's pace
+            // does not promise.
+            pushed_at_least(&rt, &display, 1);
+        }
         out.put(2 * round + 1, vec![2]).unwrap();
         let item = input.get(Selector::NewestUnseen, NOW).unwrap();
         assert_eq!(item.ts, 2 * round + 1, "the get after this client's put of {}", 2 * round + 1);
