@@ -57,7 +57,9 @@ pub use codec::{
     decode_request_head, decode_request_passed, encode, DecodeError,
 };
 pub use error::{WireError, KEPT_TEXTS_MAX, KEPT_TEXT_BYTES_MAX, TEXT_NOT_KEPT};
-pub use reply::{DirectPath, Hello, ItemHeader, PushEvent, ReclaimEvent, Reply, WireOutcome, FRAME_LENGTH_BYTES};
+pub use reply::{
+    DirectPath, Hello, ItemHeader, PushEvent, PushOrder, ReclaimEvent, Reply, WireOutcome, FRAME_LENGTH_BYTES,
+};
 pub use request::{
     Handle, Opened, Request, RequestHeader, Secret, ACKS_MAX, OPENED_MAX, REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX,
     SESSION_ID_BYTES_MAX,

@@ -96,6 +96,22 @@ impl PushEvent {
     }
 }
 
+/// A session's push events as its client receives them: the number the next one should carry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PushOrder {
+    next: u64,
+}
+
+impl PushOrder {
+    /// `event` arrived: whether the session's caches must forget everything first — it is a
+    /// reset, or its number shows an event before it was lost on the fabric.
+    pub fn forgets(&mut self, event: &PushEvent) -> bool {
+        let lost = event.seq() != self.next;
+        self.next = event.seq().saturating_add(1);
+        lost || matches!(event, PushEvent::Reset { .. })
+    }
+}
+
 /// An item's timestamp, codec and payload length (the payload itself follows the header).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ItemHeader {

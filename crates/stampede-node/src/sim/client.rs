@@ -25,7 +25,7 @@ use stampede_core::{
     INFINITY,
 };
 use stampede_wire::session::{cache_may_answer, Call, ClientSession};
-use stampede_wire::{decode_push, ItemHeader, Opened, PushEvent, Request, Secret, WireOutcome, OPENED_MAX};
+use stampede_wire::{decode_push, ItemHeader, Opened, PushEvent, PushOrder, Request, Secret, WireOutcome, OPENED_MAX};
 
 /// The channel and the queue every client uses.
 pub(super) const CHANNEL: &str = "sim/frames";
@@ -90,7 +90,7 @@ pub(super) struct Conn {
     /// The prefetch cache of its input connection, the number of the node's next push event, and
     /// the cache's answers not yet carried by a request.
     cache: PushCache<(ItemHeader, Bytes)>,
-    next_push: u64,
+    push_order: PushOrder,
     pub(super) opened: Vec<Opened>,
 }
 
@@ -110,7 +110,7 @@ impl Conn {
             connection: None,
             heard_at: None,
             cache: PushCache::default(),
-            next_push: 0,
+            push_order: PushOrder::default(),
             opened: Vec::new(),
         }
     }
@@ -119,9 +119,7 @@ impl Conn {
     /// the cache, a notice fills it.
     pub(super) fn pushed(&mut self, message: &[u8]) -> Result<(), String> {
         let (event, payload) = decode_push(message).map_err(|e| format!("a push event does not decode: {e}"))?;
-        let lost = event.seq() != self.next_push;
-        self.next_push = event.seq() + 1;
-        if lost || matches!(event, PushEvent::Reset { .. }) {
+        if self.push_order.forgets(&event) {
             self.cache.reset();
         }
         if let PushEvent::Put { connection, notice, item, .. } = event {

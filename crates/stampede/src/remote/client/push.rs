@@ -22,7 +22,7 @@ use stampede_core::{Handle, PushCache};
 use stampede_wire::session::cache_may_answer;
 #[cfg(doc)]
 use stampede_wire::session::LEASE_SHARE;
-use stampede_wire::{decode_push, fabric, Opened, PushEvent, OPENED_MAX};
+use stampede_wire::{decode_push, fabric, Opened, PushEvent, PushOrder, OPENED_MAX};
 use zenoh::pubsub::Subscriber;
 use zenoh::Wait;
 
@@ -229,7 +229,7 @@ fn message(payload: &zenoh::bytes::ZBytes) -> Bytes {
 #[derive(Default)]
 struct Routes {
     caches: Mutex<HashMap<Handle, (Handle, Weak<Cache>)>>,
-    next: Mutex<u64>,
+    order: Mutex<PushOrder>,
 }
 
 impl Routes {
@@ -238,13 +238,7 @@ impl Routes {
     /// first empties every cache.
     fn deliver(&self, message: Bytes) {
         let Ok((event, payload)) = decode_push(&message) else { return };
-        let lost = {
-            let mut next = self.next.lock();
-            let lost = event.seq() != *next;
-            *next = event.seq().saturating_add(1);
-            lost
-        };
-        if lost || matches!(event, PushEvent::Reset { .. }) {
+        if self.order.lock().forgets(&event) {
             let caches: Vec<_> = self.caches.lock().values().filter_map(|(_, cache)| cache.upgrade()).collect();
             for cache in caches {
                 cache.state.lock().reset();
