@@ -25,8 +25,8 @@ use zenoh::sample::SampleKind;
 use stampede_engine::MeshLink;
 use stampede_wire::fabric;
 use stampede_wire::{
-    decode_request, decode_request_head, decode_request_passed, encode, Hello, Reply, Request, WireError, OPENED_MAX,
-    REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX,
+    decode_request, decode_request_head, decode_request_passed, encode, Consumed, Hello, Reply, Request, WireError,
+    CONSUMED_MAX, OPENED_MAX, REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX,
 };
 
 use crate::access;
@@ -107,11 +107,14 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
         Request::Op(_) if header.opened.len() > OPENED_MAX => {
             Err(refuse(format!("{} cache answers in one request (at most {OPENED_MAX})", header.opened.len())))
         }
+        Request::Op(_) if header.consumed.len() > CONSUMED_MAX => {
+            Err(refuse(format!("{} deferred consumes in one request (at most {CONSUMED_MAX})", header.consumed.len())))
+        }
         Request::Op(op) => loop {
             match node.desk.admit(&header.session, &header.secret, header.seq, header.floor, &header.acks)? {
                 Admitted::Run(session) => {
                     crate::push::opened(&session, &header.opened, node.origin.elapsed().as_micros() as u64);
-                    return run_once(node, &session, header.seq, op, body).await;
+                    return run_once(node, &session, (header.seq, &header.consumed), op, body).await;
                 }
                 Admitted::Answered(served) => return Ok(served),
                 // Rare (the client gave up on the first before it ended: a loaded node); the first
@@ -133,9 +136,16 @@ pub(crate) fn proves_session(node: &NodeShared, head: &[u8]) -> bool {
     decode_request_head(head).is_ok_and(|header| node.desk.proven(&header.session, &header.secret).is_some())
 }
 
-/// Runs the session's request numbered `seq` (0: not numbered), admitted to run, and records its
-/// reply for the repeats (`desk.rs`); the items it reclaimed reach the client before its reply.
-async fn run_once(node: &Arc<NodeShared>, session: &Session, seq: u64, op: Op, body: Body<'_>) -> Result<Served> {
+/// Runs the session's request numbered `seq` (0: not numbered), admitted to run, after the
+/// consumes its header carried, and records its reply for the repeats (`desk.rs`); the items it
+/// reclaimed reach the client before its reply.
+async fn run_once(
+    node: &Arc<NodeShared>,
+    session: &Session,
+    (seq, consumed): (u64, &[Consumed]),
+    op: Op,
+    body: Body<'_>,
+) -> Result<Served> {
     /// Forgets the request as under way if it stops before its reply (the node closing).
     struct Running<'a> {
         desk: &'a Desk,
@@ -149,6 +159,7 @@ async fn run_once(node: &Arc<NodeShared>, session: &Session, seq: u64, op: Op, b
     }
     // Dropped after the reply is recorded, it changes nothing.
     let _running = Running { desk: &node.desk, session, seq };
+    moves::consumed(&execute::here(node), session, consumed).await;
     let served = execute(node, session, op, body).await;
     reclaim::send(node, session).await;
     let served = served.unwrap_or_else(|e| (Reply::Error(WireError::from(&e)), Vec::new()));

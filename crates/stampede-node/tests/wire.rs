@@ -7,9 +7,9 @@ use stampede::graph::Holder;
 use stampede::{ConnectionKind, ConnectionView, ContainerView, Graph, TaskView};
 use stampede_core::{BudgetUse, Retention, Selector, Stats};
 use stampede_wire::{
-    decode_push, decode_reply, decode_request, encode, ContainerInfo, DecodeError, DirectPath, Hello, ItemHeader, Op,
-    Opened, Outcome, PushEvent, Reply, Request, RequestHeader, WireError, WireOutcome, ACKS_MAX, OPENED_MAX,
-    REQUEST_HEADER_BYTES_MAX, VERSION,
+    decode_push, decode_reply, decode_request, encode, Consumed, ContainerInfo, DecodeError, DirectPath, Hello,
+    ItemHeader, Op, Opened, Outcome, PushEvent, Reply, Request, RequestHeader, WireError, WireOutcome, ACKS_MAX,
+    CONSUMED_MAX, OPENED_MAX, REQUEST_HEADER_BYTES_MAX, VERSION,
 };
 
 fn ts() -> impl Strategy<Value = i64> {
@@ -404,7 +404,9 @@ proptest! {
     #[test]
     fn requests_round_trip(session in "[0-9a-f]{0,32}", secret in any::<[u8; 16]>(), seq in any::<u64>(), floor in any::<u64>(), acks in proptest::collection::vec(any::<u64>(), 0..ACKS_MAX), request in request(), payload in proptest::collection::vec(any::<u8>(), 0..32)) {
         let opened = acks.iter().take(OPENED_MAX).map(|&n| Opened { connection: n, ts: n as i64, ago_us: n / 3 }).collect();
-        let header = RequestHeader { seq, acks, floor, opened, ..RequestHeader::new(session, secret, request) };
+        let consumed =
+            acks.iter().take(CONSUMED_MAX).map(|&n| Consumed { connection: n / 5, ts: -(n as i64), until: n % 2 == 0 }).collect();
+        let header = RequestHeader { seq, acks, floor, opened, consumed, ..RequestHeader::new(session, secret, request) };
         let payload = if header.request.carries_payload() { payload } else { Vec::new() };
         let message = with_payload(encode(&header), &payload);
         let (decoded, rest) = decode_request(&message).expect("a well-formed request decodes");

@@ -61,8 +61,8 @@ pub use reply::{
     DirectPath, Hello, ItemHeader, PushEvent, PushOrder, ReclaimEvent, Reply, WireOutcome, FRAME_LENGTH_BYTES,
 };
 pub use request::{
-    Handle, Opened, Request, RequestHeader, Secret, ACKS_MAX, OPENED_MAX, REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX,
-    SESSION_ID_BYTES_MAX,
+    Consumed, Handle, Opened, Request, RequestHeader, Secret, ACKS_MAX, CONSUMED_MAX, CONSUME_DELAY_MAX, OPENED_MAX,
+    REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX, SESSION_ID_BYTES_MAX,
 };
 pub use stampede_core::{ContainerInfo, Op, Outcome};
 pub use values::size;
@@ -81,5 +81,6 @@ pub use values::size;
 /// a node's hello checks by this version; 23: a graph's input connection carries its tape on
 /// the node (`stampede_core::Tape`); 24: prefetch — an input connection's policy
 /// (`Op::AttachInput::prefetch`), the node's push events (`PushEvent`), and the items a request's
-/// header says the client's cache answered (`RequestHeader::opened`).
-pub const VERSION: u8 = 24;
+/// header says the client's cache answered (`RequestHeader::opened`); 25: the consumes a
+/// request's header carries (`RequestHeader::consumed`).
+pub const VERSION: u8 = 25;

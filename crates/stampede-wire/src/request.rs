@@ -46,6 +46,11 @@ pub struct RequestHeader {
     /// most [`OPENED_MAX`]): the node opens each on its connection before it runs the request, as
     /// if the get had come (docs/PREFETCH.md).
     pub opened: Vec<Opened>,
+    /// Consumes this session's input connections made of items their gets returned, deferred by
+    /// the client (at most [`CONSUMED_MAX`], in the order made): the node applies them, after
+    /// [`opened`](Self::opened), before it runs the request, as if each had come on its own
+    /// (docs/PREFETCH.md, "Consumes ride on requests").
+    pub consumed: Vec<Consumed>,
     /// The request.
     pub request: Request,
 }
@@ -58,6 +63,14 @@ pub const ACKS_MAX: usize = 64;
 /// cache answers nothing until a request carried them.
 pub const OPENED_MAX: usize = 64;
 
+/// Most deferred consumes one request header carries (`RequestHeader::consumed`); a client
+/// holding this many sends them at once.
+pub const CONSUMED_MAX: usize = 64;
+
+/// Longest a client defers a consume before it sends it, when no request of its session carried
+/// it sooner: the delay a deferred consume adds to the item's reclaim.
+pub const CONSUME_DELAY_MAX: Duration = Duration::from_millis(100);
+
 impl RequestHeader {
     /// A header of `session` proving `secret`, not numbered and acknowledging nothing.
     pub fn new(session: impl Into<String>, secret: Secret, request: Request) -> RequestHeader {
@@ -68,6 +81,7 @@ impl RequestHeader {
             acks: Vec::new(),
             floor: 0,
             opened: Vec::new(),
+            consumed: Vec::new(),
             request,
         }
     }
@@ -80,6 +94,26 @@ pub struct Opened {
     pub connection: Handle,
     pub ts: stampede_core::Timestamp,
     pub ago_us: u64,
+}
+
+/// A consume of an input connection, deferred into a later request's header: `consume(ts)`, or
+/// `consume_until(ts)` when `until`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Consumed {
+    pub connection: Handle,
+    pub ts: stampede_core::Timestamp,
+    pub until: bool,
+}
+
+impl Consumed {
+    /// The operation it stands for.
+    pub fn op(self) -> Op {
+        let Consumed { connection, ts, until } = self;
+        match until {
+            true => Op::ConsumeUntil { connection, ts },
+            false => Op::Consume { connection, ts },
+        }
+    }
 }
 
 /// A session's secret: random bytes the node hands to the client that opened the session.

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use stampede::prefetch::Pushes;
 use stampede::{
-    ChannelOptions, ConnectionKind, Error, InputOptions, Limits, Prefetch, PutOptions, Selector, Task, INFINITY,
+    ChannelOptions, ConnectionKind, Error, InputOptions, Limits, Prefetch, PutOptions, Retention, Selector, Task,
+    INFINITY,
 };
 
 mod configuration;
@@ -189,4 +190,45 @@ fn a_client_reads_its_own_puts() {
         assert_eq!(item.ts, 2 * round + 1, "the get after this client's put of {}", 2 * round + 1);
         input.consume_until(item.ts).unwrap();
     }
+}
+
+/// A consume of an item the reader got rides on its session's next request (docs/PREFETCH.md):
+/// a later get of the same client sees it applied, and a reader that asks nothing more has it
+/// reach the node all the same — a channel of current readers reclaims the consumed items, as
+/// embedded.
+#[test]
+fn a_deferred_consume_reaches_the_node_without_another_request() {
+    let rt = configuration::runtime();
+    let frames = rt.create_channel("prefetch/deferred", Retention::CurrentReaders).unwrap();
+    let (camera, display) = (rt.task(0).unwrap(), rt.task(INFINITY).unwrap());
+    let out = camera.attach_output(&frames).unwrap();
+    let input = display.attach_input_with(&frames, with(Prefetch::Newest)).unwrap();
+    for ts in 0..3 {
+        out.put(ts, vec![ts as u8]).unwrap();
+    }
+    let item = input.get(Selector::NewestUnseen, Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(item.ts, 2);
+    input.consume_until(item.ts).unwrap();
+    // The consume is applied before anything this client asks next.
+    let skipped = input.get(Selector::At(1), NOW);
+    assert!(matches!(skipped, Err(Error::AlreadyConsumed { .. } | Error::Reclaimed { .. })), "{skipped:?}");
+    out.put(3, vec![3]).unwrap();
+    let item = input.get(Selector::NewestUnseen, Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(item.ts, 3);
+    input.consume(item.ts).unwrap();
+    // Nothing else is asked of the node by this client (another one looks): its consume goes on
+    // its own, within the deferral's bound. The reclaim has no signal to the test: poll, bounded.
+    let observer = rt.another_client();
+    let frames = match &observer {
+        Some(observer) => match observer.lookup("prefetch/deferred").unwrap() {
+            stampede::Container::Channel(channel) => channel,
+            stampede::Container::Queue(_) => panic!("a channel"),
+        },
+        None => frames,
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while frames.stats().live_items > 0 && std::time::Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(frames.stats().live_items, 0, "every item consumed is reclaimed: {:?}", frames.stats());
 }

@@ -17,6 +17,17 @@ use crate::node::NodeShared;
 use crate::reclaim;
 use crate::session::{Move, Session};
 
+/// The node as the operations see it, now.
+pub(super) fn here(node: &NodeShared) -> Here<'_> {
+    Here {
+        name: &node.options.name,
+        runtime: &node.runtime,
+        desk: &node.desk,
+        mesh: node.mesh.get(),
+        now_us: node.origin.elapsed().as_micros() as u64,
+    }
+}
+
 /// Runs one operation of an open session.
 pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, op: Op, body: Body<'_>) -> Result<Served> {
     let name = op.name();
@@ -38,13 +49,7 @@ pub(super) async fn execute(node: &Arc<NodeShared>, session: &Session, op: Op, b
                 Op::Names { prefix } | Op::Listing { prefix } => Some(prefix.clone()),
                 _ => None,
             };
-            let here = Here {
-                name: &node.options.name,
-                runtime: &node.runtime,
-                desk: &node.desk,
-                mesh: node.mesh.get(),
-                now_us: node.origin.elapsed().as_micros() as u64,
-            };
+            let here = here(node);
             let put = crate::push::put_of(&op);
             let (reply, payloads) = moves::execute(&here, &Fabric(node), session, op, body).await?;
             if let (Some((connection, ts)), Reply::Outcome(WireOutcome::Done)) = (put, &reply) {

@@ -21,7 +21,8 @@ use stampede_core::mesh::MoveId;
 use stampede_core::tape::Access;
 use stampede_core::{Error, ErrorKind, Handle, Item, MoveProof, Op, Outcome, Peer, Result, Selector, Timestamp};
 use stampede_engine::{Body, MeshLink, Runtime};
-use stampede_wire::{ItemHeader, Reply, WireOutcome, REMOTE_WAIT_SLICE};
+use stampede_wire::session::Mutation;
+use stampede_wire::{Consumed, ItemHeader, Reply, WireOutcome, REMOTE_WAIT_SLICE};
 
 use super::Served;
 use crate::desk::Desk;
@@ -125,6 +126,19 @@ pub(crate) async fn execute<N: Neighbours>(
         op => return on_engine(here, session, op, body).await,
     };
     Ok((Reply::Outcome(outcome), Vec::new()))
+}
+
+/// Applies the consumes a request's header carried (`RequestHeader::consumed`), in order, before
+/// the request runs: each as if it had come on its own, recorded on its connection's tape. What
+/// each returns is dropped, as a sent consume's (its call returned long ago; a connection gone
+/// meanwhile changes nothing).
+pub(crate) async fn consumed(here: &Here<'_>, session: &Session, consumed: &[Consumed]) {
+    if consumed.is_empty() || session.replies.lock().mutated(Mutation::IgnoreCarriedConsumes) {
+        return;
+    }
+    for carried in consumed {
+        let _ = on_engine(here, session, carried.op(), Body::Inline(&[])).await;
+    }
 }
 
 /// Runs `op`, one the engine runs (any but the node's own), in `session` on the node's engine:

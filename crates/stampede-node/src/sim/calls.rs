@@ -37,6 +37,7 @@ impl World {
             // The try failed: what it carried is carried again.
             let carried = std::mem::take(&mut pending.carried);
             conn.opened.splice(0..0, carried);
+            conn.consumed.restore(std::mem::take(&mut pending.carried_consumed), pending.first_sent);
             return match conn.protocol.retry(&mut pending.call, true, taken, conn.closed) {
                 Some(timeout) => {
                     self.counts.retries += 1;
@@ -122,6 +123,7 @@ impl World {
             failed: false,
             stopped: false,
             carried: Vec::new(),
+            carried_consumed: Vec::new(),
         };
         let timeout = conn.protocol.try_timeout(&pending.call, Duration::ZERO);
         self.procs[client].pending = Some(pending);
@@ -139,11 +141,14 @@ impl World {
         pending.try_id = proc.next_try;
         pending.try_ends = self.now + timeout.as_micros() as u64;
         pending.carried = std::mem::take(&mut conn.opened);
+        pending.carried_consumed = conn.consumed.take();
+        self.counts.consumes_carried += pending.carried_consumed.len() as u64;
         let header = RequestHeader {
             seq: pending.call.seq,
             acks: conn.protocol.acks(),
             floor: conn.protocol.floor(),
             opened: pending.carried.clone(),
+            consumed: pending.carried_consumed.clone(),
             ..RequestHeader::new(conn.id.clone(), conn.secret.unwrap_or_default(), pending.request.clone())
         };
         let mut message = encode(&header);
@@ -186,6 +191,7 @@ impl World {
             conn.heard_at = conn.heard_at.max(Some(pending.first_sent));
         } else {
             conn.opened.splice(0..0, pending.carried.iter().copied());
+            conn.consumed.restore(pending.carried_consumed.clone(), pending.first_sent);
         }
         let bound = conn.protocol.try_timeout(&pending.call, Duration::ZERO);
         if !pending.stopped && taken > bound {

@@ -24,8 +24,11 @@ use stampede_core::{
     Error, ErrorKind, Handle, MoveProof, Op, Outcome, Peer, Prefetch, PushCache, Retention, Selector, Timestamp,
     INFINITY,
 };
-use stampede_wire::session::{cache_may_answer, Call, ClientSession};
-use stampede_wire::{decode_push, ItemHeader, Opened, PushEvent, PushOrder, Request, Secret, WireOutcome, OPENED_MAX};
+use stampede_wire::session::deferred::due_us;
+use stampede_wire::session::{cache_may_answer, Call, ClientSession, Deferred};
+use stampede_wire::{
+    decode_push, Consumed, ItemHeader, Opened, PushEvent, PushOrder, Request, Secret, WireOutcome, OPENED_MAX,
+};
 
 /// The channel and the queue every client uses.
 pub(super) const CHANNEL: &str = "sim/frames";
@@ -92,6 +95,9 @@ pub(super) struct Conn {
     cache: PushCache<(ItemHeader, Bytes)>,
     push_order: PushOrder,
     pub(super) opened: Vec<Opened>,
+    /// Its consumes deferred into the session's next request (the client's rule:
+    /// `stampede_wire::session::Deferred`).
+    pub(super) consumed: Deferred<u64>,
 }
 
 impl Conn {
@@ -112,6 +118,7 @@ impl Conn {
             cache: PushCache::default(),
             push_order: PushOrder::default(),
             opened: Vec::new(),
+            consumed: Deferred::default(),
         }
     }
 
@@ -148,6 +155,9 @@ pub(super) enum Purpose {
     AdvanceHome,
     Get,
     Consume,
+    /// Deferred consumes sent once due (or at the bound): the newest as the request, the others
+    /// in its header; what it returns is dropped, as a sent consume's.
+    SendConsumes,
 }
 
 /// What an outcome means for the world.
@@ -339,11 +349,36 @@ impl SimClient {
         } else if self.conn.is_none() {
             return Next::Open(Side::Containers);
         }
+        if let Some(send) = self.defer_consume(now) {
+            return send;
+        }
         if let Some(cached) = self.cached(now) {
             return cached;
         }
         let (request, payload, purpose) = self.next_request(wait_us);
         Next::Call { side: Side::Containers, request, payload, purpose }
+    }
+
+    /// A prefetching reader's consume of the item it holds, deferred into the session's next
+    /// request (a channel without bounds, as the client does); the deferred consumes as a request
+    /// of their own once the oldest is due or the bound is held.
+    fn defer_consume(&mut self, now: u64) -> Option<Next> {
+        if !self.prefetching || self.role != Role::ChannelReader {
+            return None;
+        }
+        let conn = self.conn.as_mut()?;
+        let mut full = false;
+        if let (Some(held), Some(connection)) = (self.held.take(), conn.connection) {
+            conn.cache.seen(held.ts);
+            full = conn.consumed.defer(Consumed { connection, ts: held.ts, until: true }, now);
+        }
+        let due = conn.consumed.since().is_some_and(|since| now >= due_us(since));
+        if !(full || due) {
+            return None;
+        }
+        let newest = conn.consumed.pop()?;
+        let request = Request::Op(newest.op());
+        Some(Next::Call { side: Side::Containers, request, payload: Vec::new(), purpose: Purpose::SendConsumes })
     }
 
     /// The cache's answer to a prefetching reader's next get at `now`, if the rules allow one:
@@ -479,6 +514,7 @@ impl SimClient {
                 conn.cache.seen(item.ts);
                 return Ok(self.got(None, &item, payload));
             }
+            (Purpose::SendConsumes, _) => {}
             (Purpose::Consume, (Outcome::Done, _)) => {
                 let held = self.held.take().expect("an item to consume");
                 self.conn_mut(side).expect("an open session").cache.seen(held.ts);
@@ -516,6 +552,8 @@ impl SimClient {
                 return Ok(Effect::Reconnect);
             }
             (Purpose::Lookup, ErrorKind::NotFound) => conn.looked_up = true,
+            // As a sent consume's: its connection or item went meanwhile.
+            (Purpose::SendConsumes, _) => {}
             (Purpose::Create, ErrorKind::AlreadyExists) => conn.looked_up = false,
             // Nothing yet: ask again later.
             (Purpose::Get, ErrorKind::NotAvailable) => {}
@@ -561,9 +599,10 @@ pub(super) struct Pending {
     pub(super) try_ends: u64,
     /// The reply to the try under way, once it came, and the node incarnation that served it.
     pub(super) reply: Option<(Vec<u8>, u32)>,
-    /// The cache answers the try under way carries (given back to the session's list if the try
-    /// fails, as the client does).
+    /// The cache answers and deferred consumes the try under way carries (given back to the
+    /// session's lists if the try fails, as the client does).
     pub(super) carried: Vec<Opened>,
+    pub(super) carried_consumed: Vec<Consumed>,
     /// The try under way ended without a reply before its deadline (the fabric said so: its
     /// link broke).
     pub(super) failed: bool,

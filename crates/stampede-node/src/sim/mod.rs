@@ -124,6 +124,8 @@ pub(super) struct Counts {
     pub(super) pushes: u64,
     pub(super) pushes_lost: u64,
     pub(super) cached: u64,
+    /// Deferred consumes a request's header carried (a try's, so a retry counts again).
+    pub(super) consumes_carried: u64,
 }
 
 impl Counts {
@@ -166,8 +168,10 @@ impl Counts {
             pushes,
             pushes_lost,
             cached,
+            consumes_carried,
         } = other;
         self.served += served;
+        self.consumes_carried += consumes_carried;
         self.retries += retries;
         self.requests_lost += requests_lost;
         self.replies_lost += replies_lost;
@@ -385,6 +389,7 @@ fn mutations_are_caught() {
         Mutation::RunRepeats,
         Mutation::RunLateCopies,
         Mutation::DeclineOthersMoves,
+        Mutation::IgnoreCarriedConsumes,
     ];
     // (`FinalizeWithoutFences` drops a dead node's claims before data it handed over is safe: the
     // far clients here hand tasks across nodes, but it went uncaught in 500 seeds — the race

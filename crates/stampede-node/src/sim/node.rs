@@ -21,7 +21,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use stampede_core::{Error, Mesh, MeshLimits, Op, Peer, Result};
+use stampede_core::{Error, Mesh, MeshLimits, Op, Peer, Result, Selector};
 use stampede_engine::{Body, MeshLink, Runtime, Steward};
 use stampede_wire::{decode_request, encode, Reply, Request, Secret, WireError};
 
@@ -305,9 +305,10 @@ impl SimNode {
                         let (link, name) = (self.steward.link().clone(), self.desk.node().to_owned());
                         let now_us = self.now_us;
                         let neighbours = SimNeighbours { asks: self.asks.clone(), session: session.id.clone() };
-                        let ran = op.clone();
+                        let (ran, consumed) = (op.clone(), header.consumed);
                         let mut future: Running = Box::pin(async move {
                             let here = Here { name: &name, runtime: &runtime, desk: &desk, mesh: Some(&link), now_us };
+                            moves::consumed(&here, &running, &consumed).await;
                             moves::execute(&here, &neighbours, &running, op, Body::Inline(&body)).await
                         });
                         let first =
@@ -329,6 +330,25 @@ impl SimNode {
         };
         handled.reply = reply_bytes(served);
         Ok(None)
+    }
+
+    /// Checks that the consumes `message`'s header carried were applied, as the node applies them
+    /// before it runs the request (or ran its first copy): no item of theirs can still be read on
+    /// its connection.
+    pub(super) fn consumes_applied(&self, message: &[u8]) -> Result<(), String> {
+        let Ok((header, _)) = decode_request(message) else { return Ok(()) };
+        let Some(session) = self.desk.get(&header.session) else { return Ok(()) };
+        for carried in &header.consumed {
+            let Some(input) = session.readers.input(carried.connection) else { continue };
+            if let Ok(item) = input.get(Selector::At(carried.ts), Some(Duration::ZERO)) {
+                let ts = item.ts;
+                return Err(format!(
+                    "session {} carried {carried:?}, and its item {ts} can still be read",
+                    header.session
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// What the put `op` ran in session `session` sends the node's sessions (the node's own code,

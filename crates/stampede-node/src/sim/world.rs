@@ -351,7 +351,9 @@ impl World {
         let secret = self.rng.next().to_le_bytes().repeat(2).try_into().expect("16 bytes");
         let Some(node) = self.nodes[home].as_mut() else { return Ok(()) };
         self.counts.served += 1;
-        match node.serve(message, secret, (client, life, try_id), self.now) {
+        let serving = node.serve(message, secret, (client, life, try_id), self.now);
+        node.consumes_applied(message)?;
+        match serving {
             Serving::Now(handled) => return self.answer(home, *handled),
             Serving::Waits => {
                 self.counts.waited += 1;

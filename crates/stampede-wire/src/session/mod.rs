@@ -8,10 +8,12 @@
 //!   reply (or its absence) after a given time means.
 //! - [`node`] — [`Replies`]: a session's numbered requests run at most once, repeats answered
 //!   with the first answer.
+//! - [`deferred`] — [`Deferred`]: the consumes a client defers into its next request.
 //!
 //! The tests below step both sides through a lost reply.
 
 pub mod client;
+pub mod deferred;
 pub mod node;
 
 /// A session-rule fault that the whole-path simulation switches on to show that its checker
@@ -29,12 +31,15 @@ pub enum Mutation {
     RunLateCopies,
     /// The node, ending a session, declines the open moves of its other sessions' tasks too.
     DeclineOthersMoves,
+    /// The node runs a request without the consumes its header carried.
+    IgnoreCarriedConsumes,
 }
 
 pub use client::{
     cache_may_answer, Answer, Call, ClientSession, Reading, Standing, Verdict, LEASE_SHARE, QUERY_MARGIN,
     REQUEST_RETRIES,
 };
+pub use deferred::Deferred;
 pub use node::{Replies, Turn, REPLIES_KEPT_MAX};
 
 #[cfg(test)]

@@ -118,6 +118,12 @@ impl<S: Clone> Replies<S> {
         self.mutation.set(mutation);
     }
 
+    /// Whether `mutation` is switched on (never, without the `mutations` feature): for a fault the
+    /// node's serving code acts out.
+    pub fn mutated(&self, mutation: Mutation) -> bool {
+        self.mutation.is(mutation)
+    }
+
     /// What to do with request `seq` (≠ 0); a first coming is recorded as under way.
     pub fn turn(&mut self, seq: u64) -> Turn<S> {
         debug_assert_ne!(seq, 0, "unnumbered requests are not kept");

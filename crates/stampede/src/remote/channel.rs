@@ -26,7 +26,7 @@ use crate::remote::connection::{container_handle, item, Link};
 use crate::remote::runtime::unexpected;
 use crate::remote::task::RemoteTask;
 use stampede_core::Prefetch;
-use stampede_wire::{Op, Outcome, WireOutcome};
+use stampede_wire::{Consumed, Op, Outcome, WireOutcome};
 
 container_handle!(RemoteChannel, "channel");
 
@@ -79,7 +79,10 @@ impl RemoteChannel {
             Prefetch::Off => None,
             _ => Some(link.client.cache(link.id, self.container.id)?),
         };
-        Ok(RemoteChannelInput { link, got: Mutex::default(), cache, asking: AtomicUsize::new(0) })
+        // Only where no producer can wait for the room a consume makes (docs/PREFETCH.md).
+        let limits = self.limits();
+        let defers = cache.is_some() && limits.capacity.is_none() && limits.bytes_max.is_none();
+        Ok(RemoteChannelInput { link, got: Mutex::default(), cache, asking: AtomicUsize::new(0), defers })
     }
 
     pub(crate) fn attach_output(&self, task: &RemoteTask) -> Result<RemoteChannelOutput> {
@@ -208,6 +211,9 @@ pub(crate) struct RemoteChannelInput {
     /// Gets of this connection waiting for the node's reply: the cache answers none meanwhile
     /// (the node may be giving one of them the item the cache holds).
     asking: AtomicUsize,
+    /// Whether its consumes of items its gets returned ride on the session's next request
+    /// (prefetch on, a channel without bounds: `remote/client/consumes.rs`).
+    defers: bool,
 }
 
 impl RemoteChannelInput {
@@ -316,15 +322,33 @@ impl RemoteChannelInput {
         let request = Op::Consume { connection: self.link.id, ts };
         self.seen(ts);
         if self.got.lock().remove(&ts) {
+            if self.defers {
+                return self.defer(Consumed { connection: self.link.id, ts, until: false });
+            }
             return self.link.send(request);
         }
         self.link.done(request)
     }
 
+    /// Defers a consume into the session's next request (`remote/client/consumes.rs`).
+    fn defer(&self, consumed: Consumed) -> Result<()> {
+        self.link.check_attached()?;
+        self.link.client.check_open("consume")?;
+        self.link.client.defer_consume(consumed);
+        Ok(())
+    }
+
     /// Marks every present item `<= ts` consumed on this connection, unseen ones included.
     pub fn consume_until(&self, ts: Timestamp) -> Result<()> {
         self.seen(ts);
-        self.link.done(Op::ConsumeUntil { connection: self.link.id, ts })?;
+        // One that names an item a get returned is deferred where consumes are: a later request
+        // of this client applies it first, so nothing it reads can tell it from one sent now.
+        let names_got = self.got.lock().range(ts..).next().is_some();
+        if self.defers && names_got {
+            self.defer(Consumed { connection: self.link.id, ts, until: true })?;
+        } else {
+            self.link.done(Op::ConsumeUntil { connection: self.link.id, ts })?;
+        }
         let mut got = self.got.lock();
         *got = got.split_off(&ts.saturating_add(1));
         Ok(())

@@ -71,34 +71,33 @@ pub fn prefetch() -> stampede::Prefetch {
 /// A fresh runtime of the configuration in force. Dereferences to [`Runtime`]; dropping it
 /// closes the runtime and stops its node.
 pub fn runtime() -> TestRuntime {
+    let nodes = match configuration() {
+        Configuration::Embedded => return TestRuntime { runtime: Runtime::new(), nodes: Vec::new() },
+        Configuration::Serve => NodeProcess::start_mesh(&["conformance"]),
+        Configuration::Mesh | Configuration::Split => NodeProcess::start_mesh(&["a", "b", "c"]),
+    };
+    TestRuntime { runtime: client_of(&nodes), nodes }
+}
+
+/// A client session of `nodes`, reached as the configuration in force reaches them.
+fn client_of(nodes: &[NodeProcess]) -> Runtime {
     let options = stampede::ConnectOptions {
         timeout: Some(NODE_START),
         prefetch: prefetch(),
         ..stampede::ConnectOptions::default()
     };
-    match configuration() {
-        Configuration::Embedded => TestRuntime { runtime: Runtime::new(), nodes: Vec::new() },
-        Configuration::Serve => {
-            let nodes = NodeProcess::start_mesh(&["conformance"]);
-            let runtime = stampede::connect_with(&nodes[0].endpoint, &options).expect("the client reaches the node");
-            TestRuntime { runtime, nodes }
-        }
-        Configuration::Mesh => {
-            let nodes = NodeProcess::start_mesh(&["a", "b", "c"]);
-            let options = stampede::ConnectOptions { node: Some("a".into()), ..options };
-            let runtime =
-                stampede::connect_with(&nodes[1].endpoint, &options).expect("the client reaches node a through node b");
-            TestRuntime { runtime, nodes }
-        }
+    let (endpoint, options) = match configuration() {
+        Configuration::Embedded => unreachable!("an embedded runtime has no nodes"),
+        Configuration::Serve => (&nodes[0].endpoint, options),
+        // Node a's sessions, through node b.
+        Configuration::Mesh => (&nodes[1].endpoint, stampede::ConnectOptions { node: Some("a".into()), ..options }),
+        // Sessions on node b, containers on node a.
         Configuration::Split => {
-            let nodes = NodeProcess::start_mesh(&["a", "b", "c"]);
-            let options = stampede::ConnectOptions { placement: Some("a".into()), ..options };
-            let runtime = stampede::connect_with(&nodes[1].endpoint, &options).expect("the client reaches node b");
-            TestRuntime { runtime, nodes }
+            (&nodes[1].endpoint, stampede::ConnectOptions { placement: Some("a".into()), ..options })
         }
-    }
+    };
+    stampede::connect_with(endpoint, &options).expect("the client reaches its node")
 }
-
 /// How long the split configuration's nodes may take to reclaim once the last blocker moved: a
 /// few message rounds on loopback (docs/PROTOCOL.md, "Why it is live": within a bounded time).
 pub const MESH_SETTLE: Duration = Duration::from_secs(10);
@@ -132,6 +131,14 @@ pub fn embedded() -> bool {
 pub struct TestRuntime {
     runtime: Runtime,
     nodes: Vec<NodeProcess>,
+}
+
+impl TestRuntime {
+    /// Another client session of the same nodes, reached the same way (`None` embedded): what it
+    /// sees of the containers, this runtime's session did not ask for.
+    pub fn another_client(&self) -> Option<Runtime> {
+        (!self.nodes.is_empty()).then(|| client_of(&self.nodes))
+    }
 }
 
 impl Deref for TestRuntime {

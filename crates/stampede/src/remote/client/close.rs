@@ -37,6 +37,7 @@ impl Client {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
+        self.stop_sending_consumes();
         if let Some(direct) = &self.direct {
             // A call waiting on the node's reply returns `Closed` at once, as on zenoh.
             direct.close();

@@ -105,6 +105,7 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         direct,
         prefetching: super::push::Prefetching::new(liveliness_timeout),
         prefetch: options.prefetch,
+        consumes: Default::default(),
     };
     let (user, password) = match &options.user {
         Some(credentials) => (Some(credentials.user.clone()), Some(credentials.password.clone())),

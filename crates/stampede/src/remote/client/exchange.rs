@@ -24,6 +24,7 @@ use stampede_wire::{
     decode_reply, decode_reply_passed, encode, Handle, Op, Outcome, Reply, Request, RequestHeader, WireOutcome,
 };
 
+use super::consumes::Carried;
 use super::{blocking, Client};
 use stampede_wire::session::{Answer, Call, Standing, Verdict};
 
@@ -41,8 +42,15 @@ impl Client {
             let mut protocol = self.protocol.lock();
             (protocol.acks(), protocol.floor())
         };
-        let opened = self.take_opened();
-        RequestHeader { seq, acks, floor, opened, ..RequestHeader::new(self.session.clone(), secret, request) }
+        let (opened, consumed) = (self.take_opened(), self.take_consumed());
+        RequestHeader {
+            seq,
+            acks,
+            floor,
+            opened,
+            consumed,
+            ..RequestHeader::new(self.session.clone(), secret, request)
+        }
     }
 
     /// A new request, numbered (`stampede_wire::session`'s rule).
@@ -262,7 +270,7 @@ impl Client {
         let serialise = trace::span(Kind::Serialise, 0, 0, 0);
         if let Some(direct) = direct {
             let header = self.header(call.seq, request);
-            let opened = header.opened.clone();
+            let carried = Carried::of(&header);
             let header = encode(&header);
             drop(serialise);
             // A large payload to a node on this host goes as a shared-memory segment.
@@ -276,7 +284,7 @@ impl Client {
                 let _trip = trace::span(round_trip, 0, 0, bytes);
                 direct
                     .exchange_or_cool(parts, passed.as_ref().map(|(d, _)| d.as_fd()), timeout)
-                    .inspect_err(|_| self.reopen(opened))?
+                    .inspect_err(|_| self.carry_again(carried))?
             };
             let _decode = trace::span(Kind::Serialise, 0, 0, message.len() as u64);
             return match shared {
@@ -289,7 +297,7 @@ impl Client {
             };
         }
         let header = self.header(call.seq, request);
-        let opened = header.opened.clone();
+        let carried = Carried::of(&header);
         let query = self.query(header, payload, timeout);
         drop(serialise);
         let reply = {
@@ -297,16 +305,16 @@ impl Client {
             query.wait().map_err(|e| format!("zenoh refused the query: {e}"))?.recv().ok()
         };
         let _decode = trace::span(Kind::Serialise, 0, 0, 0);
-        answer(reply, timeout).inspect_err(|_| self.reopen(opened))
+        answer(reply, timeout).inspect_err(|_| self.carry_again(carried))
     }
 
     /// [`exchange`](Self::exchange) without blocking a thread.
     async fn exchange_async(&self, seq: u64, request: Request, payload: Option<Bytes>, timeout: Duration) -> Exchange {
         let header = self.header(seq, request);
-        let opened = header.opened.clone();
+        let carried = Carried::of(&header);
         let replies =
             self.query(header, payload, timeout).await.map_err(|e| format!("zenoh refused the query: {e}"))?;
-        answer(replies.recv_async().await.ok(), timeout).inspect_err(|_| self.reopen(opened))
+        answer(replies.recv_async().await.ok(), timeout).inspect_err(|_| self.carry_again(carried))
     }
 
     /// The query carrying `header` (and the payload after it), answered within `timeout`.

@@ -34,7 +34,8 @@
 //! Layout: `connect` (reaching a node, the hello, opening the session), `exchange` (one request
 //! and its reply: numbering, retries, the lateness rule), `waits` (sliced waits and readiness
 //! futures), `sends` (requests sent without waiting for their replies), `close` (ending the
-//! session, early or by closing the client).
+//! session, early or by closing the client), `push` (prefetch caches and the answers they
+//! report), `consumes` (consumes deferred into the next request).
 //!
 //! The rules of numbering, retries and reading a reply are the session protocol's
 //! (`stampede_wire::session`), pure and shared with the node; this module does the I/O around
@@ -65,6 +66,7 @@ use stampede_wire::{Handle, Hello, Op, Secret};
 
 mod close;
 mod connect;
+mod consumes;
 mod exchange;
 mod push;
 mod sends;
@@ -110,6 +112,8 @@ pub(crate) struct Client {
     /// none.
     prefetching: push::Prefetching,
     prefetch: crate::Prefetch,
+    /// Consumes deferred into the session's next request (`consumes.rs`).
+    consumes: consumes::Consumes,
 }
 
 impl Client {

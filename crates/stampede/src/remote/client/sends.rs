@@ -11,6 +11,7 @@ use stampede_wire::{encode, Op, Request};
 use zenoh::query::ConsolidationMode;
 use zenoh::Wait;
 
+use super::consumes::Carried;
 use super::{blocking, Client};
 
 /// Most requests sent without waiting (drops) whose replies are not yet waited for; one more
@@ -29,10 +30,10 @@ impl Client {
     fn send_now(&self, request: Request) {
         if let Some(direct) = self.direct_path() {
             let header = self.header(0, request);
-            let opened = header.opened.clone();
+            let carried = Carried::of(&header);
             // A send that fails is as one whose query fails: the node goes or is gone.
             if direct.send(&[&encode(&header)]).is_err() {
-                self.reopen(opened);
+                self.carry_again(carried);
             }
             return;
         }
