@@ -19,6 +19,7 @@ use stampede::{
 };
 
 use crate::process::START_TIMEOUT;
+use stampede_wire::CONSUME_DELAY_MAX;
 use crate::stats::elapsed_ns;
 use crate::BoxResult;
 
@@ -27,7 +28,8 @@ pub struct Skipping {
     pub gets: u64,
     /// Gets that found nothing new within their timeout.
     pub empty: u64,
-    /// Requests the display sent (gets that went to the node, consumes).
+    /// Requests the display's session sent while it read (gets that went to the node, consumes
+    /// sent on their own or carried by another request: `Runtime::requests_sent`).
     pub requests: u64,
     /// The node's report: notices, pushes, and pushes used.
     pub pushes: Pushes,
@@ -90,6 +92,7 @@ pub fn skipping(
         })
     };
     let read_every = Duration::from_secs_f64(1.0 / display_fps);
+    let sent_before = display_rt.requests_sent().unwrap_or(0);
     let origin = Instant::now();
     let mut got = Skipping {
         gets: 0,
@@ -120,12 +123,14 @@ pub fn skipping(
             got.age_ns.push(elapsed_ns(put_at));
         }
         input.consume_until(item.ts)?;
-        got.requests += 1;
         last = item.ts;
     }
     producer.join().map_err(|_| "the camera thread panicked")??;
+    // Deferred consumes go on their own within their bound: counted, before the graph's request
+    // (which would carry them) is sent.
+    thread::sleep(CONSUME_DELAY_MAX * 2);
+    got.requests = display_rt.requests_sent().unwrap_or(0) - sent_before;
     got.pushes = pushes(&display_rt, &display);
-    got.requests += got.gets - got.pushes.used;
     Ok(got)
 }
 

@@ -211,6 +211,16 @@ impl Runtime {
         }
     }
 
+    /// How many requests this session has sent its node so far, each answered by one reply
+    /// (tries of a retried call count each; `None` when embedded): for measuring what prefetch and
+    /// deferred consumes save (docs/PREFETCH.md).
+    pub fn requests_sent(&self) -> Option<u64> {
+        match &self.0 {
+            Backend::Local(_) => None,
+            Backend::Remote(rt) => remote!(rt => Some(rt.requests_sent())),
+        }
+    }
+
     /// The user this runtime connected as (`ConnectOptions::user`); `None` when embedded or
     /// connected without one.
     pub fn user(&self) -> Option<&str> {

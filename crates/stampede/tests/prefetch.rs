@@ -231,4 +231,8 @@ fn a_deferred_consume_reaches_the_node_without_another_request() {
         thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(frames.stats().live_items, 0, "every item consumed is reclaimed: {:?}", frames.stats());
+    // What a session sent is counted (what the prefetch benchmark reports), a request each call.
+    let before = rt.requests_sent();
+    rt.stats();
+    assert_eq!(rt.requests_sent(), before.map(|sent| sent + 1), "one request for the stats");
 }

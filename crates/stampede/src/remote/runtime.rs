@@ -125,6 +125,11 @@ impl RemoteRuntime {
         self.client.node()
     }
 
+    /// Requests sent to the node so far (see `Runtime::requests_sent`).
+    pub fn requests_sent(&self) -> u64 {
+        self.client.requests_sent()
+    }
+
     /// The endpoint this client connected to.
     pub fn endpoint(&self) -> &str {
         self.client.endpoint()

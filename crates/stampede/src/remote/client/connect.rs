@@ -106,6 +106,7 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
         prefetching: super::push::Prefetching::new(liveliness_timeout),
         prefetch: options.prefetch,
         consumes: Default::default(),
+        sent: Default::default(),
     };
     let (user, password) = match &options.user {
         Some(credentials) => (Some(credentials.user.clone()), Some(credentials.password.clone())),

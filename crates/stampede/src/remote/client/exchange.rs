@@ -35,7 +35,8 @@ type Exchange = std::result::Result<(Reply, Bytes), String>;
 impl Client {
     /// The header of request `seq` (0: not numbered) of this session, acknowledging the replies
     /// read since the last header said so, with the session's floor (its lowest call under way)
-    /// and the answers its prefetch caches gave since the last header (`push.rs`).
+    /// the answers its prefetch caches gave since the last header (`push.rs`) and the consumes
+    /// deferred since (`consumes.rs`).
     pub(super) fn header(&self, seq: u64, request: Request) -> RequestHeader {
         let secret = self.secret.get().copied().unwrap_or_default();
         let (acks, floor) = {
@@ -43,6 +44,8 @@ impl Client {
             (protocol.acks(), protocol.floor())
         };
         let (opened, consumed) = (self.take_opened(), self.take_consumed());
+        // Every header built is sent once (a try, a send, an open or a close).
+        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         RequestHeader {
             seq,
             acks,

@@ -46,7 +46,7 @@
 //! [`REQUEST_RETRIES`]: stampede_wire::session::REQUEST_RETRIES
 //! [`LEASE_SHARE`]: stampede_wire::session::LEASE_SHARE
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -114,12 +114,19 @@ pub(crate) struct Client {
     prefetch: crate::Prefetch,
     /// Consumes deferred into the session's next request (`consumes.rs`).
     consumes: consumes::Consumes,
+    /// Requests sent so far (every try, and sends), each built by [`header`](Self::header).
+    sent: AtomicU64,
 }
 
 impl Client {
     /// The node's name.
     pub(crate) fn node(&self) -> &str {
         &self.hello.node
+    }
+
+    /// Requests sent so far: every request built, sent once.
+    pub(crate) fn requests_sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
     }
 
     /// The endpoint this client connected to.
