@@ -19,9 +19,9 @@ use stampede::{
 };
 
 use crate::process::START_TIMEOUT;
-use stampede_wire::CONSUME_DELAY_MAX;
 use crate::stats::elapsed_ns;
 use crate::BoxResult;
+use stampede_wire::CONSUME_DELAY_MAX;
 
 /// What one skipping reader did.
 pub struct Skipping {

@@ -24,7 +24,7 @@ use stampede_core::{
     Error, ErrorKind, Handle, MoveProof, Op, Outcome, Peer, Prefetch, PushCache, Retention, Selector, Timestamp,
     INFINITY,
 };
-use stampede_wire::session::deferred::due_us;
+use stampede_wire::session::deferred::{due_us, worth_deferring};
 use stampede_wire::session::{cache_may_answer, Call, ClientSession, Deferred};
 use stampede_wire::{
     decode_push, Consumed, ItemHeader, Opened, PushEvent, PushOrder, Request, Secret, WireOutcome, OPENED_MAX,
@@ -98,6 +98,8 @@ pub(super) struct Conn {
     /// Its consumes deferred into the session's next request (the client's rule:
     /// `stampede_wire::session::Deferred`).
     pub(super) consumed: Deferred<u64>,
+    /// When its reader last consumed (µs): only one that consumes often defers.
+    last_consume_us: Option<u64>,
 }
 
 impl Conn {
@@ -119,6 +121,7 @@ impl Conn {
             push_order: PushOrder::default(),
             opened: Vec::new(),
             consumed: Deferred::default(),
+            last_consume_us: None,
         }
     }
 
@@ -368,9 +371,14 @@ impl SimClient {
         }
         let conn = self.conn.as_mut()?;
         let mut full = false;
-        if let (Some(held), Some(connection)) = (self.held.take(), conn.connection) {
-            conn.cache.seen(held.ts);
-            full = conn.consumed.defer(Consumed { connection, ts: held.ts, until: true }, now);
+        if let (Some(held), Some(connection)) = (self.held.clone(), conn.connection) {
+            let since = conn.last_consume_us.replace(now).map(|at| Duration::from_micros(now.saturating_sub(at)));
+            // Otherwise the item held is consumed by a request of its own (`next_request`).
+            if worth_deferring(since) {
+                self.held = None;
+                conn.cache.seen(held.ts);
+                full = conn.consumed.defer(Consumed { connection, ts: held.ts, until: true }, now);
+            }
         }
         let due = conn.consumed.since().is_some_and(|since| now >= due_us(since));
         if !(full || due) {

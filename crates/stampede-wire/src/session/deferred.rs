@@ -6,7 +6,9 @@
 //! before anything the client asks later; a consume waits at most [`CONSUME_DELAY_MAX`] after
 //! the oldest deferred one (the client sends them then, whatever its application does); holding
 //! [`CONSUMED_MAX`] the client sends them at once; consumes an exchange carried that failed are
-//! deferred again, before newer ones, in their order. Generic over the caller's clock `T`.
+//! deferred again, before newer ones, in their order; only a connection that consumes more often
+//! than every half [`CONSUME_DELAY_MAX`] defers ([`worth_deferring`]). Generic over the caller's
+//! clock `T`.
 
 use crate::request::{Consumed, CONSUMED_MAX, CONSUME_DELAY_MAX};
 
@@ -75,6 +77,16 @@ impl<T: Copy + Ord> Deferred<T> {
     }
 }
 
+/// Whether a consume is deferred, the connection's previous one made `since_previous` before
+/// (`None`: it is its first): only when consumes come more often than every half
+/// [`CONSUME_DELAY_MAX`]. A slower reader would send each consume alone all the same — nothing
+/// saved — and its cache answers, which ride with them, would reach the node's tape late: the
+/// node predicts the reader's next get from it (`stampede_core::prefetch::Pusher`), and pushes
+/// frames it will skip when its latest reads are not heard of yet.
+pub fn worth_deferring(since_previous: Option<std::time::Duration>) -> bool {
+    since_previous.is_some_and(|since| since < CONSUME_DELAY_MAX / 2)
+}
+
 /// When consumes deferred since `since` must be sent, on a clock counting from an origin in
 /// microseconds (the simulation's).
 pub fn due_us(since: u64) -> u64 {
@@ -113,5 +125,13 @@ mod tests {
         assert_eq!(deferred.take().len(), CONSUMED_MAX);
         assert_eq!(deferred.take(), vec![consume(CONSUMED_MAX as i64)]);
         assert_eq!(due_us(5), 5 + CONSUME_DELAY_MAX.as_micros() as u64);
+    }
+
+    #[test]
+    fn only_a_reader_faster_than_half_the_delay_defers() {
+        assert!(!worth_deferring(None));
+        assert!(worth_deferring(Some(CONSUME_DELAY_MAX / 3)));
+        assert!(!worth_deferring(Some(CONSUME_DELAY_MAX / 2)));
+        assert!(!worth_deferring(Some(CONSUME_DELAY_MAX)));
     }
 }

@@ -26,6 +26,7 @@ use crate::remote::connection::{container_handle, item, Link};
 use crate::remote::runtime::unexpected;
 use crate::remote::task::RemoteTask;
 use stampede_core::Prefetch;
+use stampede_wire::session::deferred::worth_deferring;
 use stampede_wire::{Consumed, Op, Outcome, WireOutcome};
 
 container_handle!(RemoteChannel, "channel");
@@ -82,7 +83,8 @@ impl RemoteChannel {
         // Only where no producer can wait for the room a consume makes (docs/PREFETCH.md).
         let limits = self.limits();
         let defers = cache.is_some() && limits.capacity.is_none() && limits.bytes_max.is_none();
-        Ok(RemoteChannelInput { link, got: Mutex::default(), cache, asking: AtomicUsize::new(0), defers })
+        let last_consume = Mutex::default();
+        Ok(RemoteChannelInput { link, got: Mutex::default(), cache, asking: AtomicUsize::new(0), defers, last_consume })
     }
 
     pub(crate) fn attach_output(&self, task: &RemoteTask) -> Result<RemoteChannelOutput> {
@@ -212,8 +214,10 @@ pub(crate) struct RemoteChannelInput {
     /// (the node may be giving one of them the item the cache holds).
     asking: AtomicUsize,
     /// Whether its consumes of items its gets returned ride on the session's next request
-    /// (prefetch on, a channel without bounds: `remote/client/consumes.rs`).
+    /// (prefetch on, a channel without bounds: `remote/client/consumes.rs`), and when it last
+    /// consumed (only a connection that consumes often defers).
     defers: bool,
+    last_consume: Mutex<Option<std::time::Instant>>,
 }
 
 impl RemoteChannelInput {
@@ -322,12 +326,19 @@ impl RemoteChannelInput {
         let request = Op::Consume { connection: self.link.id, ts };
         self.seen(ts);
         if self.got.lock().remove(&ts) {
-            if self.defers {
+            if self.defers_now() {
                 return self.defer(Consumed { connection: self.link.id, ts, until: false });
             }
             return self.link.send(request);
         }
         self.link.done(request)
+    }
+
+    /// Whether a consume made now is deferred (`stampede_wire::session::deferred::worth_deferring`).
+    fn defers_now(&self) -> bool {
+        let now = std::time::Instant::now();
+        let previous = self.last_consume.lock().replace(now);
+        self.defers && worth_deferring(previous.map(|at| now.saturating_duration_since(at)))
     }
 
     /// Defers a consume into the session's next request (`remote/client/consumes.rs`).
@@ -344,7 +355,7 @@ impl RemoteChannelInput {
         // One that names an item a get returned is deferred where consumes are: a later request
         // of this client applies it first, so nothing it reads can tell it from one sent now.
         let names_got = self.got.lock().range(ts..).next().is_some();
-        if self.defers && names_got {
+        if names_got && self.defers_now() {
             self.defer(Consumed { connection: self.link.id, ts, until: true })?;
         } else {
             self.link.done(Op::ConsumeUntil { connection: self.link.id, ts })?;
