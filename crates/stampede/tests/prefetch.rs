@@ -231,6 +231,7 @@ fn a_deferred_consume_reaches_the_node_without_another_request() {
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while frames.stats().live_items > 0 && std::time::Instant::now() < deadline {
+        // The node's reclaim has no signal to another client: polled, bounded by the deadline.
         thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(frames.stats().live_items, 0, "every item consumed is reclaimed: {:?}", frames.stats());

@@ -16,19 +16,17 @@
 //! latest request whose reply was read (`stampede_wire::session::cache_may_answer`) — and the
 //! answers ride on the session's next request (`RequestHeader::opened`).
 
+mod prefetch;
+
 use bytes::Bytes;
 use stampede_core::mesh::MoveId;
-use std::time::Duration;
 
 use stampede_core::{
     Error, ErrorKind, Handle, MoveProof, Op, Outcome, Peer, Prefetch, PushCache, Retention, Selector, Timestamp,
     INFINITY,
 };
-use stampede_wire::session::deferred::{due_us, worth_deferring};
-use stampede_wire::session::{cache_may_answer, Call, ClientSession, Deferred};
-use stampede_wire::{
-    decode_push, Consumed, ItemHeader, Opened, PushEvent, PushOrder, Request, Secret, WireOutcome, OPENED_MAX,
-};
+use stampede_wire::session::{Call, ClientSession, Deferred};
+use stampede_wire::{decode_push, Consumed, ItemHeader, Opened, PushEvent, PushOrder, Request, Secret, WireOutcome};
 
 /// The channel and the queue every client uses.
 pub(super) const CHANNEL: &str = "sim/frames";
@@ -360,54 +358,6 @@ impl SimClient {
         }
         let (request, payload, purpose) = self.next_request(wait_us);
         Next::Call { side: Side::Containers, request, payload, purpose }
-    }
-
-    /// A prefetching reader's consume of the item it holds, deferred into the session's next
-    /// request (a channel without bounds, as the client does); the deferred consumes as a request
-    /// of their own once the oldest is due or the bound is held.
-    fn defer_consume(&mut self, now: u64) -> Option<Next> {
-        if !self.prefetching || self.role != Role::ChannelReader {
-            return None;
-        }
-        let conn = self.conn.as_mut()?;
-        let mut full = false;
-        if let (Some(held), Some(connection)) = (self.held.clone(), conn.connection) {
-            let since = conn.last_consume_us.replace(now).map(|at| Duration::from_micros(now.saturating_sub(at)));
-            // Otherwise the item held is consumed by a request of its own (`next_request`).
-            if worth_deferring(since) {
-                self.held = None;
-                conn.cache.seen(held.ts);
-                full = conn.consumed.defer(Consumed { connection, ts: held.ts, until: true }, now);
-            }
-        }
-        let due = conn.consumed.since().is_some_and(|since| now >= due_us(since));
-        if !(full || due) {
-            return None;
-        }
-        let newest = conn.consumed.pop()?;
-        let request = Request::Op(newest.op());
-        Some(Next::Call { side: Side::Containers, request, payload: Vec::new(), purpose: Purpose::SendConsumes })
-    }
-
-    /// The cache's answer to a prefetching reader's next get at `now`, if the rules allow one:
-    /// the session open and heard from within the lease's share, room to report the answer, and
-    /// the cache's own rule.
-    fn cached(&mut self, now: u64) -> Option<Next> {
-        if !self.prefetching || self.held.is_some() {
-            return None;
-        }
-        let conn = self.conn.as_mut()?;
-        let connection = conn.connection?;
-        let since = Duration::from_micros(now.saturating_sub(conn.heard_at?));
-        let lease = conn.protocol.lease();
-        if conn.ended || conn.closed || !cache_may_answer(lease, since) || conn.opened.len() >= OPENED_MAX {
-            return None;
-        }
-        let (ts, (item, payload)) = conn.cache.newest_unseen()?;
-        conn.opened.push(Opened { connection, ts, ago_us: 0 });
-        self.progress += 1;
-        self.held = Some(Held { seq: None, ts });
-        Some(Next::Cached { connection, item, payload })
     }
 
     /// The next request on the containers' session, with its payload and purpose.

@@ -1,0 +1,62 @@
+//! A prefetching reader of the simulation, as the client's rules make it (docs/PREFETCH.md): its
+//! cache's answers (`stampede_core::PushCache`, within `cache_may_answer`'s share of the lease,
+//! reported by the next request) and its consumes deferred into the next request
+//! (`stampede_wire::session::Deferred`, only when it consumes often, sent on their own once due).
+
+use std::time::Duration;
+
+use stampede_wire::session::cache_may_answer;
+use stampede_wire::session::deferred::{due_us, worth_deferring};
+use stampede_wire::{Consumed, Opened, Request, OPENED_MAX};
+
+use super::{Held, Next, Purpose, Role, Side, SimClient};
+
+impl SimClient {
+    /// A prefetching reader's consume of the item it holds, deferred into the session's next
+    /// request (a channel without bounds, as the client does); the deferred consumes as a request
+    /// of their own once the oldest is due or the bound is held.
+    pub(super) fn defer_consume(&mut self, now: u64) -> Option<Next> {
+        if !self.prefetching || self.role != Role::ChannelReader {
+            return None;
+        }
+        let conn = self.conn.as_mut()?;
+        let mut full = false;
+        if let (Some(held), Some(connection)) = (self.held.clone(), conn.connection) {
+            let since = conn.last_consume_us.replace(now).map(|at| Duration::from_micros(now.saturating_sub(at)));
+            // Otherwise the item held is consumed by a request of its own (`next_request`).
+            if worth_deferring(since) {
+                self.held = None;
+                conn.cache.seen(held.ts);
+                full = conn.consumed.defer(Consumed { connection, ts: held.ts, until: true }, now);
+            }
+        }
+        let due = conn.consumed.since().is_some_and(|since| now >= due_us(since));
+        if !(full || due) {
+            return None;
+        }
+        let newest = conn.consumed.pop()?;
+        let request = Request::Op(newest.op());
+        Some(Next::Call { side: Side::Containers, request, payload: Vec::new(), purpose: Purpose::SendConsumes })
+    }
+
+    /// The cache's answer to a prefetching reader's next get at `now`, if the rules allow one:
+    /// the session open and heard from within the lease's share, room to report the answer, and
+    /// the cache's own rule.
+    pub(super) fn cached(&mut self, now: u64) -> Option<Next> {
+        if !self.prefetching || self.held.is_some() {
+            return None;
+        }
+        let conn = self.conn.as_mut()?;
+        let connection = conn.connection?;
+        let since = Duration::from_micros(now.saturating_sub(conn.heard_at?));
+        let lease = conn.protocol.lease();
+        if conn.ended || conn.closed || !cache_may_answer(lease, since) || conn.opened.len() >= OPENED_MAX {
+            return None;
+        }
+        let (ts, (item, payload)) = conn.cache.newest_unseen()?;
+        conn.opened.push(Opened { connection, ts, ago_us: 0 });
+        self.progress += 1;
+        self.held = Some(Held { seq: None, ts });
+        Some(Next::Cached { connection, item, payload })
+    }
+}
