@@ -21,6 +21,10 @@
 //!   cannot take the places of proven ones, and each is closed at its deadline.
 //! - At most [`CONNECTIONS_PER_SESSION`] × `sessions_max` proven connections at once; past it the
 //!   first request of a new one is refused (`Unreachable`) and the connection closed.
+//! - A connection on the Unix socket whose request is `Request::Pushes` of a live session (its
+//!   secret checked) becomes that session's stream of push events (`push.rs`): answered `Done`,
+//!   then only written to; one per session (a newer one replaces it), ending with the session.
+//!   It no longer counts among the proven connections.
 //! - Not offered on a node with TLS: a `tls/` or `quic/` client's requests stay on TLS.
 //! - The listeners and connections end with the node's worker threads ([`crate::Node::close`]).
 
@@ -248,6 +252,15 @@ async fn connection<S: Transport>(node: &Weak<NodeShared>, mut stream: S, place:
         }
         read_rest(&mut stream, &mut message, length).await?;
         shared.direct_requests.fetch_add(1, Ordering::Relaxed);
+        if let Some(pushes) = serve::pushes_to(&shared, &message).filter(|_| S::PASSES_SEGMENTS) {
+            // The connection becomes the session's stream of push events (`push.rs`).
+            let answer = pushes.as_ref().map_or_else(serve::refusal, |_| serve::accepted());
+            write_answer(&mut stream, &answer).await?;
+            if let (Ok(session), Some(unix)) = (pushes, stream.into_unix()) {
+                crate::push::stream_to(&session, unix);
+            }
+            return Ok(());
+        }
         let answer = match descriptor.map(|d| shared::map(d, shared.options.payload_bytes_max)).transpose() {
             Ok(passed) => serve::answer(&shared, &message, passed).await,
             Err(reason) => {
@@ -317,6 +330,11 @@ async fn read_rest<S: Transport>(stream: &mut S, message: &mut Vec<u8>, length: 
     Ok(())
 }
 
+/// Writes a push event, `answer`, on a session's stream of them (`push.rs`), as a reply.
+pub(crate) async fn write_event(stream: &mut tokio::net::UnixStream, answer: &Answer) -> std::io::Result<()> {
+    write_answer(stream, answer).await
+}
+
 /// Writes `answer` as one frame. On a Unix socket an item's payload that is a shared-memory
 /// segment is passed as one instead of written.
 async fn write_answer<S: Transport>(stream: &mut S, answer: &Answer) -> std::io::Result<()> {
@@ -359,6 +377,9 @@ trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
     /// Reads a frame's length, with the segment passed with it, if any.
     fn read_prefix(&mut self) -> impl Future<Output = std::io::Result<(usize, Option<OwnedFd>)>> + Send + '_;
 
+    /// The connection as a Unix socket (`None`: it is another kind).
+    fn into_unix(self) -> Option<tokio::net::UnixStream>;
+
     /// Sends the start of `parts` with `passed`: how many bytes went.
     fn send_with<'a>(
         &'a mut self,
@@ -379,6 +400,10 @@ impl Transport for tokio::net::TcpStream {
     async fn send_with(&mut self, _: &[&[u8]], _: Arc<OwnedFd>) -> std::io::Result<usize> {
         Err(std::io::Error::other("a shared-memory segment cannot pass on TCP"))
     }
+
+    fn into_unix(self) -> Option<tokio::net::UnixStream> {
+        None
+    }
 }
 
 impl Transport for tokio::net::UnixStream {
@@ -396,5 +421,9 @@ impl Transport for tokio::net::UnixStream {
 
     async fn send_with(&mut self, parts: &[&[u8]], passed: Arc<OwnedFd>) -> std::io::Result<usize> {
         self.async_io(Interest::WRITABLE, || shared::send_with(&*self, parts, passed.as_fd())).await
+    }
+
+    fn into_unix(self) -> Option<tokio::net::UnixStream> {
+        Some(self)
     }
 }

@@ -9,6 +9,12 @@
 //! the queue takes to drain). The sender publishes reliably, one event at a time, numbered (a
 //! client that finds a number missing — lost on the fabric — forgets as for a reset); it ends
 //! with its session (its queue's last sender dropped). A session never pushed to costs nothing.
+//! Where the session's client opened a stream of push events on the node's direct Unix socket
+//! (`Request::Pushes`, `direct.rs`), the sender writes the events there instead, in the same
+//! order and numbering, a large pushed item that is a shared-memory segment passed as its
+//! descriptor; a write that fails or takes longer than [`STREAM_WRITE_MAX`] closes the stream, and
+//! the events go on the fabric again (the client finds the number it missed and forgets, as for a
+//! reset).
 //! A cache's answers reported in a request's header (`RequestHeader::opened`) are applied before
 //! the request runs: each item opened on its connection, and counted on its tape as a get.
 
@@ -22,16 +28,20 @@ use stampede_core::{Handle, Op, Selector, Timestamp};
 use stampede_engine::session::Connection;
 use stampede_wire::{encode, fabric, ItemHeader, Opened, PushEvent};
 use tokio::sync::mpsc;
-use zenoh::bytes::ZBytes;
 use zenoh::qos::CongestionControl;
 
 use crate::desk::Desk;
 use crate::node::NodeShared;
 use crate::readers::Push;
+use crate::serve::Answer;
 use crate::session::Session;
 
 /// Most push events queued for one session; past it events are dropped and a reset follows.
 pub const PUSH_QUEUE_MAX: usize = 64;
+
+/// Longest a session's sender waits to write one event on its stream (a client that stopped
+/// reading): past it the stream is closed and the events go on the fabric.
+pub const STREAM_WRITE_MAX: Duration = Duration::from_secs(1);
 
 /// A session's queue of push events and its sender, once something was pushed to it.
 #[derive(Default)]
@@ -39,6 +49,14 @@ pub(crate) struct Pushing {
     queue: Mutex<Option<mpsc::Sender<Push>>>,
     /// Set when an event was dropped, cleared when the reset went out.
     dropped: Arc<AtomicBool>,
+    /// A stream of events the client opened on the direct path, until the sender takes it.
+    stream: Arc<Mutex<Option<tokio::net::UnixStream>>>,
+}
+
+/// `stream`, a direct connection of `session`'s client, carries its push events from now on (a
+/// stream it opened before is closed).
+pub(crate) fn stream_to(session: &Session, stream: tokio::net::UnixStream) {
+    *session.pushing.stream.lock() = Some(stream);
 }
 
 /// Sends what the put at `ts` through output connection `connection` of `session` means for
@@ -84,7 +102,8 @@ fn queue(node: &Arc<NodeShared>, session: &Session, pushes: Vec<Push>) {
     let sender = queue.get_or_insert_with(|| {
         let (sender, events) = mpsc::channel(PUSH_QUEUE_MAX);
         let key = fabric::push_key(&node.options.name, &session.id);
-        tokio::spawn(send(node.zenoh.clone(), key, events, session.pushing.dropped.clone()));
+        let (dropped, stream) = (session.pushing.dropped.clone(), session.pushing.stream.clone());
+        tokio::spawn(send(Fabric { zenoh: node.zenoh.clone(), key, stream }, events, dropped));
         sender
     });
     for push in pushes {
@@ -94,35 +113,60 @@ fn queue(node: &Arc<NodeShared>, session: &Session, pushes: Vec<Push>) {
     }
 }
 
-/// Publishes a session's events in order until its queue closes.
-async fn send(zenoh: zenoh::Session, key: String, mut events: mpsc::Receiver<Push>, dropped: Arc<AtomicBool>) {
+/// Where a session's events go: its stream on the direct path while it has one, else its key on
+/// the fabric.
+struct Fabric {
+    zenoh: zenoh::Session,
+    key: String,
+    /// Where the client's stream arrives; taken from there into `open`.
+    stream: Arc<Mutex<Option<tokio::net::UnixStream>>>,
+}
+
+/// Sends a session's events in order until its queue closes.
+async fn send(mut to: Fabric, mut events: mpsc::Receiver<Push>, dropped: Arc<AtomicBool>) {
     let mut seq = 0;
     let mut numbered = || {
         seq += 1;
         seq - 1
     };
+    let mut open = None;
     while let Some(push) = events.recv().await {
         let (header, payload) = event(&push, numbered());
-        let mut writer = ZBytes::writer();
-        writer.append(ZBytes::from(header));
-        if let Some(payload) = payload {
-            writer.append(ZBytes::from(payload));
-        }
-        let message = writer.finish();
-        if publish(&zenoh, &key, message).await.is_err() {
+        if to.publish(&mut open, header, payload).await.is_err() {
             return;
         }
-        if dropped.swap(false, Ordering::SeqCst)
-            && publish(&zenoh, &key, ZBytes::from(encode(&PushEvent::Reset { seq: numbered() }))).await.is_err()
-        {
-            return;
+        if dropped.swap(false, Ordering::SeqCst) {
+            let reset = encode(&PushEvent::Reset { seq: numbered() });
+            if to.publish(&mut open, reset, None).await.is_err() {
+                return;
+            }
         }
     }
 }
 
-/// Publishes one event reliably (waiting for room: only this session's sender waits).
-async fn publish(zenoh: &zenoh::Session, key: &str, message: ZBytes) -> zenoh::Result<()> {
-    zenoh.put(key, message).congestion_control(CongestionControl::Block).await
+impl Fabric {
+    /// Sends one event: on the session's stream (`open`, or one that arrived since), or else
+    /// reliably on the fabric (waiting for room: only this session's sender waits). `Err`: the
+    /// fabric is gone.
+    async fn publish(
+        &mut self,
+        open: &mut Option<tokio::net::UnixStream>,
+        header: Vec<u8>,
+        payload: Option<Bytes>,
+    ) -> zenoh::Result<()> {
+        if let Some(arrived) = self.stream.lock().take() {
+            *open = Some(arrived);
+        }
+        let answer = Answer { header, payloads: payload.into_iter().collect() };
+        if let Some(stream) = open.as_mut() {
+            match tokio::time::timeout(STREAM_WRITE_MAX, crate::direct::write_event(stream, &answer)).await {
+                Ok(Ok(())) => return Ok(()),
+                // The client went or stopped reading: the fabric carries this event and the next.
+                _ => *open = None,
+            }
+        }
+        self.zenoh.put(&self.key, answer.message()).congestion_control(CongestionControl::Block).await
+    }
 }
 
 /// Applies the cache answers a request of `session` reported: each item opened on its connection

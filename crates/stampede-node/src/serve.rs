@@ -72,6 +72,11 @@ pub(crate) async fn answer(node: &Arc<NodeShared>, message: &[u8], passed: Optio
     Answer { header: encode(&reply), payloads }
 }
 
+/// The reply accepting a request that never reached [`serve`] (a stream of push events).
+pub(crate) fn accepted() -> Answer {
+    Answer { header: encode(&done().0), payloads: Vec::new() }
+}
+
 /// The reply refusing a request that never reached [`serve`] (a frame out of bounds).
 pub(crate) fn refusal(e: &Error) -> Answer {
     Answer { header: encode(&Reply::Error(WireError::from(e))), payloads: Vec::new() }
@@ -104,6 +109,10 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
             }
             Ok(done())
         }
+        Request::Pushes => {
+            let reason = "a stream of push events opens only on the node's direct Unix socket".into();
+            Err(Error::InvalidArgument { op: "prefetch", name: node.options.name.clone(), reason })
+        }
         Request::Op(_) if header.opened.len() > OPENED_MAX => {
             Err(refuse(format!("{} cache answers in one request (at most {OPENED_MAX})", header.opened.len())))
         }
@@ -127,6 +136,14 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
             }
         },
     }
+}
+
+/// The live session of this node whose request `message` asks for its stream of push events
+/// (`Request::Pushes`, with the session's secret): `None` for any other request; `Err` when the
+/// session is not this node's or not live.
+pub(crate) fn pushes_to(node: &NodeShared, message: &[u8]) -> Option<Result<Arc<Session>>> {
+    let header = decode_request_head(message).ok().filter(|header| header.request == Request::Pushes)?;
+    Some(node.desk.proven(&header.session, &header.secret).ok_or_else(|| session::closed(&header.session)))
 }
 
 /// Whether the request whose message starts with `head` comes from a live session of this node

@@ -10,10 +10,10 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use stampede::{ConnectOptions, Container, Error, Limits, Payload, INFINITY};
+use stampede::{ConnectOptions, Container, Error, InputOptions, Limits, Payload, Prefetch, INFINITY};
 use stampede_wire::shared::{self, SEALS, SHARED_BYTES_MIN};
 use stampede_wire::{decode_reply, encode, Op, Reply, Request, RequestHeader, FRAME_LENGTH_BYTES};
-use support::{raw_connection, with_watchdog, TestNode, CONNECT_TIMEOUT};
+use support::{direct_connection, raw_connection, with_watchdog, TestNode, CONNECT_TIMEOUT};
 
 /// A 6 MB frame, a borrowed one copied in, a small one and a queue's item from one client to
 /// another on the node's host: the large ones arrive as segments (what the getter holds is a mapping it was
@@ -106,6 +106,50 @@ fn a_large_item_is_passed_as_shared_memory_from_putter_to_getter() {
     })
 }
 
+/// A large frame pushed to a reader with prefetch reaches its cache on the direct path as a
+/// shared-memory segment (the cache's answer maps the segment the producer put: no copy on the
+/// way); a reader whose requests are zenoh queries is pushed the same bytes through the fabric.
+#[test]
+fn a_large_pushed_item_reaches_the_cache_as_a_segment() {
+    with_watchdog("a_large_pushed_item_reaches_the_cache_as_a_segment", || {
+        let node = TestNode::new();
+        let producer = node.client();
+        let frames = producer.create_channel("frames", Limits::unbounded()).unwrap();
+        let mut ts = producer.ts_min();
+        let writer = producer.task(ts).unwrap();
+        let out = writer.attach_output(&frames).unwrap();
+        let frame: Vec<u8> = (0..2 * SHARED_BYTES_MIN as u32).map(|i| (i % 241) as u8).collect();
+        let newest = InputOptions { prefetch: Some(Prefetch::Newest), ..InputOptions::default() };
+        let zenoh_only = ConnectOptions { timeout: Some(CONNECT_TIMEOUT), zenoh_only: true, ..Default::default() };
+        let readers = [(node.client(), true), (stampede::connect_with(&node.endpoint, &zenoh_only).unwrap(), false)];
+        for (rt, passed) in &readers {
+            let reader = rt.task(INFINITY).unwrap();
+            let inp = reader.attach_input_with(&channel(rt, "frames"), newest).unwrap();
+            let answered = (0..20).find_map(|_| {
+                out.put(ts, frame.clone()).unwrap();
+                ts += 1;
+                // Time for the push to arrive (a get before it asks the node, and the loop goes on).
+                std::thread::sleep(Duration::from_millis(50));
+                let before = used(rt, &reader);
+                let item = inp.get(stampede::NEWEST_UNSEEN, Some(CONNECT_TIMEOUT)).unwrap();
+                inp.consume_until(item.ts).unwrap();
+                (used(rt, &reader) > before).then_some(item)
+            });
+            let item = answered.expect("a get answered by the cache within 20 frames");
+            assert_eq!(item.data().as_ref(), &frame[..], "the frame put");
+            assert_eq!(shared::descriptor(item.data()).is_some(), *passed, "a segment on the direct path only");
+        }
+    })
+}
+
+/// Gets the node counts as answered by `task`'s input connection's cache.
+fn used(rt: &stampede::Runtime, task: &stampede::Task) -> u64 {
+    let graph = rt.graph().unwrap();
+    let view = graph.tasks.iter().find(|t| t.id == task.id()).expect("the task is in the graph");
+    let input = view.connections.iter().find(|c| c.kind == stampede::ConnectionKind::Input).expect("its input");
+    input.prefetch.map_or(0, |pushes| pushes.used)
+}
+
 /// Sends `message` as a frame with `passed` descriptors; `None` when the node ended the
 /// connection, else its reply.
 fn exchange(stream: &mut UnixStream, message: &[u8], passed: &[&OwnedFd]) -> Option<Reply> {
@@ -166,12 +210,13 @@ fn channel(rt: &stampede::Runtime, name: &str) -> stampede::Channel {
 /// the same connection: another kind of file, a memfd without the seals (its sender could
 /// change or shrink it under readers), one larger than the node's payload bound, one passed
 /// with a request that carries no payload or beside payload bytes. Two descriptors with one
-/// frame end the connection. The node serves on.
+/// frame end the connection; a stream of push events is refused to a session the node does not
+/// have. The node serves on.
 #[test]
 fn hostile_descriptors_get_typed_errors_and_the_node_serves_on() {
     with_watchdog("hostile_descriptors_get_typed_errors_and_the_node_serves_on", || {
         let node = TestNode::with(|options| options.payload_bytes_max = 1 << 20);
-        let (_, mut stream) = raw_connection(&node);
+        let (offered, mut stream) = raw_connection(&node);
         let put = |payload: &[u8]| {
             let request =
                 Request::Op(Op::Put { connection: 1, ts: 5, codec: "raw".into(), refcount: None, wait_us: 0 });
@@ -195,6 +240,12 @@ fn hostile_descriptors_get_typed_errors_and_the_node_serves_on() {
             other => panic!("a well-formed passed put of no session: Closed, got {other:?}"),
         }
         assert!(exchange(&mut stream, &put(b""), &[&sealed, &memfd(4096, SEALS)]).is_none(), "two descriptors");
+        // A stream of push events opens only for a live session of the node.
+        let pushes = encode(&RequestHeader::new("ab", [0; 16], Request::Pushes));
+        match exchange(&mut direct_connection(&offered), &pushes, &[]).map(error) {
+            Some(Some(Error::Closed { .. })) => {}
+            other => panic!("a stream of pushes for no session: Closed, got {other:?}"),
+        }
         let rt = node.client();
         let frames = rt.create_channel("after", Limits::unbounded()).unwrap();
         let out = rt.task(rt.ts_min()).unwrap().attach_output(&frames).unwrap();

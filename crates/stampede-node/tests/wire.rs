@@ -36,6 +36,7 @@ fn request() -> impl Strategy<Value = Request> {
         (proptest::option::of(text()), proptest::option::of(text()))
             .prop_map(|(user, password)| Request::Open { user, password }),
         Just(Request::Close),
+        Just(Request::Pushes),
         op().prop_map(Request::Op),
     ]
 }

@@ -171,6 +171,20 @@ pub fn decode_push(message: &[u8]) -> Result<(PushEvent, &[u8]), DecodeError> {
     Ok((event, payload))
 }
 
+/// [`decode_push`] for an event whose pushed payload came apart from `message` (a shared-memory
+/// segment passed on the direct path): `message` is the event alone, its item `passed_len` long.
+pub fn decode_push_passed(message: &[u8], passed_len: usize) -> Result<PushEvent, DecodeError> {
+    let (event, rest): (PushEvent, _) = decode(message)?;
+    match &event {
+        PushEvent::Put { notice, item: Some(item), .. }
+            if notice.pushed && item.ts == notice.ts && item.len == passed_len as u64 && rest.is_empty() =>
+        {
+            Ok(event)
+        }
+        _ => Err(DecodeError::Payload(format!("a passed push of {passed_len} bytes that its event does not declare"))),
+    }
+}
+
 fn decode<'a, T: Deserialize<'a>>(message: &'a [u8]) -> Result<(T, &'a [u8]), DecodeError> {
     let (&version, rest) = message.split_first().ok_or(DecodeError::Empty)?;
     if version != VERSION {

@@ -53,8 +53,8 @@ pub mod shared;
 pub mod values;
 
 pub use codec::{
-    decode_event, decode_name_event, decode_push, decode_reply, decode_reply_passed, decode_request,
-    decode_request_head, decode_request_passed, encode, DecodeError,
+    decode_event, decode_name_event, decode_push, decode_push_passed, decode_reply, decode_reply_passed,
+    decode_request, decode_request_head, decode_request_passed, encode, DecodeError,
 };
 pub use error::{WireError, KEPT_TEXTS_MAX, KEPT_TEXT_BYTES_MAX, TEXT_NOT_KEPT};
 pub use reply::{
@@ -82,5 +82,6 @@ pub use values::size;
 /// the node (`stampede_core::Tape`); 24: prefetch — an input connection's policy
 /// (`Op::AttachInput::prefetch`), the node's push events (`PushEvent`), and the items a request's
 /// header says the client's cache answered (`RequestHeader::opened`); 25: the consumes a
-/// request's header carries (`RequestHeader::consumed`).
-pub const VERSION: u8 = 25;
+/// request's header carries (`RequestHeader::consumed`); 26: push events on the direct path
+/// (`Request::Pushes`).
+pub const VERSION: u8 = 26;

@@ -129,6 +129,11 @@ pub enum Request {
     Open { user: Option<String>, password: Option<String> },
     /// Ends the session: its tasks are closed, its connections detached.
     Close,
+    /// Makes the direct connection that carries it (a Unix socket) the session's stream of push
+    /// events: the node answers `Done`, then writes each event there as a frame — a large pushed
+    /// item that is a shared-memory segment passed as a descriptor — instead of publishing it on
+    /// the fabric (docs/PREFETCH.md, "Pushes on the direct path"). Refused anywhere else.
+    Pushes,
     /// An operation on the node's runtime, run in the session (its handles are the session's).
     Op(Op),
 }
@@ -158,6 +163,7 @@ impl Request {
             Request::Hello => "hello",
             Request::Open { .. } => "connect",
             Request::Close => "close",
+            Request::Pushes => "prefetch",
             Request::Op(op) => op.name(),
         }
     }

@@ -277,7 +277,7 @@ impl SimNode {
         let refuse = |reason: String| Error::InvalidArgument { op: "request", name: "sim".into(), reason };
         let (header, payload) = decode_request(message).map_err(|e| refuse(e.to_string()))?;
         let served = match header.request {
-            Request::Hello => return Err(refuse("the simulation sends no hello".into())),
+            Request::Hello | Request::Pushes => return Err(refuse("the simulation sends neither".into())),
             Request::Open { .. } => {
                 let id = header.session.clone();
                 self.desk

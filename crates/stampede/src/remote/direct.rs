@@ -208,6 +208,24 @@ impl Direct {
         exchanged
     }
 
+    /// A connection of its own that the node makes this session's stream of push events:
+    /// `request` (a `Request::Pushes`) written, and the node's reply to it. `None`: not a Unix
+    /// socket, or the node could not be reached (the events then come on the fabric). The
+    /// connection is shut down with the others when the client closes.
+    pub(crate) fn open_stream(&self, request: &[u8]) -> Option<(EventStream, Bytes)> {
+        if !self.passes_segments() {
+            return None;
+        }
+        let mut connection = self.connect().ok()?;
+        match connection.write_frame(&[request], None).and_then(|()| connection.read_reply(QUERY_MARGIN)) {
+            Ok((reply, None)) => Some((EventStream { connection }, reply)),
+            _ => {
+                self.forget(connection.id);
+                None
+            }
+        }
+    }
+
     /// Whether frames on this path may pass shared-memory segments (the Unix socket).
     pub(crate) fn passes_segments(&self) -> bool {
         matches!(self.address, Address::Unix(_))
@@ -338,6 +356,22 @@ impl Direct {
     }
 }
 
+/// A session's stream of push events on the direct path ([`Direct::open_stream`]).
+pub(crate) struct EventStream {
+    connection: Connection,
+}
+
+impl EventStream {
+    /// The next event, waiting for it: its message, and the pushed item's payload when it was
+    /// passed as a shared-memory segment (mapped). `Err` once the stream ended (the node closed
+    /// it, or the client closed).
+    pub(crate) fn next(&mut self) -> std::io::Result<(Bytes, Option<Bytes>)> {
+        let (message, descriptor) = self.connection.read_frame(None)?;
+        let passed = descriptor.map(|d| shared::map(d, REPLY_BYTES_MAX)).transpose().map_err(std::io::Error::other)?;
+        Ok((message, passed))
+    }
+}
+
 impl Drop for Direct {
     fn drop(&mut self) {
         self.close();
@@ -399,7 +433,11 @@ impl Connection {
     fn read_reply(&mut self, timeout: Duration) -> std::io::Result<(Bytes, Option<OwnedFd>)> {
         // Zero would mean "no timeout" to the socket; the caller's timeout is never zero
         // (a wait slice plus the query margin), this only keeps it so.
-        let timeout = Some(timeout.max(Duration::from_millis(1)));
+        self.read_frame(Some(timeout.max(Duration::from_millis(1))))
+    }
+
+    /// Reads one frame, waiting at most `timeout` (`None`: for as long as it takes).
+    fn read_frame(&mut self, timeout: Option<Duration>) -> std::io::Result<(Bytes, Option<OwnedFd>)> {
         if self.read_timeout != timeout {
             self.stream.set_read_timeout(timeout)?;
             self.read_timeout = timeout;

@@ -22,7 +22,11 @@ use stampede_core::{Handle, PushCache};
 use stampede_wire::session::cache_may_answer;
 #[cfg(doc)]
 use stampede_wire::session::LEASE_SHARE;
-use stampede_wire::{decode_push, fabric, Opened, PushEvent, PushOrder, OPENED_MAX};
+use stampede_wire::{
+    decode_push, decode_push_passed, decode_reply, encode, fabric, Opened, PushEvent, PushOrder, Reply, Request,
+    RequestHeader, WireOutcome, OPENED_MAX,
+};
+use std::sync::atomic::Ordering;
 use zenoh::pubsub::Subscriber;
 use zenoh::Wait;
 
@@ -94,7 +98,7 @@ impl Client {
                 let declared = self
                     .zenoh()
                     .declare_subscriber(fabric::push_key(self.node(), &self.session))
-                    .callback(move |sample| routes.deliver(message(sample.payload())))
+                    .callback(move |sample| routes.deliver(message(sample.payload()), None))
                     .wait()
                     .map_err(|e| crate::Error::Unreachable {
                         op: "attach_input",
@@ -102,6 +106,7 @@ impl Client {
                         reason: format!("the prefetch subscriber could not start: {e}"),
                     })?;
                 *subscriber = Some(declared);
+                self.open_push_stream();
             }
         }
         let cache = Arc::new(Cache::default());
@@ -109,6 +114,29 @@ impl Client {
         caches.retain(|_, (_, cache)| cache.strong_count() > 0);
         caches.insert(connection, (container, Arc::downgrade(&cache)));
         Ok(cache)
+    }
+
+    /// Opens the session's stream of push events on the direct path where it is a Unix socket: the
+    /// node writes the events there, a large pushed item as a shared-memory segment (mapped, not
+    /// copied), and a thread of the client's reads them. Without one, or refused, they come
+    /// through the subscriber (which stays: the node goes back to it when the stream breaks).
+    fn open_push_stream(&self) {
+        let Some(direct) = self.direct.as_ref() else { return };
+        let secret = self.secret.get().copied().unwrap_or_default();
+        let request = encode(&RequestHeader::new(self.session.clone(), secret, Request::Pushes));
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        let Some((mut stream, reply)) = direct.open_stream(&request) else { return };
+        if !matches!(decode_reply(&reply), Ok((Reply::Outcome(WireOutcome::Done), _))) {
+            return;
+        }
+        let routes = self.prefetching.routes.clone();
+        let reader = move || {
+            while let Ok((message, passed)) = stream.next() {
+                routes.deliver(message, passed);
+            }
+        };
+        // Without the thread the stream is dropped, and the node goes back to the fabric.
+        let _ = std::thread::Builder::new().name("stampede-pushes".into()).spawn(reader);
     }
 
     /// This client put `ts` into `container` (or may have): its caches of the container know the
@@ -234,10 +262,15 @@ struct Routes {
 
 impl Routes {
     /// Routes one push event to its connection's cache (an event that does not decode, or for a
-    /// connection gone, is dropped). A missing number — an event lost on the fabric — or a reset
-    /// first empties every cache.
-    fn deliver(&self, message: Bytes) {
-        let Ok((event, payload)) = decode_push(&message) else { return };
+    /// connection gone, is dropped): `message`, with the pushed item's payload after it or, on
+    /// the direct path, `passed` apart (a shared-memory segment). A missing number — an event
+    /// lost on the fabric — or a reset first empties every cache.
+    fn deliver(&self, message: Bytes, passed: Option<Bytes>) {
+        let decoded = match passed {
+            None => decode_push(&message).map(|(event, payload)| (event, message.slice_ref(payload))),
+            Some(passed) => decode_push_passed(&message, passed.len()).map(|event| (event, passed)),
+        };
+        let Ok((event, payload)) = decoded else { return };
         if self.order.lock().forgets(&event) {
             let caches: Vec<_> = self.caches.lock().values().filter_map(|(_, cache)| cache.upgrade()).collect();
             for cache in caches {
@@ -249,7 +282,7 @@ impl Routes {
             let Some(cache) = self.caches.lock().get(&connection).and_then(|(_, cache)| cache.upgrade()) else {
                 return;
             };
-            let pushed = header.map(|header| item(header, message.slice_ref(payload)));
+            let pushed = header.map(|header| item(header, payload));
             cache.state.lock().noticed(notice, pushed);
             cache.arrived.notify();
         }
