@@ -188,3 +188,6 @@ pub(crate) fn put_of(op: &Op) -> Option<(Handle, Timestamp)> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests;
