@@ -206,6 +206,8 @@ struct Moved {
 struct Held {
     seq: Option<u64>,
     ts: Timestamp,
+    /// Its cache answered it (not open on the node): its consume may be deferred.
+    cached: bool,
 }
 
 pub(super) struct SimClient {
@@ -485,7 +487,7 @@ impl SimClient {
 
     fn got(&mut self, seq: Option<u64>, item: &ItemHeader, payload: Bytes) -> Effect {
         self.progress += 1;
-        self.held = Some(Held { seq, ts: item.ts });
+        self.held = Some(Held { seq, ts: item.ts, cached: false });
         Effect::Delivered { seq, ts: item.ts, payload }
     }
 

@@ -83,8 +83,9 @@ impl RemoteChannel {
         // Only where no producer can wait for the room a consume makes (docs/PREFETCH.md).
         let limits = self.limits();
         let defers = cache.is_some() && limits.capacity.is_none() && limits.bytes_max.is_none();
-        let last_consume = Mutex::default();
-        Ok(RemoteChannelInput { link, got: Mutex::default(), cache, asking: AtomicUsize::new(0), defers, last_consume })
+        let (last_consume, answered_here) = (Mutex::default(), Mutex::default());
+        let asking = AtomicUsize::new(0);
+        Ok(RemoteChannelInput { link, got: Mutex::default(), cache, asking, defers, last_consume, answered_here })
     }
 
     pub(crate) fn attach_output(&self, task: &RemoteTask) -> Result<RemoteChannelOutput> {
@@ -218,6 +219,10 @@ pub(crate) struct RemoteChannelInput {
     /// consumed (only a connection that consumes often defers).
     defers: bool,
     last_consume: Mutex<Option<std::time::Instant>>,
+    /// Those of `got` its cache answered: not open on the node until a request reports them, so
+    /// a consume of them may wait for that request (one of an item a get opened on the node may
+    /// not: the open item holds its task's visibility back until the consume arrives).
+    answered_here: Mutex<BTreeSet<Timestamp>>,
 }
 
 impl RemoteChannelInput {
@@ -267,6 +272,9 @@ impl RemoteChannelInput {
         }
         let item = self.link.client.cached(self.link.id, cache, deadline)?;
         self.remember(item.ts);
+        if self.got.lock().contains(&item.ts) {
+            self.answered_here.lock().insert(item.ts);
+        }
         Some(item)
     }
 
@@ -326,7 +334,8 @@ impl RemoteChannelInput {
         let request = Op::Consume { connection: self.link.id, ts };
         self.seen(ts);
         if self.got.lock().remove(&ts) {
-            if self.defers_now() {
+            let (here, defers) = (self.answered_here.lock().remove(&ts), self.defers_now());
+            if here && defers {
                 return self.defer(Consumed { connection: self.link.id, ts, until: false });
             }
             return self.link.send(request);
@@ -354,14 +363,19 @@ impl RemoteChannelInput {
         self.seen(ts);
         // One that names an item a get returned is deferred where consumes are: a later request
         // of this client applies it first, so nothing it reads can tell it from one sent now.
-        let names_got = self.got.lock().range(ts..).next().is_some();
-        if names_got && self.defers_now() {
+        let (names_got, all_here) = {
+            let (got, here) = (self.got.lock(), self.answered_here.lock());
+            (got.range(ts..).next().is_some(), got.range(..=ts).all(|t| here.contains(t)))
+        };
+        if self.defers_now() && names_got && all_here {
             self.defer(Consumed { connection: self.link.id, ts, until: true })?;
         } else {
             self.link.done(Op::ConsumeUntil { connection: self.link.id, ts })?;
         }
         let mut got = self.got.lock();
         *got = got.split_off(&ts.saturating_add(1));
+        let mut here = self.answered_here.lock();
+        *here = here.split_off(&ts.saturating_add(1));
         Ok(())
     }
 

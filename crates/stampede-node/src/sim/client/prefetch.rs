@@ -1,6 +1,6 @@
 //! A prefetching reader of the simulation, as the client's rules make it (docs/PREFETCH.md): its
 //! cache's answers (`stampede_core::PushCache`, within `cache_may_answer`'s share of the lease,
-//! reported by the next request) and its consumes deferred into the next request
+//! reported by the next request) and its consumes of those answers deferred into the next request
 //! (`stampede_wire::session::Deferred`, only when it consumes often, sent on their own once due).
 
 use std::time::Duration;
@@ -23,8 +23,9 @@ impl SimClient {
         let mut full = false;
         if let (Some(held), Some(connection)) = (self.held.clone(), conn.connection) {
             let since = conn.last_consume_us.replace(now).map(|at| Duration::from_micros(now.saturating_sub(at)));
-            // Otherwise the item held is consumed by a request of its own (`next_request`).
-            if worth_deferring(since) {
+            // Otherwise the item held is consumed by a request of its own (`next_request`): one a
+            // get opened on the node holds its task's visibility back until the consume arrives.
+            if worth_deferring(since) && held.cached {
                 self.held = None;
                 conn.cache.seen(held.ts);
                 full = conn.consumed.defer(Consumed { connection, ts: held.ts, until: true }, now);
@@ -56,7 +57,7 @@ impl SimClient {
         let (ts, (item, payload)) = conn.cache.newest_unseen()?;
         conn.opened.push(Opened { connection, ts, ago_us: 0 });
         self.progress += 1;
-        self.held = Some(Held { seq: None, ts });
+        self.held = Some(Held { seq: None, ts, cached: true });
         Some(Next::Cached { connection, item, payload })
     }
 }
