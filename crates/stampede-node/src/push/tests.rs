@@ -21,15 +21,18 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap()
 }
 
+/// Runs `test` with a sender's ways whose stream's other end, the client's, it is given.
+fn on_a_stream<F: std::future::Future<Output = ()>>(test: impl FnOnce(Fabric, std::os::unix::net::UnixStream) -> F) {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    ours.set_nonblocking(true).unwrap();
+    runtime().block_on(async { test(ways(tokio::net::UnixStream::from_std(ours).unwrap()), theirs).await });
+}
+
 /// An event goes on the stream that arrived, as a frame; once the client's end is gone, the next
 /// goes on the fabric and the stream is dropped.
 #[test]
 fn a_stream_carries_events_until_it_breaks_then_the_fabric_does() {
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-    ours.set_nonblocking(true).unwrap();
-    let rt = runtime();
-    rt.block_on(async {
-        let mut to = ways(tokio::net::UnixStream::from_std(ours).unwrap());
+    on_a_stream(|mut to, theirs| async move {
         let mut open = None;
         to.publish(&mut open, b"first".to_vec(), Some(Bytes::from_static(b"!"))).await.unwrap();
         assert!(open.is_some(), "the stream that arrived carries the event");
@@ -47,11 +50,9 @@ fn a_stream_carries_events_until_it_breaks_then_the_fabric_does() {
 /// stream is dropped and the fabric carries the event.
 #[test]
 fn a_stream_nobody_reads_gives_way_after_its_bound() {
-    let (ours, _theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-    ours.set_nonblocking(true).unwrap();
-    let rt = runtime();
-    rt.block_on(async {
-        let mut to = ways(tokio::net::UnixStream::from_std(ours).unwrap());
+    on_a_stream(|mut to, theirs| async move {
+        // The client's end stays open, and is never read.
+        let _unread = theirs;
         let mut open = None;
         let payload = Bytes::from(vec![7u8; 64 * 1024]);
         // The socket's buffers take a few events; a write that would wait longer than the bound
