@@ -29,10 +29,13 @@
 //!   same node, its lines forwarded.
 //! - [`mod@reference`] — `remote`'s references, across processes too: raw TCP, a Unix socket, bare
 //!   zenoh pub/sub and query, Redis Streams; and the seeds' own figures.
+//! - [`kernel`] — [`kernel::Probe`]: the wake-ups, CPU time and system calls of the processes
+//!   of an exchange, read from `/proc` around a run.
 //! - [`page_cache`] — [`page_cache::evict`]: a disk tier made cold between measurements, and
 //!   how much of it is still resident.
 
 pub mod cli;
+pub mod kernel;
 pub mod page_cache;
 pub mod payload;
 pub mod ping_pong;

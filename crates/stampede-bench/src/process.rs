@@ -113,6 +113,11 @@ impl Spawned {
         }
     }
 
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Tells the role to start (`go` on its stdin).
     pub fn go(&mut self) -> BoxResult<()> {
         let stdin = self.stdin.as_mut().ok_or("go after finish")?;
@@ -168,7 +173,7 @@ fn describe(status: Option<ExitStatus>) -> String {
 pub struct Node {
     /// `tcp/127.0.0.1:<port>`.
     pub endpoint: String,
-    _process: Spawned,
+    process: Spawned,
 }
 
 impl Node {
@@ -182,7 +187,12 @@ impl Node {
         if line.trim() != format!("listening on {endpoint}") {
             return Err(format!("stampede serve said {line:?}").into());
         }
-        Ok(Node { endpoint, _process: process })
+        Ok(Node { endpoint, process })
+    }
+
+    /// The node's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
     }
 }
 

@@ -26,9 +26,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use stampede::{
-    connect, connect_with, ConnectOptions, Limits, PutOptions, Runtime, INFINITY, NEWEST_UNSEEN, OLDEST_UNSEEN,
+    connect, connect_with, ConnectOptions, Limits, Prefetch, PutOptions, Runtime, INFINITY, NEWEST_UNSEEN,
+    OLDEST_UNSEEN,
 };
 
+use crate::kernel::Probe;
 use crate::payload::{source, touch};
 use crate::ping_pong::timed;
 use crate::pipe::ts_of;
@@ -38,7 +40,7 @@ use crate::stats::elapsed_ns;
 use crate::BoxResult;
 
 /// The role of B, the echo client: `<endpoint> <ping channel> <pong channel> <payload_bytes>
-/// <round_trips> <zenoh_only>`.
+/// <round_trips> <zenoh_only> <prefetch>`.
 pub const ECHO_ROLE: &str = "stampede-echo";
 
 /// The role of a frame producer: `<endpoint> <channel> <frames> <frame_bytes>`.
@@ -53,15 +55,17 @@ pub const FRAME_CAPACITY: usize = 4;
 
 /// Round-trip times in ns of `round_trips` remote ping-pongs after `warmup` untimed ones, A in
 /// this process and B in another, through the node at `endpoint`, on two channels named `names`;
-/// every request a zenoh query when `zenoh_only`.
+/// the clients reaching it `via`. `probe` samples its processes and B (`"B"`)
+/// around every round trip, warm-up included.
 pub fn ping_pong(
     endpoint: &str,
     (ping_name, pong_name): &(String, String),
     payload_bytes: usize,
-    zenoh_only: bool,
+    via: Via,
     (warmup, round_trips): (usize, usize),
+    probe: &mut Probe,
 ) -> BoxResult<Vec<u64>> {
-    let a_rt = session(endpoint, zenoh_only)?;
+    let a_rt = session(endpoint, via)?;
     let ping = a_rt.create_channel(ping_name, Limits::unbounded())?;
     let pong = a_rt.create_channel(pong_name, Limits::unbounded())?;
     // Earlier rounds on this node moved ts_min: a new root task starts at or above it.
@@ -72,10 +76,16 @@ pub fn ping_pong(
     let total = warmup + round_trips;
 
     let args = [endpoint, ping_name, pong_name].map(str::to_owned);
-    let args = [&args[..], &[payload_bytes.to_string(), total.to_string(), zenoh_only.to_string()]].concat();
+    let args = [
+        &args[..],
+        &[payload_bytes.to_string(), total.to_string(), via.zenoh_only.to_string(), via.prefetch.to_string()],
+    ]
+    .concat();
     let mut b = Spawned::role(ECHO_ROLE, &args)?;
     // B reads ping before A puts into it (else A's first frames go unread, and are reclaimed).
     b.ready()?;
+    probe.add("B", b.pid());
+    probe.start()?;
     let buf = source(payload_bytes, 0xa0);
     let rtt_ns = timed(warmup, round_trips, |i| -> stampede::Result<()> {
         let ts = base + ts_of(i);
@@ -84,6 +94,7 @@ pub fn ping_pong(
         touch(a_in.get(ts, Some(EXCHANGE_TIMEOUT))?.data());
         a_in.consume(ts)
     })?;
+    probe.stop()?;
     b.finish()?;
     let (ping_stats, pong_stats) = (ping.stats(), pong.stats());
     assert_eq!((ping_stats.puts, pong_stats.puts), (total as u64, total as u64));
@@ -105,10 +116,25 @@ pub fn ping_pong(
     Ok(rtt_ns)
 }
 
-/// A session of the node at `endpoint` (waiting at most [`START_TIMEOUT`] for it), its requests
-/// zenoh queries when `zenoh_only`.
-fn session(endpoint: &str, zenoh_only: bool) -> stampede::Result<Runtime> {
-    connect_with(endpoint, &ConnectOptions { timeout: Some(START_TIMEOUT), zenoh_only, ..ConnectOptions::default() })
+/// How the clients of a [`ping_pong()`] reach the node.
+#[derive(Clone, Copy, Debug)]
+pub struct Via {
+    /// Every request a zenoh query (`ConnectOptions::zenoh_only`), not the direct path.
+    pub zenoh_only: bool,
+    /// The clients' prefetch policy (`off`: every get a request and its reply).
+    pub prefetch: Prefetch,
+}
+
+impl Via {
+    /// The direct path with prefetch `auto`: what a client of the node on this host gets.
+    pub const DEFAULT: Via = Via { zenoh_only: false, prefetch: Prefetch::Auto };
+}
+
+/// A session of the node at `endpoint` (waiting at most [`START_TIMEOUT`] for it), reached `via`.
+fn session(endpoint: &str, via: Via) -> stampede::Result<Runtime> {
+    let Via { zenoh_only, prefetch } = via;
+    let options = ConnectOptions { timeout: Some(START_TIMEOUT), zenoh_only, prefetch, ..ConnectOptions::default() };
+    connect_with(endpoint, &options)
 }
 
 /// B of [`ping_pong()`], in its own process and session.
@@ -116,7 +142,9 @@ pub fn echo_role(role: &Role) -> BoxResult<()> {
     let endpoint: String = role.arg(0, "endpoint")?;
     let (ping_name, pong_name): (String, String) = (role.arg(1, "ping channel")?, role.arg(2, "pong channel")?);
     let (payload_bytes, total): (usize, usize) = (role.arg(3, "payload_bytes")?, role.arg(4, "round_trips")?);
-    let b_rt = session(&endpoint, role.arg(5, "zenoh_only")?)?;
+    let prefetch: String = role.arg(6, "prefetch")?;
+    let prefetch = Prefetch::from_name(&prefetch).ok_or_else(|| format!("no prefetch policy {prefetch:?}"))?;
+    let b_rt = session(&endpoint, Via { zenoh_only: role.arg(5, "zenoh_only")?, prefetch })?;
     let b = b_rt.task(INFINITY)?;
     let b_in = b.attach_input(&b_rt.channel(&ping_name)?)?;
     let b_out = b.attach_output(&b_rt.channel(&pong_name)?)?;

@@ -45,11 +45,13 @@
 //! redis-server`).
 
 use stampede_bench::cli::Options;
+use stampede_bench::kernel::Probe;
 use stampede_bench::payload::{case_name, IMAGE_BYTES};
 use stampede_bench::ping_pong::timed;
 use stampede_bench::process::{Node, Role};
 use stampede_bench::reference::redis::{self, RedisServer};
 use stampede_bench::reference::{seeds, tcp, unix, zenoh_pub_sub, zenoh_query};
+use stampede_bench::remote::Via;
 use stampede_bench::report::Line;
 use stampede_bench::stats::{mb_per_s, Summary};
 use stampede_bench::{python, remote};
@@ -200,16 +202,17 @@ fn latencies(node: &Node, redis: Option<&RedisServer>, payload_bytes: usize, cou
     let mut rtt: [Vec<u64>; 7] = Default::default();
     for round in 0..counts.rounds {
         for (i, zenoh_only) in [(0, false), (1, true)] {
+            let via = Via { zenoh_only, ..Via::DEFAULT };
             let path = if zenoh_only { "z" } else { "" };
             let names = (
                 format!("bench/ping{payload_bytes}-{round}{path}"),
                 format!("bench/pong{payload_bytes}-{round}{path}"),
             );
             let counts = (warmup, round_trips);
-            rtt[i].extend(remote::ping_pong(&node.endpoint, &names, payload_bytes, zenoh_only, counts)?);
+            rtt[i].extend(remote::ping_pong(&node.endpoint, &names, payload_bytes, via, counts, &mut Probe::off())?);
         }
         rtt[2].extend(tcp::ping_pong(payload_bytes, warmup, round_trips)?);
-        rtt[3].extend(unix::ping_pong(payload_bytes, warmup, round_trips)?);
+        rtt[3].extend(unix::ping_pong(payload_bytes, warmup, round_trips, &mut Probe::off())?);
         rtt[4].extend(zenoh_pub_sub::ping_pong(payload_bytes, warmup, round_trips)?);
         rtt[5].extend(zenoh_query::ping_pong(payload_bytes, warmup, round_trips)?);
         if let Some(server) = redis {

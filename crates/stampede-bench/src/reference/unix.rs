@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::tcp::{echo, timed_exchanges};
+use crate::kernel::Probe;
 use crate::process::{Role, Spawned, EXCHANGE_TIMEOUT};
 
 use crate::BoxResult;
@@ -34,8 +35,9 @@ impl Drop for SocketPath {
 }
 
 /// Round-trip times in ns of `round_trips` ping-pongs of `payload_bytes` each way with an echo
-/// process, after `warmup` untimed ones.
-pub fn ping_pong(payload_bytes: usize, warmup: usize, round_trips: usize) -> BoxResult<Vec<u64>> {
+/// process, after `warmup` untimed ones. `probe` samples its processes and the echo (`"echo"`)
+/// around every round trip, warm-up included.
+pub fn ping_pong(payload_bytes: usize, warmup: usize, round_trips: usize, probe: &mut Probe) -> BoxResult<Vec<u64>> {
     let path = SocketPath::fresh();
     let listener = UnixListener::bind(&path.0)?;
     let path_text = path.0.to_str().ok_or("the temporary directory's path is not UTF-8")?;
@@ -44,7 +46,10 @@ pub fn ping_pong(payload_bytes: usize, warmup: usize, round_trips: usize) -> Box
     echo.ready()?;
     let (mut stream, _) = listener.accept()?;
     stream.set_read_timeout(Some(EXCHANGE_TIMEOUT))?;
+    probe.add("echo", echo.pid());
+    probe.start()?;
     let rtt_ns = timed_exchanges(&mut stream, payload_bytes, warmup, round_trips)?;
+    probe.stop()?;
     echo.finish()?;
     Ok(rtt_ns)
 }
