@@ -5,7 +5,7 @@
 //! trips on our machines, a framed socket about one (`docs/ARCHITECTURE.md` "The request path").
 //!
 //! The frames carry the very messages of the zenoh path (`stampede_wire`), each after its length
-//! ([`FRAME_LENGTH_BYTES`], little-endian); the node decodes and checks them the same way.
+//! ([`FRAME_LENGTH_BYTES`](stampede_wire::FRAME_LENGTH_BYTES), little-endian); the node decodes and checks them the same way.
 //!
 //! Guarantees:
 //! - One request at a time per connection. A call takes an idle connection or opens one, so no
@@ -23,9 +23,8 @@
 //!   [`REPLY_BYTES_MAX`] ends its connection before anything is allocated for it.
 
 use std::collections::HashMap;
-use std::io::{IoSlice, Read, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::fd::BorrowedFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixStream};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,10 +33,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use crate::remote::frames::{Connection, Stream};
 use crate::remote::QUERY_MARGIN;
 use crate::wait::Signal;
 use stampede_wire::shared;
-use stampede_wire::{DirectPath, FRAME_LENGTH_BYTES};
+use stampede_wire::DirectPath;
 
 /// Most idle connections a client keeps to its node; a call finding none opens another.
 pub const IDLE_MAX: usize = 8;
@@ -79,18 +79,6 @@ enum Address {
     Unix(String),
     /// `host:port`.
     Tcp(String),
-}
-
-enum Stream {
-    Unix(UnixStream),
-    Tcp(TcpStream),
-}
-
-struct Connection {
-    id: u64,
-    stream: Stream,
-    /// The read timeout set on the socket, so that it is set again only when it changes.
-    read_timeout: Option<Duration>,
 }
 
 impl Direct {
@@ -336,7 +324,7 @@ impl Direct {
             return Err("the client is closed".into());
         };
         open.insert(id, stream.try_clone().map_err(|e| e.to_string())?);
-        Ok(Connection { id, stream, read_timeout: None })
+        Ok(Connection::new(id, stream))
     }
 
     fn give_back(&self, connection: Connection) {
@@ -411,153 +399,8 @@ impl Sends {
     }
 }
 
-impl Connection {
-    /// Writes one frame: its length, then `parts`; `passed` goes with its first bytes.
-    fn write_frame(&mut self, parts: &[&[u8]], passed: Option<BorrowedFd<'_>>) -> std::io::Result<()> {
-        let length: usize = parts.iter().map(|part| part.len()).sum();
-        let prefix = u32::try_from(length)
-            .map_err(|_| std::io::Error::other(format!("a request of {length} bytes does not fit a frame")))?
-            .to_le_bytes();
-        let mut frame = Vec::with_capacity(parts.len() + 1);
-        frame.push(&prefix[..]);
-        frame.extend_from_slice(parts);
-        let written = match (passed, &self.stream) {
-            (None, _) => 0,
-            (Some(descriptor), Stream::Unix(socket)) => shared::send_with(socket, &frame, descriptor)?,
-            (Some(_), Stream::Tcp(_)) => return Err(std::io::Error::other("a segment passed on TCP")),
-        };
-        write_all(&mut self.stream, &frame, written)
-    }
-
-    /// Reads one reply frame: its message, and the segment passed with it, if any.
-    fn read_reply(&mut self, timeout: Duration) -> std::io::Result<(Bytes, Option<OwnedFd>)> {
-        // Zero would mean "no timeout" to the socket; the caller's timeout is never zero
-        // (a wait slice plus the query margin), this only keeps it so.
-        self.read_frame(Some(timeout.max(Duration::from_millis(1))))
-    }
-
-    /// Reads one frame, waiting at most `timeout` (`None`: for as long as it takes).
-    fn read_frame(&mut self, timeout: Option<Duration>) -> std::io::Result<(Bytes, Option<OwnedFd>)> {
-        if self.read_timeout != timeout {
-            self.stream.set_read_timeout(timeout)?;
-            self.read_timeout = timeout;
-        }
-        let (length, descriptor) = match &self.stream {
-            Stream::Unix(socket) => receive_prefix(socket)?,
-            Stream::Tcp(_) => {
-                let mut prefix = [0u8; FRAME_LENGTH_BYTES];
-                self.stream.read_exact(&mut prefix)?;
-                (u32::from_le_bytes(prefix) as usize, None)
-            }
-        };
-        if length > REPLY_BYTES_MAX {
-            return Err(std::io::Error::other(format!("a reply of {length} bytes (at most {REPLY_BYTES_MAX})")));
-        }
-        let mut reply = Vec::with_capacity(length);
-        (&mut self.stream).take(length as u64).read_to_end(&mut reply)?;
-        if reply.len() < length {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        Ok((Bytes::from(reply), descriptor))
-    }
-}
-
-/// A frame's length from `socket`, with the segment passed with it, if any.
-fn receive_prefix(socket: &UnixStream) -> std::io::Result<(usize, Option<OwnedFd>)> {
-    let mut prefix = shared::Prefix::default();
-    while !prefix.is_whole() {
-        let received = shared::receive_with(socket, prefix.unfilled())?;
-        prefix.received(received)?;
-    }
-    Ok(prefix.into_parts())
-}
-
-/// Writes `parts` in order from byte `written` on, with as few system calls as the socket
-/// allows (one, usually).
-fn write_all(stream: &mut Stream, parts: &[&[u8]], mut written: usize) -> std::io::Result<()> {
-    let total: usize = parts.iter().map(|part| part.len()).sum();
-    while written < total {
-        let mut skip = written;
-        let mut slices = Vec::with_capacity(parts.len());
-        for part in parts {
-            if skip >= part.len() {
-                skip -= part.len();
-            } else {
-                slices.push(IoSlice::new(&part[skip..]));
-                skip = 0;
-            }
-        }
-        match stream.write_vectored(&slices) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => written += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 /// Whether `host` (of a `tcp/` endpoint) is this host's loopback interface.
 fn is_loopback(host: &str) -> bool {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-impl Stream {
-    fn try_clone(&self) -> std::io::Result<Stream> {
-        Ok(match self {
-            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
-            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
-        })
-    }
-
-    fn shutdown(&self) {
-        let _ = match self {
-            Stream::Unix(s) => s.shutdown(Shutdown::Both),
-            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
-        };
-    }
-
-    fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
-        match self {
-            Stream::Unix(s) => s.set_read_timeout(timeout),
-            Stream::Tcp(s) => s.set_read_timeout(timeout),
-        }
-    }
-
-    fn set_write_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
-        match self {
-            Stream::Unix(s) => s.set_write_timeout(timeout),
-            Stream::Tcp(s) => s.set_write_timeout(timeout),
-        }
-    }
-}
-
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Stream::Unix(s) => s.read(buf),
-            Stream::Tcp(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Stream::Unix(s) => s.write(buf),
-            Stream::Tcp(s) => s.write(buf),
-        }
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
-        match self {
-            Stream::Unix(s) => s.write_vectored(bufs),
-            Stream::Tcp(s) => s.write_vectored(bufs),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }

@@ -28,6 +28,7 @@ pub(crate) mod connection;
 pub(crate) mod direct;
 #[cfg(feature = "faults")]
 pub mod faults;
+mod frames;
 pub(crate) mod queue;
 pub(crate) mod reclaim;
 pub(crate) mod runtime;
