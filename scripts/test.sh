@@ -77,8 +77,10 @@ echo "== [${SECONDS} s] Python tests"
 .venv/bin/python -m pytest -q python/tests
 
 echo "== [${SECONDS} s] Remote benchmark, smoke run (docs/BENCHMARKS.md \"remote\"): every row once, tiny counts, figures meaningless"
-cargo build -q -p stampede-bench --bin remote --bin trace --bin overshoot --bin mesh_lag --bin prefetch
+cargo build -q -p stampede-bench --bin remote --bin trace --bin overshoot --bin mesh_lag --bin prefetch --bin hops
 target/debug/remote --quick >/dev/null
+echo "== [${SECONDS} s] Hop profile benchmark, smoke run (docs/BENCHMARKS.md \"hops\"): wake-ups and system calls per hand-off"
+target/debug/hops --quick >/dev/null
 echo "== [${SECONDS} s] Prefetch benchmark, smoke run (docs/BENCHMARKS.md \"prefetch\"): off against auto, tiny counts"
 target/debug/prefetch --quick >/dev/null
 echo "== [${SECONDS} s] Timeout overshoot benchmark, smoke run (docs/BENCHMARKS.md \"overshoot\")"

@@ -6,9 +6,9 @@
 //!
 //! Guarantees:
 //! - A read never waits past its call's deadline, and never returns before it unless the reply
-//!   came or the connection failed: the socket's read timeout is set in steps of
-//!   [`READ_TIMEOUT_STEP`] (rounded down, so set again only when a call's timeout crosses a step,
-//!   not on every request), and a read the step ends early resumes with exactly what is left.
+//!   came or the connection failed: the socket's read timeout is at most [`READ_TIMEOUT_STEP`]
+//!   (so it is not set again for every request), and a read a step ends early resumes, the last
+//!   step with exactly what is left.
 //! - A reply longer than [`REPLY_BYTES_MAX`] fails the read before anything is allocated for it.
 
 use std::io::{IoSlice, Read, Write};
@@ -24,10 +24,11 @@ use stampede_wire::FRAME_LENGTH_BYTES;
 
 use super::direct::REPLY_BYTES_MAX;
 
-/// A reply's read timeout is set on the socket rounded down to a multiple of this: a call's
-/// timeout differs by microseconds from one call to the next, and setting it exactly would cost a
-/// system call per request (`hops` counted one per waited-for call). A read the rounded timeout
-/// ends early is resumed with exactly what is left until the call's deadline.
+/// The socket's read timeout while a call waits longer than this: a read it ends early is resumed
+/// until the call's deadline. Calls differ in their timeouts (and each by microseconds from the
+/// last), so setting each call's own would cost a system call per request (`hops` counted 2.7 per
+/// round trip in a client); set to this once, the timeout is set again only in a wait's last
+/// step, or for a call shorter than a step. A long wait wakes once per step, in the kernel only.
 const READ_TIMEOUT_STEP: Duration = Duration::from_millis(250);
 
 /// The socket of a connection.
@@ -77,7 +78,7 @@ impl Connection {
     /// Reads one frame, waiting at most `timeout` (`None`: for as long as it takes).
     pub(super) fn read_frame(&mut self, timeout: Option<Duration>) -> std::io::Result<(Bytes, Option<OwnedFd>)> {
         let deadline = timeout.and_then(|timeout| Instant::now().checked_add(timeout));
-        self.set_read_timeout(timeout.map(stepped))?;
+        self.set_read_timeout(timeout.map(step))?;
         let (length, descriptor) = self.read_prefix(deadline)?;
         if length > REPLY_BYTES_MAX {
             return Err(std::io::Error::other(format!("a reply of {length} bytes (at most {REPLY_BYTES_MAX})")));
@@ -112,9 +113,8 @@ impl Connection {
         Ok(prefix.into_parts())
     }
 
-    /// After a read failed with `e`: `Ok` when it may go on — interrupted, or ended by the
-    /// socket's rounded-down timeout ([`READ_TIMEOUT_STEP`]) before `deadline` (the rest of the
-    /// time is then set exactly) — else `e`.
+    /// After a read failed with `e`: `Ok` when it may go on — interrupted, or ended by a step
+    /// ([`READ_TIMEOUT_STEP`]) before `deadline` (the last step is what is left) — else `e`.
     fn resume(&mut self, e: std::io::Error, deadline: Option<Instant>) -> std::io::Result<()> {
         match e.kind() {
             std::io::ErrorKind::Interrupted => Ok(()),
@@ -122,7 +122,7 @@ impl Connection {
                 let left = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
                 match left {
                     // Below a millisecond the socket would round to "no timeout": the call is due.
-                    Some(left) if left >= Duration::from_millis(1) => self.set_read_timeout(Some(left)),
+                    Some(left) if left >= Duration::from_millis(1) => self.set_read_timeout(Some(step(left))),
                     _ => Err(e),
                 }
             }
@@ -140,14 +140,10 @@ impl Connection {
     }
 }
 
-/// `timeout` rounded down to a multiple of [`READ_TIMEOUT_STEP`] (one shorter than a step as it
-/// is): the socket's read timeout for a call with this timeout.
-fn stepped(timeout: Duration) -> Duration {
-    let step = READ_TIMEOUT_STEP.as_nanos();
-    match timeout.as_nanos() / step {
-        0 => timeout,
-        steps => READ_TIMEOUT_STEP * u32::try_from(steps).unwrap_or(u32::MAX),
-    }
+/// The socket's read timeout while `left` remains until a call's deadline: one step, or what is
+/// left when it is less.
+fn step(left: Duration) -> Duration {
+    left.min(READ_TIMEOUT_STEP)
 }
 
 /// Writes `parts` in order from byte `written` on, with as few system calls as the socket
@@ -239,20 +235,13 @@ mod tests {
     use std::os::unix::net::UnixStream;
     use std::time::{Duration, Instant};
 
-    use super::{stepped, Connection, Stream, READ_TIMEOUT_STEP};
-
-    #[test]
-    fn a_timeout_is_set_in_steps_rounded_down() {
-        assert_eq!(stepped(READ_TIMEOUT_STEP * 20 + Duration::from_micros(37)), READ_TIMEOUT_STEP * 20);
-        assert_eq!(stepped(READ_TIMEOUT_STEP * 3), READ_TIMEOUT_STEP * 3);
-        assert_eq!(stepped(READ_TIMEOUT_STEP / 2), READ_TIMEOUT_STEP / 2);
-    }
+    use super::{Connection, Stream, READ_TIMEOUT_STEP};
 
     #[test]
     fn a_read_waits_until_its_deadline_not_its_step() {
         let (ours, _silent) = UnixStream::pair().unwrap();
         let mut connection = Connection::new(0, Stream::Unix(ours));
-        // Between two steps: the socket's first timeout ends the read a step early.
+        // Between two steps: the socket's first two timeouts end the read early.
         let timeout = READ_TIMEOUT_STEP * 2 + Duration::from_millis(40);
         let start = Instant::now();
         let e = connection.read_frame(Some(timeout)).unwrap_err();
@@ -261,15 +250,16 @@ mod tests {
     }
 
     #[test]
-    fn a_frame_is_read_whole_and_the_socket_keeps_its_stepped_timeout() {
+    fn a_frame_is_read_whole_and_the_socket_keeps_one_step_for_every_long_call() {
         let (ours, mut theirs) = UnixStream::pair().unwrap();
         let mut connection = Connection::new(0, Stream::Unix(ours));
         let message = b"a reply";
-        std::io::Write::write_all(&mut theirs, &(message.len() as u32).to_le_bytes()).unwrap();
-        std::io::Write::write_all(&mut theirs, message).unwrap();
-        let timeout = READ_TIMEOUT_STEP * 4 + Duration::from_micros(3);
-        let (read, passed) = connection.read_frame(Some(timeout)).unwrap();
-        assert_eq!((&read[..], passed.is_none()), (&message[..], true));
-        assert_eq!(connection.read_timeout, Some(READ_TIMEOUT_STEP * 4));
+        for timeout in [READ_TIMEOUT_STEP * 4 + Duration::from_micros(3), READ_TIMEOUT_STEP * 80] {
+            std::io::Write::write_all(&mut theirs, &(message.len() as u32).to_le_bytes()).unwrap();
+            std::io::Write::write_all(&mut theirs, message).unwrap();
+            let (read, passed) = connection.read_frame(Some(timeout)).unwrap();
+            assert_eq!((&read[..], passed.is_none()), (&message[..], true));
+            assert_eq!(connection.read_timeout, Some(READ_TIMEOUT_STEP));
+        }
     }
 }
