@@ -79,6 +79,10 @@ enum Command {
         /// --max-live-bytes].
         #[arg(long, value_name = "BYTES")]
         max_session_live_bytes: Option<u64>,
+        /// Threads answering requests, 1 ..= 64 [default: half the processors, at least one:
+        /// clients on this host need the rest; a node whose clients are elsewhere may use all].
+        #[arg(long, value_name = "N")]
+        workers: Option<usize>,
         /// Also serve a live web dashboard of the node on this port (0: any free port); prints
         /// `dashboard on <url>`.
         #[arg(long, value_name = "PORT")]
@@ -417,6 +421,7 @@ fn main() -> ExitCode {
             max_payload_bytes,
             max_live_bytes,
             max_session_live_bytes,
+            workers,
             dashboard,
             page,
             foxglove,
@@ -440,6 +445,7 @@ fn main() -> ExitCode {
             payload_bytes_max: max_payload_bytes,
             max_live_bytes,
             max_session_live_bytes,
+            workers,
             dashboard: dashboard.map(|port| (port, page)),
             tls: tls.options(),
         }),

@@ -29,6 +29,8 @@ pub struct Options {
     /// The byte budgets ([`NodeOptions::max_live_bytes`], [`NodeOptions::max_session_live_bytes`]).
     pub max_live_bytes: Option<u64>,
     pub max_session_live_bytes: Option<u64>,
+    /// [`NodeOptions::workers`].
+    pub workers: Option<usize>,
     /// Serve a dashboard of the node's runtime on this port (0: any free port), and what it shows.
     pub dashboard: Option<(u16, crate::dashboard::Page)>,
     /// Serve the node's channels to Foxglove, with these options.
@@ -67,6 +69,7 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             payload_bytes_max: options.payload_bytes_max,
             max_live_bytes: options.max_live_bytes,
             max_session_live_bytes: options.max_session_live_bytes,
+            workers: options.workers,
             tls: options.tls,
             serve_only,
             access,

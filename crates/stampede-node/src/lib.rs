@@ -62,6 +62,8 @@ mod session;
 mod sim;
 
 pub use access::AccessPolicy;
-pub use node::{Node, NodeOptions, TlsOptions, LIVELINESS_TIMEOUT_MAX, LIVELINESS_TIMEOUT_MIN};
+pub use node::{
+    workers_default, Node, NodeOptions, TlsOptions, LIVELINESS_TIMEOUT_MAX, LIVELINESS_TIMEOUT_MIN, WORKERS_MAX,
+};
 pub use reclaim::RECLAIM_OUTBOX_MAX;
 pub use stampede_wire::session::REPLIES_KEPT_MAX;

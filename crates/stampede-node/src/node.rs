@@ -44,8 +44,16 @@ pub const PAYLOAD_BYTES_MAX_LIMIT: usize = (1 << 30) - (1 << 20);
 pub const SESSIONS_MAX_DEFAULT: usize = 256;
 /// Most tasks, connections and containers one session holds, by default.
 pub const SESSION_HANDLES_MAX_DEFAULT: usize = 4096;
-/// Threads answering requests (blocking work goes to `spawn_blocking`; waits are async).
-const WORKER_THREADS: usize = 2;
+/// Most threads answering a node's requests ([`NodeOptions::workers`]).
+pub const WORKERS_MAX: usize = 64;
+
+/// Threads answering a node's requests when [`NodeOptions::workers`] says none: half the
+/// processors this process may use, at least one. Its clients on the same host need the other
+/// half, and each request handed from one worker to another is a wake-up: on 2 processors one
+/// worker made a hand-off through the node 20 % faster than two (docs/BENCHMARKS.md, "hops").
+pub fn workers_default() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get() / 2).clamp(1, WORKERS_MAX)
+}
 
 /// How a node serves: where, under which name, within which bounds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,6 +77,10 @@ pub struct NodeOptions {
     pub sessions_max: usize,
     /// Most tasks, connections and containers one session holds; one more fails `InvalidArgument`.
     pub session_handles_max: usize,
+    /// Threads answering requests (`--workers`, 1 ..= [`WORKERS_MAX`]; blocking work goes to
+    /// separate threads, waits are async). `None`: [`workers_default`]. A node whose clients
+    /// are on other hosts may use every processor.
+    pub workers: Option<usize>,
     /// Live payload bytes the sessions' puts may hold together (`--max-live-bytes`; at least
     /// `BUDGET_BYTES_MIN`). `None`: half of the lower of the machine's memory and its cgroup's
     /// limit. At the limit a put waits for room, then fails `Full` naming the budget.
@@ -130,6 +142,7 @@ impl Default for NodeOptions {
             payload_bytes_max: PAYLOAD_BYTES_MAX_DEFAULT,
             sessions_max: SESSIONS_MAX_DEFAULT,
             session_handles_max: SESSION_HANDLES_MAX_DEFAULT,
+            workers: None,
             max_live_bytes: None,
             max_session_live_bytes: None,
             tls: None,
@@ -178,6 +191,9 @@ impl NodeOptions {
         }
         if self.sessions_max == 0 || self.session_handles_max == 0 {
             return refuse("sessions_max and session_handles_max must be positive".into());
+        }
+        if self.workers.is_some_and(|workers| !(1..=WORKERS_MAX).contains(&workers)) {
+            return refuse(format!("workers (--workers) must be 1 ..= {WORKERS_MAX} (WORKERS_MAX)"));
         }
         if let Some(tls) = self.tls.as_ref().filter(|tls| !tls.mesh_node_cn.is_empty()) {
             if !tls.mutual {
@@ -299,7 +315,7 @@ impl Node {
         }
         let unreachable = |reason: String| Error::Unreachable { op: "serve", name: options.listen.join(" "), reason };
         let workers = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(WORKER_THREADS)
+            .worker_threads(options.workers.unwrap_or_else(workers_default))
             .thread_name("stampede-node")
             // In the event log, a worker waiting for work is blocking, not the node's own code.
             .on_thread_park(|| stampede_engine::trace::event(Kind::Wait, Phase::Begin, 0, 0, 0))

@@ -415,3 +415,29 @@ fn a_liveliness_timeout_outside_its_bounds_is_refused() {
         Node::serve(Runtime::new().engine().unwrap(), options).expect("a bound itself is accepted").close();
     }
 }
+
+/// A node's worker count outside 1 ..= WORKERS_MAX is refused, naming the bound; one worker
+/// serves (the default on 2 processors).
+#[test]
+fn a_worker_count_outside_its_bounds_is_refused() {
+    use stampede_node::{workers_default, Node, NodeOptions, WORKERS_MAX};
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("unixsock-stream/{}", dir.path().join("node.sock").display());
+    for workers in [0, WORKERS_MAX + 1] {
+        let options = NodeOptions { workers: Some(workers), ..NodeOptions::listen(&endpoint) };
+        match Node::serve(Runtime::new().engine().unwrap(), options) {
+            Err(Error::InvalidArgument { reason, .. }) => assert!(reason.contains("WORKERS_MAX"), "{reason}"),
+            other => panic!("{workers}: {:?}", other.map(|_| ())),
+        }
+    }
+    assert!((1..=WORKERS_MAX).contains(&workers_default()));
+    let node = Node::serve(
+        Runtime::new().engine().unwrap(),
+        NodeOptions { workers: Some(1), ..NodeOptions::listen(&endpoint) },
+    );
+    let node = node.expect("one worker serves");
+    let rt = connect(&endpoint, LONG).unwrap();
+    rt.create_channel("served/by-one-worker", Limits::unbounded()).unwrap();
+    rt.close();
+    node.close();
+}
