@@ -85,6 +85,25 @@ use std::time::Duration;
 use stampede::{Error, Result, Runtime};
 
 pub use image::{FRAME_HEADER_BYTES, FRAME_MAGIC};
+
+/// What a browser's or a putter's bytes reach first, for the fuzz targets (`stampede-fuzz`): not
+/// an API.
+#[doc(hidden)]
+pub mod decoders {
+    use axum::http::HeaderValue;
+
+    /// The user and password of an `Authorization` header's value, as the login reads them.
+    pub fn credentials(value: &[u8]) -> Option<(String, String)> {
+        crate::login::credentials(&HeaderValue::from_bytes(value).ok()?)
+    }
+
+    /// An image item of `channel` as the dashboard's binary frame message — its width, height,
+    /// channels and the message's length — or why it is none.
+    pub fn frame(channel: &str, item: &stampede::Item) -> Result<([usize; 3], usize), String> {
+        let frame = crate::image::decode_frame(channel, item)?;
+        Ok(([frame.width, frame.height, frame.channels], frame.message.len()))
+    }
+}
 /// The bounds on what is read from an image or overlay item (largest frame in pixel bytes and
 /// per side, largest overlay item, most boxes kept), as every viewer of the project reads them.
 pub use stampede_view::image::{BOXES_MAX, FRAME_BYTES_MAX, FRAME_SIDE_MAX, OVERLAY_BYTES_MAX};

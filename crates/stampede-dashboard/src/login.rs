@@ -87,7 +87,7 @@ impl Gate {
 }
 
 /// User and password from `Basic base64(user:password)`; `None` for anything else.
-fn credentials(header: &HeaderValue) -> Option<(String, String)> {
+pub(crate) fn credentials(header: &HeaderValue) -> Option<(String, String)> {
     let value = header.as_bytes();
     if value.len() > AUTHORIZATION_BYTES_MAX {
         return None;

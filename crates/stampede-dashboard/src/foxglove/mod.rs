@@ -58,6 +58,13 @@ use std::thread::JoinHandle;
 use stampede::{Error, Result, Runtime};
 
 pub use protocol::SUBPROTOCOL;
+
+/// A viewer's text message as the bridge reads it: `Ok` for one it serves, else the status text
+/// the viewer gets. For the fuzz targets (`stampede-fuzz`), not an API.
+#[doc(hidden)]
+pub fn read_client_message(text: &str) -> std::result::Result<(), String> {
+    protocol::ClientMessage::parse(text).map(drop)
+}
 pub use stampede_view::foxglove::Tick;
 
 /// Most viewers served at once; one more is answered `503 Service Unavailable`.

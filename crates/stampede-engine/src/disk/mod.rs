@@ -33,7 +33,7 @@ use stampede_core::{Error, Item, Result, Timestamp};
 use crate::sync::{Mutex, MutexGuard};
 
 #[doc(hidden)]
-pub use record::{decode_records, Record, HEADER_BYTES};
+pub use record::{decode_records, encode as encode_record, Record, HEADER_BYTES};
 pub(crate) use store::Store;
 
 /// How a channel keeps history beyond memory ([`crate::ChannelOptions::disk`]).

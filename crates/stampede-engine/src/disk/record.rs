@@ -48,7 +48,7 @@ pub(crate) fn layout(codec_bytes: usize, payload_bytes: usize) -> Option<(usize,
 
 /// The record of a live item, padded to its layout's size, and where its payload starts in it.
 /// The codec name is at most `CODEC_NAME_BYTES_MAX` bytes (checked when the item was put).
-pub(crate) fn encode(ts: Timestamp, codec: &[u8], data: &[u8]) -> (Vec<u8>, usize) {
+pub fn encode(ts: Timestamp, codec: &[u8], data: &[u8]) -> (Vec<u8>, usize) {
     assert!(codec.len() <= CODEC_NAME_BYTES_MAX, "codec names are bounded when put");
     let (payload_at, record_bytes) = layout(codec.len(), data.len()).expect("an item in memory fits a record");
     let mut record = vec![0u8; record_bytes];
