@@ -76,6 +76,10 @@ fi
 echo "== [${SECONDS} s] Python tests"
 .venv/bin/python -m pytest -q python/tests
 
+echo "== [${SECONDS} s] The wheel (README \"Install\"): built from this build, installed into a fresh venv with no Rust"
+echo "   toolchain on PATH, the hello example, stampede serve, a client and stampede ls (the release wheel: ./scripts/wheel.sh)"
+./scripts/wheel.sh --dev
+
 echo "== [${SECONDS} s] Remote benchmark, smoke run (docs/BENCHMARKS.md \"remote\"): every row once, tiny counts, figures meaningless"
 cargo build -q -p stampede-bench --bin remote --bin trace --bin overshoot --bin mesh_lag --bin prefetch --bin hops
 target/debug/remote --quick >/dev/null

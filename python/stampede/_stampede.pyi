@@ -59,6 +59,7 @@ __all__ = [
     "span",
     "trace_flush",
     "__version__",
+    "_cli",
 ]
 
 __version__: str
@@ -463,6 +464,7 @@ class Span:
 
 def span(name: str) -> Span: ...
 def trace_flush() -> None: ...
+def _cli(argv: list[str]) -> int: ...
 
 @final
 class Epoch:

@@ -24,6 +24,7 @@
 //! - [`foxglove`] — `Foxglove`: the live bridge of a runtime's channels to Foxglove.
 //! - [`record`] — `Recorder` and `replay`: MCAP recordings (`stampede-record`).
 //! - [`trace`] — `span` and `trace_flush`: the event log (`stampede::trace`).
+//! - [`cli`] — `_cli`: the `stampede` command line, for the package's console script.
 //!
 //! The binding uses only the public API of the `stampede` crate (`stampede-node` to serve, `stampede-dashboard` for dashboards). The Python package
 //! (`python/stampede`) re-exports everything from here and adds type stubs.
@@ -32,6 +33,7 @@ use pyo3::prelude::*;
 
 mod aio;
 mod args;
+mod cli;
 mod connection;
 mod container;
 mod dashboard;
@@ -80,6 +82,7 @@ fn _stampede(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<trace::Span>()?;
     m.add_function(wrap_pyfunction!(trace::span, m)?)?;
     m.add_function(wrap_pyfunction!(trace::trace_flush, m)?)?;
+    m.add_function(wrap_pyfunction!(cli::_cli, m)?)?;
     errors::register(m)?;
 
     let py = m.py();
