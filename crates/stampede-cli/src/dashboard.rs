@@ -25,7 +25,7 @@ pub struct Page {
     #[arg(long = "overlay", value_name = "CHANNEL")]
     pub overlays: Vec<String>,
     /// Seconds between page updates.
-    #[arg(long, value_name = "SECONDS", default_value_t = 0.2, value_parser = crate::seconds)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.2, value_parser = crate::args::seconds)]
     pub refresh: f64,
     /// A web origin (https://viewer.example) besides the dashboard's own page whose pages may
     /// open its WebSocket; others are refused. Repeatable.
