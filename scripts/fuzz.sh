@@ -42,7 +42,8 @@ echo "== building ${#targets[@]} targets (release, coverage-instrumented; ~6 min
 (cd fuzz && cargo fuzz build -s none)
 binaries=fuzz/target/x86_64-unknown-linux-gnu/release
 
-logs=fuzz/target/logs
+# Brief and long runs log apart: CI's brief run may overlap a long one.
+logs=fuzz/target/logs-$([ "$RUNS_MAX" = -1 ] && echo brief || echo long)
 mkdir -p "$logs"
 
 run_one() {
