@@ -96,27 +96,16 @@ fn engine_session() -> Vec<u8> {
     let producer = run(Op::Task { virtual_time: 0 }, b"");
     let consumer = run(Op::Task { virtual_time: 0 }, b"");
     let output = run(Op::AttachOutput { task: producer, container: channel }, b"");
-    let input = run(
-        Op::AttachInput {
-            task: consumer,
-            container: channel,
-            max_lag_items: None,
-            max_lag_ts: None,
-            prefetch: Prefetch::Off,
-        },
-        b"",
-    );
+    let attach_input = |container| Op::AttachInput {
+        task: consumer,
+        container,
+        max_lag_items: None,
+        max_lag_ts: None,
+        prefetch: Prefetch::Off,
+    };
+    let input = run(attach_input(channel), b"");
     let queue_out = run(Op::AttachOutput { task: producer, container: queue }, b"");
-    let queue_in = run(
-        Op::AttachInput {
-            task: consumer,
-            container: queue,
-            max_lag_items: None,
-            max_lag_ts: None,
-            prefetch: Prefetch::Off,
-        },
-        b"",
-    );
+    let queue_in = run(attach_input(queue), b"");
     for ts in 0..3 {
         run(Op::Put { connection: output, ts, codec: "raw".into(), refcount: None, wait_us: 0 }, b"frame");
         run(Op::QueuePut { connection: queue_out, ts, codec: "raw".into(), wait_us: 0 }, b"job");
