@@ -173,7 +173,15 @@ pub fn parse_record(op: u8, body: &[u8]) -> McapResult<records::Record<'_>> {
             let data_len = c.read_u64::<LE>()?;
             let header_len = c.position() as usize;
 
-            let mut data = &body[header_len..body.len() - 4];
+            // STAMPEDE PATCH: a body too short for its header and CRC is an error, not a
+            // panic (found by Stampede's `mcap_recording` fuzz target; third_party/README.md).
+            let Some(data_end) = body.len().checked_sub(4).filter(|&end| end >= header_len) else {
+                return Err(McapError::BadAttachmentLength {
+                    header: data_len,
+                    available: 0,
+                });
+            };
+            let mut data = &body[header_len..data_end];
             if data_len > data.len() as u64 {
                 return Err(McapError::BadAttachmentLength {
                     header: data_len,
