@@ -22,7 +22,11 @@ export STAMPEDE_PY_PROFILE=$profile
 python_env
 rm -f "$out"/stampede-*.whl
 echo "== Building the $profile wheel into $out/ (maturin; its audit picks the manylinux tag)"
-(cd python && ../.venv/bin/maturin build --profile "$profile" --out "../$out") 2>&1 | grep -v "^ *Compiling" >&2
+# The release wheel is stripped: the release profile's line tables (for backtraces in benchmarks)
+# would double its size.
+strip=()
+[ "$profile" = release ] && strip=(--strip)
+(cd python && ../.venv/bin/maturin build --profile "$profile" "${strip[@]}" --out "../$out") 2>&1 | grep -v "^ *Compiling" >&2
 wheel=$(ls "$out"/stampede-*.whl)
 echo "   $wheel ($(du -h "$wheel" | cut -f1))"
 
