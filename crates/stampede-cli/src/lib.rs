@@ -49,13 +49,21 @@ use args::{Cli, Command, TraceAction};
 
 /// Runs the command line `args` (the program's name first, as `std::env::args_os` gives it) to its
 /// end; its exit status (0, or 1 after the error was printed). A usage error prints clap's message
-/// and exits the process with status 2.
+/// and returns 2 (`--help` and `--version` print and return 0): it never exits the process itself,
+/// which may be a Python interpreter running the package's console script.
 pub fn run<I, T>(args: I) -> u8
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let done = match Cli::parse_from(args).command {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(usage) => {
+            let _ = usage.print();
+            return u8::try_from(usage.exit_code()).unwrap_or(2);
+        }
+    };
+    let done = match cli.command {
         Command::Serve {
             listen,
             connect,

@@ -40,6 +40,17 @@ fn client_served(node: &TestNode) -> stampede::Runtime {
     rt
 }
 
+/// A node that has served a client (so that what serving allocates once is there), its hello, and
+/// this process's resident memory then.
+fn node_before_a_flood() -> (TestNode, stampede_wire::Hello, u64) {
+    let node = TestNode::new();
+    let (hello, first) = raw_connection(&node);
+    drop(first);
+    client_served(&node).close();
+    let before = rss_bytes();
+    (node, hello, before)
+}
+
 fn assert_flat(before: u64, what: &str) {
     let after = rss_bytes();
     let grown = after.saturating_sub(before);
@@ -53,11 +64,7 @@ fn assert_flat(before: u64, what: &str) {
 #[test]
 fn half_sent_frames_leave_the_nodes_memory_flat() {
     with_watchdog("half_sent_frames_leave_the_nodes_memory_flat", || {
-        let node = TestNode::new();
-        let (hello, first) = raw_connection(&node);
-        drop(first);
-        client_served(&node).close();
-        let before = rss_bytes();
+        let (node, hello, before) = node_before_a_flood();
         let header = encode(&RequestHeader::new("0123abcd", [7; 16], Request::Op(Op::Stats)));
         let senders: Vec<_> = (0..HALF_SENT_FRAMES)
             .map(|_| {
@@ -101,11 +108,7 @@ fn send_half(stream: &mut UnixStream, header: &[u8]) -> usize {
 #[test]
 fn idle_connections_leave_the_nodes_memory_flat() {
     with_watchdog("idle_connections_leave_the_nodes_memory_flat", || {
-        let node = TestNode::new();
-        let (hello, first) = raw_connection(&node);
-        drop(first);
-        client_served(&node).close();
-        let before = rss_bytes();
+        let (node, hello, before) = node_before_a_flood();
         let idle: Vec<UnixStream> = (0..IDLE_CONNECTIONS).map(|_| direct_connection(&hello)).collect();
         let rt = client_served(&node);
         assert_flat(before, "idle connections");
