@@ -1,4 +1,5 @@
-//! The checked-in header, `include/stampede.h`, is exactly what cbindgen makes of this crate now.
+//! The checked-in header, `include/stampede.h`, is exactly what cbindgen makes now of the source
+//! of the functions this library exports (`crates/stampede-capi`).
 //!
 //! Why checked in and tested, rather than written by a build script: a build script may write
 //! only under `OUT_DIR` (one that rewrites a tracked file dirties the tree and races concurrent
@@ -18,7 +19,7 @@ fn header_is_current() {
     // `with_src` parses lib.rs and follows its `mod` items: no `cargo metadata` call from a test.
     let bindings = cbindgen::Builder::new()
         .with_config(config)
-        .with_src(crate_dir.join("src/lib.rs"))
+        .with_src(crate_dir.join("../stampede-capi/src/lib.rs"))
         .generate()
         .expect("cbindgen reads the crate");
     let mut fresh = Vec::new();

@@ -36,6 +36,7 @@ pub fn of(name: &str) -> Vec<Vec<u8>> {
         "ros2_cdr" => vec![ros2_messages()],
         "viewer_message" => viewer_messages(),
         "item_views" => vec![items()],
+        "c_api" => vec![c_calls()],
         _ => Vec::new(),
     }
 }
@@ -297,4 +298,47 @@ fn items() -> Vec<u8> {
     let steps_of: Vec<(u8, Vec<u8>)> =
         of_each.into_iter().map(|(_, codec, data)| (tags.iter().find(|(c, _)| *c == codec).unwrap().1, data)).collect();
     steps(&steps_of)
+}
+
+/// A C program's calls (steps of `crate::capi`): a channel and a queue, a task with connections
+/// to both, puts (raw and `.npy`), gets by each selector, a range, consumes, a `.npy` header, the
+/// counters, a watch, names, GC handlers, a task's name and time, and a destroy.
+fn c_calls() -> Vec<u8> {
+    let ts = |t: i16| {
+        let [low, high] = t.to_le_bytes();
+        vec![0, low, high]
+    };
+    let text = |t: &[u8]| [&[t.len() as u8][..], t].concat();
+    let npy_item = npy_payloads().swap_remove(1);
+    let step = |tag: u8, parts: &[&[u8]]| (tag, parts.concat());
+    steps(&[
+        step(0, &[&[0, 0xFF, 0xFF], &text(b"cam")]),
+        step(1, &[&[0, 4, 0xFF], &text(b"cam/tracks")]),
+        step(3, &[&[0], &ts(0)]),
+        step(4, &[&[6, 0, 0, 0]]),
+        step(4, &[&[0, 0, 0, 0]]),
+        step(4, &[&[1, 0, 0, 0]]),
+        step(4, &[&[3, 0, 0, 0]]),
+        step(5, &[&[0], &ts(1), &[0xFF, 0, 0], &text(b"raw"), b"frame one"]),
+        step(5, &[&[0], &ts(2), &[2, 0, 0], &text(b"npy"), &npy_item]),
+        step(6, &[&[0, 0], &ts(1), &[0, 0]]),
+        step(6, &[&[0, 2], &ts(0), &[0, 0]]),
+        step(7, &[&[0], &ts(0), &ts(10), &[0]]),
+        step(8, &[&[0, 0], &ts(1), &[0]]),
+        step(8, &[&[0, 1], &ts(2), &[0]]),
+        step(9, &[&[0, 0], &ts(5), &[0, 0], &text(b"raw"), b"box"]),
+        step(9, &[&[1, 0], &ts(0), &[0, 0]]),
+        step(9, &[&[2, 0], &ts(0), &[0, 0, 3]]),
+        step(9, &[&[3, 0], &ts(5), &[0, 0]]),
+        step(10, &[&[0, 16, 4], &npy_item]),
+        step(11, &[&[0, 0, 0, 0]]),
+        step(13, &[&[0, 0, 0], &text(b"")]),
+        step(13, &[&[1, 0, 0], &text(b""), &[0]]),
+        step(13, &[&[2, 0, 0], &text(b"cam")]),
+        step(13, &[&[3, 0, 0xF1], &text(b""), &[0, 0]]),
+        step(3, &[&[2], &ts(3), &[0]]),
+        step(3, &[&[3], &ts(0), &[0], &text(b"main"), &[0]]),
+        step(12, &[&[9, 0, 0]]),
+        step(12, &[&[7, 0]]),
+    ])
 }
