@@ -62,6 +62,11 @@ pub(crate) enum Command {
         foxglove: Option<u16>,
         #[command(flatten)]
         view: foxglove::View,
+        /// Also take browser clients on this WebSocket endpoint, [host:]port (a bare port is on
+        /// 127.0.0.1; 0: any free port; docs/BROWSER.md); pages of the --allow-origin origins
+        /// may open it. Prints `websocket on ws://<address>`.
+        #[arg(long, value_name = "ADDRESS")]
+        websocket: Option<String>,
         #[command(flatten)]
         tls: tls::ServeTls,
         /// A policy file (TOML): the users admitted, their password hashes and their read, write

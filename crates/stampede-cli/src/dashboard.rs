@@ -28,7 +28,8 @@ pub struct Page {
     #[arg(long, value_name = "SECONDS", default_value_t = 0.2, value_parser = crate::args::seconds)]
     pub refresh: f64,
     /// A web origin (https://viewer.example) besides the dashboard's own page whose pages may
-    /// open its WebSocket; others are refused. Repeatable.
+    /// open its WebSocket (and, with `serve`, the Foxglove bridge's and the node's --websocket);
+    /// others are refused. Repeatable.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allowed_origins: Vec<String>,
 }

@@ -43,6 +43,10 @@ pub struct Options {
     pub allow_anonymous: bool,
     /// [`NodeOptions::clock_skew_ns`].
     pub clock_skew_ns: i64,
+    /// The WebSocket endpoint for browser clients ([`NodeOptions::websocket`]).
+    pub websocket: Option<String>,
+    /// Pages that may open it ([`NodeOptions::allowed_origins`]).
+    pub allowed_origins: Vec<String>,
 }
 
 /// Serves until a signal; the node's or the signal handler's error otherwise.
@@ -75,6 +79,8 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             access,
             allow_anonymous: options.allow_anonymous,
             clock_skew_ns: options.clock_skew_ns,
+            websocket: options.websocket,
+            allowed_origins: options.allowed_origins,
             ..NodeOptions::default()
         },
     )?;
@@ -82,6 +88,9 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         let mut out = std::io::stdout().lock();
         for endpoint in node.endpoints() {
             writeln!(out, "listening on {endpoint}")?;
+        }
+        if let Some(address) = node.websocket_address() {
+            writeln!(out, "websocket on ws://{address}")?;
         }
         out.flush()?;
     }

@@ -66,13 +66,12 @@
 //! - `login` — HTTP Basic authentication in front of every route, and the accepted credentials.
 //! - `assets` — the page (`web/`), compiled into the binary: no CDN, no files to install.
 //! - [`foxglove`] — the live bridge to Foxglove: the same channels on the Foxglove WebSocket
-//!   protocol, under the same listener rules (`origin`, loopback by default).
+//!   protocol, under the same listener rules (`stampede_wire::origin`, loopback by default).
 
 mod assets;
 pub mod foxglove;
 mod image;
 mod login;
-mod origin;
 mod sampler;
 mod server;
 mod snapshot;

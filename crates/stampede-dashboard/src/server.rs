@@ -32,9 +32,9 @@ use tokio::sync::watch;
 
 use crate::assets;
 use crate::login::{self, Gate};
-use crate::origin;
 use crate::sampler::{lock, Sampler, Update};
 use crate::{CLIENT_MESSAGE_BYTES_MAX, FRAME_BYTES_MAX, SEND_TIMEOUT, WS_CLIENTS_MAX};
+use stampede_wire::origin;
 
 /// How long the server waits for HTTP connections to finish when stopping.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);

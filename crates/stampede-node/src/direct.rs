@@ -262,7 +262,7 @@ async fn connection<S: Transport>(node: &Weak<NodeShared>, mut stream: S, place:
             return Ok(());
         }
         let answer = match descriptor.map(|d| shared::map(d, shared.options.payload_bytes_max)).transpose() {
-            Ok(passed) => serve::answer(&shared, &message, passed).await,
+            Ok(passed) => serve::answer(&shared, &message, passed, serve::Alive::Token).await,
             Err(reason) => {
                 serve::refusal(&Error::InvalidArgument { op: "request", name: shared.options.name.clone(), reason })
             }

@@ -37,6 +37,7 @@
 //! - `serve` (private) — one request on the node: the embedded operation, in slices when it waits.
 //! - [`direct`] — the node's own sockets beside zenoh (the direct request path), serving the
 //!   same requests.
+//! - [`websocket`] — the node's WebSocket endpoint: browser clients' sessions, the same requests.
 //! - [`access`] — access control: users, passwords, rights per name prefix, session secrets.
 //! - [`budget`] — the byte budgets of the sessions' puts, node-wide and per session, and their
 //!   defaults from the machine's memory.
@@ -60,6 +61,7 @@ mod serve;
 mod session;
 #[cfg(test)]
 mod sim;
+pub mod websocket;
 
 pub use access::AccessPolicy;
 pub use node::{

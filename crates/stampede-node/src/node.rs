@@ -108,6 +108,13 @@ pub struct NodeOptions {
     /// anyone who reaches the node may then create, read, write and destroy every channel. Off
     /// by default: such a node is refused unless it has a policy. The node warns when it is used.
     pub allow_anonymous: bool,
+    /// Where the node takes browser clients (`--websocket`, docs/BROWSER.md): `[host:]port`, a
+    /// bare port on 127.0.0.1 (`0`: a free port, [`Node::websocket_address`]). `None`: no
+    /// WebSocket endpoint. Beyond loopback it needs an access policy as any endpoint does.
+    pub websocket: Option<String>,
+    /// Web origins (`https://viewer.example`) whose pages may open the WebSocket endpoint
+    /// (`--allow-origin`); a program (no `Origin`) always may, another page never.
+    pub allowed_origins: Vec<String>,
 }
 
 /// A node's TLS files (PEM) for its `tls/` endpoints.
@@ -150,6 +157,8 @@ impl Default for NodeOptions {
             clock_skew_ns: 0,
             access: None,
             allow_anonymous: false,
+            websocket: None,
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -192,6 +201,11 @@ impl NodeOptions {
         if self.sessions_max == 0 || self.session_handles_max == 0 {
             return refuse("sessions_max and session_handles_max must be positive".into());
         }
+        if let Some(address) = &self.websocket {
+            if let Err(reason) = crate::websocket::listen_address(address) {
+                return refuse(reason);
+            }
+        }
         if self.workers.is_some_and(|workers| !(1..=WORKERS_MAX).contains(&workers)) {
             return refuse(format!("workers (--workers) must be 1 ..= {WORKERS_MAX} (WORKERS_MAX)"));
         }
@@ -208,10 +222,15 @@ impl NodeOptions {
 }
 
 impl NodeOptions {
-    /// The first endpoint (listened on or connected to) that other machines can reach, if any
-    /// (`fabric::is_local`).
-    pub fn reachable_endpoint(&self) -> Option<&str> {
-        self.listen.iter().chain(&self.connect).map(String::as_str).find(|endpoint| !fabric::is_local(endpoint))
+    /// The first endpoint (listened on or connected to, or the WebSocket endpoint) that other
+    /// machines can reach, if any (`fabric::is_local`).
+    pub fn reachable_endpoint(&self) -> Option<String> {
+        let endpoints = self.listen.iter().chain(&self.connect).filter(|endpoint| !fabric::is_local(endpoint));
+        let websocket = (self.websocket.iter())
+            .filter_map(|address| crate::websocket::listen_address(address).ok())
+            .filter(|address| !address.ip().is_loopback())
+            .map(|address| format!("websocket {address}"));
+        endpoints.cloned().chain(websocket).next()
     }
 }
 
@@ -254,6 +273,8 @@ pub(crate) struct NodeShared {
     pub(crate) seal: crate::mesh::Seal,
     /// The node's own sockets ([`crate::direct`]), announced in its hello once open.
     pub(crate) direct: OnceLock<stampede_wire::DirectPath>,
+    /// Where its WebSocket endpoint listens ([`crate::websocket`]), once open.
+    pub(crate) websocket: OnceLock<std::net::SocketAddr>,
     /// Requests served on the direct path.
     pub(crate) direct_requests: std::sync::atomic::AtomicU64,
 }
@@ -342,6 +363,7 @@ impl Node {
             door: OnceLock::new(),
             seal: crate::mesh::Seal::of(options.access.as_ref()),
             direct: OnceLock::new(),
+            websocket: OnceLock::new(),
             direct_requests: Default::default(),
         });
         let mesh = {
@@ -396,6 +418,17 @@ impl Node {
             Err(e) => {
                 let _ = shared.zenoh.close().wait();
                 return Err(e);
+            }
+        }
+        if let Some(address) = &options.websocket {
+            match crate::websocket::start(&shared, workers.handle(), address) {
+                Ok(bound) => {
+                    let _ = shared.websocket.set(bound);
+                }
+                Err(e) => {
+                    let _ = shared.zenoh.close().wait();
+                    return Err(e);
+                }
             }
         }
         let declared = declare(&shared, workers.handle());
@@ -455,6 +488,11 @@ impl Node {
     /// queries.
     pub fn direct_requests(&self) -> u64 {
         self.shared.direct_requests.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Where the WebSocket endpoint listens (`NodeOptions::websocket`), if it has one.
+    pub fn websocket_address(&self) -> Option<std::net::SocketAddr> {
+        self.shared.websocket.get().copied()
     }
 
     /// Client sessions open now.

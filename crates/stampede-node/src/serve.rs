@@ -59,12 +59,22 @@ impl Answer {
 
 /// Answers `message`, a zenoh query's: the encoded reply, an error reply if the request failed.
 pub(crate) async fn serve(node: &Arc<NodeShared>, message: &[u8]) -> ZBytes {
-    answer(node, message, None).await.message()
+    answer(node, message, None, Alive::Token).await.message()
 }
 
-/// Answers `message`, whose payload is `passed` (a shared-memory segment) when it came as one.
-pub(crate) async fn answer(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) -> Answer {
-    let (reply, payloads) = match respond(node, message, passed).await {
+/// How the node knows that the client of a session is still there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Alive {
+    /// Its liveliness token on the fabric: the session ends when the token goes.
+    Token,
+    /// The WebSocket that opened it (`websocket.rs`): the session ends with the socket.
+    Socket,
+}
+
+/// Answers `message`, whose payload is `passed` (a shared-memory segment) when it came as one,
+/// from a client whose sessions live as `alive` says.
+pub(crate) async fn answer(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>, alive: Alive) -> Answer {
+    let (reply, payloads) = match respond(node, message, passed, alive).await {
         Ok(served) => served,
         Err(e) => (Reply::Error(WireError::from(&e)), Vec::new()),
     };
@@ -82,7 +92,7 @@ pub(crate) fn refusal(e: &Error) -> Answer {
     Answer { header: encode(&Reply::Error(WireError::from(e))), payloads: Vec::new() }
 }
 
-async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) -> Result<Served> {
+async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>, alive: Alive) -> Result<Served> {
     let refuse = |reason: String| Error::InvalidArgument { op: "request", name: node.options.name.clone(), reason };
     let message_bytes_max = node.options.payload_bytes_max + REQUEST_HEADER_BYTES_MAX;
     if message.len() > message_bytes_max {
@@ -99,7 +109,9 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>) 
     drop(decoding);
     match header.request {
         Request::Hello => Ok((Reply::Hello(hello(node)), Vec::new())),
-        Request::Open { user, password } => open(node, &header.session, user.as_deref(), password.as_deref()).await,
+        Request::Open { user, password } => {
+            open(node, &header.session, (user.as_deref(), password.as_deref()), alive).await
+        }
         Request::Close => {
             let session = node.desk.closing(&header.session, &header.secret)?;
             end_session(node, &header.session).await;
@@ -212,10 +224,15 @@ fn millis(d: Duration) -> u64 {
 }
 
 /// Opens the session `id` as `user`, if the node has an access policy and the password is the
-/// user's. Its liveliness token must be alive once the session is registered: otherwise its
-/// client vanished before, and nothing would ever close the session. Replies the session's
-/// secret.
-async fn open(node: &NodeShared, id: &str, user: Option<&str>, password: Option<&str>) -> Result<Served> {
+/// user's. A session kept alive by its liveliness token must have it alive once the session is
+/// registered: otherwise its client vanished before, and nothing would ever close the session
+/// (one kept by a WebSocket ends with it). Replies the session's secret.
+async fn open(
+    node: &NodeShared,
+    id: &str,
+    (user, password): (Option<&str>, Option<&str>),
+    alive: Alive,
+) -> Result<Served> {
     let name = &node.options.name;
     let rights = match &node.options.access {
         // Argon2 is deliberately slow: not on a worker that answers other clients' waits.
@@ -240,7 +257,7 @@ async fn open(node: &NodeShared, id: &str, user: Option<&str>, password: Option<
         let budget = node.budgets.node.session(node.budgets.session_bytes)?;
         Ok(Session::new(id.to_owned(), handles_max, payload_bytes_max, secret, rights).with_budget(budget))
     })?;
-    if !token_alive(node, id).await {
+    if alive == Alive::Token && !token_alive(node, id).await {
         node.close_session(id);
         let reason = "the session's liveliness token is not on the fabric (the client vanished)".into();
         return Err(Error::Unreachable { op: "connect", name: name.clone(), reason });

@@ -37,6 +37,7 @@
 //! - [`error`] — [`WireError`]: the core's errors on the wire.
 //! - [`codec`] — [`encode`] and the `decode_*` functions, [`DecodeError`].
 //! - [`fabric`] — zenoh configurations and the key expressions a node answers on.
+//! - [`origin`] — which web pages may open a WebSocket of a node or a dashboard.
 //! - [`session`] — the session protocol's rules, pure: numbering, acknowledgements, at most
 //!   once, retries, when a reply may be taken; the client's and the node's sides.
 //! - [`shared`] — large payloads as sealed shared-memory segments on the direct Unix socket.
@@ -46,6 +47,7 @@
 pub mod codec;
 pub mod error;
 pub mod fabric;
+pub mod origin;
 pub mod reply;
 pub mod request;
 pub mod session;

@@ -1,27 +1,25 @@
-//! Which web pages may open the dashboard's WebSocket (`GET /ws`). A browser sends `Origin` — the
-//! scheme, host and port of the page that asks — with every WebSocket upgrade, and lets any page
-//! the user visits try one: without this rule, a page on the web could read a dashboard on the
-//! user's loopback. Pure: the handler passes the request's headers in.
+//! Which web pages may open a WebSocket of Stampede's — the dashboard's (`GET /ws`) and a node's
+//! (`--websocket`). A browser sends `Origin` — the scheme, host and port of the page that asks —
+//! with every WebSocket upgrade, and lets any page the user visits try one: without this rule, a
+//! page on the web could read a dashboard or a node on the user's loopback. Pure: the handler
+//! passes the request's headers in.
 //!
 //! The rule ([`admits`]):
 //! - no `Origin`: not a browser (a script, a test) — admitted; a login, if any, still applies;
-//! - an origin on the allow-list (`DashboardOptions::allowed_origins`, `--allow-origin`) —
-//!   admitted;
-//! - the dashboard's own page (`Origin` is `http://` plus the request's `Host`) — admitted, but
+//! - an origin on the allow-list (`--allow-origin`: `DashboardOptions::allowed_origins`,
+//!   `NodeOptions::allowed_origins`) — admitted;
+//! - the server's own page (`Origin` is `http://` plus the request's `Host`; the dashboard's, a
+//!   node serves none) — admitted, but
 //!   on a loopback listener only when `Host` names loopback (`127.x.y.z`, `localhost`, `[::1]`):
 //!   a page whose name an attacker rebinds to 127.0.0.1 is not the dashboard's own;
 //! - anything else: refused `403`, naming the origin and how to allow it.
 
-use stampede_wire::fabric;
+use crate::fabric;
 
-/// Whether a WebSocket upgrade with `origin` and `host` headers may open, on a dashboard that
-/// listens on loopback or not, with `allowed` origins besides its own page; else why not.
-pub(crate) fn admits(
-    origin: Option<&str>,
-    host: Option<&str>,
-    loopback: bool,
-    allowed: &[String],
-) -> Result<(), String> {
+/// Whether a WebSocket upgrade with `origin` and `host` headers may open, on a server that
+/// listens on loopback or not and serves its own page at `host` or not (`None`), with `allowed`
+/// origins besides; else why not.
+pub fn admits(origin: Option<&str>, host: Option<&str>, loopback: bool, allowed: &[String]) -> Result<(), String> {
     let Some(origin) = origin.map(|o| o.trim_end_matches('/')) else { return Ok(()) };
     if allowed.iter().any(|a| a.trim_end_matches('/').eq_ignore_ascii_case(origin)) {
         return Ok(());

@@ -1,0 +1,327 @@
+//! The node's WebSocket endpoint (`--websocket`, docs/BROWSER.md): the browser client's way in.
+//! A socket carries the requests of one session — the same wire messages, the same operations,
+//! answered by `serve` exactly as those that come through zenoh or the direct path — each in a
+//! binary message with the number the client gave its call:
+//!
+//! ```text
+//! client → node   [call: u32 LE][request message]
+//! node → client   [call: u32 LE][error text length: u32 LE][error text, UTF-8][reply message]
+//! ```
+//!
+//! The error text is what every other client shows for the reply's error (the node renders it:
+//! a browser has no Rust to), empty for a reply that is no error. Call 0 answers a message that
+//! could not be taken as a call (too short, not binary, too large); the socket then closes.
+//!
+//! Guarantees:
+//! - **Whose pages.** An upgrade from a browser page is admitted only from an allowed origin
+//!   (`stampede_wire::origin`: `--allow-origin`; a node serves no page of its own); one without
+//!   `Origin` (a program) always is. Refused: `403`, naming how to allow it.
+//! - **One session per socket, living with it.** Until its session is open a socket may send only
+//!   `Hello` and `Open`, each at most `REQUEST_HEADER_BYTES_MAX` bytes, and must open it within
+//!   [`OPEN_DEADLINE`]; at most [`UNOPENED_SOCKETS_MAX`] sockets (and [`UNOPENED_PER_SOURCE_MAX`]
+//!   per address) wait so, so nothing unproven costs the node much. Open, its messages may be as
+//!   large as the node's payload bound allows, must name that session, and are served
+//!   concurrently, [`CALLS_IN_FLIGHT_MAX`] at once (the socket reads no more until one ends).
+//!   The session ends when the socket does, or after `Close`.
+//! - **A silent client goes.** The node pings every socket each quarter of its liveliness
+//!   timeout; one it heard nothing from (no message, no pong) for the whole timeout is closed,
+//!   and its session with it. A browser answers pings itself, whatever its page's timers do, so a
+//!   throttled background tab keeps its session and a closed or frozen one loses it.
+//! - **Hostile bytes.** A message that is not a call, a request that does not decode, or one
+//!   larger than allowed gets a typed error reply (`InvalidArgument`); the node stays up.
+//! - The listener and the sockets end with the node's worker threads ([`crate::Node::close`]).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use parking_lot::Mutex;
+use stampede_core::{Error, Result};
+use stampede_wire::{decode_reply, decode_request_head, origin, Reply, Request, REQUEST_HEADER_BYTES_MAX};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request as Upgrade, Response};
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{http, Message};
+use tokio_tungstenite::WebSocketStream;
+
+use crate::node::NodeShared;
+use crate::serve::{self, Alive, Answer};
+
+/// How long a new socket has to upgrade and open its session.
+pub const OPEN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Sockets whose session is not open yet, in all.
+pub const UNOPENED_SOCKETS_MAX: usize = 64;
+
+/// Sockets whose session is not open yet, from one address.
+pub const UNOPENED_PER_SOURCE_MAX: usize = 8;
+
+/// Calls of one socket served at once.
+pub const CALLS_IN_FLIGHT_MAX: usize = 64;
+
+/// Bytes before a message's request or reply: the call's number.
+const CALL_BYTES: usize = 4;
+
+/// Opens the node's WebSocket listener on `address` (`[host:]port`; a bare port is on
+/// 127.0.0.1) and starts accepting on `workers`. Returns the address it listens on.
+pub(crate) fn start(node: &Arc<NodeShared>, workers: &tokio::runtime::Handle, address: &str) -> Result<SocketAddr> {
+    let unreachable = |reason: String| Error::Unreachable { op: "serve", name: format!("websocket {address}"), reason };
+    let socket = listen_address(address).map_err(|reason| Error::InvalidArgument {
+        op: "serve",
+        name: node.options.name.clone(),
+        reason,
+    })?;
+    let _entered = workers.enter();
+    let listener = std::net::TcpListener::bind(socket)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .and_then(TcpListener::from_std)
+        .map_err(|e| unreachable(format!("the WebSocket listener could not open: {e}")))?;
+    let bound = listener.local_addr().map_err(|e| unreachable(e.to_string()))?;
+    workers.spawn(accept(Arc::downgrade(node), listener, Arc::new(Mutex::new(Unopened::default()))));
+    Ok(bound)
+}
+
+/// The socket address `[host:]port` names (a bare port: on 127.0.0.1, this machine only).
+pub fn listen_address(address: &str) -> std::result::Result<SocketAddr, String> {
+    let with_host = if address.contains(':') { address.to_owned() } else { format!("127.0.0.1:{address}") };
+    with_host.parse().map_err(|_| {
+        format!("--websocket {address:?} is neither a port nor an address with a port (8765, 0.0.0.0:8765, [::1]:8765)")
+    })
+}
+
+async fn accept(node: Weak<NodeShared>, listener: TcpListener, unopened: Arc<Mutex<Unopened>>) {
+    loop {
+        let Ok((stream, source)) = listener.accept().await else {
+            // Out of descriptors, most likely: let some close before trying again.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let Some(place) = Unopened::place(&unopened, source.ip()) else { continue };
+        let _ = stream.set_nodelay(true);
+        let node = node.clone();
+        tokio::spawn(async move {
+            let opened = tokio::time::timeout(OPEN_DEADLINE, open(&node, stream)).await;
+            drop(place);
+            if let Ok(Some((ws, session))) = opened {
+                serve_session(&node, ws, &session).await;
+                if let Some(node) = node.upgrade() {
+                    let _ = tokio::task::spawn_blocking(move || node.close_session(&session)).await;
+                }
+            }
+        });
+    }
+}
+
+/// The sockets not open yet, in all and by address.
+#[derive(Default)]
+struct Unopened {
+    all: usize,
+    by_source: HashMap<IpAddr, usize>,
+}
+
+/// A socket's place among the unopened ones, given back when dropped.
+struct UnopenedPlace {
+    unopened: Arc<Mutex<Unopened>>,
+    source: IpAddr,
+}
+
+impl Unopened {
+    fn place(unopened: &Arc<Mutex<Unopened>>, source: IpAddr) -> Option<UnopenedPlace> {
+        let mut counts = unopened.lock();
+        let from_source = counts.by_source.get(&source).copied().unwrap_or(0);
+        if counts.all >= UNOPENED_SOCKETS_MAX || from_source >= UNOPENED_PER_SOURCE_MAX {
+            return None;
+        }
+        counts.all += 1;
+        counts.by_source.insert(source, from_source + 1);
+        Some(UnopenedPlace { unopened: unopened.clone(), source })
+    }
+}
+
+impl Drop for UnopenedPlace {
+    fn drop(&mut self) {
+        let mut counts = self.unopened.lock();
+        counts.all -= 1;
+        if let Some(n) = counts.by_source.get_mut(&self.source) {
+            *n -= 1;
+            if *n == 0 {
+                counts.by_source.remove(&self.source);
+            }
+        }
+    }
+}
+
+/// Upgrades `stream` and answers its `Hello`s until an `Open` opens its session: the socket,
+/// reconfigured for the node's largest message, and the session's id. `None` when the socket
+/// ended or sent anything else.
+async fn open(node: &Weak<NodeShared>, stream: TcpStream) -> Option<(WebSocketStream<TcpStream>, String)> {
+    let (allowed, loopback) = {
+        let node = node.upgrade()?;
+        let loopback = stream.local_addr().is_ok_and(|a| a.ip().is_loopback());
+        (node.options.allowed_origins.clone(), loopback)
+    };
+    // The result type is tungstenite's callback's: its error is an HTTP response, large by nature.
+    #[allow(clippy::result_large_err)]
+    let admit = |upgrade: &Upgrade, response: Response| {
+        let origin = upgrade.headers().get(http::header::ORIGIN).and_then(|v| v.to_str().ok());
+        match origin::admits(origin, None, loopback, &allowed) {
+            Ok(()) => Ok(response),
+            Err(reason) => {
+                let mut refusal = ErrorResponse::new(Some(reason));
+                *refusal.status_mut() = http::StatusCode::FORBIDDEN;
+                Err(refusal)
+            }
+        }
+    };
+    let small = WebSocketConfig::default()
+        .max_message_size(Some(CALL_BYTES + REQUEST_HEADER_BYTES_MAX))
+        .max_frame_size(Some(CALL_BYTES + REQUEST_HEADER_BYTES_MAX));
+    let mut ws = tokio_tungstenite::accept_hdr_async_with_config(stream, admit, Some(small)).await.ok()?;
+    loop {
+        let (call, message) = match take_call(ws.next().await?) {
+            Taken::Call(call, message) => (call, message),
+            Taken::Other => continue,
+            Taken::Refused(e) => {
+                refuse(&mut ws, &e).await;
+                return None;
+            }
+        };
+        let Ok(header) = decode_request_head(&message) else {
+            let answer = serve::answer(&node.upgrade()?, &message, None, Alive::Socket).await;
+            ws.send(reply(call, answer)).await.ok()?;
+            continue;
+        };
+        if !matches!(header.request, Request::Hello | Request::Open { .. }) {
+            let reason = "a WebSocket sends Hello and Open first; its other requests follow once its session is open";
+            let e = Error::InvalidArgument { op: header.request.op(), name: header.session, reason: reason.into() };
+            ws.send(reply(call, serve::refusal(&e))).await.ok()?;
+            continue;
+        }
+        let answer = serve::answer(&node.upgrade()?, &message, None, Alive::Socket).await;
+        let opened = matches!(decode_reply(&answer.header), Ok((Reply::Opened(_), _)));
+        ws.send(reply(call, answer)).await.ok()?;
+        if opened {
+            // The client waits for Open's reply before it sends more (docs/BROWSER.md): nothing
+            // is read ahead in the socket's buffer, so it can be taken out and wrapped again.
+            let limit = CALL_BYTES + REQUEST_HEADER_BYTES_MAX + node.upgrade()?.options.payload_bytes_max;
+            let large = WebSocketConfig::default().max_message_size(Some(limit)).max_frame_size(Some(limit));
+            let ws = WebSocketStream::from_raw_socket(ws.into_inner(), Role::Server, Some(large)).await;
+            return Some((ws, header.session));
+        }
+    }
+}
+
+/// Serves the calls of an open session's socket until it ends, goes silent or closes the session.
+async fn serve_session(node: &Weak<NodeShared>, mut ws: WebSocketStream<TcpStream>, session: &str) {
+    let Some(liveliness) = node.upgrade().map(|n| n.options.liveliness_timeout) else { return };
+    let (replies, mut outbox) = mpsc::channel::<Message>(CALLS_IN_FLIGHT_MAX);
+    let calls = Arc::new(Semaphore::new(CALLS_IN_FLIGHT_MAX));
+    let mut ping = tokio::time::interval(liveliness / 4);
+    let mut heard = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            message = ws.next() => {
+                let Some(message) = message else { return };
+                heard = tokio::time::Instant::now();
+                let (call, message) = match take_call(message) {
+                    Taken::Call(call, message) => (call, message),
+                    Taken::Other => continue,
+                    Taken::Refused(e) => {
+                        refuse(&mut ws, &e).await;
+                        return;
+                    }
+                };
+                let Ok(permit) = calls.clone().acquire_owned().await else { return };
+                let Some(node) = node.upgrade() else { return };
+                let (replies, session) = (replies.clone(), session.to_owned());
+                tokio::spawn(async move {
+                    let answer = answer_call(&node, &message, &session).await;
+                    let _ = replies.send(reply(call, answer)).await;
+                    drop(permit);
+                });
+            }
+            Some(reply) = outbox.recv() => {
+                if ws.send(reply).await.is_err() {
+                    return;
+                }
+            }
+            _ = ping.tick() => {
+                if heard.elapsed() > liveliness || ws.send(Message::Ping(Default::default())).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The answer to a call on the socket of `session`: served if it is that session's.
+async fn answer_call(node: &Arc<NodeShared>, message: &[u8], session: &str) -> Answer {
+    let refuse = |op: &'static str, reason: &str| {
+        serve::refusal(&Error::InvalidArgument { op, name: session.to_owned(), reason: reason.into() })
+    };
+    match decode_request_head(message) {
+        Ok(header) if header.request == Request::Hello => {}
+        Ok(header) if matches!(header.request, Request::Open { .. }) => {
+            return refuse("connect", "this WebSocket's session is open already; one socket carries one session");
+        }
+        Ok(header) if header.session != session => {
+            return refuse(header.request.op(), "a WebSocket carries the requests of the session it opened only");
+        }
+        // A request that does not decode gets the decoder's own error from `serve`.
+        _ => {}
+    }
+    serve::answer(node, message, None, Alive::Socket).await
+}
+
+/// What one message of a socket is.
+enum Taken {
+    /// A call: its number and its request message.
+    Call(u32, Vec<u8>),
+    /// A ping, a pong or a close: nothing to answer.
+    Other,
+    /// A message that is no call, or a read that failed (too large, a broken frame).
+    Refused(Error),
+}
+
+fn take_call(message: std::result::Result<Message, tokio_tungstenite::tungstenite::Error>) -> Taken {
+    let refused =
+        |reason: String| Taken::Refused(Error::InvalidArgument { op: "request", name: "websocket".into(), reason });
+    match message {
+        Ok(Message::Binary(bytes)) if bytes.len() >= CALL_BYTES => {
+            let (call, request) = bytes.split_at(CALL_BYTES);
+            let call = u32::from_le_bytes(call.try_into().expect("CALL_BYTES bytes"));
+            Taken::Call(call, request.to_vec())
+        }
+        Ok(Message::Binary(_)) => refused(format!("a message shorter than its call number ({CALL_BYTES} bytes)")),
+        Ok(Message::Text(_)) => refused("a text message; calls are binary messages (docs/BROWSER.md)".into()),
+        Ok(_) => Taken::Other,
+        Err(e) => refused(format!("the message could not be read: {e}")),
+    }
+}
+
+/// Answers call 0 with `e` and closes the socket.
+async fn refuse(ws: &mut WebSocketStream<TcpStream>, e: &Error) {
+    let _ = ws.send(reply(0, serve::refusal(e))).await;
+    let _ = ws.close(None).await;
+}
+
+/// The message answering `call` with `answer` (its payloads copied in: one WebSocket message).
+fn reply(call: u32, answer: Answer) -> Message {
+    let text = match decode_reply(&answer.header) {
+        Ok((Reply::Error(e), _)) => Error::from(e).to_string(),
+        _ => String::new(),
+    };
+    let length = answer.header.len() + answer.payloads.iter().map(|p| p.len()).sum::<usize>();
+    let mut message = Vec::with_capacity(CALL_BYTES * 2 + text.len() + length);
+    message.extend_from_slice(&call.to_le_bytes());
+    message.extend_from_slice(&u32::try_from(text.len()).unwrap_or(u32::MAX).to_le_bytes());
+    message.extend_from_slice(text.as_bytes());
+    message.extend_from_slice(&answer.header);
+    for payload in &answer.payloads {
+        message.extend_from_slice(payload);
+    }
+    Message::Binary(message.into())
+}
