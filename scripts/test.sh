@@ -61,6 +61,10 @@ echo "== [${SECONDS} s] Java client (docs/JAVA.md): the shared vectors and API t
 cargo build -q -p stampede-jni
 mvn -q -B -f java/pom.xml test -Dstampede.serve="$PWD/target/debug/stampede"
 
+echo "== [${SECONDS} s] Browser client (docs/BROWSER.md, Node.js): the TypeScript codec held to the wire's golden vectors, .npy,"
+echo "   the client and the node's WebSocket endpoint against stampede serve nodes, and the shared vectors (its demo page runs in Chromium below)"
+(cd browser && npm ci --no-audit --no-fund --loglevel=error && npm test)
+
 echo "== [${SECONDS} s] Python package"
 . scripts/python-env.sh
 python_env pytest ruff mypy playwright mcap matplotlib jsonschema websockets foxglove-schemas-protobuf mcap-protobuf-support rosbags mcap-ros2-support

@@ -397,6 +397,8 @@ export class Task {
 }
 
 class Connection {
+  private detached = false;
+
   constructor(
     /** @internal */ readonly runtime: Runtime,
     /** @internal */ readonly id: number,
@@ -404,15 +406,27 @@ class Connection {
     readonly name: string,
   ) {}
 
-  /** Detaches: what it held goes back. */
+  /** Detaches: what it held goes back, and every later call fails `Closed`. Idempotent. */
   async detach(): Promise<void> {
+    if (this.detached) return;
+    this.detached = true;
     await this.runtime.run({ Detach: { connection: this.id } }, { opName: "detach" });
+  }
+
+  /** @internal Runs an operation of this connection: `Closed` once it is detached, as in every
+   * client (the node no longer knows its handle). */
+  run(op: Value, options: { waitMs?: number; payload?: Uint8Array; opName: string }): Promise<[string, Value, Replied]> {
+    if (this.detached) {
+      const reason = "the connection was detached";
+      return Promise.reject(new StampedeError("Closed", `"${this.name}" is closed: ${reason}`, { name: this.name, reason }));
+    }
+    return this.runtime.run(op, options);
   }
 
   /** @internal Waits at most `waitMs` for a change a get (`selector`) or a put would wake on. */
   changed(selector: Value, waitMs: number): Promise<unknown> {
     const op = { WaitChanged: { connection: this.id, selector, wait_us: Math.max(0, Math.floor(waitMs * 1000)) } };
-    return this.runtime.run(op, { waitMs, opName: "changed" });
+    return this.run(op, { waitMs, opName: "changed" });
   }
 
   /** @internal A put of `data` at `timestamp` that waits for room as `options` say. */
@@ -421,7 +435,7 @@ class Connection {
     const at = ts(timestamp, "put");
     return waiting(
       options,
-      async () => void (await this.runtime.run(op(at, codec), { payload, opName: "put" })),
+      async () => void (await this.run(op(at, codec), { payload, opName: "put" })),
       (e) => e.kind === "Full" && e.fields["can_never_fit"] !== true,
       (waitMs) => this.changed(null, waitMs),
     );
@@ -438,7 +452,7 @@ export class ChannelOutput extends Connection {
 
   /** How many readers wait for what this output puts next (demand feedback). */
   async demand(): Promise<number> {
-    const [, count] = await this.runtime.run({ Demand: { connection: this.id } }, { opName: "demand" });
+    const [, count] = await this.run({ Demand: { connection: this.id } }, { opName: "demand" });
     return count as number;
   }
 }
@@ -456,7 +470,7 @@ export class ChannelInput extends Connection {
     return waiting(
       options,
       async () => {
-        const [, header, replied] = await this.runtime.run({ Get: { connection: this.id, selector: chosen, wait_us: 0 } }, { opName: "get" });
+        const [, header, replied] = await this.run({ Get: { connection: this.id, selector: chosen, wait_us: 0 } }, { opName: "get" });
         return items([header], replied.payload)[0] as Item;
       },
       (e) => e.kind === "NotAvailable" && e.fields["settled"] !== true,
@@ -467,17 +481,17 @@ export class ChannelInput extends Connection {
   /** Every item with `t0 <= ts <= t1` present and not consumed here, in timestamp order. */
   async getRange(t0: Timestamp, t1: Timestamp): Promise<Item[]> {
     const op = { GetRange: { connection: this.id, t0: ts(t0, "get_range"), t1: ts(t1, "get_range") } };
-    const [, headers, replied] = await this.runtime.run(op, { opName: "get_range" });
+    const [, headers, replied] = await this.run(op, { opName: "get_range" });
     return items(headers as Value[], replied.payload);
   }
 
   async consume(timestamp: Timestamp): Promise<void> {
-    await this.runtime.run({ Consume: { connection: this.id, ts: ts(timestamp, "consume") } }, { opName: "consume" });
+    await this.run({ Consume: { connection: this.id, ts: ts(timestamp, "consume") } }, { opName: "consume" });
   }
 
   async consumeUntil(timestamp: Timestamp): Promise<void> {
     const op = { ConsumeUntil: { connection: this.id, ts: ts(timestamp, "consume_until") } };
-    await this.runtime.run(op, { opName: "consume_until" });
+    await this.run(op, { opName: "consume_until" });
   }
 }
 
@@ -487,7 +501,7 @@ export class QueueInput extends Connection {
     return waiting(
       options,
       async () => {
-        const [, value, replied] = await this.runtime.run({ QueueGet: { connection: this.id, wait_us: 0 } }, { opName: "get" });
+        const [, value, replied] = await this.run({ QueueGet: { connection: this.id, wait_us: 0 } }, { opName: "get" });
         const { seq, item } = value as { seq: number; item: Value };
         return items([item], replied.payload, seq)[0] as Item;
       },
@@ -499,6 +513,6 @@ export class QueueInput extends Connection {
   /** Consumes `item` (one this input got), or the oldest open item at a timestamp. */
   async consume(item: Item | Timestamp): Promise<void> {
     const [seq, at] = item instanceof Item ? [item.seq ?? null, item.ts] : [null, ts(item, "consume")];
-    await this.runtime.run({ QueueConsume: { connection: this.id, seq, ts: at } }, { opName: "consume" });
+    await this.run({ QueueConsume: { connection: this.id, seq, ts: at } }, { opName: "consume" });
   }
 }
