@@ -64,7 +64,7 @@ pub(crate) enum Command {
         view: foxglove::View,
         /// Also take browser clients on this WebSocket endpoint, [host:]port (a bare port is on
         /// 127.0.0.1; 0: any free port; docs/BROWSER.md); pages of the --allow-origin origins
-        /// may open it. Prints `websocket on ws://<address>`.
+        /// may open it; with --tls-certificate it is wss://. Prints `websocket on <url>`.
         #[arg(long, value_name = "ADDRESS")]
         websocket: Option<String>,
         #[command(flatten)]

@@ -89,8 +89,8 @@ pub fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         for endpoint in node.endpoints() {
             writeln!(out, "listening on {endpoint}")?;
         }
-        if let Some(address) = node.websocket_address() {
-            writeln!(out, "websocket on ws://{address}")?;
+        if let Some(url) = node.websocket_url() {
+            writeln!(out, "websocket on {url}")?;
         }
         out.flush()?;
     }

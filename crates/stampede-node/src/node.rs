@@ -495,6 +495,12 @@ impl Node {
         self.shared.websocket.get().copied()
     }
 
+    /// The WebSocket endpoint's URL (`ws://<address>`, `wss://` on a node with TLS), if it has one.
+    pub fn websocket_url(&self) -> Option<String> {
+        let scheme = if self.shared.options.tls.is_some() { "wss" } else { "ws" };
+        self.websocket_address().map(|address| format!("{scheme}://{address}"))
+    }
+
     /// Client sessions open now.
     pub fn session_count(&self) -> usize {
         self.shared.desk.len()

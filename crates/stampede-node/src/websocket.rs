@@ -29,6 +29,9 @@
 //!   throttled background tab keeps its session and a closed or frozen one loses it.
 //! - **Hostile bytes.** A message that is not a call, a request that does not decode, or one
 //!   larger than allowed gets a typed error reply (`InvalidArgument`); the node stays up.
+//! - **TLS as the node's.** A node with TLS (`NodeOptions::tls`) serves `wss://` with its
+//!   certificate, and asks clients for theirs when its TLS is mutual; a handshake that fails
+//!   closes the connection before anything else is read.
 //! - The listener and the sockets end with the node's worker threads ([`crate::Node::close`]).
 
 use std::collections::HashMap;
@@ -36,19 +39,26 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::TlsAcceptor;
+
 use futures_util::{SinkExt, StreamExt};
 use parking_lot::Mutex;
 use stampede_core::{Error, Result};
 use stampede_wire::{decode_reply, decode_request_head, origin, Reply, Request, REQUEST_HEADER_BYTES_MAX};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request as Upgrade, Response};
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{http, Message};
 use tokio_tungstenite::WebSocketStream;
 
-use crate::node::NodeShared;
+use crate::node::{NodeShared, TlsOptions};
 use crate::serve::{self, Alive, Answer};
+
+/// What a socket runs over: TCP, or TLS over TCP.
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for S {}
 
 /// How long a new socket has to upgrade and open its session.
 pub const OPEN_DEADLINE: Duration = Duration::from_secs(10);
@@ -74,14 +84,51 @@ pub(crate) fn start(node: &Arc<NodeShared>, workers: &tokio::runtime::Handle, ad
         name: node.options.name.clone(),
         reason,
     })?;
+    let tls = node.options.tls.as_ref().map(acceptor).transpose()?;
     let _entered = workers.enter();
     let listener = std::net::TcpListener::bind(socket)
         .and_then(|l| l.set_nonblocking(true).map(|()| l))
         .and_then(TcpListener::from_std)
         .map_err(|e| unreachable(format!("the WebSocket listener could not open: {e}")))?;
     let bound = listener.local_addr().map_err(|e| unreachable(e.to_string()))?;
-    workers.spawn(accept(Arc::downgrade(node), listener, Arc::new(Mutex::new(Unopened::default()))));
+    workers.spawn(accept(Arc::downgrade(node), listener, tls, Arc::new(Mutex::new(Unopened::default()))));
     Ok(bound)
+}
+
+/// The TLS side of the endpoint, from the node's TLS files: its certificate, and a check of
+/// client certificates against its root CA when its TLS is mutual.
+fn acceptor(tls: &TlsOptions) -> Result<TlsAcceptor> {
+    let refuse = |what: &std::path::Path, e: &dyn std::fmt::Display| Error::InvalidArgument {
+        op: "serve",
+        name: "websocket".into(),
+        reason: format!("{}: {e}", what.display()),
+    };
+    let read = |path: &std::path::Path| std::fs::read(path).map_err(|e| refuse(path, &e));
+    let certificates = rustls_pemfile::certs(&mut read(&tls.certificate)?.as_slice())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| refuse(&tls.certificate, &e))?;
+    let key = rustls_pemfile::private_key(&mut read(&tls.private_key)?.as_slice())
+        .map_err(|e| refuse(&tls.private_key, &e))?
+        .ok_or_else(|| refuse(&tls.private_key, &"no private key in the file"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| refuse(&tls.certificate, &e))?;
+    let builder = match (&tls.root_ca, tls.mutual) {
+        (Some(root_ca), true) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for ca in rustls_pemfile::certs(&mut read(root_ca)?.as_slice()) {
+                roots.add(ca.map_err(|e| refuse(root_ca, &e))?).map_err(|e| refuse(root_ca, &e))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| refuse(root_ca, &e))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    let config = builder.with_single_cert(certificates, key).map_err(|e| refuse(&tls.certificate, &e))?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
 /// The socket address `[host:]port` names (a bare port: on 127.0.0.1, this machine only).
@@ -92,7 +139,12 @@ pub fn listen_address(address: &str) -> std::result::Result<SocketAddr, String> 
     })
 }
 
-async fn accept(node: Weak<NodeShared>, listener: TcpListener, unopened: Arc<Mutex<Unopened>>) {
+async fn accept(
+    node: Weak<NodeShared>,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    unopened: Arc<Mutex<Unopened>>,
+) {
     loop {
         let Ok((stream, source)) = listener.accept().await else {
             // Out of descriptors, most likely: let some close before trying again.
@@ -101,17 +153,28 @@ async fn accept(node: Weak<NodeShared>, listener: TcpListener, unopened: Arc<Mut
         };
         let Some(place) = Unopened::place(&unopened, source.ip()) else { continue };
         let _ = stream.set_nodelay(true);
+        let loopback = stream.local_addr().is_ok_and(|a| a.ip().is_loopback());
         let node = node.clone();
-        tokio::spawn(async move {
-            let opened = tokio::time::timeout(OPEN_DEADLINE, open(&node, stream)).await;
-            drop(place);
-            if let Ok(Some((ws, session))) = opened {
-                serve_session(&node, ws, &session).await;
-                if let Some(node) = node.upgrade() {
-                    let _ = tokio::task::spawn_blocking(move || node.close_session(&session)).await;
+        match tls.clone() {
+            None => drop(tokio::spawn(socket(node, stream, loopback, place))),
+            Some(tls) => drop(tokio::spawn(async move {
+                if let Ok(Ok(stream)) = tokio::time::timeout(OPEN_DEADLINE, tls.accept(stream)).await {
+                    socket(node, stream, loopback, place).await;
                 }
-            }
-        });
+            })),
+        }
+    }
+}
+
+/// One socket, from its upgrade to the end of its session.
+async fn socket(node: Weak<NodeShared>, stream: impl Stream, loopback: bool, place: UnopenedPlace) {
+    let opened = tokio::time::timeout(OPEN_DEADLINE, open(&node, stream, loopback)).await;
+    drop(place);
+    if let Ok(Some((ws, session))) = opened {
+        serve_session(&node, ws, &session).await;
+        if let Some(node) = node.upgrade() {
+            let _ = tokio::task::spawn_blocking(move || node.close_session(&session)).await;
+        }
     }
 }
 
@@ -157,12 +220,8 @@ impl Drop for UnopenedPlace {
 /// Upgrades `stream` and answers its `Hello`s until an `Open` opens its session: the socket,
 /// reconfigured for the node's largest message, and the session's id. `None` when the socket
 /// ended or sent anything else.
-async fn open(node: &Weak<NodeShared>, stream: TcpStream) -> Option<(WebSocketStream<TcpStream>, String)> {
-    let (allowed, loopback) = {
-        let node = node.upgrade()?;
-        let loopback = stream.local_addr().is_ok_and(|a| a.ip().is_loopback());
-        (node.options.allowed_origins.clone(), loopback)
-    };
+async fn open<S: Stream>(node: &Weak<NodeShared>, stream: S, loopback: bool) -> Option<(WebSocketStream<S>, String)> {
+    let allowed = node.upgrade()?.options.allowed_origins.clone();
     // The result type is tungstenite's callback's: its error is an HTTP response, large by nature.
     #[allow(clippy::result_large_err)]
     let admit = |upgrade: &Upgrade, response: Response| {
@@ -215,7 +274,7 @@ async fn open(node: &Weak<NodeShared>, stream: TcpStream) -> Option<(WebSocketSt
 }
 
 /// Serves the calls of an open session's socket until it ends, goes silent or closes the session.
-async fn serve_session(node: &Weak<NodeShared>, mut ws: WebSocketStream<TcpStream>, session: &str) {
+async fn serve_session(node: &Weak<NodeShared>, mut ws: WebSocketStream<impl Stream>, session: &str) {
     let Some(liveliness) = node.upgrade().map(|n| n.options.liveliness_timeout) else { return };
     let (replies, mut outbox) = mpsc::channel::<Message>(CALLS_IN_FLIGHT_MAX);
     let calls = Arc::new(Semaphore::new(CALLS_IN_FLIGHT_MAX));
@@ -303,7 +362,7 @@ fn take_call(message: std::result::Result<Message, tokio_tungstenite::tungstenit
 }
 
 /// Answers call 0 with `e` and closes the socket.
-async fn refuse(ws: &mut WebSocketStream<TcpStream>, e: &Error) {
+async fn refuse(ws: &mut WebSocketStream<impl Stream>, e: &Error) {
     let _ = ws.send(reply(0, serve::refusal(e))).await;
     let _ = ws.close(None).await;
 }

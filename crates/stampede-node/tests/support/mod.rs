@@ -8,6 +8,8 @@ use stampede::Runtime;
 use stampede::{connect, Runtime as RemoteRuntime};
 use stampede_node::{Node, NodeOptions};
 
+pub mod pki;
+
 /// The watchdog and the bounded wait every Stampede test crate shares.
 #[path = "../../../stampede/tests/support/mod.rs"]
 mod shared;
