@@ -25,10 +25,15 @@ export type Timestamp = bigint | number;
 /** Which item a get asks for: a timestamp, or one of the four wildcards. */
 export type Selector = Timestamp | "oldest" | "newest" | "oldest_unseen" | "newest_unseen";
 
-/** What every call may be given. */
-export interface CallOptions {
-  /** Rejects the call with the signal's reason, having taken nothing. */
+/** What every call may be given: a signal that aborts it. A call aborted before it is sent is
+ * not sent; one under way rejects at once if it is waiting (for an item, for room), having taken
+ * nothing, and otherwise when its reply comes (the node did it: it holds nothing unknown). */
+export interface Signal {
   signal?: AbortSignal;
+}
+
+/** What a call that may wait may be given. */
+export interface CallOptions extends Signal {
   /** How long a get waits for an item, or a put for room (ms; none: as long as it takes). */
   timeoutMs?: number;
 }
@@ -192,6 +197,13 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
   }
 }
 
+/** @internal How an operation is run. */
+export interface RunOptions extends Signal {
+  waitMs?: number;
+  payload?: Uint8Array;
+  opName: string;
+}
+
 /** A session on a node: its channels, queues and tasks. */
 export class Runtime {
   constructor(
@@ -203,7 +215,8 @@ export class Runtime {
   ) {}
 
   /** @internal Runs `op` (an `Op` value) and returns its outcome. */
-  async run(op: Value, options: { waitMs?: number; payload?: Uint8Array; opName: string }): Promise<[string, Value, Replied]> {
+  async run(op: Value, options: RunOptions): Promise<[string, Value, Replied]> {
+    options.signal?.throwIfAborted();
     const replied = await this.session.call({ Op: op }, { waitMs: options.waitMs, payload: options.payload, op: options.opName });
     const [name, value] = outcome(replied);
     return [name, value, replied];
@@ -211,7 +224,7 @@ export class Runtime {
 
   async createChannel(
     name: string,
-    limits: { capacity?: number; maxBytes?: number; retention?: "history" | "current_readers"; codec?: string; description?: string } = {},
+    limits: Signal & { capacity?: number; maxBytes?: number; retention?: "history" | "current_readers"; codec?: string; description?: string } = {},
   ): Promise<Channel> {
     const op = {
       CreateChannel: {
@@ -223,50 +236,50 @@ export class Runtime {
         description: limits.description ?? "",
       },
     };
-    const [, info] = await this.run(op, { opName: "create_channel" });
+    const [, info] = await this.run(op, { signal: limits.signal, opName: "create_channel" });
     return new Channel(this, info as unknown as ContainerInfo);
   }
 
-  async createQueue(name: string, limits: { capacity?: number; maxBytes?: number; description?: string } = {}): Promise<Queue> {
+  async createQueue(name: string, limits: Signal & { capacity?: number; maxBytes?: number; description?: string } = {}): Promise<Queue> {
     const op = {
       CreateQueue: { name, capacity: limits.capacity ?? null, bytes_max: limits.maxBytes ?? null, description: limits.description ?? "" },
     };
-    const [, info] = await this.run(op, { opName: "create_queue" });
+    const [, info] = await this.run(op, { signal: limits.signal, opName: "create_queue" });
     return new Queue(this, info as unknown as ContainerInfo);
   }
 
   /** The channel or queue named `name`; `NotFound` if none is. */
-  async lookup(name: string): Promise<Channel | Queue> {
-    const [, info] = await this.run({ Lookup: { name } }, { opName: "lookup" });
+  async lookup(name: string, options: Signal = {}): Promise<Channel | Queue> {
+    const [, info] = await this.run({ Lookup: { name } }, { signal: options.signal, opName: "lookup" });
     const container = info as unknown as ContainerInfo;
     return container.queue ? new Queue(this, container) : new Channel(this, container);
   }
 
   /** The names under `prefix` (`""`: all). */
-  async names(prefix = ""): Promise<string[]> {
-    const [, names] = await this.run({ Names: { prefix } }, { opName: "names" });
+  async names(prefix = "", options: Signal = {}): Promise<string[]> {
+    const [, names] = await this.run({ Names: { prefix } }, { signal: options.signal, opName: "names" });
     return names as string[];
   }
 
   /** A root task at `virtualTime` ({@link INFINITY}: a reader that holds nothing back). */
-  async task(virtualTime: Timestamp): Promise<Task> {
-    const [, handle] = await this.run({ Task: { virtual_time: ts(virtualTime, "task") } }, { opName: "task" });
+  async task(virtualTime: Timestamp, options: Signal = {}): Promise<Task> {
+    const [, handle] = await this.run({ Task: { virtual_time: ts(virtualTime, "task") } }, { signal: options.signal, opName: "task" });
     return new Task(this, handle as number);
   }
 
-  async tsMin(): Promise<bigint> {
-    const [, value] = await this.run("TsMin", { opName: "ts_min" });
+  async tsMin(options: Signal = {}): Promise<bigint> {
+    const [, value] = await this.run("TsMin", { signal: options.signal, opName: "ts_min" });
     return value as bigint;
   }
 
-  async stats(): Promise<{ ts_min: bigint; containers: number; claims: number }> {
-    const [, value] = await this.run("Stats", { opName: "stats" });
+  async stats(options: Signal = {}): Promise<{ ts_min: bigint; containers: number; claims: number }> {
+    const [, value] = await this.run("Stats", { signal: options.signal, opName: "stats" });
     return value as { ts_min: bigint; containers: number; claims: number };
   }
 
   /** Reclaims what is garbage now; returns how many items. */
-  async collect(): Promise<number> {
-    const [, count] = await this.run("Collect", { opName: "collect" });
+  async collect(options: Signal = {}): Promise<number> {
+    const [, count] = await this.run("Collect", { signal: options.signal, opName: "collect" });
     return count as number;
   }
 
@@ -312,14 +325,14 @@ class Container {
     this.id = info.id;
   }
 
-  async stats(): Promise<Stats> {
-    const [, stats] = await this.runtime.run({ ContainerStats: { container: this.id } }, { opName: "stats" });
+  async stats(options: Signal = {}): Promise<Stats> {
+    const [, stats] = await this.runtime.run({ ContainerStats: { container: this.id } }, { signal: options.signal, opName: "stats" });
     return stats as unknown as Stats;
   }
 
   /** Destroys it: its connections close, its items go. */
-  async destroy(): Promise<void> {
-    await this.runtime.run({ Destroy: { container: this.id } }, { opName: "destroy" });
+  async destroy(options: Signal = {}): Promise<void> {
+    await this.runtime.run({ Destroy: { container: this.id } }, { signal: options.signal, opName: "destroy" });
   }
 }
 
@@ -333,35 +346,35 @@ export class Task {
     /** @internal */ readonly id: number,
   ) {}
 
-  async setVirtualTime(virtualTime: Timestamp): Promise<void> {
+  async setVirtualTime(virtualTime: Timestamp, options: Signal = {}): Promise<void> {
     const op = { SetVirtualTime: { task: this.id, virtual_time: ts(virtualTime, "set_virtual_time") } };
-    await this.runtime.run(op, { opName: "set_virtual_time" });
+    await this.runtime.run(op, { signal: options.signal, opName: "set_virtual_time" });
   }
 
   /** Its virtual time and visibility. */
-  async times(): Promise<{ virtualTime: bigint; visibility: bigint }> {
-    const [, times] = await this.runtime.run({ Times: { task: this.id } }, { opName: "virtual_time" });
+  async times(options: Signal = {}): Promise<{ virtualTime: bigint; visibility: bigint }> {
+    const [, times] = await this.runtime.run({ Times: { task: this.id } }, { signal: options.signal, opName: "virtual_time" });
     const { virtual_time, visibility } = times as { virtual_time: bigint; visibility: bigint };
     return { virtualTime: virtual_time, visibility };
   }
 
-  async spawn(virtualTime: Timestamp): Promise<Task> {
+  async spawn(virtualTime: Timestamp, options: Signal = {}): Promise<Task> {
     const op = { Spawn: { task: this.id, virtual_time: ts(virtualTime, "spawn") } };
-    const [, handle] = await this.runtime.run(op, { opName: "spawn" });
+    const [, handle] = await this.runtime.run(op, { signal: options.signal, opName: "spawn" });
     return new Task(this.runtime, handle as number);
   }
 
-  async setName(name: string): Promise<void> {
-    await this.runtime.run({ SetTaskName: { task: this.id, name } }, { opName: "set_name" });
+  async setName(name: string, options: Signal = {}): Promise<void> {
+    await this.runtime.run({ SetTaskName: { task: this.id, name } }, { signal: options.signal, opName: "set_name" });
   }
 
-  async close(): Promise<void> {
-    await this.runtime.run({ CloseTask: { task: this.id } }, { opName: "close" });
+  async close(options: Signal = {}): Promise<void> {
+    await this.runtime.run({ CloseTask: { task: this.id } }, { signal: options.signal, opName: "close" });
   }
 
   async attachInput(
     channel: Channel,
-    options: { maxLagItems?: number; maxLagTs?: number; prefetch?: "off" | "newest" | "auto" } = {},
+    options: Signal & { maxLagItems?: number; maxLagTs?: number; prefetch?: "off" | "newest" | "auto" } = {},
   ): Promise<ChannelInput> {
     const op = {
       AttachInput: {
@@ -372,26 +385,26 @@ export class Task {
         prefetch: options.prefetch ?? "auto",
       },
     };
-    const [, handle] = await this.runtime.run(op, { opName: "attach_input" });
+    const [, handle] = await this.runtime.run(op, { signal: options.signal, opName: "attach_input" });
     return new ChannelInput(this.runtime, handle as number, channel.name);
   }
 
-  async attachOutput(channel: Channel): Promise<ChannelOutput> {
-    return new ChannelOutput(this.runtime, await this.attach(channel), channel.name);
+  async attachOutput(channel: Channel, options: Signal = {}): Promise<ChannelOutput> {
+    return new ChannelOutput(this.runtime, await this.attach(channel, options), channel.name);
   }
 
-  async attachQueueInput(queue: Queue): Promise<QueueInput> {
+  async attachQueueInput(queue: Queue, options: Signal = {}): Promise<QueueInput> {
     const op = { AttachInput: { task: this.id, container: queue.id, max_lag_items: null, max_lag_ts: null, prefetch: "off" } };
-    const [, handle] = await this.runtime.run(op, { opName: "attach_input" });
+    const [, handle] = await this.runtime.run(op, { signal: options.signal, opName: "attach_input" });
     return new QueueInput(this.runtime, handle as number, queue.name);
   }
 
-  async attachQueueOutput(queue: Queue): Promise<QueueOutput> {
-    return new QueueOutput(this.runtime, await this.attach(queue), queue.name);
+  async attachQueueOutput(queue: Queue, options: Signal = {}): Promise<QueueOutput> {
+    return new QueueOutput(this.runtime, await this.attach(queue, options), queue.name);
   }
 
-  private async attach(container: Channel | Queue): Promise<number> {
-    const [, handle] = await this.runtime.run({ AttachOutput: { task: this.id, container: container.id } }, { opName: "attach_output" });
+  private async attach(container: Channel | Queue, options: Signal): Promise<number> {
+    const [, handle] = await this.runtime.run({ AttachOutput: { task: this.id, container: container.id } }, { signal: options.signal, opName: "attach_output" });
     return handle as number;
   }
 }
@@ -407,15 +420,16 @@ class Connection {
   ) {}
 
   /** Detaches: what it held goes back, and every later call fails `Closed`. Idempotent. */
-  async detach(): Promise<void> {
+  async detach(options: Signal = {}): Promise<void> {
     if (this.detached) return;
+    options.signal?.throwIfAborted();
     this.detached = true;
-    await this.runtime.run({ Detach: { connection: this.id } }, { opName: "detach" });
+    await this.runtime.run({ Detach: { connection: this.id } }, { signal: options.signal, opName: "detach" });
   }
 
   /** @internal Runs an operation of this connection: `Closed` once it is detached, as in every
    * client (the node no longer knows its handle). */
-  run(op: Value, options: { waitMs?: number; payload?: Uint8Array; opName: string }): Promise<[string, Value, Replied]> {
+  run(op: Value, options: RunOptions): Promise<[string, Value, Replied]> {
     if (this.detached) {
       const reason = "the connection was detached";
       return Promise.reject(new StampedeError("Closed", `"${this.name}" is closed: ${reason}`, { name: this.name, reason }));
@@ -435,7 +449,7 @@ class Connection {
     const at = ts(timestamp, "put");
     return waiting(
       options,
-      async () => void (await this.run(op(at, codec), { payload, opName: "put" })),
+      async () => void (await this.run(op(at, codec), { payload, signal: options.signal, opName: "put" })),
       (e) => e.kind === "Full" && e.fields["can_never_fit"] !== true,
       (waitMs) => this.changed(null, waitMs),
     );
@@ -451,8 +465,8 @@ export class ChannelOutput extends Connection {
   }
 
   /** How many readers wait for what this output puts next (demand feedback). */
-  async demand(): Promise<number> {
-    const [, count] = await this.run({ Demand: { connection: this.id } }, { opName: "demand" });
+  async demand(options: Signal = {}): Promise<number> {
+    const [, count] = await this.run({ Demand: { connection: this.id } }, { signal: options.signal, opName: "demand" });
     return count as number;
   }
 }
@@ -470,7 +484,7 @@ export class ChannelInput extends Connection {
     return waiting(
       options,
       async () => {
-        const [, header, replied] = await this.run({ Get: { connection: this.id, selector: chosen, wait_us: 0 } }, { opName: "get" });
+        const [, header, replied] = await this.run({ Get: { connection: this.id, selector: chosen, wait_us: 0 } }, { signal: options.signal, opName: "get" });
         return items([header], replied.payload)[0] as Item;
       },
       (e) => e.kind === "NotAvailable" && e.fields["settled"] !== true,
@@ -479,19 +493,19 @@ export class ChannelInput extends Connection {
   }
 
   /** Every item with `t0 <= ts <= t1` present and not consumed here, in timestamp order. */
-  async getRange(t0: Timestamp, t1: Timestamp): Promise<Item[]> {
+  async getRange(t0: Timestamp, t1: Timestamp, options: Signal = {}): Promise<Item[]> {
     const op = { GetRange: { connection: this.id, t0: ts(t0, "get_range"), t1: ts(t1, "get_range") } };
-    const [, headers, replied] = await this.run(op, { opName: "get_range" });
+    const [, headers, replied] = await this.run(op, { signal: options.signal, opName: "get_range" });
     return items(headers as Value[], replied.payload);
   }
 
-  async consume(timestamp: Timestamp): Promise<void> {
-    await this.run({ Consume: { connection: this.id, ts: ts(timestamp, "consume") } }, { opName: "consume" });
+  async consume(timestamp: Timestamp, options: Signal = {}): Promise<void> {
+    await this.run({ Consume: { connection: this.id, ts: ts(timestamp, "consume") } }, { signal: options.signal, opName: "consume" });
   }
 
-  async consumeUntil(timestamp: Timestamp): Promise<void> {
+  async consumeUntil(timestamp: Timestamp, options: Signal = {}): Promise<void> {
     const op = { ConsumeUntil: { connection: this.id, ts: ts(timestamp, "consume_until") } };
-    await this.run(op, { opName: "consume_until" });
+    await this.run(op, { signal: options.signal, opName: "consume_until" });
   }
 }
 
@@ -501,7 +515,7 @@ export class QueueInput extends Connection {
     return waiting(
       options,
       async () => {
-        const [, value, replied] = await this.run({ QueueGet: { connection: this.id, wait_us: 0 } }, { opName: "get" });
+        const [, value, replied] = await this.run({ QueueGet: { connection: this.id, wait_us: 0 } }, { signal: options.signal, opName: "get" });
         const { seq, item } = value as { seq: number; item: Value };
         return items([item], replied.payload, seq)[0] as Item;
       },
@@ -511,8 +525,8 @@ export class QueueInput extends Connection {
   }
 
   /** Consumes `item` (one this input got), or the oldest open item at a timestamp. */
-  async consume(item: Item | Timestamp): Promise<void> {
+  async consume(item: Item | Timestamp, options: Signal = {}): Promise<void> {
     const [seq, at] = item instanceof Item ? [item.seq ?? null, item.ts] : [null, ts(item, "consume")];
-    await this.run({ QueueConsume: { connection: this.id, seq, ts: at } }, { opName: "consume" });
+    await this.run({ QueueConsume: { connection: this.id, seq, ts: at } }, { signal: options.signal, opName: "consume" });
   }
 }

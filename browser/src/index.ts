@@ -28,6 +28,7 @@ export {
   Task,
   type CallOptions,
   type ConnectOptions,
+  type Signal,
   type Data,
   type Selector,
   type Stats,

@@ -88,6 +88,30 @@ test("an aborted get rejects with the signal's reason and loses nothing", async 
   });
 });
 
+test("an aborted call is not sent, and an aborted put stores nothing", async () => {
+  await withRuntime(async (rt, base) => {
+    const aborted = AbortSignal.abort();
+    const isAbort = (e: unknown) => e instanceof DOMException && e.name === "AbortError";
+    await assert.rejects(rt.createChannel("browser/never", { signal: aborted }), isAbort);
+    await assert.rejects(rt.lookup("browser/never"), (e: unknown) => e instanceof StampedeError && e.kind === "NotFound");
+    await assert.rejects(rt.task(base, { signal: aborted }), isAbort);
+    const full = await rt.createChannel("browser/full", { capacity: 1 });
+    const producer = await rt.task(base);
+    const out = await producer.attachOutput(full);
+    const inp = await (await rt.task(INFINITY)).attachInput(full);
+    await out.put(base + 1n, "first");
+    const controller = new AbortController();
+    const waiting = out.put(base + 2n, "second", { signal: controller.signal });
+    setTimeout(() => controller.abort(), 200);
+    await assert.rejects(waiting, isAbort);
+    await inp.consume(base + 1n);
+    await producer.setVirtualTime(base + 2n); // the consumed item is reclaimed: room again
+    await assert.rejects(inp.get(base + 2n, { timeoutMs: 300 }), (e: unknown) => e instanceof StampedeError && e.kind === "NotAvailable");
+    await out.put(base + 2n, "again", { timeoutMs: 2000 });
+    assert.equal((await inp.get(base + 2n)).text(), "again", "the aborted put left nothing at its timestamp");
+  });
+});
+
 test("a timed-out get is NotAvailable with the node's text and neighbours", async () => {
   await withRuntime(async (rt, base) => {
     const channel = await rt.createChannel("browser/empty");
