@@ -374,7 +374,7 @@ export class Task {
 
   async attachInput(
     channel: Channel,
-    options: Signal & { maxLagItems?: number; maxLagTs?: number; prefetch?: "off" | "newest" | "auto" } = {},
+    options: Signal & { maxLagItems?: number; maxLagTs?: number } = {},
   ): Promise<ChannelInput> {
     const op = {
       AttachInput: {
@@ -382,7 +382,8 @@ export class Task {
         container: channel.id,
         max_lag_items: options.maxLagItems ?? null,
         max_lag_ts: options.maxLagTs ?? null,
-        prefetch: options.prefetch ?? "auto",
+        // The node pushes to zenoh sessions only: a browser's gets are each a request.
+        prefetch: "off",
       },
     };
     const [, handle] = await this.runtime.run(op, { signal: options.signal, opName: "attach_input" });
