@@ -167,8 +167,9 @@ impl Run {
                 }
                 (1, Some((parent, _))) => {
                     if made("stp_task_spawn", stp_task_spawn(parent, vt, &mut task), false, task) {
+                        // A child starts at or above its parent's visibility (not its virtual time).
                         let spawned_vt = stp_task_virtual_time(task);
-                        assert!(spawned_vt >= stp_task_virtual_time(parent), "a child below its parent");
+                        assert!(spawned_vt >= stp_task_visibility(parent), "a child below its parent's visibility");
                         self.tasks.keep(task, no_name());
                     }
                 }
