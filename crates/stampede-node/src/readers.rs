@@ -28,6 +28,10 @@ struct Reader {
     pusher: Pusher,
     /// A channel input's connection in the engine, to look at a put for it.
     input: Option<Arc<ChannelInput>>,
+    /// The latest cache answer recorded: a client reports an answer in every request until one
+    /// of them is answered, so the same one may come several times (never twice as an answer:
+    /// a `NEWEST_UNSEEN` answer is a new item each time).
+    last_used: Option<Timestamp>,
 }
 
 /// A push (or notice) for one input connection of a session.
@@ -71,6 +75,7 @@ impl Readers {
             prefetch,
             pusher: Pusher::default(),
             input,
+            last_used: None,
         };
         Some(readers.entry(handle).or_insert_with(make))
     }
@@ -111,7 +116,8 @@ impl Readers {
     /// at `at_us`: on the tape as the get, and as a pushed item used.
     pub(crate) fn used(&self, handle: Handle, ts: Timestamp, at_us: u64) {
         let mut readers = self.0.lock();
-        if let Some(reader) = readers.get_mut(&handle) {
+        if let Some(reader) = readers.get_mut(&handle).filter(|reader| reader.last_used != Some(ts)) {
+            reader.last_used = Some(ts);
             reader.tape.record(Access::Get { selector: Selector::NewestUnseen, got: Some(ts) }, at_us);
             reader.pusher.used();
         }

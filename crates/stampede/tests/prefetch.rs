@@ -64,6 +64,54 @@ fn a_skipping_reader_is_served_from_its_cache() {
     assert!(pushed.used > 0, "no get was answered by the cache: {pushed:?} for {gets} gets");
 }
 
+/// A tracker at INFINITY puts its result at the timestamp of each frame its cache answered with
+/// (the kiosk's trackers do): the frame it holds open keeps its visibility there, whatever the
+/// session's other threads send meanwhile. Their requests may be the ones that report the cache's
+/// answer to the node and still run after the put (a node runs a session's requests concurrently),
+/// so every request reports it until a reply confirms it (`stampede_wire::session::CacheAnswers`);
+/// reported once, the put was refused `BelowVisibility` at INFINITY (seen in the kiosk run as a
+/// node's client).
+#[test]
+fn a_put_at_a_cache_answers_timestamp_is_never_below_visibility() {
+    let rt = configuration::runtime();
+    let frames = rt.create_channel("prefetch/seen", ChannelOptions::from(Limits::unbounded())).unwrap();
+    let results = rt.create_channel("prefetch/tracks", ChannelOptions::from(Limits::unbounded())).unwrap();
+    let (camera, tracker) = (rt.task(0).unwrap(), rt.task(INFINITY).unwrap());
+    let out = camera.attach_output(&frames).unwrap();
+    let input = tracker.attach_input_with(&frames, with(Prefetch::Newest)).unwrap();
+    let tracks = tracker.attach_output(&results).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy: Vec<_> = (0..2)
+        .map(|_| {
+            let (rt, stop) = (rt.clone(), stop.clone());
+            thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = rt.ts_min();
+                }
+            })
+        })
+        .collect();
+    let producer = thread::spawn(move || {
+        for ts in 0..FRAMES * 4 {
+            out.put(ts, vec![0; 64]).unwrap();
+            // A camera's pace, as in the skipping reader's test.
+            thread::sleep(Duration::from_millis(4));
+        }
+    });
+    let mut last = -1;
+    while last < FRAMES * 4 - 1 {
+        let item = input.get(Selector::NewestUnseen, Some(Duration::from_secs(10))).unwrap();
+        tracks.put(item.ts, b"track".to_vec()).unwrap_or_else(|e| panic!("the track at {}: {e}", item.ts));
+        input.consume_until(item.ts).unwrap();
+        last = item.ts;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    producer.join().unwrap();
+    for thread in busy {
+        thread.join().unwrap();
+    }
+}
+
 /// An item the cache answered with is open on the node, as if the get had come there: it can
 /// be gotten again by its timestamp until it is consumed, and not after.
 #[test]

@@ -25,7 +25,7 @@ use stampede_core::{
     Error, ErrorKind, Handle, MoveProof, Op, Outcome, Peer, Prefetch, PushCache, Retention, Selector, Timestamp,
     INFINITY,
 };
-use stampede_wire::session::{Call, ClientSession, Deferred};
+use stampede_wire::session::{CacheAnswers, Call, ClientSession, Deferred};
 use stampede_wire::{decode_push, Consumed, ItemHeader, Opened, PushEvent, PushOrder, Request, Secret, WireOutcome};
 
 /// The channel and the queue every client uses.
@@ -89,10 +89,11 @@ pub(super) struct Conn {
     /// lease's share after it.
     pub(super) heard_at: Option<u64>,
     /// The prefetch cache of its input connection, the number of the node's next push event, and
-    /// the cache's answers not yet carried by a request.
+    /// the cache's answers no reply confirmed yet (the client's rule:
+    /// `stampede_wire::session::CacheAnswers`).
     cache: PushCache<(ItemHeader, Bytes)>,
     push_order: PushOrder,
-    pub(super) opened: Vec<Opened>,
+    pub(super) opened: CacheAnswers<u64>,
     /// Its consumes deferred into the session's next request (the client's rule:
     /// `stampede_wire::session::Deferred`).
     pub(super) consumed: Deferred<u64>,
@@ -117,7 +118,7 @@ impl Conn {
             heard_at: None,
             cache: PushCache::default(),
             push_order: PushOrder::default(),
-            opened: Vec::new(),
+            opened: CacheAnswers::default(),
             consumed: Deferred::default(),
             last_consume_us: None,
         }
@@ -559,9 +560,10 @@ pub(super) struct Pending {
     pub(super) try_ends: u64,
     /// The reply to the try under way, once it came, and the node incarnation that served it.
     pub(super) reply: Option<(Vec<u8>, u32)>,
-    /// The cache answers and deferred consumes the try under way carries (given back to the
-    /// session's lists if the try fails, as the client does).
-    pub(super) carried: Vec<Opened>,
+    /// The cache answers the call's first try reported (confirmed when a reply is read), and the
+    /// deferred consumes the try under way carries (given back to the session's list if the try
+    /// fails), as the client does.
+    pub(super) first_reported: Option<Vec<Opened>>,
     pub(super) carried_consumed: Vec<Consumed>,
     /// The try under way ended without a reply before its deadline (the fabric said so: its
     /// link broke).

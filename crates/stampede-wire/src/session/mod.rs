@@ -9,9 +9,11 @@
 //! - [`node`] — [`Replies`]: a session's numbered requests run at most once, repeats answered
 //!   with the first answer.
 //! - [`deferred`] — [`Deferred`]: the consumes a client defers into its next request.
+//! - [`answers`] — [`CacheAnswers`]: its prefetch caches' answers, reported until confirmed.
 //!
 //! The tests below step both sides through a lost reply.
 
+pub mod answers;
 pub mod client;
 pub mod deferred;
 pub mod node;
@@ -35,6 +37,7 @@ pub enum Mutation {
     IgnoreCarriedConsumes,
 }
 
+pub use answers::CacheAnswers;
 pub use client::{
     cache_may_answer, Answer, Call, ClientSession, Reading, Standing, Verdict, LEASE_SHARE, QUERY_MARGIN,
     REQUEST_RETRIES,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use stampede_wire::session::cache_may_answer;
 use stampede_wire::session::deferred::{due_us, worth_deferring};
-use stampede_wire::{Consumed, Opened, Request, OPENED_MAX};
+use stampede_wire::{Consumed, Request};
 
 use super::{Held, Next, Purpose, Role, Side, SimClient};
 
@@ -51,11 +51,11 @@ impl SimClient {
         let connection = conn.connection?;
         let since = Duration::from_micros(now.saturating_sub(conn.heard_at?));
         let lease = conn.protocol.lease();
-        if conn.ended || conn.closed || !cache_may_answer(lease, since) || conn.opened.len() >= OPENED_MAX {
+        if conn.ended || conn.closed || !cache_may_answer(lease, since) || !conn.opened.may_answer() {
             return None;
         }
         let (ts, (item, payload)) = conn.cache.newest_unseen()?;
-        conn.opened.push(Opened { connection, ts, ago_us: 0 });
+        conn.opened.answered(connection, ts, now);
         self.progress += 1;
         self.held = Some(Held { seq: None, ts, cached: true });
         Some(Next::Cached { connection, item, payload })

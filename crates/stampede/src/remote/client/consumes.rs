@@ -44,10 +44,11 @@ impl Drop for Consumes {
     }
 }
 
-/// What a request's header carried of the session's pending reports: carried again when its
-/// exchange failed.
+/// What a request's header carried of the session's pending reports: its consumes carried again
+/// when its exchange failed; its cache answers, confirmed when a reply to its call is read (they
+/// stay pending until then).
 pub(super) struct Carried {
-    opened: Vec<Opened>,
+    pub(super) opened: Vec<Opened>,
     consumed: Vec<Consumed>,
     at: Instant,
 }
@@ -76,9 +77,9 @@ impl Client {
         self.consumes.deferred.lock().take()
     }
 
-    /// What a failed exchange carried: reported and applied by the next request instead.
+    /// What a failed exchange carried: its consumes applied by the next request instead (its
+    /// cache answers are pending still).
     pub(super) fn carry_again(&self, carried: Carried) {
-        self.reopen(carried.opened);
         self.consumes.deferred.lock().restore(carried.consumed, carried.at);
     }
 

@@ -21,7 +21,7 @@ use crate::remote::runtime::unexpected;
 use crate::remote::{CLIENT_CLOSED, REPLY_LATE};
 use stampede_wire::shared;
 use stampede_wire::{
-    decode_reply, decode_reply_passed, encode, Handle, Op, Outcome, Reply, Request, RequestHeader, WireOutcome,
+    decode_reply, decode_reply_passed, encode, Handle, Op, Opened, Outcome, Reply, Request, RequestHeader, WireOutcome,
 };
 
 use super::consumes::Carried;
@@ -32,18 +32,29 @@ use stampede_wire::session::{Answer, Call, Standing, Verdict};
 /// came in time.
 type Exchange = std::result::Result<(Reply, Bytes), String>;
 
+/// The cache answers a call's first try reported: confirmed once a reply to the call is read.
+#[derive(Default)]
+struct FirstReports(Option<Vec<Opened>>);
+
+impl FirstReports {
+    /// A try reported `opened`: kept if it is the first.
+    fn tried(&mut self, opened: Vec<Opened>) {
+        self.0.get_or_insert(opened);
+    }
+}
+
 impl Client {
     /// The header of request `seq` (0: not numbered) of this session, acknowledging the replies
     /// read since the last header said so, with the session's floor (its lowest call under way)
-    /// the answers its prefetch caches gave since the last header (`push.rs`) and the consumes
-    /// deferred since (`consumes.rs`).
+    /// the answers its prefetch caches gave that no reply confirmed yet (`push.rs`) and the
+    /// consumes deferred since the last header (`consumes.rs`).
     pub(super) fn header(&self, seq: u64, request: Request) -> RequestHeader {
         let secret = self.secret.get().copied().unwrap_or_default();
         let (acks, floor) = {
             let mut protocol = self.protocol.lock();
             (protocol.acks(), protocol.floor())
         };
-        let (opened, consumed) = (self.take_opened(), self.take_consumed());
+        let (opened, consumed) = (self.pending_opened(), self.take_consumed());
         // Every header built is sent once (a try, a send, an open or a close).
         self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         RequestHeader {
@@ -126,6 +137,7 @@ impl Client {
             }
             let sent = Instant::now();
             let mut next = self.first_try(&call);
+            let mut first = FirstReports::default();
             loop {
                 let timeout = deadline.map_or(next, |d| next.min(d.saturating_duration_since(Instant::now())));
                 // A direct path that just failed is cooling down: this try goes as a zenoh query,
@@ -134,14 +146,16 @@ impl Client {
                 if direct.is_some() && on.is_none() {
                     self.finish_direct_sends();
                 }
-                let answer = self.exchange(&call, request.clone(), payload.clone(), timeout, on);
+                let answer = self.exchange(&call, request.clone(), payload.clone(), timeout, on, &mut first);
                 let answer = (self.injected(op, answer), sent.elapsed());
                 match self.retry(&mut call, &answer.0, answer.1) {
                     Some(retry) => next = retry,
-                    None => break answer,
+                    None => break (answer, first),
                 }
             }
         });
+        let (answer, first) = answer;
+        self.confirm(&answer.0, first);
         let dispatch = self.reclaims.lock().clone();
         if let Some(dispatch) = dispatch {
             // The node sent the items this request reclaimed before its reply: run their
@@ -149,6 +163,14 @@ impl Client {
             dispatch.barrier();
         }
         self.conclude(op, &call, answer)
+    }
+
+    /// A reply to a call was read (`answer`): the cache answers its first try reported were
+    /// applied on the node — by that try's run, or by the run a repeat is answered from.
+    fn confirm(&self, answer: &Exchange, first: FirstReports) {
+        if let (Ok(_), Some(opened)) = (answer, first.0) {
+            self.confirm_opened(&opened);
+        }
     }
 
     /// A call's result from the exchange's (and how long after sending the request it ended),
@@ -219,14 +241,16 @@ impl Client {
         let mut call = self.start(&request, wait);
         let sent = Instant::now();
         let mut timeout = self.first_try(&call);
+        let mut first = FirstReports::default();
         let answer = loop {
-            let answer = self.exchange_async(call.seq, request.clone(), payload.clone(), timeout).await;
+            let answer = self.exchange_async(call.seq, request.clone(), payload.clone(), timeout, &mut first).await;
             let answer = (self.injected(op, answer), sent.elapsed());
             match self.retry(&mut call, &answer.0, answer.1) {
                 Some(next) => timeout = next,
                 None => break answer,
             }
         };
+        self.confirm(&answer.0, first);
         let dispatch = self.reclaims.lock().clone();
         if let Some(dispatch) = dispatch {
             dispatch.barrier_async().await;
@@ -253,7 +277,8 @@ impl Client {
     }
 
     /// One try of the request's exchange with the node, on `direct` or else as a zenoh query:
-    /// `Err` with the reason when no decodable reply came within `timeout`.
+    /// `Err` with the reason when no decodable reply came within `timeout`. What its header
+    /// reports goes to `first` if it is the call's first try.
     fn exchange(
         &self,
         call: &Call,
@@ -261,6 +286,7 @@ impl Client {
         payload: Option<Bytes>,
         timeout: Duration,
         direct: Option<&Direct>,
+        first: &mut FirstReports,
     ) -> Exchange {
         // In the event log: encoding and decoding are serialisation; the round trip is messaging,
         // or blocking when the node may park the request waiting for an item or a change (a put
@@ -274,6 +300,7 @@ impl Client {
         if let Some(direct) = direct {
             let header = self.header(call.seq, request);
             let carried = Carried::of(&header);
+            first.tried(carried.opened.clone());
             let header = encode(&header);
             drop(serialise);
             // A large payload to a node on this host goes as a shared-memory segment.
@@ -301,6 +328,7 @@ impl Client {
         }
         let header = self.header(call.seq, request);
         let carried = Carried::of(&header);
+        first.tried(carried.opened.clone());
         let query = self.query(header, payload, timeout);
         drop(serialise);
         let reply = {
@@ -312,9 +340,17 @@ impl Client {
     }
 
     /// [`exchange`](Self::exchange) without blocking a thread.
-    async fn exchange_async(&self, seq: u64, request: Request, payload: Option<Bytes>, timeout: Duration) -> Exchange {
+    async fn exchange_async(
+        &self,
+        seq: u64,
+        request: Request,
+        payload: Option<Bytes>,
+        timeout: Duration,
+        first: &mut FirstReports,
+    ) -> Exchange {
         let header = self.header(seq, request);
         let carried = Carried::of(&header);
+        first.tried(carried.opened.clone());
         let replies =
             self.query(header, payload, timeout).await.map_err(|e| format!("zenoh refused the query: {e}"))?;
         answer(replies.recv_async().await.ok(), timeout).inspect_err(|_| self.carry_again(carried))

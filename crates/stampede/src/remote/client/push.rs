@@ -6,8 +6,8 @@
 //! open and within [`LEASE_SHARE`] of the lease after the latest request whose reply this client
 //! read was sent (the node heard from the session then, and ends it no sooner than a lease later:
 //! nothing is delivered after its session ended); an
-//! answer is reported in the header of the next request (at most [`OPENED_MAX`] pending; past it
-//! caches answer nothing) and again after an exchange that failed, until one carried it; a
+//! answer is reported by every request built after it until a reply confirms the node applied it
+//! (`stampede_wire::session::CacheAnswers`: why, and the bound past which caches answer nothing); a
 //! [`PushEvent::Reset`], or an event whose number shows one was lost on the fabric, empties every
 //! cache of the session. The subscriber never blocks zenoh's thread for longer than a cache's
 //! lock.
@@ -19,12 +19,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use stampede_core::{Handle, PushCache};
-use stampede_wire::session::cache_may_answer;
 #[cfg(doc)]
 use stampede_wire::session::LEASE_SHARE;
+use stampede_wire::session::{cache_may_answer, CacheAnswers};
 use stampede_wire::{
     decode_push, decode_push_passed, decode_reply, encode, fabric, Opened, PushEvent, PushOrder, Reply, Request,
-    RequestHeader, WireOutcome, OPENED_MAX,
+    RequestHeader, WireOutcome,
 };
 use std::sync::atomic::Ordering;
 use zenoh::pubsub::Subscriber;
@@ -58,8 +58,8 @@ pub(crate) struct Prefetching {
     /// Where the node's events go.
     routes: Arc<Routes>,
     subscriber: Mutex<Option<Subscriber<()>>>,
-    /// Cache answers to report, with when each was given.
-    opened: Mutex<Vec<(Opened, Instant)>>,
+    /// Cache answers to report until a reply confirms the node applied them.
+    opened: Mutex<CacheAnswers<Instant>>,
     /// When the latest request whose reply this client read was sent: the node heard from the
     /// session then, so it ends the session no sooner than a lease later.
     last_request: Mutex<Option<Instant>>,
@@ -167,7 +167,7 @@ impl Client {
         let prefetching = &self.prefetching;
         let heard = *prefetching.last_request.lock();
         let recent = heard.is_some_and(|at| cache_may_answer(prefetching.lease, now.saturating_duration_since(at)));
-        recent && self.check_open("get").is_ok() && prefetching.opened.lock().len() < OPENED_MAX
+        recent && self.check_open("get").is_ok() && prefetching.opened.lock().may_answer()
     }
 
     /// The answer `cache` gives a `NEWEST_UNSEEN` get on `connection`, if it may give one: at
@@ -206,7 +206,7 @@ impl Client {
         }
         let mut state = cache.state.lock();
         if let Some((ts, item)) = state.newest_unseen() {
-            self.prefetching.opened.lock().push((Opened { connection, ts, ago_us: 0 }, now));
+            self.prefetching.opened.lock().answered(connection, ts, now);
             return Look::Answer(item);
         }
         if state.waits() {
@@ -216,11 +216,18 @@ impl Client {
         }
     }
 
-    /// The answers to report in a request's header (leaving the pending list): each with how long
-    /// ago it was given. A request is about to be sent.
-    pub(super) fn take_opened(&self) -> Vec<Opened> {
-        let taken = std::mem::take(&mut *self.prefetching.opened.lock());
-        taken.into_iter().map(|(opened, at)| Opened { ago_us: micros(at.elapsed()), ..opened }).collect()
+    /// The answers to report in a request's header: every one not yet confirmed, each with how
+    /// long ago it was given. A request is about to be sent.
+    pub(super) fn pending_opened(&self) -> Vec<Opened> {
+        self.prefetching.opened.lock().reports(|at| micros(at.elapsed()))
+    }
+
+    /// A reply was read to a call whose first try reported `carried`: the node applied them
+    /// before it ran the call (a repeat it answers from its first run, which carried them too).
+    pub(super) fn confirm_opened(&self, carried: &[Opened]) {
+        if !carried.is_empty() {
+            self.prefetching.opened.lock().confirm(carried);
+        }
     }
 
     /// A reply to a request sent at `sent` was read: caches may answer until [`LEASE_SHARE`] of
@@ -228,18 +235,6 @@ impl Client {
     pub(super) fn heard(&self, sent: Instant) {
         let mut last = self.prefetching.last_request.lock();
         *last = (*last).max(Some(sent));
-    }
-
-    /// Answers a failed exchange carried: reported again by the next request.
-    pub(super) fn reopen(&self, opened: Vec<Opened>) {
-        if opened.is_empty() {
-            return;
-        }
-        let now = Instant::now();
-        let mut pending = self.prefetching.opened.lock();
-        let back = opened.into_iter().map(|o| (o, now - Duration::from_micros(o.ago_us)));
-        let kept: Vec<_> = back.chain(pending.drain(..)).take(OPENED_MAX).collect();
-        *pending = kept;
     }
 }
 
