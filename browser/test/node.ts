@@ -13,7 +13,7 @@ export const STAMPEDE_BIN =
 const START_MS = 20_000;
 
 export interface TestNode {
-  /** The WebSocket endpoint, `ws://127.0.0.1:<port>`. */
+  /** The WebSocket endpoint, `ws://127.0.0.1:<port>` (`wss://` on a node with TLS). */
   url: string;
   process: ChildProcess;
   stop(): Promise<void>;
@@ -37,7 +37,7 @@ export async function startNode(extra: string[] = []): Promise<TestNode> {
     const timer = setTimeout(() => reject(new Error(`the node did not start in ${START_MS} ms: ${stderr}`)), START_MS);
     child.stdout?.on("data", (chunk: Buffer) => {
       stdout += chunk.toString();
-      const found = /websocket on (ws:\/\/\S+)/.exec(stdout);
+      const found = /websocket on (wss?:\/\/\S+)/.exec(stdout);
       if (found?.[1] !== undefined) {
         clearTimeout(timer);
         resolve(found[1]);
