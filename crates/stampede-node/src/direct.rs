@@ -28,7 +28,6 @@
 //! - Not offered on a node with TLS: a `tls/` or `quic/` client's requests stay on TLS.
 //! - The listeners and connections end with the node's worker threads ([`crate::Node::close`]).
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, OwnedFd};
@@ -37,8 +36,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use parking_lot::Mutex;
-
 use bytes::Bytes;
 use stampede_core::{Error, Result};
 use stampede_wire::shared;
@@ -46,6 +43,7 @@ use stampede_wire::{decode_request_head, DirectPath, FRAME_LENGTH_BYTES, REQUEST
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 
 use crate::node::NodeShared;
+use crate::places::{Unproven, UnprovenPlace};
 use crate::serve::{self, Answer};
 
 /// Connections a node accepts per session it may serve (a client keeps up to `IDLE_MAX`, 8,
@@ -76,7 +74,7 @@ pub(crate) fn start(node: &Arc<NodeShared>, workers: &tokio::runtime::Handle) ->
     }
     let _entered = workers.enter();
     let unreachable = |reason: String| Error::Unreachable { op: "serve", name: options.name.clone(), reason };
-    let gates = Arc::new(Gates::default());
+    let gates = Arc::new(Gates::new());
     for endpoint in &options.listen {
         let Some(address) = endpoint.strip_prefix("tcp/") else { continue };
         let Some((host, port)) = address.rsplit_once(':') else { continue };
@@ -130,35 +128,18 @@ async fn backoff() {
     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
 }
 
-/// The node's counts of connections: proven ones, and unproven ones in all and per source.
-#[derive(Default)]
+/// The node's counts of direct connections: proven ones, and places for unproven ones.
 struct Gates {
     proven: AtomicUsize,
-    unproven: Mutex<Unproven>,
-}
-
-#[derive(Default)]
-struct Unproven {
-    all: usize,
-    by_source: HashMap<IpAddr, usize>,
+    unproven: Arc<Unproven>,
 }
 
 impl Gates {
-    /// A place for a new connection from `source` while it is unproven, if there is one.
-    fn unproven_place(self: &Arc<Self>, source: Option<IpAddr>) -> Option<UnprovenPlace> {
-        let mut unproven = self.unproven.lock();
-        if unproven.all >= UNPROVEN_CONNECTIONS_MAX {
-            return None;
+    fn new() -> Gates {
+        Gates {
+            proven: AtomicUsize::new(0),
+            unproven: Unproven::new(UNPROVEN_CONNECTIONS_MAX, UNPROVEN_PER_SOURCE_MAX),
         }
-        if let Some(source) = source {
-            let from_source = unproven.by_source.entry(source).or_default();
-            if *from_source >= UNPROVEN_PER_SOURCE_MAX {
-                return None;
-            }
-            *from_source += 1;
-        }
-        unproven.all += 1;
-        Some(UnprovenPlace { gates: self.clone(), source })
     }
 
     /// A place for a connection that proved a session, if fewer than `max` hold one.
@@ -168,27 +149,6 @@ impl Gates {
             return None;
         }
         Some(ProvenPlace(self.clone()))
-    }
-}
-
-/// An unproven connection's place, given back when dropped.
-struct UnprovenPlace {
-    gates: Arc<Gates>,
-    source: Option<IpAddr>,
-}
-
-impl Drop for UnprovenPlace {
-    fn drop(&mut self) {
-        let mut unproven = self.gates.unproven.lock();
-        unproven.all -= 1;
-        if let Some(source) = self.source {
-            if let Some(from_source) = unproven.by_source.get_mut(&source) {
-                *from_source -= 1;
-                if *from_source == 0 {
-                    unproven.by_source.remove(&source);
-                }
-            }
-        }
     }
 }
 
@@ -204,10 +164,10 @@ impl Drop for ProvenPlace {
 /// Serves `stream` on its own task, if the node has room for another unproven connection (from
 /// `source`); otherwise it is closed at once.
 fn admit<S: Transport>(node: &Weak<NodeShared>, stream: S, source: Option<IpAddr>, gates: &Arc<Gates>) {
-    let Some(place) = gates.unproven_place(source) else { return };
-    let node = node.clone();
+    let Some(place) = gates.unproven.place(source) else { return };
+    let (node, gates) = (node.clone(), gates.clone());
     tokio::spawn(async move {
-        let _ = connection(&node, stream, place).await;
+        let _ = connection(&node, stream, place, &gates).await;
     });
 }
 
@@ -217,7 +177,12 @@ fn admit<S: Transport>(node: &Weak<NodeShared>, stream: S, source: Option<IpAddr
 /// before its header is checked: a frame naming a live session with its secret proves the
 /// connection; a longer one that does not is refused unread and the connection closed; a short one
 /// (a hello, an open, or bytes that are no request) is answered as usual.
-async fn connection<S: Transport>(node: &Weak<NodeShared>, mut stream: S, place: UnprovenPlace) -> std::io::Result<()> {
+async fn connection<S: Transport>(
+    node: &Weak<NodeShared>,
+    mut stream: S,
+    place: UnprovenPlace,
+    gates: &Arc<Gates>,
+) -> std::io::Result<()> {
     let mut unproven = Some(place);
     let mut _proven = None;
     loop {
@@ -234,11 +199,11 @@ async fn connection<S: Transport>(node: &Weak<NodeShared>, mut stream: S, place:
         // Upgraded again (within_bound did before the read): no strong handle is held across a
         // read a slow peer controls, so a node that closes is not kept alive by its connections.
         let Some(shared) = node.upgrade() else { return Ok(()) };
-        if let Some(place) = &unproven {
+        if unproven.is_some() {
             let name = || shared.options.name.clone();
             if serve::proves_session(&shared, &message) {
                 let connections_max = shared.options.sessions_max.saturating_mul(CONNECTIONS_PER_SESSION);
-                let Some(proven) = place.gates.proven_place(connections_max) else {
+                let Some(proven) = gates.proven_place(connections_max) else {
                     let reason = format!("the node's direct path holds {connections_max} connections; try again");
                     let e = Error::Unreachable { op: "request", name: name(), reason };
                     return write_answer(&mut stream, &serve::refusal(&e)).await;

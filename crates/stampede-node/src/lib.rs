@@ -43,6 +43,7 @@
 //!   defaults from the machine's memory.
 //! - [`mesh`] — the fabric driver of the distributed ts_min: the node's participant, its door,
 //!   its messages and liveliness on zenoh (`docs/PROTOCOL.md`).
+//! - `places` (private) — places for connections not yet proven, bounded in all and per source.
 //! - `names` (private) — the node's liveliness token and its runtime's name changes, for watchers.
 //! - `reclaim` (private) — remote clients' GC handlers: items reclaimed here, sent to them.
 
@@ -54,6 +55,7 @@ mod join;
 pub mod mesh;
 mod names;
 pub mod node;
+mod places;
 mod push;
 mod readers;
 mod reclaim;

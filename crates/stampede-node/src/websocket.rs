@@ -34,8 +34,7 @@
 //!   closes the connection before anything else is read.
 //! - The listener and the sockets end with the node's worker threads ([`crate::Node::close`]).
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -43,7 +42,6 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
 
 use futures_util::{SinkExt, StreamExt};
-use parking_lot::Mutex;
 use stampede_core::{Error, Result};
 use stampede_wire::{decode_reply, decode_request_head, origin, Reply, Request, REQUEST_HEADER_BYTES_MAX};
 use tokio::net::TcpListener;
@@ -54,6 +52,7 @@ use tokio_tungstenite::tungstenite::{http, Message};
 use tokio_tungstenite::WebSocketStream;
 
 use crate::node::{NodeShared, TlsOptions};
+use crate::places::{Unproven, UnprovenPlace};
 use crate::serve::{self, Alive, Answer};
 
 /// What a socket runs over: TCP, or TLS over TCP.
@@ -91,7 +90,8 @@ pub(crate) fn start(node: &Arc<NodeShared>, workers: &tokio::runtime::Handle, ad
         .and_then(TcpListener::from_std)
         .map_err(|e| unreachable(format!("the WebSocket listener could not open: {e}")))?;
     let bound = listener.local_addr().map_err(|e| unreachable(e.to_string()))?;
-    workers.spawn(accept(Arc::downgrade(node), listener, tls, Arc::new(Mutex::new(Unopened::default()))));
+    let unopened = Unproven::new(UNOPENED_SOCKETS_MAX, UNOPENED_PER_SOURCE_MAX);
+    workers.spawn(accept(Arc::downgrade(node), listener, tls, unopened));
     Ok(bound)
 }
 
@@ -139,19 +139,14 @@ pub fn listen_address(address: &str) -> std::result::Result<SocketAddr, String> 
     })
 }
 
-async fn accept(
-    node: Weak<NodeShared>,
-    listener: TcpListener,
-    tls: Option<TlsAcceptor>,
-    unopened: Arc<Mutex<Unopened>>,
-) {
+async fn accept(node: Weak<NodeShared>, listener: TcpListener, tls: Option<TlsAcceptor>, unopened: Arc<Unproven>) {
     loop {
         let Ok((stream, source)) = listener.accept().await else {
             // Out of descriptors, most likely: let some close before trying again.
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        let Some(place) = Unopened::place(&unopened, source.ip()) else { continue };
+        let Some(place) = unopened.place(Some(source.ip())) else { continue };
         let _ = stream.set_nodelay(true);
         let loopback = stream.local_addr().is_ok_and(|a| a.ip().is_loopback());
         let node = node.clone();
@@ -167,52 +162,13 @@ async fn accept(
 }
 
 /// One socket, from its upgrade to the end of its session.
-async fn socket(node: Weak<NodeShared>, stream: impl Stream, loopback: bool, place: UnopenedPlace) {
+async fn socket(node: Weak<NodeShared>, stream: impl Stream, loopback: bool, place: UnprovenPlace) {
     let opened = tokio::time::timeout(OPEN_DEADLINE, open(&node, stream, loopback)).await;
     drop(place);
     if let Ok(Some((ws, session))) = opened {
         serve_session(&node, ws, &session).await;
         if let Some(node) = node.upgrade() {
             let _ = tokio::task::spawn_blocking(move || node.close_session(&session)).await;
-        }
-    }
-}
-
-/// The sockets not open yet, in all and by address.
-#[derive(Default)]
-struct Unopened {
-    all: usize,
-    by_source: HashMap<IpAddr, usize>,
-}
-
-/// A socket's place among the unopened ones, given back when dropped.
-struct UnopenedPlace {
-    unopened: Arc<Mutex<Unopened>>,
-    source: IpAddr,
-}
-
-impl Unopened {
-    fn place(unopened: &Arc<Mutex<Unopened>>, source: IpAddr) -> Option<UnopenedPlace> {
-        let mut counts = unopened.lock();
-        let from_source = counts.by_source.get(&source).copied().unwrap_or(0);
-        if counts.all >= UNOPENED_SOCKETS_MAX || from_source >= UNOPENED_PER_SOURCE_MAX {
-            return None;
-        }
-        counts.all += 1;
-        counts.by_source.insert(source, from_source + 1);
-        Some(UnopenedPlace { unopened: unopened.clone(), source })
-    }
-}
-
-impl Drop for UnopenedPlace {
-    fn drop(&mut self) {
-        let mut counts = self.unopened.lock();
-        counts.all -= 1;
-        if let Some(n) = counts.by_source.get_mut(&self.source) {
-            *n -= 1;
-            if *n == 0 {
-                counts.by_source.remove(&self.source);
-            }
         }
     }
 }
