@@ -157,7 +157,7 @@ impl Fabric {
         if let Some(arrived) = self.stream.lock().take() {
             *open = Some(arrived);
         }
-        let answer = Answer { header, payloads: payload.into_iter().collect() };
+        let answer = Answer { header, payloads: payload.into_iter().collect(), error: None };
         if let Some(stream) = open.as_mut() {
             match tokio::time::timeout(STREAM_WRITE_MAX, crate::direct::write_event(stream, &answer)).await {
                 Ok(Ok(())) => return Ok(()),

@@ -43,6 +43,8 @@ pub(crate) type Served = (Reply, Vec<Bytes>);
 pub(crate) struct Answer {
     pub(crate) header: Vec<u8>,
     pub(crate) payloads: Vec<Bytes>,
+    /// The error the reply is, if it is one (the WebSocket endpoint renders its text).
+    pub(crate) error: Option<WireError>,
 }
 
 impl Answer {
@@ -79,17 +81,22 @@ pub(crate) async fn answer(node: &Arc<NodeShared>, message: &[u8], passed: Optio
         Err(e) => (Reply::Error(WireError::from(&e)), Vec::new()),
     };
     let _encoding = trace::span(Kind::Serialise, 0, 0, 0);
-    Answer { header: encode(&reply), payloads }
+    let error = match &reply {
+        Reply::Error(e) => Some(e.clone()),
+        _ => None,
+    };
+    Answer { header: encode(&reply), payloads, error }
 }
 
 /// The reply accepting a request that never reached [`serve`] (a stream of push events).
 pub(crate) fn accepted() -> Answer {
-    Answer { header: encode(&done().0), payloads: Vec::new() }
+    Answer { header: encode(&done().0), payloads: Vec::new(), error: None }
 }
 
 /// The reply refusing a request that never reached [`serve`] (a frame out of bounds).
 pub(crate) fn refusal(e: &Error) -> Answer {
-    Answer { header: encode(&Reply::Error(WireError::from(e))), payloads: Vec::new() }
+    let error = WireError::from(e);
+    Answer { header: encode(&Reply::Error(error.clone())), payloads: Vec::new(), error: Some(error) }
 }
 
 async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>, alive: Alive) -> Result<Served> {

@@ -41,9 +41,10 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
 
+use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use stampede_core::{Error, Result};
-use stampede_wire::{decode_reply, decode_request_head, origin, Reply, Request, REQUEST_HEADER_BYTES_MAX};
+use stampede_wire::{decode_request_head, origin, Request, REQUEST_HEADER_BYTES_MAX};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request as Upgrade, Response};
@@ -216,7 +217,8 @@ async fn open<S: Stream>(node: &Weak<NodeShared>, stream: S, loopback: bool) -> 
             continue;
         }
         let answer = serve::answer(&node.upgrade()?, &message, None, Alive::Socket).await;
-        let opened = matches!(decode_reply(&answer.header), Ok((Reply::Opened(_), _)));
+        // An `Open` that is no error is answered `Opened`.
+        let opened = matches!(header.request, Request::Open { .. }) && answer.error.is_none();
         ws.send(reply(call, answer)).await.ok()?;
         if opened {
             // The client waits for Open's reply before it sends more (docs/BROWSER.md): nothing
@@ -293,8 +295,8 @@ async fn answer_call(node: &Arc<NodeShared>, message: &[u8], session: &str) -> A
 
 /// What one message of a socket is.
 enum Taken {
-    /// A call: its number and its request message.
-    Call(u32, Vec<u8>),
+    /// A call: its number and its request message (a slice of the WebSocket message: no copy).
+    Call(u32, Bytes),
     /// A ping, a pong or a close: nothing to answer.
     Other,
     /// A message that is no call, or a read that failed (too large, a broken frame).
@@ -306,9 +308,8 @@ fn take_call(message: std::result::Result<Message, tokio_tungstenite::tungstenit
         |reason: String| Taken::Refused(Error::InvalidArgument { op: "request", name: "websocket".into(), reason });
     match message {
         Ok(Message::Binary(bytes)) if bytes.len() >= CALL_BYTES => {
-            let (call, request) = bytes.split_at(CALL_BYTES);
-            let call = u32::from_le_bytes(call.try_into().expect("CALL_BYTES bytes"));
-            Taken::Call(call, request.to_vec())
+            let call = u32::from_le_bytes(bytes[..CALL_BYTES].try_into().expect("CALL_BYTES bytes"));
+            Taken::Call(call, bytes.slice(CALL_BYTES..))
         }
         Ok(Message::Binary(_)) => refused(format!("a message shorter than its call number ({CALL_BYTES} bytes)")),
         Ok(Message::Text(_)) => refused("a text message; calls are binary messages (docs/BROWSER.md)".into()),
@@ -325,10 +326,7 @@ async fn refuse(ws: &mut WebSocketStream<impl Stream>, e: &Error) {
 
 /// The message answering `call` with `answer` (its payloads copied in: one WebSocket message).
 fn reply(call: u32, answer: Answer) -> Message {
-    let text = match decode_reply(&answer.header) {
-        Ok((Reply::Error(e), _)) => Error::from(e).to_string(),
-        _ => String::new(),
-    };
+    let text = answer.error.map(|e| Error::from(e).to_string()).unwrap_or_default();
     let length = answer.header.len() + answer.payloads.iter().map(|p| p.len()).sum::<usize>();
     let mut message = Vec::with_capacity(CALL_BYTES * 2 + text.len() + length);
     message.extend_from_slice(&call.to_le_bytes());
