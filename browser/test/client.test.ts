@@ -198,3 +198,46 @@ test("hostile WebSocket messages get typed errors and the node stays up", async 
   assert.match(text, /shorter than its call number/);
   await withRuntime(async (rt) => assert.ok((await rt.names()).length >= 0, "the node still serves"));
 });
+
+test("a node killed under a waiting get rejects it Unreachable at once, not at its timeout", async () => {
+  const doomed = await startNode();
+  const rt = await connect(doomed.url);
+  const channel = await rt.createChannel("browser/doomed");
+  const inp = await (await rt.task(INFINITY)).attachInput(channel);
+  const started = Date.now();
+  const waiting = inp.get("newest_unseen", { timeoutMs: 30_000 });
+  setTimeout(() => doomed.process.kill("SIGKILL"), 200);
+  await assert.rejects(waiting, (e: unknown) => e instanceof StampedeError && e.kind === "Unreachable");
+  assert.ok(Date.now() - started < 10_000, `rejected after ${Date.now() - started} ms`);
+  await assert.rejects(rt.names(), (e: unknown) => e instanceof StampedeError && e.kind === "Unreachable");
+  await doomed.stop();
+});
+
+test("a node that stops answering fails a call Unreachable within its wait and the margin", async () => {
+  const frozen = await startNode();
+  const rt = await connect(frozen.url);
+  const channel = await rt.createChannel("browser/frozen");
+  const inp = await (await rt.task(INFINITY)).attachInput(channel);
+  frozen.process.kill("SIGSTOP");
+  const started = Date.now();
+  try {
+    await assert.rejects(inp.get("newest_unseen", { timeoutMs: 500 }), (e: unknown) => e instanceof StampedeError && e.kind === "Unreachable");
+    // A get's try does not wait: its deadline is the margin (5 s) past what it asked for.
+    assert.ok(Date.now() - started < 8_000, `rejected after ${Date.now() - started} ms`);
+  } finally {
+    frozen.process.kill("SIGCONT");
+    await frozen.stop();
+  }
+});
+
+test("two hundred calls at once on one session all settle, each with its own reply", async () => {
+  await withRuntime(async (rt, base) => {
+    const channel = await rt.createChannel("browser/many");
+    const out = await (await rt.task(base)).attachOutput(channel);
+    const inp = await (await rt.task(INFINITY)).attachInput(channel);
+    // More than the node serves at once on a socket (64): the rest wait their turn there.
+    await Promise.all(Array.from({ length: 200 }, (_, i) => out.put(base + BigInt(i), `item ${i}`)));
+    const items = await Promise.all(Array.from({ length: 200 }, (_, i) => inp.get(base + BigInt(i))));
+    items.forEach((item, i) => assert.equal(item.text(), `item ${i}`));
+  });
+});
