@@ -53,7 +53,8 @@ export async function startNode(extra: string[] = []): Promise<TestNode> {
     process: child,
     stop: () =>
       new Promise<void>((resolve) => {
-        if (child.exitCode !== null) return resolve();
+        // A node killed by a signal has no exit code, only a signal: either means it is gone.
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
         child.on("exit", () => resolve());
         child.kill("SIGTERM");
       }),
