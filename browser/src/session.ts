@@ -34,8 +34,11 @@ const ACKS_MAX = 64;
 
 const CALL_BYTES = 4;
 
-/** The operations whose lost reply leaves the node holding what the client does not know of. */
-const HOLDS_ON_NODE = new Set([
+/**
+ * The operations whose lost reply leaves the node holding what the client does not know of (the
+ * Rust `Op::holds_on_node`; the golden vectors' `holds_on_node` hold this list to it).
+ */
+export const HOLDS_ON_NODE: ReadonlySet<string> = new Set([
   "Get",
   "GetRange",
   "QueueGet",

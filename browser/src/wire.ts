@@ -18,7 +18,7 @@
 import { decode, DecodeError, encode, Reader, Writer, type Schema, type Value } from "./postcard.js";
 
 /** The wire format's version: the first byte of every message. */
-export const VERSION = 26;
+export const VERSION = 27;
 
 const handle: Schema = "u64";
 const optionU64: Schema = { option: "u64" };
@@ -316,6 +316,7 @@ export const REQUEST_HEADER: Schema = {
             ["connection", handle],
             ["ts", "ts"],
             ["until", "bool"],
+            ["number", "u64"],
           ],
         },
       },
@@ -513,7 +514,7 @@ export interface RequestHeader {
   acks: number[];
   floor: number;
   opened: Array<{ connection: number; ts: number; ago_us: number }>;
-  consumed: Array<{ connection: number; ts: number; until: boolean }>;
+  consumed: Array<{ connection: number; ts: number; until: boolean; number: number }>;
   request: Value;
 }
 

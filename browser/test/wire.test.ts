@@ -1,13 +1,15 @@
 // The TypeScript codec held to the Rust one: every golden vector of tests/vectors/wire.json
 // (written by crates/stampede-wire/tests/golden.rs) encodes to its bytes and decodes to its value;
-// the replies a browser does not read are refused with a DecodeError; and hostile bytes (every
-// truncation, seeded mutations) give a DecodeError, never another exception.
+// the replies a browser does not read are refused with a DecodeError; the operations whose lost
+// reply ends the session are Rust's; and hostile bytes (every truncation, seeded mutations) give a
+// DecodeError, never another exception.
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
 import { decode, DecodeError, encode, Reader, Writer, type Schema, type Value } from "../src/postcard.js";
+import { HOLDS_ON_NODE } from "../src/session.js";
 import { decodeMessage, REPLY, REQUEST_HEADER, VERSION } from "../src/wire.js";
 
 interface Vector {
@@ -21,6 +23,7 @@ const golden = JSON.parse(readFileSync(new URL("../../../tests/vectors/wire.json
   requests: Vector[];
   replies: Vector[];
   unread_replies: Vector[];
+  holds_on_node: string[];
 };
 
 /** The JSON value as the codec takes it: big integers (decimal strings there) as bigints. */
@@ -87,10 +90,15 @@ test("the replies a browser does not read are refused cleanly", () => {
   }
 });
 
+test("a lost reply ends the session for exactly the operations Rust's does", () => {
+  assert.deepEqual([...HOLDS_ON_NODE].sort(), golden.holds_on_node);
+});
+
 test("another wire version is refused, naming both", () => {
   const message = bytes(golden.replies[0]?.hex ?? "");
   message[0] = VERSION + 1;
-  assert.throws(() => decodeMessage(message, REPLY), /wire version 27, this client speaks 26/);
+  const refusal = new RegExp(`wire version ${VERSION + 1}, this client speaks ${VERSION}`);
+  assert.throws(() => decodeMessage(message, REPLY), refusal);
 });
 
 /** A small deterministic generator (xorshift32), so a failure replays. */

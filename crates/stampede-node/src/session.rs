@@ -61,6 +61,10 @@ pub(crate) struct Session {
     /// Its input connections' tapes and prefetch (`readers.rs`), and its pushes (`push.rs`).
     pub(crate) readers: Readers,
     pub(crate) pushing: Pushing,
+    /// The highest number of the deferred consumes its requests carried that the node applied
+    /// (`serve/moves.rs`'s `consumed`): held while a request applies its header's, so that a
+    /// request that finds its consumes applied runs after them.
+    pub(crate) consumes_applied: tokio::sync::Mutex<u64>,
 }
 
 /// What the session's tasks do across nodes. Locked after the engine session's table, never
@@ -112,7 +116,21 @@ impl Session {
         let handles = stampede_engine::Session::new(id.clone(), handles_max, payload_bytes_max);
         let (mesh, outbox, sending) = (Mutex::default(), Mutex::default(), Sending::default());
         let (replies, readers, pushing) = (Mutex::default(), Readers::default(), Pushing::default());
-        Session { id, secret, rights, handles, handles_max, mesh, outbox, replies, sending, readers, pushing }
+        let consumes_applied = tokio::sync::Mutex::default();
+        Session {
+            id,
+            secret,
+            rights,
+            handles,
+            handles_max,
+            mesh,
+            outbox,
+            replies,
+            sending,
+            readers,
+            pushing,
+            consumes_applied,
+        }
     }
 
     /// This session with its puts charged to `budget` (and its node's).

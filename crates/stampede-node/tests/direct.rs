@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use stampede::{ConnectOptions, Error, Limits, INFINITY, OLDEST_UNSEEN};
 use stampede_node::direct::{HANDSHAKE_DEADLINE, UNPROVEN_CONNECTIONS_MAX};
-use stampede_wire::{decode_reply, encode, Op, Outcome, Reply, Request, RequestHeader, FRAME_LENGTH_BYTES, VERSION};
+use stampede_wire::{
+    decode_reply, encode, Consumed, Op, Outcome, Reply, Request, RequestHeader, FRAME_LENGTH_BYTES, VERSION,
+};
 use support::{raw_connection, with_watchdog, TestNode, CONNECT_TIMEOUT};
 
 /// How soon a call blocked on the node must return once its client closes or the node goes (a
@@ -352,8 +354,54 @@ fn a_client_at_a_non_loopback_endpoint_uses_the_direct_tcp_port() {
     })
 }
 
-/// The session id of the raw requests of [`ask`].
+/// The session id of the raw requests of [`RawSession`].
 const ID: &str = "0123456789abcdef0123456789abcdef";
+
+/// A session opened by hand on the node's direct path, its requests numbered by the test: the
+/// zenoh session holding its liveliness token, a connection, its secret, and a task at
+/// `virtual_time` with an input connection to a channel of the node.
+struct RawSession {
+    zenoh: zenoh::Session,
+    _token: zenoh::liveliness::LivelinessToken,
+    stream: UnixStream,
+    secret: [u8; 16],
+    connection: stampede_wire::Handle,
+}
+
+impl RawSession {
+    /// Opens it (requests 1 to 3: the task, the lookup, the attach).
+    fn open(node: &TestNode, channel: &str, virtual_time: stampede::Timestamp) -> RawSession {
+        use stampede_wire::fabric;
+        use zenoh::Wait;
+        let config = fabric::client_config(&node.endpoint, CONNECT_TIMEOUT, None).unwrap();
+        let zenoh = zenoh::open(config).wait().unwrap();
+        let _token = zenoh.liveliness().declare_token(fabric::session_key("test", ID)).wait().unwrap();
+        let (_, mut stream) = raw_connection(node);
+        let Reply::Opened(secret) = ask(&mut stream, [0; 16], 0, Request::Open { user: None, password: None }) else {
+            panic!("the session opens")
+        };
+        let mut ask = |seq: u64, op: Op| ask(&mut stream, secret, seq, Request::Op(op));
+        let Reply::Outcome(Outcome::Handle(task)) = ask(1, Op::Task { virtual_time }) else { panic!("a task") };
+        let Reply::Outcome(Outcome::Container(info)) = ask(2, Op::Lookup { name: channel.into() }) else {
+            panic!("the channel")
+        };
+        let attach = Op::AttachInput {
+            task,
+            container: info.id,
+            max_lag_items: None,
+            max_lag_ts: None,
+            prefetch: Default::default(),
+        };
+        let Reply::Outcome(Outcome::Handle(connection)) = ask(3, attach) else { panic!("a connection") };
+        RawSession { zenoh, _token, stream, secret, connection }
+    }
+
+    /// Request `seq` on its connection, its header carrying `consumed`; its reply.
+    fn ask(&mut self, seq: u64, consumed: Vec<Consumed>, request: Request) -> Reply {
+        let header = RequestHeader { seq, consumed, ..RequestHeader::new(ID.to_owned(), self.secret, request) };
+        ask_header(&mut self.stream, &header)
+    }
+}
 
 /// A session being ended serves nothing, not even the repeat of a get from its kept replies:
 /// what that reply carried is going back. The session's closing is held inside the node
@@ -363,7 +411,6 @@ const ID: &str = "0123456789abcdef0123456789abcdef";
 fn a_session_being_ended_answers_no_repeat() {
     with_watchdog("a_session_being_ended_answers_no_repeat", || {
         use stampede::Selector;
-        use stampede_wire::fabric;
         use zenoh::Wait;
         let node = TestNode::new();
         let frames = node.runtime.create_channel("frames", Limits::unbounded()).unwrap();
@@ -376,64 +423,72 @@ fn a_session_being_ended_answers_no_repeat() {
                 let _ = released.lock().unwrap().recv_timeout(CONNECT_TIMEOUT);
             })
             .unwrap();
-
-        // The session's liveliness token, then its requests on the direct path.
-        let config = fabric::client_config(&node.endpoint, CONNECT_TIMEOUT, None).unwrap();
-        let zenoh = zenoh::open(config).wait().unwrap();
-        let _token = zenoh.liveliness().declare_token(fabric::session_key("test", ID)).wait().unwrap();
-        let (_, mut first) = raw_connection(&node);
-        let Reply::Opened(secret) = ask(&mut first, [0; 16], 0, Request::Open { user: None, password: None }) else {
-            panic!("the session opens")
-        };
-        let ask = move |stream: &mut UnixStream, seq: u64, request: Request| ask(stream, secret, seq, request);
-        let reply = ask(&mut first, 1, Request::Op(Op::Task { virtual_time: 0 }));
-        let Reply::Outcome(Outcome::Handle(task)) = reply else { panic!("a task: {reply:?}") };
-        let Reply::Outcome(Outcome::Container(info)) =
-            ask(&mut first, 2, Request::Op(Op::Lookup { name: "frames".into() }))
-        else {
-            panic!("the channel")
-        };
-        let Reply::Outcome(Outcome::Handle(connection)) = ask(
-            &mut first,
-            3,
-            Request::Op(Op::AttachInput {
-                task,
-                container: info.id,
-                max_lag_items: None,
-                max_lag_ts: None,
-                prefetch: Default::default(),
-            }),
-        ) else {
-            panic!("a connection")
-        };
+        let mut session = RawSession::open(&node, "frames", 0);
         // The item, from the node's application; only the session's task holds ts_min at it.
         let camera = node.runtime.task(0).unwrap();
         camera.attach_output(&frames).unwrap().put(0, vec![7u8; 16]).unwrap();
         camera.set_virtual_time(1).unwrap();
-        let get = Request::Op(Op::Get { connection, selector: Selector::At(0), wait_us: 0 });
+        let get = Request::Op(Op::Get { connection: session.connection, selector: Selector::At(0), wait_us: 0 });
         assert!(
-            matches!(ask(&mut first, 4, get.clone()), Reply::Outcome(Outcome::Item(_))),
+            matches!(session.ask(4, Vec::new(), get.clone()), Reply::Outcome(Outcome::Item(_))),
             "the get returns the item"
         );
 
         // The client closes on a second connection; the closing reclaims the item and is held in
         // the GC handler, the session still listed.
         let (_, mut second) = raw_connection(&node);
-        let closing = std::thread::spawn(move || ask(&mut second, 5, Request::Close));
+        let secret = session.secret;
+        let closing = std::thread::spawn(move || ask(&mut second, secret, 5, Request::Close));
         in_handler.recv_timeout(CONNECT_TIMEOUT).expect("the closing reclaims the item");
-        let repeat = ask(&mut first, 4, get);
+        let repeat = session.ask(4, Vec::new(), get);
         release.send(()).unwrap();
         assert_eq!(closing.join().unwrap(), Reply::Outcome(Outcome::Done), "the session closes");
         let Reply::Error(e) = repeat else { panic!("the repeat was answered: {repeat:?}") };
         assert!(matches!(Error::from(e), Error::Closed { .. }));
-        zenoh.close().wait().unwrap();
+        session.zenoh.close().wait().unwrap();
+        node_serves(&node);
+    })
+}
+
+/// A deferred consume rides in every request until a reply confirms it, so several requests may
+/// carry it: the node applies it before the first of them runs, and once — its connection's
+/// tape counts one consume (applied again, each carrier would add one, and push the reads the
+/// node predicts from out of the tape's recent accesses).
+#[test]
+fn a_deferred_consume_carried_twice_is_applied_once() {
+    with_watchdog("a_deferred_consume_carried_twice_is_applied_once", || {
+        use stampede::Selector;
+        let node = TestNode::new();
+        let frames = node.runtime.create_channel("frames", Limits::unbounded()).unwrap();
+        let mut session = RawSession::open(&node, "frames", INFINITY);
+        // The camera's task lives on: it holds ts_min below the item, which stays to be read.
+        let camera = node.runtime.task(0).unwrap();
+        camera.attach_output(&frames).unwrap().put(5, vec![5u8; 8]).unwrap();
+        let connection = session.connection;
+        let carried = vec![Consumed { connection, ts: 10, until: true, number: 1 }];
+        let get = Request::Op(Op::Get { connection, selector: Selector::At(5), wait_us: 0 });
+        let reply = session.ask(4, carried.clone(), get);
+        let Reply::Error(e) = reply else { panic!("the consume was applied before the get: {reply:?}") };
+        let e = Error::from(e);
+        assert!(matches!(e, Error::AlreadyConsumed { ts: 5, .. }), "{e:?}");
+        let Reply::Outcome(Outcome::Graph(graph)) = session.ask(5, carried, Request::Op(Op::Graph)) else {
+            panic!("a graph")
+        };
+        let tapes: Vec<_> = graph.tasks.iter().flat_map(|t| &t.connections).filter_map(|c| c.tape.as_ref()).collect();
+        assert_eq!(tapes.len(), 1, "the session's input connection keeps a tape");
+        assert_eq!(tapes[0].consumes, 1, "{:?}", tapes[0]);
         node_serves(&node);
     })
 }
 
 /// Request `seq` of the session [`ID`] with `secret`, on `stream`; its reply.
 fn ask(stream: &mut UnixStream, secret: [u8; 16], seq: u64, request: Request) -> Reply {
-    let message = encode(&RequestHeader { seq, ..RequestHeader::new(ID.to_owned(), secret, request) });
+    ask_header(stream, &RequestHeader { seq, ..RequestHeader::new(ID.to_owned(), secret, request) })
+}
+
+/// The request `header` on `stream`; its reply.
+fn ask_header(stream: &mut UnixStream, header: &RequestHeader) -> Reply {
+    let message = encode(header);
     send_frame(stream, message.len() as u32, &message);
     read_reply(stream).expect("a reply")
 }

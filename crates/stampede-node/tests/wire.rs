@@ -406,7 +406,7 @@ proptest! {
     fn requests_round_trip(session in "[0-9a-f]{0,32}", secret in any::<[u8; 16]>(), seq in any::<u64>(), floor in any::<u64>(), acks in proptest::collection::vec(any::<u64>(), 0..ACKS_MAX), request in request(), payload in proptest::collection::vec(any::<u8>(), 0..32)) {
         let opened = acks.iter().take(OPENED_MAX).map(|&n| Opened { connection: n, ts: n as i64, ago_us: n / 3 }).collect();
         let consumed =
-            acks.iter().take(CONSUMED_MAX).map(|&n| Consumed { connection: n / 5, ts: -(n as i64), until: n % 2 == 0 }).collect();
+            acks.iter().take(CONSUMED_MAX).map(|&n| Consumed { connection: n / 5, ts: -(n as i64), until: n % 2 == 0, number: n }).collect();
         let header = RequestHeader { seq, acks, floor, opened, consumed, ..RequestHeader::new(session, secret, request) };
         let payload = if header.request.carries_payload() { payload } else { Vec::new() };
         let message = with_payload(encode(&header), &payload);

@@ -85,5 +85,6 @@ pub use values::size;
 /// (`Op::AttachInput::prefetch`), the node's push events (`PushEvent`), and the items a request's
 /// header says the client's cache answered (`RequestHeader::opened`); 25: the consumes a
 /// request's header carries (`RequestHeader::consumed`); 26: push events on the direct path
-/// (`Request::Pushes`).
-pub const VERSION: u8 = 26;
+/// (`Request::Pushes`); 27: a deferred consume carries its number (`Consumed::number`), carried
+/// until a reply confirms it.
+pub const VERSION: u8 = 27;

@@ -47,7 +47,8 @@ pub struct RequestHeader {
     /// if the get had come (docs/PREFETCH.md).
     pub opened: Vec<Opened>,
     /// Consumes this session's input connections made of items their gets returned, deferred by
-    /// the client (at most [`CONSUMED_MAX`], in the order made): the node applies them, after
+    /// the client and not yet confirmed by a reply (at most [`CONSUMED_MAX`], in the order made,
+    /// numbered): the node applies each one it has not applied yet, after
     /// [`opened`](Self::opened), before it runs the request, as if each had come on its own
     /// (docs/PREFETCH.md, "Consumes ride on requests").
     pub consumed: Vec<Consumed>,
@@ -63,8 +64,8 @@ pub const ACKS_MAX: usize = 64;
 /// cache answers nothing until a request carried them.
 pub const OPENED_MAX: usize = 64;
 
-/// Most deferred consumes one request header carries (`RequestHeader::consumed`); a client
-/// holding this many sends them at once.
+/// Most deferred consumes one request header carries (`RequestHeader::consumed`), and most a
+/// client's session holds unconfirmed: past it a consume is sent at once.
 pub const CONSUMED_MAX: usize = 64;
 
 /// Longest a client defers a consume before it sends it, when no request of its session carried
@@ -97,18 +98,21 @@ pub struct Opened {
 }
 
 /// A consume of an input connection, deferred into a later request's header: `consume(ts)`, or
-/// `consume_until(ts)` when `until`.
+/// `consume_until(ts)` when `until`. `number` counts the session's deferred consumes from 1: every
+/// request carries each one until a reply confirms it, and the node applies each number once (it
+/// is counted once on the connection's tape).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Consumed {
     pub connection: Handle,
     pub ts: stampede_core::Timestamp,
     pub until: bool,
+    pub number: u64,
 }
 
 impl Consumed {
     /// The operation it stands for.
     pub fn op(self) -> Op {
-        let Consumed { connection, ts, until } = self;
+        let Consumed { connection, ts, until, .. } = self;
         match until {
             true => Op::ConsumeUntil { connection, ts },
             false => Op::Consume { connection, ts },

@@ -8,7 +8,7 @@
 //! a change of the wire shows in review as a change of the vectors, and the other codecs' tests
 //! fail until they follow. Every `Op`, `Outcome` and `WireError` variant has a vector, or is
 //! named below as one a browser never reads; adding a variant fails to compile here until it is
-//! placed.
+//! placed. The file also names the operations whose lost reply ends a session (`holds_on_node`).
 
 use std::path::Path;
 
@@ -152,8 +152,10 @@ fn requests() -> Vec<(String, RequestHeader)> {
         header.acks = if i % 3 == 0 { vec![4, 200, 70_000] } else { Vec::new() };
         if i % 5 == 0 {
             header.opened = vec![Opened { connection: 5, ts: 12, ago_us: 333 }];
-            header.consumed =
-                vec![Consumed { connection: 5, ts: 12, until: false }, Consumed { connection: 6, ts: 20, until: true }];
+            header.consumed = vec![
+                Consumed { connection: 5, ts: 12, until: false, number: 1 },
+                Consumed { connection: 6, ts: 20, until: true, number: 2 },
+            ];
         }
         requests.push((name, header));
     }
@@ -285,6 +287,16 @@ fn replies() -> Vec<(String, Reply)> {
     replies
 }
 
+/// The variants of the operations whose lost reply leaves the node holding what the client does
+/// not know of (`Op::holds_on_node`): a client in another language ends its session on them as
+/// the Rust client does, and its tests hold its list to this one.
+fn holds_on_node() -> Vec<String> {
+    let held = ops().into_iter().filter(Op::holds_on_node);
+    let mut names: Vec<String> = held.filter_map(|op| serde_json::to_value(&op).ok().and_then(variant)).collect();
+    names.sort();
+    names
+}
+
 /// `value` with every integer JavaScript cannot hold exactly as a decimal string.
 fn js_exact(value: Value) -> Value {
     const SAFE: u64 = (1 << 53) - 1;
@@ -319,6 +331,7 @@ fn the_golden_vectors_are_current() {
         "requests": vectors(requests()),
         "replies": vectors(replies()),
         "unread_replies": vectors(vec![("outcome_moved".to_owned(), unread)]),
+        "holds_on_node": holds_on_node(),
     });
     let fresh = serde_json::to_string_pretty(&golden).unwrap() + "\n";
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors/wire.json");

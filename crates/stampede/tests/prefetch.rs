@@ -64,22 +64,12 @@ fn a_skipping_reader_is_served_from_its_cache() {
     assert!(pushed.used > 0, "no get was answered by the cache: {pushed:?} for {gets} gets");
 }
 
-/// A tracker at INFINITY puts its result at the timestamp of each frame its cache answered with
-/// (the kiosk's trackers do): the frame it holds open keeps its visibility there, whatever the
-/// session's other threads send meanwhile. Their requests may be the ones that report the cache's
-/// answer to the node and still run after the put (a node runs a session's requests concurrently),
-/// so every request reports it until a reply confirms it (`stampede_wire::session::CacheAnswers`);
-/// reported once, the put was refused `BelowVisibility` at INFINITY (seen in the kiosk run as a
-/// node's client).
-#[test]
-fn a_put_at_a_cache_answers_timestamp_is_never_below_visibility() {
-    let rt = configuration::runtime();
-    let frames = rt.create_channel("prefetch/seen", ChannelOptions::from(Limits::unbounded())).unwrap();
-    let results = rt.create_channel("prefetch/tracks", ChannelOptions::from(Limits::unbounded())).unwrap();
-    let (camera, tracker) = (rt.task(0).unwrap(), rt.task(INFINITY).unwrap());
-    let out = camera.attach_output(&frames).unwrap();
-    let input = tracker.attach_input_with(&frames, with(Prefetch::Newest)).unwrap();
-    let tracks = tracker.attach_output(&results).unwrap();
+/// A camera putting `FRAMES * 4` frames into `frames` at its pace while two other threads of the
+/// client keep asking the node (`ts_min`) — their requests carry what the reader's session has to
+/// tell the node (its cache answers, its deferred consumes) — and `read` reads, returning the
+/// timestamp it read, until it read the last frame.
+fn read_beside_busy_threads(rt: &stampede::Runtime, frames: &stampede::Channel, mut read: impl FnMut() -> i64) {
+    let out = rt.task(0).unwrap().attach_output(frames).unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let busy: Vec<_> = (0..2)
         .map(|_| {
@@ -100,16 +90,61 @@ fn a_put_at_a_cache_answers_timestamp_is_never_below_visibility() {
     });
     let mut last = -1;
     while last < FRAMES * 4 - 1 {
-        let item = input.get(Selector::NewestUnseen, Some(Duration::from_secs(10))).unwrap();
-        tracks.put(item.ts, b"track".to_vec()).unwrap_or_else(|e| panic!("the track at {}: {e}", item.ts));
-        input.consume_until(item.ts).unwrap();
-        last = item.ts;
+        last = read();
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     producer.join().unwrap();
     for thread in busy {
         thread.join().unwrap();
     }
+}
+
+/// A tracker at INFINITY puts its result at the timestamp of each frame its cache answered with
+/// (the kiosk's trackers do): the frame it holds open keeps its visibility there, whatever the
+/// session's other threads send meanwhile. Their requests may be the ones that report the cache's
+/// answer to the node and still run after the put (a node runs a session's requests concurrently),
+/// so every request reports it until a reply confirms it (`stampede_wire::session::CacheAnswers`);
+/// reported once, the put was refused `BelowVisibility` at INFINITY (seen in the kiosk run as a
+/// node's client).
+#[test]
+fn a_put_at_a_cache_answers_timestamp_is_never_below_visibility() {
+    let rt = configuration::runtime();
+    let frames = rt.create_channel("prefetch/seen", ChannelOptions::from(Limits::unbounded())).unwrap();
+    let results = rt.create_channel("prefetch/tracks", ChannelOptions::from(Limits::unbounded())).unwrap();
+    let tracker = rt.task(INFINITY).unwrap();
+    let input = tracker.attach_input_with(&frames, with(Prefetch::Newest)).unwrap();
+    let tracks = tracker.attach_output(&results).unwrap();
+    read_beside_busy_threads(&rt, &frames, || {
+        let item = input.get(Selector::NewestUnseen, Some(Duration::from_secs(10))).unwrap();
+        tracks.put(item.ts, b"track".to_vec()).unwrap_or_else(|e| panic!("the track at {}: {e}", item.ts));
+        input.consume_until(item.ts).unwrap();
+        item.ts
+    });
+}
+
+/// A deferred consume is applied before anything the client asks after it, whichever of its
+/// threads' requests carries it: other threads keep asking the node (their requests carry the
+/// deferred consumes in their headers), and the reader's get of the timestamp it just consumed
+/// must find it consumed. Carried by one request only, the consume could still be on its way in
+/// another thread's request when the get ran on the node, which answered with the item (it did
+/// at the sixth frame in `serve`); now every request carries it until a reply confirms it
+/// (`stampede_wire::session::Deferred`).
+#[test]
+fn a_deferred_consume_is_seen_by_the_next_get_whichever_thread_carries_it() {
+    let rt = configuration::runtime();
+    let frames = rt.create_channel("prefetch/carried", ChannelOptions::from(Limits::unbounded())).unwrap();
+    let input = rt.task(INFINITY).unwrap().attach_input_with(&frames, with(Prefetch::Newest)).unwrap();
+    read_beside_busy_threads(&rt, &frames, || {
+        let item = input.get(Selector::NewestUnseen, Some(Duration::from_secs(10))).unwrap();
+        input.consume_until(item.ts).unwrap();
+        let again = input.get(Selector::At(item.ts), NOW);
+        assert!(
+            matches!(again, Err(Error::AlreadyConsumed { .. } | Error::Reclaimed { .. })),
+            "the get of {} after its consume: {again:?}",
+            item.ts
+        );
+        item.ts
+    });
 }
 
 /// An item the cache answered with is open on the node, as if the get had come there: it can

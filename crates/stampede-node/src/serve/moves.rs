@@ -128,16 +128,24 @@ pub(crate) async fn execute<N: Neighbours>(
     Ok((Reply::Outcome(outcome), Vec::new()))
 }
 
-/// Applies the consumes a request's header carried (`RequestHeader::consumed`), in order, before
-/// the request runs: each as if it had come on its own, recorded on its connection's tape. What
-/// each returns is dropped, as a sent consume's (its call returned long ago; a connection gone
-/// meanwhile changes nothing).
+/// Applies the consumes a request's header carried (`RequestHeader::consumed`) that no request of
+/// the session applied yet, in order, before the request runs: each as if it had come on its own,
+/// recorded on its connection's tape. A client carries each deferred consume in every request
+/// until a reply confirms it, so several requests under way carry the same numbers: each number
+/// is applied once — recorded once on its tape, whose recent reads `push.rs` predicts from — and a
+/// request whose consumes another is applying waits for it (the session's
+/// `consumes_applied`, held across). What each returns is dropped, as a sent consume's (its call
+/// returned long ago; a connection gone meanwhile changes nothing).
 pub(crate) async fn consumed(here: &Here<'_>, session: &Session, consumed: &[Consumed]) {
     if consumed.is_empty() || session.replies.lock().mutated(Mutation::IgnoreCarriedConsumes) {
         return;
     }
+    let mut applied = session.consumes_applied.lock().await;
     for carried in consumed {
-        let _ = on_engine(here, session, carried.op(), Body::Inline(&[])).await;
+        if carried.number > *applied {
+            let _ = on_engine(here, session, carried.op(), Body::Inline(&[])).await;
+            *applied = carried.number;
+        }
     }
 }
 

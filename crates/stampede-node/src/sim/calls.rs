@@ -34,9 +34,7 @@ impl World {
             }
             let taken = Duration::from_micros(now - pending.first_sent);
             let conn = self.clients[client].conn_mut(pending.side).expect("a call has its session");
-            // The try failed: the consumes it carried are carried again (its cache answers are
-            // reported until a reply confirms them).
-            conn.consumed.restore(std::mem::take(&mut pending.carried_consumed), pending.first_sent);
+            // The try failed: what it carried is carried by every request until a reply confirms it.
             return match conn.protocol.retry(&mut pending.call, true, taken, conn.closed) {
                 Some(timeout) => {
                     self.counts.retries += 1;
@@ -121,8 +119,7 @@ impl World {
             reply: None,
             failed: false,
             stopped: false,
-            first_reported: None,
-            carried_consumed: Vec::new(),
+            first_carried: None,
         };
         let timeout = conn.protocol.try_timeout(&pending.call, Duration::ZERO);
         self.procs[client].pending = Some(pending);
@@ -139,16 +136,15 @@ impl World {
         proc.next_try += 1;
         pending.try_id = proc.next_try;
         pending.try_ends = self.now + timeout.as_micros() as u64;
-        let reported = conn.opened.reports(|_| 0);
-        pending.first_reported.get_or_insert_with(|| reported.clone());
-        pending.carried_consumed = conn.consumed.take();
-        self.counts.consumes_carried += pending.carried_consumed.len() as u64;
+        let (reported, carried) = (conn.opened.reports(|_| 0), conn.consumed.carried());
+        pending.first_carried.get_or_insert_with(|| (reported.clone(), carried.clone()));
+        self.counts.consumes_carried += carried.len() as u64;
         let header = RequestHeader {
             seq: pending.call.seq,
             acks: conn.protocol.acks(),
             floor: conn.protocol.floor(),
             opened: reported,
-            consumed: pending.carried_consumed.clone(),
+            consumed: carried,
             ..RequestHeader::new(conn.id.clone(), conn.secret.unwrap_or_default(), pending.request.clone())
         };
         let mut message = encode(&header);
@@ -187,12 +183,13 @@ impl World {
         let conn = self.clients[client].conn_mut(pending.side).expect("a call has its session");
         if answer != Answer::Lost {
             conn.protocol.read(pending.call.seq);
-            // The node applied what the first try reported (it ran, or a repeat's answer is its).
-            conn.opened.confirm(pending.first_reported.as_deref().unwrap_or_default());
+            // The node applied what the first try carried (it ran, or a repeat's answer is its).
+            if let Some((opened, consumed)) = &pending.first_carried {
+                conn.opened.confirm(opened);
+                conn.consumed.confirm(consumed);
+            }
             // The node heard from the session when the request was first sent, at the latest.
             conn.heard_at = conn.heard_at.max(Some(pending.first_sent));
-        } else {
-            conn.consumed.restore(pending.carried_consumed.clone(), pending.first_sent);
         }
         let bound = conn.protocol.try_timeout(&pending.call, Duration::ZERO);
         if !pending.stopped && taken > bound {

@@ -157,8 +157,8 @@ pub(super) enum Purpose {
     AdvanceHome,
     Get,
     Consume,
-    /// Deferred consumes sent once due (or at the bound): the newest as the request, the others
-    /// in its header; what it returns is dropped, as a sent consume's.
+    /// Deferred consumes sent once due: a `ts_min` question that carries them, whose reply
+    /// confirms them; what it returns is dropped.
     SendConsumes,
 }
 
@@ -560,11 +560,9 @@ pub(super) struct Pending {
     pub(super) try_ends: u64,
     /// The reply to the try under way, once it came, and the node incarnation that served it.
     pub(super) reply: Option<(Vec<u8>, u32)>,
-    /// The cache answers the call's first try reported (confirmed when a reply is read), and the
-    /// deferred consumes the try under way carries (given back to the session's list if the try
-    /// fails), as the client does.
-    pub(super) first_reported: Option<Vec<Opened>>,
-    pub(super) carried_consumed: Vec<Consumed>,
+    /// The cache answers and the deferred consumes the call's first try carried (confirmed when
+    /// a reply is read), as the client does.
+    pub(super) first_carried: Option<(Vec<Opened>, Vec<Consumed>)>,
     /// The try under way ended without a reply before its deadline (the fabric said so: its
     /// link broke).
     pub(super) failed: bool,

@@ -1,79 +1,97 @@
-//! The consumes a client defers into its session's next request ([`Deferred`]): the rule the
-//! client (`stampede`'s `remote/client/consumes.rs`) and the whole-path simulation both follow.
+//! The consumes a client defers into its session's requests ([`Deferred`]): the rule the client
+//! (`stampede`'s `remote/client/consumes.rs`) and the whole-path simulation both follow.
 //!
-//! Guarantees: every request the session sends takes the consumes deferred before it was built
-//! (at most [`CONSUMED_MAX`], oldest first; the rest ride on the next), so the node applies them
-//! before anything the client asks later; a consume waits at most [`CONSUME_DELAY_MAX`] after
-//! the oldest deferred one (the client sends them then, whatever its application does); holding
-//! [`CONSUMED_MAX`] the client sends them at once; consumes an exchange carried that failed are
-//! deferred again, before newer ones, in their order; only a connection that consumes more often
-//! than every half [`CONSUME_DELAY_MAX`] defers ([`worth_deferring`]). Generic over the caller's
-//! clock `T`.
+//! Why every request carries a consume until a reply confirms it, and not one request: a node
+//! runs a session's requests concurrently, so the request that first carried a consume — another
+//! thread's, still on its way — may run after a later request that relies on it (a get of the
+//! consumed timestamp, answered with the item instead of `AlreadyConsumed`). Carried by every
+//! request built while it is unconfirmed, it is applied by whichever runs first; each consume has
+//! its number, and the node applies each number once (`stampede-node`'s `serve/moves.rs`): a
+//! consume made once is counted once on its connection's tape, whose recent reads the node
+//! predicts the reader's next get from, and costs the node once. A reply to a call
+//! confirms what its *first* try carried: a repeat the node answers from the first run's reply
+//! applied none of what a later try added.
+//!
+//! Guarantees: at most [`CONSUMED_MAX`] consumes await confirmation (past it [`may_defer`] says
+//! no and the client sends the consume at once); they are carried oldest first, numbered from 1
+//! in the order made; the client sends a request that carries them once the oldest waited
+//! [`CONSUME_DELAY_MAX`], or as long since its last such send ([`sent`]); only a connection that
+//! consumes more often than every half [`CONSUME_DELAY_MAX`] defers ([`worth_deferring`]). Generic
+//! over the caller's clock `T`.
+//!
+//! [`may_defer`]: Deferred::may_defer
+//! [`sent`]: Deferred::sent
+
+use stampede_core::{Handle, Timestamp};
 
 use crate::request::{Consumed, CONSUMED_MAX, CONSUME_DELAY_MAX};
 
-/// The consumes a session deferred, in the order they were made, and since when the oldest waits.
+/// The consumes a session deferred that no reply confirmed yet, in the order they were made, and
+/// since when the client counts their delay.
 #[derive(Clone, Debug)]
 pub struct Deferred<T> {
-    consumed: Vec<Consumed>,
+    unconfirmed: Vec<Consumed>,
+    /// The number the next deferred consume takes.
+    next: u64,
     since: Option<T>,
 }
 
 impl<T> Default for Deferred<T> {
     fn default() -> Self {
-        Deferred { consumed: Vec::new(), since: None }
+        Deferred { unconfirmed: Vec::new(), next: 1, since: None }
     }
 }
 
 impl<T: Copy + Ord> Deferred<T> {
-    /// Defers `consumed`, made at `now`: `true` when the client must send what it holds now
-    /// ([`CONSUMED_MAX`] deferred).
-    pub fn defer(&mut self, consumed: Consumed, now: T) -> bool {
-        self.consumed.push(consumed);
-        self.since = Some(self.since.map_or(now, |since| since.min(now)));
-        self.consumed.len() >= CONSUMED_MAX
+    /// Whether a consume may be deferred now: fewer than [`CONSUMED_MAX`] await confirmation.
+    pub fn may_defer(&self) -> bool {
+        self.unconfirmed.len() < CONSUMED_MAX
     }
 
-    /// Since when the oldest deferred consume waits (`None`: none does). The client sends them
-    /// once [`CONSUME_DELAY_MAX`] passed since.
+    /// Defers a consume of `connection` at `ts` (`consume_until` when `until`), made at `now`.
+    pub fn defer(&mut self, connection: Handle, ts: Timestamp, until: bool, now: T) {
+        debug_assert!(self.may_defer(), "a consume deferred past CONSUMED_MAX unconfirmed ones");
+        self.unconfirmed.push(Consumed { connection, ts, until, number: self.next });
+        self.next += 1;
+        self.since = Some(self.since.map_or(now, |since| since.min(now)));
+    }
+
+    /// Since when the client counts the delay of what is deferred (`None`: nothing is). It sends
+    /// a request that carries them once [`CONSUME_DELAY_MAX`] passed since.
     pub fn since(&self) -> Option<T> {
         self.since
     }
 
-    /// Whether nothing is deferred.
+    /// What a request's header carries: every unconfirmed consume, oldest first.
+    pub fn carried(&self) -> Vec<Consumed> {
+        debug_assert!(self.unconfirmed.len() <= CONSUMED_MAX);
+        self.unconfirmed.clone()
+    }
+
+    /// A reply was read to a call whose first try carried `first_try`: the node applied them.
+    pub fn confirm(&mut self, first_try: &[Consumed]) {
+        self.unconfirmed.retain(|c| !first_try.iter().any(|f| f.number == c.number));
+        if self.unconfirmed.is_empty() {
+            self.since = None;
+        }
+    }
+
+    /// The client sent a request to carry them at `now`: the next is due a delay later, if its
+    /// reply does not confirm them first.
+    pub fn sent(&mut self, now: T) {
+        if !self.unconfirmed.is_empty() {
+            self.since = Some(now);
+        }
+    }
+
+    /// How many consumes await confirmation.
+    pub fn len(&self) -> usize {
+        self.unconfirmed.len()
+    }
+
+    /// Whether none does.
     pub fn is_empty(&self) -> bool {
-        self.consumed.is_empty()
-    }
-
-    /// The consumes for a request's header: the oldest [`CONSUMED_MAX`], in order. What is left
-    /// keeps its `since` (it is no older than it).
-    pub fn take(&mut self) -> Vec<Consumed> {
-        let n = self.consumed.len().min(CONSUMED_MAX);
-        let taken: Vec<Consumed> = self.consumed.drain(..n).collect();
-        if self.consumed.is_empty() {
-            self.since = None;
-        }
-        taken
-    }
-
-    /// The newest deferred consume, to send as a request of its own (the others ride in its
-    /// header, and are applied before it).
-    pub fn pop(&mut self) -> Option<Consumed> {
-        let newest = self.consumed.pop();
-        if self.consumed.is_empty() {
-            self.since = None;
-        }
-        newest
-    }
-
-    /// The consumes of an exchange that failed, deferred again before the newer ones, as if made
-    /// at `at` (when the exchange started, or earlier).
-    pub fn restore(&mut self, back: Vec<Consumed>, at: T) {
-        if back.is_empty() {
-            return;
-        }
-        self.consumed.splice(0..0, back);
-        self.since = Some(self.since.map_or(at, |since| since.min(at)));
+        self.unconfirmed.is_empty()
     }
 }
 
@@ -97,33 +115,41 @@ pub fn due_us(since: u64) -> u64 {
 mod tests {
     use super::*;
 
-    fn consume(ts: i64) -> Consumed {
-        Consumed { connection: 1, ts, until: ts % 2 == 0 }
-    }
-
     #[test]
-    fn a_request_takes_the_oldest_in_order_and_a_failure_puts_them_back_first() {
+    fn every_request_carries_a_consume_until_a_first_try_that_carried_it_is_answered() {
         let mut deferred = Deferred::default();
         assert_eq!(deferred.since(), None);
-        assert!(!deferred.defer(consume(1), 10u64));
-        assert!(!deferred.defer(consume(2), 12));
+        deferred.defer(1, 4, true, 10u64);
+        let first = deferred.carried();
+        assert_eq!(first, vec![Consumed { connection: 1, ts: 4, until: true, number: 1 }]);
+        deferred.defer(1, 5, false, 12);
         assert_eq!(deferred.since(), Some(10));
-        let carried = deferred.take();
-        assert_eq!(carried, vec![consume(1), consume(2)]);
-        assert_eq!(deferred.since(), None);
-        assert!(!deferred.defer(consume(3), 20));
-        deferred.restore(carried, 11);
-        assert_eq!(deferred.take(), vec![consume(1), consume(2), consume(3)]);
+        // Another call, sent meanwhile, carries both: it may run first.
+        assert_eq!(deferred.carried().iter().map(|c| c.number).collect::<Vec<_>>(), vec![1, 2]);
+        deferred.confirm(&first);
+        assert_eq!(deferred.carried(), vec![Consumed { connection: 1, ts: 5, until: false, number: 2 }]);
+        deferred.confirm(&[]);
+        assert_eq!(deferred.len(), 1, "a call whose first try carried nothing confirms nothing");
+        deferred.sent(30);
+        assert_eq!(deferred.since(), Some(30), "sent: the next send is a delay later");
+        deferred.confirm(&deferred.carried());
         assert!(deferred.is_empty());
+        assert_eq!(deferred.since(), None);
+        deferred.defer(2, 9, true, 40);
+        assert_eq!(deferred.carried()[0].number, 3, "numbers are never reused");
     }
 
     #[test]
-    fn holding_the_bound_sends_at_once_and_a_header_carries_at_most_the_bound() {
+    fn past_the_bound_nothing_is_deferred_and_a_header_carries_at_most_the_bound() {
         let mut deferred = Deferred::default();
-        let full: Vec<bool> = (0..CONSUMED_MAX as i64 + 1).map(|ts| deferred.defer(consume(ts), ts)).collect();
-        assert_eq!(full.iter().position(|&f| f), Some(CONSUMED_MAX - 1));
-        assert_eq!(deferred.take().len(), CONSUMED_MAX);
-        assert_eq!(deferred.take(), vec![consume(CONSUMED_MAX as i64)]);
+        for ts in 0..CONSUMED_MAX as i64 {
+            assert!(deferred.may_defer());
+            deferred.defer(1, ts, true, ts);
+        }
+        assert!(!deferred.may_defer());
+        assert_eq!(deferred.carried().len(), CONSUMED_MAX);
+        deferred.confirm(&deferred.carried()[..1]);
+        assert!(deferred.may_defer());
         assert_eq!(due_us(5), 5 + CONSUME_DELAY_MAX.as_micros() as u64);
     }
 

@@ -27,7 +27,7 @@ use crate::remote::runtime::unexpected;
 use crate::remote::task::RemoteTask;
 use stampede_core::Prefetch;
 use stampede_wire::session::deferred::worth_deferring;
-use stampede_wire::{Consumed, Op, Outcome, WireOutcome};
+use stampede_wire::{Op, Outcome, WireOutcome};
 
 container_handle!(RemoteChannel, "channel");
 
@@ -335,8 +335,8 @@ impl RemoteChannelInput {
         self.seen(ts);
         if self.got.lock().remove(&ts) {
             let (here, defers) = (self.answered_here.lock().remove(&ts), self.defers_now());
-            if here && defers {
-                return self.defer(Consumed { connection: self.link.id, ts, until: false });
+            if here && defers && self.defer(ts, false)? {
+                return Ok(());
             }
             return self.link.send(request);
         }
@@ -350,12 +350,12 @@ impl RemoteChannelInput {
         self.defers && worth_deferring(previous.map(|at| now.saturating_duration_since(at)))
     }
 
-    /// Defers a consume into the session's next request (`remote/client/consumes.rs`).
-    fn defer(&self, consumed: Consumed) -> Result<()> {
+    /// Defers a consume at `ts` (`consume_until` when `until`) into the session's requests
+    /// (`remote/client/consumes.rs`): `false` when it cannot be, and is to be sent now.
+    fn defer(&self, ts: Timestamp, until: bool) -> Result<bool> {
         self.link.check_attached()?;
         self.link.client.check_open("consume")?;
-        self.link.client.defer_consume(consumed);
-        Ok(())
+        Ok(self.link.client.defer_consume(self.link.id, ts, until))
     }
 
     /// Marks every present item `<= ts` consumed on this connection, unseen ones included.
@@ -367,9 +367,7 @@ impl RemoteChannelInput {
             let (got, here) = (self.got.lock(), self.answered_here.lock());
             (got.range(ts..).next().is_some(), got.range(..=ts).all(|t| here.contains(t)))
         };
-        if self.defers_now() && names_got && all_here {
-            self.defer(Consumed { connection: self.link.id, ts, until: true })?;
-        } else {
+        if !(self.defers_now() && names_got && all_here && self.defer(ts, true)?) {
             self.link.done(Op::ConsumeUntil { connection: self.link.id, ts })?;
         }
         let mut got = self.got.lock();

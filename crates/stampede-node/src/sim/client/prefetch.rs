@@ -1,42 +1,42 @@
 //! A prefetching reader of the simulation, as the client's rules make it (docs/PREFETCH.md): its
 //! cache's answers (`stampede_core::PushCache`, within `cache_may_answer`'s share of the lease,
-//! reported by the next request) and its consumes of those answers deferred into the next request
-//! (`stampede_wire::session::Deferred`, only when it consumes often, sent on their own once due).
+//! reported by the next request) and its consumes of those answers deferred into its requests
+//! (`stampede_wire::session::Deferred`, only when it consumes often, carried until a reply
+//! confirms them, sent by a call of their own once due).
 
 use std::time::Duration;
 
+use stampede_core::Op;
 use stampede_wire::session::cache_may_answer;
 use stampede_wire::session::deferred::{due_us, worth_deferring};
-use stampede_wire::{Consumed, Request};
+use stampede_wire::Request;
 
 use super::{Held, Next, Purpose, Role, Side, SimClient};
 
 impl SimClient {
-    /// A prefetching reader's consume of the item it holds, deferred into the session's next
-    /// request (a channel without bounds, as the client does); the deferred consumes as a request
-    /// of their own once the oldest is due or the bound is held.
+    /// A prefetching reader's consume of the item it holds, deferred into the session's requests
+    /// (a channel without bounds, room in the list, as the client does); a call that carries the
+    /// deferred consumes once the oldest is due.
     pub(super) fn defer_consume(&mut self, now: u64) -> Option<Next> {
         if !self.prefetching || self.role != Role::ChannelReader {
             return None;
         }
         let conn = self.conn.as_mut()?;
-        let mut full = false;
         if let (Some(held), Some(connection)) = (self.held.clone(), conn.connection) {
             let since = conn.last_consume_us.replace(now).map(|at| Duration::from_micros(now.saturating_sub(at)));
             // Otherwise the item held is consumed by a request of its own (`next_request`): one a
             // get opened on the node holds its task's visibility back until the consume arrives.
-            if worth_deferring(since) && held.cached {
+            if worth_deferring(since) && held.cached && conn.consumed.may_defer() {
                 self.held = None;
                 conn.cache.seen(held.ts);
-                full = conn.consumed.defer(Consumed { connection, ts: held.ts, until: true }, now);
+                conn.consumed.defer(connection, held.ts, true, now);
             }
         }
-        let due = conn.consumed.since().is_some_and(|since| now >= due_us(since));
-        if !(full || due) {
+        if conn.consumed.since().is_none_or(|since| now < due_us(since)) {
             return None;
         }
-        let newest = conn.consumed.pop()?;
-        let request = Request::Op(newest.op());
+        conn.consumed.sent(now);
+        let request = Request::Op(Op::TsMin);
         Some(Next::Call { side: Side::Containers, request, payload: Vec::new(), purpose: Purpose::SendConsumes })
     }
 

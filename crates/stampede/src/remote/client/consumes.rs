@@ -1,27 +1,29 @@
 //! Consumes that ride on requests (docs/PREFETCH.md, "Consumes ride on requests"): a consume an
 //! input connection with prefetch makes of an item its get returned, on a channel without bounds,
-//! waits in the session's [`Deferred`] list for the next request, whose header carries it; the
-//! node applies it before that request. A reader served from its cache then sends no message per
-//! frame of its own.
+//! waits in the session's [`Deferred`] list, and every request's header carries it until a reply
+//! confirms the node applied it. A reader served from its cache then sends no message per frame
+//! of its own.
 //!
-//! Guarantees (with `stampede_wire::session::Deferred`'s): every request of this client carries
-//! the consumes deferred before it, so whatever the client asks later sees them applied, as if
-//! each had been sent when it was made; none waits longer than [`CONSUME_DELAY_MAX`] — a sender
-//! thread of the client sends them then (the newest as a request of its own, the others in its
-//! header) — nor past [`CONSUMED_MAX`] of them; an exchange that failed defers what it carried
-//! again. Only a channel without bounds defers: no producer can be waiting for the room a consume
-//! makes, so deferring changes when an item is reclaimed (at most the delay later), never what
-//! anyone reads. The sender thread holds no strong reference to the client and ends when it
+//! Guarantees (with `stampede_wire::session::Deferred`'s): every request of this client, from any
+//! of its threads, carries the consumes deferred before it and not yet confirmed, so whatever the
+//! client asks later sees them applied, as if each had been sent when it was made — even when the
+//! request that carried one first is still on its way; none waits longer than
+//! [`CONSUME_DELAY_MAX`] unsent — a sender thread of the client then makes a call that carries
+//! them — and past [`CONSUMED_MAX`] unconfirmed a consume is not deferred. Only a channel without
+//! bounds defers: no producer can be waiting for the room a consume makes, so deferring changes
+//! when an item is reclaimed (at most the delay later), never what anyone reads. The sender
+//! thread holds a strong reference to the client only during its call, and ends when the client
 //! closes or goes.
 
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use stampede_core::{Handle, Timestamp};
 use stampede_wire::session::Deferred;
 #[cfg(doc)]
 use stampede_wire::CONSUMED_MAX;
-use stampede_wire::{Consumed, Opened, RequestHeader, CONSUME_DELAY_MAX};
+use stampede_wire::{Consumed, Op, CONSUME_DELAY_MAX};
 
 use crate::wait::Signal;
 
@@ -44,43 +46,35 @@ impl Drop for Consumes {
     }
 }
 
-/// What a request's header carried of the session's pending reports: its consumes carried again
-/// when its exchange failed; its cache answers, confirmed when a reply to its call is read (they
-/// stay pending until then).
-pub(super) struct Carried {
-    pub(super) opened: Vec<Opened>,
-    consumed: Vec<Consumed>,
-    at: Instant,
-}
-
-impl Carried {
-    pub(super) fn of(header: &RequestHeader) -> Carried {
-        Carried { opened: header.opened.clone(), consumed: header.consumed.clone(), at: Instant::now() }
-    }
-}
-
 impl Client {
-    /// Defers `consumed` into the session's next request (sent at once when the sender cannot
-    /// run or [`CONSUMED_MAX`] wait).
-    pub(crate) fn defer_consume(self: &Arc<Self>, consumed: Consumed) {
-        let full = self.consumes.deferred.lock().defer(consumed, Instant::now());
-        let sender_runs = *self.consumes.sender.get_or_init(|| start_sender(self));
-        if full || !sender_runs {
-            self.send_deferred();
-        } else {
-            self.consumes.changed.notify();
+    /// Defers a consume of `connection` at `ts` (`consume_until` when `until`) into the session's
+    /// requests: `false` when it cannot be — [`CONSUMED_MAX`] await confirmation, or the sender
+    /// cannot run — and the caller sends it at once.
+    pub(crate) fn defer_consume(self: &Arc<Self>, connection: Handle, ts: Timestamp, until: bool) -> bool {
+        if !*self.consumes.sender.get_or_init(|| start_sender(self)) {
+            return false;
         }
+        {
+            let mut deferred = self.consumes.deferred.lock();
+            if !deferred.may_defer() {
+                return false;
+            }
+            deferred.defer(connection, ts, until, Instant::now());
+        }
+        self.consumes.changed.notify();
+        true
     }
 
-    /// The deferred consumes a request's header takes.
-    pub(super) fn take_consumed(&self) -> Vec<Consumed> {
-        self.consumes.deferred.lock().take()
+    /// The deferred consumes a request's header carries: every one not yet confirmed.
+    pub(super) fn carried_consumes(&self) -> Vec<Consumed> {
+        self.consumes.deferred.lock().carried()
     }
 
-    /// What a failed exchange carried: its consumes applied by the next request instead (its
-    /// cache answers are pending still).
-    pub(super) fn carry_again(&self, carried: Carried) {
-        self.consumes.deferred.lock().restore(carried.consumed, carried.at);
+    /// A reply was read to a call whose first try carried `carried`: the node applied them.
+    pub(super) fn confirm_consumed(&self, carried: &[Consumed]) {
+        if !carried.is_empty() {
+            self.consumes.deferred.lock().confirm(carried);
+        }
     }
 
     /// Wakes the sender to end (the client closes).
@@ -88,18 +82,16 @@ impl Client {
         self.consumes.changed.notify();
     }
 
-    /// Sends the deferred consumes now: the newest as a request of its own (sent without
-    /// waiting), the others in its header.
+    /// Makes a call that only carries the deferred consumes (a `ts_min` question, which changes
+    /// nothing): its reply confirms them. Its error is the next call's to meet.
     fn send_deferred(&self) {
-        let newest = self.consumes.deferred.lock().pop();
-        if let Some(newest) = newest {
-            self.send(newest.op());
-        }
+        self.consumes.deferred.lock().sent(Instant::now());
+        let _ = self.call(Op::TsMin, None, Duration::ZERO);
     }
 }
 
 /// Starts the client's sender: it sends the deferred consumes once the oldest waited
-/// [`CONSUME_DELAY_MAX`]. `false` when no thread could start.
+/// [`CONSUME_DELAY_MAX`] unconfirmed. `false` when no thread could start.
 fn start_sender(client: &Arc<Client>) -> bool {
     let (client, changed): (Weak<Client>, _) = (Arc::downgrade(client), client.consumes.changed.clone());
     let sender = move || loop {

@@ -21,10 +21,10 @@ use crate::remote::runtime::unexpected;
 use crate::remote::{CLIENT_CLOSED, REPLY_LATE};
 use stampede_wire::shared;
 use stampede_wire::{
-    decode_reply, decode_reply_passed, encode, Handle, Op, Opened, Outcome, Reply, Request, RequestHeader, WireOutcome,
+    decode_reply, decode_reply_passed, encode, Consumed, Handle, Op, Opened, Outcome, Reply, Request, RequestHeader,
+    WireOutcome,
 };
 
-use super::consumes::Carried;
 use super::{blocking, Client};
 use stampede_wire::session::{Answer, Call, Standing, Verdict};
 
@@ -32,29 +32,31 @@ use stampede_wire::session::{Answer, Call, Standing, Verdict};
 /// came in time.
 type Exchange = std::result::Result<(Reply, Bytes), String>;
 
-/// The cache answers a call's first try reported: confirmed once a reply to the call is read.
+/// The cache answers and the deferred consumes a call's first try carried: confirmed once a reply
+/// to the call is read (a repeat the node answers from the first run's reply applied none of what
+/// a later try added).
 #[derive(Default)]
-struct FirstReports(Option<Vec<Opened>>);
+struct FirstReports(Option<(Vec<Opened>, Vec<Consumed>)>);
 
 impl FirstReports {
-    /// A try reported `opened`: kept if it is the first.
-    fn tried(&mut self, opened: Vec<Opened>) {
-        self.0.get_or_insert(opened);
+    /// A try's `header` was built: what it carried is kept if it is the first.
+    fn tried(&mut self, header: &RequestHeader) {
+        self.0.get_or_insert_with(|| (header.opened.clone(), header.consumed.clone()));
     }
 }
 
 impl Client {
     /// The header of request `seq` (0: not numbered) of this session, acknowledging the replies
     /// read since the last header said so, with the session's floor (its lowest call under way)
-    /// the answers its prefetch caches gave that no reply confirmed yet (`push.rs`) and the
-    /// consumes deferred since the last header (`consumes.rs`).
+    /// the answers its prefetch caches gave and the consumes it deferred that no reply confirmed
+    /// yet (`push.rs`, `consumes.rs`).
     pub(super) fn header(&self, seq: u64, request: Request) -> RequestHeader {
         let secret = self.secret.get().copied().unwrap_or_default();
         let (acks, floor) = {
             let mut protocol = self.protocol.lock();
             (protocol.acks(), protocol.floor())
         };
-        let (opened, consumed) = (self.pending_opened(), self.take_consumed());
+        let (opened, consumed) = (self.pending_opened(), self.carried_consumes());
         // Every header built is sent once (a try, a send, an open or a close).
         self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         RequestHeader {
@@ -165,11 +167,13 @@ impl Client {
         self.conclude(op, &call, answer)
     }
 
-    /// A reply to a call was read (`answer`): the cache answers its first try reported were
-    /// applied on the node — by that try's run, or by the run a repeat is answered from.
+    /// A reply to a call was read (`answer`): the cache answers and deferred consumes its first
+    /// try carried were applied on the node — by that try's run, or by the run a repeat is
+    /// answered from.
     fn confirm(&self, answer: &Exchange, first: FirstReports) {
-        if let (Ok(_), Some(opened)) = (answer, first.0) {
+        if let (Ok(_), Some((opened, consumed))) = (answer, first.0) {
             self.confirm_opened(&opened);
+            self.confirm_consumed(&consumed);
         }
     }
 
@@ -299,8 +303,7 @@ impl Client {
         let serialise = trace::span(Kind::Serialise, 0, 0, 0);
         if let Some(direct) = direct {
             let header = self.header(call.seq, request);
-            let carried = Carried::of(&header);
-            first.tried(carried.opened.clone());
+            first.tried(&header);
             let header = encode(&header);
             drop(serialise);
             // A large payload to a node on this host goes as a shared-memory segment.
@@ -312,9 +315,7 @@ impl Client {
             let bytes = parts.iter().map(|part| part.len() as u64).sum();
             let (message, shared) = {
                 let _trip = trace::span(round_trip, 0, 0, bytes);
-                direct
-                    .exchange_or_cool(parts, passed.as_ref().map(|(d, _)| d.as_fd()), timeout)
-                    .inspect_err(|_| self.carry_again(carried))?
+                direct.exchange_or_cool(parts, passed.as_ref().map(|(d, _)| d.as_fd()), timeout)?
             };
             let _decode = trace::span(Kind::Serialise, 0, 0, message.len() as u64);
             return match shared {
@@ -327,8 +328,7 @@ impl Client {
             };
         }
         let header = self.header(call.seq, request);
-        let carried = Carried::of(&header);
-        first.tried(carried.opened.clone());
+        first.tried(&header);
         let query = self.query(header, payload, timeout);
         drop(serialise);
         let reply = {
@@ -336,7 +336,7 @@ impl Client {
             query.wait().map_err(|e| format!("zenoh refused the query: {e}"))?.recv().ok()
         };
         let _decode = trace::span(Kind::Serialise, 0, 0, 0);
-        answer(reply, timeout).inspect_err(|_| self.carry_again(carried))
+        answer(reply, timeout)
     }
 
     /// [`exchange`](Self::exchange) without blocking a thread.
@@ -349,11 +349,10 @@ impl Client {
         first: &mut FirstReports,
     ) -> Exchange {
         let header = self.header(seq, request);
-        let carried = Carried::of(&header);
-        first.tried(carried.opened.clone());
+        first.tried(&header);
         let replies =
             self.query(header, payload, timeout).await.map_err(|e| format!("zenoh refused the query: {e}"))?;
-        answer(replies.recv_async().await.ok(), timeout).inspect_err(|_| self.carry_again(carried))
+        answer(replies.recv_async().await.ok(), timeout)
     }
 
     /// The query carrying `header` (and the payload after it), answered within `timeout`.

@@ -11,7 +11,6 @@ use stampede_wire::{encode, Op, Request};
 use zenoh::query::ConsolidationMode;
 use zenoh::Wait;
 
-use super::consumes::Carried;
 use super::{blocking, Client};
 
 /// Most requests sent without waiting (drops) whose replies are not yet waited for; one more
@@ -29,12 +28,9 @@ impl Client {
 
     fn send_now(&self, request: Request) {
         if let Some(direct) = self.direct_path() {
-            let header = self.header(0, request);
-            let carried = Carried::of(&header);
-            // A send that fails is as one whose query fails: the node goes or is gone.
-            if direct.send(&[&encode(&header)]).is_err() {
-                self.carry_again(carried);
-            }
+            // A send that fails is as one whose query fails: the node goes or is gone (what its
+            // header carried is carried by every request until a reply confirms it).
+            let _ = direct.send(&[&encode(&self.header(0, request))]);
             return;
         }
         if self.unfinished.lock().len() >= UNFINISHED_SENDS_MAX {
