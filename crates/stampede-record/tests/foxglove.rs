@@ -88,7 +88,7 @@ fn a_recording_for_foxglove_holds_images_beside_the_raw_items() {
             let boxes = format!(r#"{{"boxes": [{{"x": {ts}, "y": 1, "w": 2, "h": 3, "label": "p"}}]}}"#);
             let blobs = format!(r#"{{"blobs": [{ts}]}}"#);
             let line = format!("frame {ts}");
-            let depth = npy("'<f4'", &[1], &[0, 0, 128, 63]); // not an image: recorded raw only
+            let depth = npy("'<f4'", &[1], &[0, 0, 128, 63]); // not an image: its values as JSON
             let items = [(Codec::Npy, frame), (Codec::Json, boxes.into_bytes()), (Codec::Json, blobs.into_bytes())];
             let items = items.into_iter().chain([(Codec::Utf8, line.into_bytes()), (Codec::Npy, depth)]);
             for ((codec, data), (out, ch)) in items.zip(outs.iter().zip(&channels)) {
@@ -100,7 +100,7 @@ fn a_recording_for_foxglove_holds_images_beside_the_raw_items() {
         producer.close();
         let stats = recorder.stop().unwrap();
         assert_eq!(stats.items, put.len() as u64);
-        assert_eq!((stats.converted, stats.not_converted), (3 * FRAMES as u64, FRAMES as u64));
+        assert_eq!((stats.converted, stats.not_converted), (4 * FRAMES as u64, 0));
 
         // A reader knowing only Foxglove's schemas decodes every image back to the frame put.
         let messages = mcap_messages(&path);
@@ -124,6 +124,10 @@ fn a_recording_for_foxglove_holds_images_beside_the_raw_items() {
                 ("cam/log/foxglove", "foxglove.Log") => {
                     assert_eq!(Log::decode(&data[..]).unwrap().message, format!("frame {ts}"));
                 }
+                ("cam/depth/foxglove", "") => {
+                    let shown: serde_json::Value = serde_json::from_slice(data).unwrap();
+                    assert_eq!(shown, serde_json::json!({ "dtype": "<f4", "shape": [1], "values": [1.0] }));
+                }
                 (topic, _) => {
                     assert!(!topic.ends_with("/foxglove"), "{topic} converted with schema {schema:?}");
                     continue;
@@ -131,7 +135,7 @@ fn a_recording_for_foxglove_holds_images_beside_the_raw_items() {
             }
             *converted.entry(topic.clone()).or_default() += 1;
         }
-        assert_eq!(converted.values().copied().collect::<Vec<_>>(), [FRAMES as usize; 3], "{converted:?}");
+        assert_eq!(converted.values().copied().collect::<Vec<_>>(), [FRAMES as usize; 4], "{converted:?}");
 
         // Our reader, and so replay, see the raw items alone, byte for byte.
         put.sort();

@@ -10,11 +10,11 @@
 //! | codec `npy` | `foxglove.RawImage` (protobuf) | `uint8` (H, W), (H, W, 1), (H, W, 3), (H, W, 4) as `mono8`, `rgb8`, `rgba8`; anything else is skipped and said in a status |
 //! | codec `json`, named as an overlay | `foxglove.ImageAnnotations` (protobuf) | each box a closed polygon, its label a text |
 //! | codec `utf8` | `foxglove.Log` (protobuf) | the text, level info, the channel as its name |
-//! | codec `json`, or none declared | schemaless JSON | JSON as it is; text as `{"text"}`; any other payload described: `.npy` by dtype, shape and size, other codecs by name and size |
+//! | codec `json`, or none declared | schemaless JSON | JSON as it is; text as `{"text"}`; `.npy` as `{"dtype", "shape", "values"}` when small ([`array`](crate::array)), else by dtype, shape, size and why; other codecs by name and size |
 //! | another codec (`raw`, an application's own) | not advertised | listed in a status, with the reason |
 //!
-//! A recording converts item by item ([`Kind::of_item`]): `npy` frames, JSON documents with
-//! `boxes`, and text; the rest is left as it is.
+//! A recording converts item by item ([`Kind::of_item`]): `npy` frames, other `npy` arrays (as
+//! JSON), JSON documents with `boxes`, and text; the rest is left as it is.
 //!
 //! Timestamps go on Foxglove's timeline through a [`Tick`]: a frame number times a tick in
 //! seconds, or nanoseconds as they are. Log time and each message's own timestamp are the same.
@@ -98,10 +98,12 @@ impl Kind {
     }
 
     /// What a recording writes beside `item` for Foxglove to draw: an image for an `npy` frame,
-    /// annotations for a JSON document with `boxes`, a log line for text; `None` for anything
-    /// else (Foxglove shows JSON as it is) or an item that is none of these after all.
+    /// JSON for another `npy` array (its values, if small: [`array`](crate::array)), annotations
+    /// for a JSON document with `boxes`, a log line for text; `None` for anything else (Foxglove
+    /// shows JSON as it is).
     pub fn of_item(item: &Item) -> Option<Kind> {
         match item.codec() {
+            Codec::Npy if crate::image::pixels("image", "", item).is_err() => Some(Kind::Json),
             Codec::Npy => Some(Kind::Image),
             Codec::Utf8 => Some(Kind::Log),
             Codec::Json if item.data().len() <= OVERLAY_BYTES_MAX && has_boxes(item.data()) => Some(Kind::Annotations),
@@ -250,9 +252,12 @@ fn json_message(item: &Item) -> Vec<u8> {
             Ok(text) => json!({ "text": text }),
             Err(_) => json!({ "codec": "utf8", "bytes": data.len(), "shown": "not UTF-8" }),
         },
-        Codec::Npy => match stampede::npy::header(data) {
-            Ok(header) => json!({ "dtype": header.descr, "shape": header.shape, "bytes": data.len() }),
-            Err(e) => json!({ "codec": "npy", "bytes": data.len(), "shown": format!("not a valid .npy: {e}") }),
+        Codec::Npy => match (crate::array::values(data), stampede::npy::header(data)) {
+            (Ok(shown), _) => shown,
+            (Err(why), Ok(header)) => {
+                json!({ "dtype": header.plain_descr(), "shape": header.shape, "bytes": data.len(), "shown": why })
+            }
+            (Err(why), Err(_)) => json!({ "codec": "npy", "bytes": data.len(), "shown": why }),
         },
         codec => json!({ "codec": codec.name(), "bytes": data.len() }),
     };
@@ -336,10 +341,16 @@ mod tests {
         let text = Kind::Json.encode("c", &item(1, b"hi".to_vec(), Codec::Utf8), Tick::Nanos).unwrap();
         assert_eq!(text, br#"{"text":"hi"}"#);
         let mut npy = stampede::npy::encode_header("'<f4'", &[2]).unwrap();
-        npy.extend_from_slice(&[0; 8]);
-        let described: serde_json::Value =
-            serde_json::from_slice(&Kind::Json.encode("c", &item(1, npy, Codec::Npy), Tick::Nanos).unwrap()).unwrap();
-        assert_eq!((described["dtype"].as_str(), described["shape"][0].as_u64()), (Some("'<f4'"), Some(2)));
+        npy.extend_from_slice(&[0, 0, 128, 63, 0, 0, 0, 64]);
+        let shown = |npy| -> serde_json::Value {
+            serde_json::from_slice(&Kind::Json.encode("c", &item(1, npy, Codec::Npy), Tick::Nanos).unwrap()).unwrap()
+        };
+        assert_eq!(shown(npy), serde_json::json!({ "dtype": "<f4", "shape": [2], "values": [1.0, 2.0] }));
+        let mut large = stampede::npy::encode_header("'|u1'", &[crate::array::VALUES_MAX + 1]).unwrap();
+        large.resize(large.len() + crate::array::VALUES_MAX + 1, 0);
+        let described = shown(large);
+        assert_eq!((described["dtype"].as_str(), described["values"].is_null()), (Some("|u1"), true));
+        assert!(described["shown"].as_str().unwrap().contains("at most"), "{described}");
         let log = Log::decode(&Kind::Log.encode("c", &item(1, b"ok".to_vec(), Codec::Utf8), Tick::Nanos).unwrap()[..]);
         assert_eq!(log.unwrap().message, "ok");
     }
@@ -349,6 +360,8 @@ mod tests {
     fn a_recording_converts_what_foxglove_draws() {
         let npy = stampede::npy::encode_header("'|u1'", &[1, 1]).unwrap();
         assert_eq!(Kind::of_item(&item(0, [npy, vec![0]].concat(), Codec::Npy)), Some(Kind::Image));
+        let state = stampede::npy::encode_header("'<f4'", &[1]).unwrap();
+        assert_eq!(Kind::of_item(&item(0, [state, vec![0; 4]].concat(), Codec::Npy)), Some(Kind::Json));
         assert_eq!(Kind::of_item(&item(0, br#"{"boxes": []}"#.to_vec(), Codec::Json)), Some(Kind::Annotations));
         assert_eq!(Kind::of_item(&item(0, br#"{"blobs": []}"#.to_vec(), Codec::Json)), None);
         assert_eq!(Kind::of_item(&item(0, b"[1]".to_vec(), Codec::Json)), None);

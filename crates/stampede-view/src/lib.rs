@@ -6,9 +6,11 @@
 //! # Layout
 //!
 //! - [`image`] — `.npy` frames to pixels, overlay JSON to boxes, and their bounds.
+//! - [`array`] — a small `.npy` array's values as JSON.
 //! - [`foxglove`] — what a channel becomes in Foxglove, each item's message, the timeline.
 
 #![forbid(unsafe_code)]
 
+pub mod array;
 pub mod foxglove;
 pub mod image;
