@@ -33,10 +33,17 @@ if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
     cargo install -q cargo-fuzz --locked --version "$CARGO_FUZZ_VERSION"
 fi
 
+mapfile -t known < <(sed -n 's/^name = "\(.*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^stampede-fuzz-targets$')
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    mapfile -t targets < <(sed -n 's/^name = "\(.*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^stampede-fuzz-targets$')
+    targets=("${known[@]}")
 fi
+for target in "${targets[@]}"; do
+    if [[ " ${known[*]} " != *" $target "* ]]; then
+        echo "fuzz.sh: no fuzz target \"$target\"; the targets are: ${known[*]}" >&2
+        exit 2
+    fi
+done
 
 echo "== building ${#targets[@]} targets (release, coverage-instrumented; ~6 min the first time)"
 (cd fuzz && cargo fuzz build -s none)

@@ -183,8 +183,9 @@ impl World {
         let conn = self.clients[client].conn_mut(pending.side).expect("a call has its session");
         if answer != Answer::Lost {
             conn.protocol.read(pending.call.seq);
-            // The node applied what the first try carried (it ran, or a repeat's answer is its).
-            if let Some((opened, consumed)) = &pending.first_carried {
+            // An outcome: the node applied what the first try carried (it ran, or a repeat's
+            // answer is its run's). An error confirms nothing, as for the client.
+            if let (Some((opened, consumed)), Answer::Outcome) = (&pending.first_carried, answer) {
                 conn.opened.confirm(opened);
                 conn.consumed.confirm(consumed);
             }

@@ -94,8 +94,8 @@ pub(super) struct Conn {
     cache: PushCache<(ItemHeader, Bytes)>,
     push_order: PushOrder,
     pub(super) opened: CacheAnswers<u64>,
-    /// Its consumes deferred into the session's next request (the client's rule:
-    /// `stampede_wire::session::Deferred`).
+    /// Its consumes deferred into the session's requests until a reply confirms them (the
+    /// client's rule: `stampede_wire::session::Deferred`).
     pub(super) consumed: Deferred<u64>,
     /// When its reader last consumed (µs): only one that consumes often defers.
     last_consume_us: Option<u64>,

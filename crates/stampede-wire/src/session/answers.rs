@@ -7,9 +7,10 @@
 //! on it — a put at the item's timestamp by a task whose visibility is that item, held open (a
 //! reader at INFINITY putting its results at the frame's timestamp). Every request built while an
 //! answer is unconfirmed reports it, so whichever runs first applies it; the node applies a report
-//! again as a no-op (the item is open already, or consumed since). A reply to a call confirms what
-//! its *first* try reported: a repeat the node answers from the first run's reply applied none of
-//! what a later try added.
+//! again as a no-op (the item is open already, or consumed since). An outcome in reply to a call
+//! confirms what its *first* try reported: a repeat the node answers from the first run's reply
+//! applied none of what a later try added, and an error may come from a refusal before the
+//! request ran.
 //!
 //! Bounded: at most [`OPENED_MAX`] unconfirmed answers; past it caches answer nothing (the client
 //! asks the node, whose replies confirm). Generic over the caller's clock `T`.
@@ -48,7 +49,9 @@ impl<T: Copy> CacheAnswers<T> {
         self.answers.iter().map(|&(opened, at)| Opened { ago_us: ago(at), ..opened }).collect()
     }
 
-    /// A reply was read to a call whose first try reported `first_try`: the node applied them.
+    /// An outcome was read in reply to a call whose first try reported `first_try`: the node
+    /// applied them (an error may come from a refusal before the request ran: it confirms
+    /// nothing).
     pub fn confirm(&mut self, first_try: &[Opened]) {
         let reported = |o: &Opened| first_try.iter().any(|r| (r.connection, r.ts) == (o.connection, o.ts));
         self.answers.retain(|(opened, _)| !reported(opened));

@@ -68,7 +68,9 @@ impl<T: Copy + Ord> Deferred<T> {
         self.unconfirmed.clone()
     }
 
-    /// A reply was read to a call whose first try carried `first_try`: the node applied them.
+    /// An outcome was read in reply to a call whose first try carried `first_try`: the node
+    /// applied them (an error may come from a refusal before the request ran: it confirms
+    /// nothing).
     pub fn confirm(&mut self, first_try: &[Consumed]) {
         self.unconfirmed.retain(|c| !first_try.iter().any(|f| f.number == c.number));
         if self.unconfirmed.is_empty() {

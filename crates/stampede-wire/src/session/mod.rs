@@ -8,7 +8,8 @@
 //!   reply (or its absence) after a given time means.
 //! - [`node`] — [`Replies`]: a session's numbered requests run at most once, repeats answered
 //!   with the first answer.
-//! - [`deferred`] — [`Deferred`]: the consumes a client defers into its next request.
+//! - [`deferred`] — [`Deferred`]: the consumes a client defers into its requests, carried until
+//!   confirmed.
 //! - [`answers`] — [`CacheAnswers`]: its prefetch caches' answers, reported until confirmed.
 //!
 //! The tests below step both sides through a lost reply.

@@ -12,8 +12,9 @@
 //! them — and past [`CONSUMED_MAX`] unconfirmed a consume is not deferred. Only a channel without
 //! bounds defers: no producer can be waiting for the room a consume makes, so deferring changes
 //! when an item is reclaimed (at most the delay later), never what anyone reads. The sender
-//! thread holds a strong reference to the client only during its call, and ends when the client
-//! closes or goes.
+//! thread holds a strong reference to the client only during its call (a client whose last
+//! handle is dropped meanwhile closes when that call returns, within its deadline), and ends
+//! when the client closes or goes.
 
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -70,7 +71,8 @@ impl Client {
         self.consumes.deferred.lock().carried()
     }
 
-    /// A reply was read to a call whose first try carried `carried`: the node applied them.
+    /// An outcome was read in reply to a call whose first try carried `carried`: the node
+    /// applied them.
     pub(super) fn confirm_consumed(&self, carried: &[Consumed]) {
         if !carried.is_empty() {
             self.consumes.deferred.lock().confirm(carried);

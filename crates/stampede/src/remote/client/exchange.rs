@@ -167,11 +167,13 @@ impl Client {
         self.conclude(op, &call, answer)
     }
 
-    /// A reply to a call was read (`answer`): the cache answers and deferred consumes its first
-    /// try carried were applied on the node — by that try's run, or by the run a repeat is
-    /// answered from.
+    /// A reply to a call was read (`answer`): if it is an outcome, the cache answers and deferred
+    /// consumes its first try carried were applied on the node — by that try's run, or by the run
+    /// a repeat is answered from. An error may come from a node that refused the request before
+    /// running it (a direct connection over its bound), having applied nothing: it confirms
+    /// nothing, and they ride on.
     fn confirm(&self, answer: &Exchange, first: FirstReports) {
-        if let (Ok(_), Some((opened, consumed))) = (answer, first.0) {
+        if let (Ok((Reply::Outcome(_), _)), Some((opened, consumed))) = (answer, first.0) {
             self.confirm_opened(&opened);
             self.confirm_consumed(&consumed);
         }

@@ -35,7 +35,7 @@
 //! and its reply: numbering, retries, the lateness rule), `waits` (sliced waits and readiness
 //! futures), `sends` (requests sent without waiting for their replies), `close` (ending the
 //! session, early or by closing the client), `push` (prefetch caches and the answers they
-//! report), `consumes` (consumes deferred into the next request).
+//! report), `consumes` (consumes deferred into the session's requests until confirmed).
 //!
 //! The rules of numbering, retries and reading a reply are the session protocol's
 //! (`stampede_wire::session`), pure and shared with the node; this module does the I/O around
@@ -112,7 +112,7 @@ pub(crate) struct Client {
     /// none.
     prefetching: push::Prefetching,
     prefetch: crate::Prefetch,
-    /// Consumes deferred into the session's next request (`consumes.rs`).
+    /// Consumes deferred into the session's requests until a reply confirms them (`consumes.rs`).
     consumes: consumes::Consumes,
     /// Requests sent so far (every try, and sends), each built by [`header`](Self::header).
     sent: AtomicU64,

@@ -222,8 +222,9 @@ impl Client {
         self.prefetching.opened.lock().reports(|at| micros(at.elapsed()))
     }
 
-    /// A reply was read to a call whose first try reported `carried`: the node applied them
-    /// before it ran the call (a repeat it answers from its first run, which carried them too).
+    /// An outcome was read in reply to a call whose first try reported `carried`: the node
+    /// applied them before it ran the call (a repeat it answers from its first run, which
+    /// carried them too).
     pub(super) fn confirm_opened(&self, carried: &[Opened]) {
         if !carried.is_empty() {
             self.prefetching.opened.lock().confirm(carried);
