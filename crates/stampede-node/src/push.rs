@@ -26,6 +26,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use stampede_core::{Handle, Op, Selector, Timestamp};
 use stampede_engine::session::Connection;
+use stampede_wire::session::Mutation;
 use stampede_wire::{encode, fabric, ItemHeader, Opened, PushEvent};
 use tokio::sync::mpsc;
 use zenoh::qos::CongestionControl;
@@ -82,7 +83,15 @@ pub(crate) fn after_put(
     let channel = out.channel().id();
     let sessions = desk.sessions().into_iter();
     sessions
-        .map(|reader| (reader.readers.pushes(channel, ts, now_us), reader))
+        .map(|reader| {
+            let mut pushes = reader.readers.pushes(channel, ts, now_us);
+            // A fault for the whole-path simulation's mutation test; never on in a build without
+            // the `mutations` feature, which takes no lock for it.
+            if cfg!(feature = "mutations") && reader.replies.lock().mutated(Mutation::SkipStaleNotices) {
+                pushes.retain(|push| push.notice.pushed);
+            }
+            (pushes, reader)
+        })
         .filter(|(pushes, _)| !pushes.is_empty())
         .map(|(pushes, reader)| (reader, pushes))
         .collect()

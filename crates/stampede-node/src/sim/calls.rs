@@ -57,7 +57,7 @@ impl World {
             _ => self.rng.below(GET_WAIT_US_MAX),
         };
         let (side, request, payload, purpose) = match self.clients[client].next_call(wait_us, self.now) {
-            Next::Cached { connection, item, payload } => {
+            Next::Cached { connection, item, payload, told } => {
                 self.counts.cached += 1;
                 let conn = self.clients[client].conn.as_ref().expect("a cache answers in an open session");
                 let (session, secret, node) = (conn.id.clone(), conn.secret.unwrap_or_default(), conn.node);
@@ -67,6 +67,10 @@ impl World {
                 let (ts, payload) = (item.ts, &payload);
                 let delivery = Delivery { session: &session, secret, incarnation, connection, seq: None, ts, payload };
                 self.oracle.cached(self.nodes[node].as_ref(), &delivery)?;
+                // The node's channel now, if the node the cache heard from still holds the session.
+                let here = self.nodes[node].as_ref().filter(|n| n.desk.get(&session).is_some());
+                let now = here.and_then(|n| super::oracle::channel_timestamps(&n.runtime).into_iter().max());
+                self.oracle.notices.answered(&session, told, ts, now)?;
                 self.oracle.delivered(self.nodes[node].as_ref(), delivery)?;
                 let idle_until = self.now + self.think(client);
                 self.procs[client].idle_until = idle_until;

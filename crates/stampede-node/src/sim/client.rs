@@ -94,6 +94,9 @@ pub(super) struct Conn {
     cache: PushCache<(ItemHeader, Bytes)>,
     push_order: PushOrder,
     pub(super) opened: CacheAnswers<u64>,
+    /// The newest timestamp the notices it heard since its cache was last emptied told of, and
+    /// the number of the latest event that told it (the world checks answers against it).
+    told: Option<(Timestamp, u64)>,
     /// Its consumes deferred into the session's requests until a reply confirms them (the
     /// client's rule: `stampede_wire::session::Deferred`).
     pub(super) consumed: Deferred<u64>,
@@ -119,6 +122,7 @@ impl Conn {
             cache: PushCache::default(),
             push_order: PushOrder::default(),
             opened: CacheAnswers::default(),
+            told: None,
             consumed: Deferred::default(),
             last_consume_us: None,
         }
@@ -130,9 +134,13 @@ impl Conn {
         let (event, payload) = decode_push(message).map_err(|e| format!("a push event does not decode: {e}"))?;
         if self.push_order.forgets(&event) {
             self.cache.reset();
+            self.told = None;
         }
-        if let PushEvent::Put { connection, notice, item, .. } = event {
+        if let PushEvent::Put { seq, connection, notice, item } = event {
             if Some(connection) == self.connection {
+                if self.told.is_none_or(|(newest, _)| notice.newest >= newest) {
+                    self.told = Some((notice.newest, seq));
+                }
                 self.cache.noticed(notice, item.map(|item| (item, Bytes::copy_from_slice(payload))));
             }
         }
@@ -178,11 +186,13 @@ pub(super) enum Effect {
 pub(super) enum Next {
     /// Open a session on this side.
     Open(Side),
-    /// The cache answered the get (no request), through input connection `connection`.
+    /// The cache answered the get (no request), through input connection `connection`, told it
+    /// was the newest item by push event `told` (`None`: by no event).
     Cached {
         connection: Handle,
         item: ItemHeader,
         payload: Bytes,
+        told: Option<u64>,
     },
     Call {
         side: Side,

@@ -15,7 +15,9 @@
 //! every event). Checked whenever an item reaches an application
 //! (`oracle.rs`): the session it was served for lives on the node, a channel item is still stored
 //! there, a queue item is held by no other live connection and was not consumed, an item a
-//! client's prefetch cache answered with is still unseen on its connection there; a put is never
+//! client's prefetch cache answered with is still unseen on its connection there, was the
+//! channel's newest when the node made the push event that told the cache so, and if the channel
+//! holds a newer item now the node has made a later event for the session (`notices.rs`); a put is never
 //! refused as a duplicate (a retry is answered, not run again); no call of a running client
 //! outlives its reply deadline; a node declines a move only for the session that made it. After the faults stop, every client makes progress within
 //! [`QUIET_US`]; at the end every client closes, each node holds no session, no claim, and in
@@ -54,6 +56,7 @@ mod client;
 mod faults;
 mod mesh;
 mod node;
+mod notices;
 mod oracle;
 mod tokens;
 mod world;
@@ -124,6 +127,8 @@ pub(super) struct Counts {
     pub(super) pushes: u64,
     pub(super) pushes_lost: u64,
     pub(super) cached: u64,
+    /// Cache answers checked against what the node held when it made the notice that told them.
+    pub(super) cached_checked: u64,
     /// Deferred consumes a request's header carried (a try's, so a retry counts again).
     pub(super) consumes_carried: u64,
 }
@@ -168,6 +173,7 @@ impl Counts {
             pushes,
             pushes_lost,
             cached,
+            cached_checked,
             consumes_carried,
         } = other;
         self.served += served;
@@ -200,6 +206,7 @@ impl Counts {
         self.pushes += pushes;
         self.pushes_lost += pushes_lost;
         self.cached += cached;
+        self.cached_checked += cached_checked;
     }
 }
 
@@ -316,6 +323,7 @@ fn run(seed: u64, trace: bool, prepare: impl FnOnce(&mut World)) -> Result<Count
     counts.delivered = world.oracle.delivered;
     counts.given_back = world.oracle.given_back;
     counts.from_dead_nodes = world.oracle.from_dead_nodes;
+    counts.cached_checked = world.oracle.notices.checked;
 
     Ok(counts)
 }
@@ -390,6 +398,7 @@ fn mutations_are_caught() {
         Mutation::RunLateCopies,
         Mutation::DeclineOthersMoves,
         Mutation::IgnoreCarriedConsumes,
+        Mutation::SkipStaleNotices,
     ];
     // (`FinalizeWithoutFences` drops a dead node's claims before data it handed over is safe: the
     // far clients here hand tasks across nodes, but it went uncaught in 500 seeds — the race

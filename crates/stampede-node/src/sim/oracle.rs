@@ -53,6 +53,8 @@ pub(super) struct Oracle {
     /// The session that made each move (from, to, id) of a task.
     moves: BTreeMap<(Peer, Peer, MoveId), String>,
     pub(super) delivered: u64,
+    /// What each push event's notice was sent beside (`notices.rs`).
+    pub(super) notices: super::notices::Notices,
     /// Replies of a node incarnation that died before they were read.
     pub(super) from_dead_nodes: u64,
     /// Queue items delivered again after their first getter's session ended.
@@ -202,7 +204,7 @@ impl Oracle {
 }
 
 /// The timestamps the node's channel stores now (none if it was never created).
-fn channel_timestamps(runtime: &Runtime) -> Vec<Timestamp> {
+pub(super) fn channel_timestamps(runtime: &Runtime) -> Vec<Timestamp> {
     match runtime.lookup(CHANNEL) {
         Ok(Container::Channel(channel)) => channel.timestamps(),
         _ => Vec::new(),

@@ -392,7 +392,8 @@ impl World {
             let done = matches!(reply_of(&handled.reply), Ok((Reply::Outcome(Outcome::Done), _)));
             if done {
                 let pushes = node.pushes(session, op);
-                self.push(pushes);
+                let newest = super::oracle::channel_timestamps(&node.runtime).into_iter().max();
+                self.push(pushes, newest);
             }
         }
         if try_id == 0 {
@@ -411,14 +412,16 @@ impl World {
     /// Sends each session's push events to its client, in order per session, numbered as the
     /// node's sender numbers them. One is lost now and then, as the node's queue drops one when
     /// full: the reset it then sends follows. A client cut off loses them (its link is down), and
-    /// finds the gap at the next event that reaches it.
-    fn push(&mut self, pushes: Vec<(String, Vec<crate::readers::Push>)>) {
+    /// finds the gap at the next event that reaches it. `newest` is the channel's newest
+    /// timestamp on the node as it made them (for the oracle's `notices`).
+    fn push(&mut self, pushes: Vec<(String, Vec<crate::readers::Push>)>, newest: Option<stampede_core::Timestamp>) {
         for (session, pushes) in pushes {
             let Some(token) = self.tokens.get(&session) else { continue };
             let (client, life) = (token.client, token.life);
             for push in pushes {
                 let seq = self.push_seqs.entry(session.clone()).or_default();
                 let (header, payload) = crate::push::event(&push, *seq);
+                self.oracle.notices.made(&session, *seq, newest);
                 *seq += 1;
                 let mut message = header;
                 if self.lossy && self.rng.below(1000) < 10 {

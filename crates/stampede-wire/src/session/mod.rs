@@ -36,6 +36,9 @@ pub enum Mutation {
     DeclineOthersMoves,
     /// The node runs a request without the consumes its header carried.
     IgnoreCarriedConsumes,
+    /// The node sends no notice when the item it pushed last is no longer the channel's newest,
+    /// so the client's cache goes on answering with it.
+    SkipStaleNotices,
 }
 
 pub use answers::CacheAnswers;

@@ -58,6 +58,7 @@ impl SimClient {
         conn.opened.answered(connection, ts, now);
         self.progress += 1;
         self.held = Some(Held { seq: None, ts, cached: true });
-        Some(Next::Cached { connection, item, payload })
+        let told = conn.told.filter(|&(newest, _)| newest == ts).map(|(_, seq)| seq);
+        Some(Next::Cached { connection, item, payload, told })
     }
 }
