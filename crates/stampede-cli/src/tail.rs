@@ -1,6 +1,6 @@
 //! `stampede tail <name> --connect <endpoint>`: follows a channel on a node, one line per item —
 //! its timestamp, size and codec, then the text of a `utf8`/`json` item or the dtype and shape of
-//! an `npy` one. It reads `NEWEST_UNSEEN` (a slow terminal skips items rather than falling
+//! an `npy` one, with its values when they fit on the line (`stampede_view::array`). It reads `NEWEST_UNSEEN` (a slow terminal skips items rather than falling
 //! behind) and consumes what it read at once, so it never holds the channel's ts_min back.
 
 use std::io::Write;
@@ -72,10 +72,33 @@ pub fn line(item: &Item) -> String {
             format!(" {shown:?}{more}")
         }
         Codec::Npy => match stampede::npy::header(item.data()) {
-            Ok(header) => format!(" dtype={} shape={:?}", header.descr, header.shape),
+            Ok(header) => {
+                // A small array's values, as JSON nested by its shape, when they fit on the line.
+                let values = stampede_view::array::values(item.data()).ok().map(|shown| shown["values"].to_string());
+                let values =
+                    values.filter(|v| v.len() <= TEXT_SHOWN_MAX).map_or(String::new(), |v| format!(" values={v}"));
+                format!(" dtype={} shape={:?}{values}", header.descr, header.shape)
+            }
             Err(e) => format!(" (unreadable npy header: {e})"),
         },
         _ => String::new(),
     };
     head + &detail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small array shows its values; one whose values would not fit on the line shows its
+    /// dtype and shape alone.
+    #[test]
+    fn an_arrays_values_are_shown_when_they_fit() {
+        let bytes = |shape: &[usize], data: &[u8]| stampede::npy::encode("'|u1'", shape, data).unwrap();
+        let item = |data: Vec<u8>| Item { ts: 7, payload: stampede::Payload { data: data.into(), codec: Codec::Npy } };
+        let small = line(&item(bytes(&[3], &[1, 2, 3])));
+        assert!(small.ends_with(" dtype='|u1' shape=[3] values=[1,2,3]"), "{small}");
+        let large = line(&item(bytes(&[100], &[200; 100])));
+        assert!(large.ends_with(" dtype='|u1' shape=[100]"), "{large}");
+    }
 }

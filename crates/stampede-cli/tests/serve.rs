@@ -351,12 +351,12 @@ fn holder_child_process() {
 /// An `.npy` payload of a 2×3 little-endian f32 array.
 fn npy_2x3() -> Vec<u8> {
     let mut bytes = stampede::npy::encode_header("'<f4'", &[2, 3]).unwrap();
-    bytes.extend_from_slice(&[0u8; 24]);
+    bytes.extend((1..=6).flat_map(|x| (x as f32 / 2.0).to_le_bytes()));
     bytes
 }
 
 /// `stampede tail` follows a channel: a line per item with its timestamp, size and codec, the
-/// text of a utf8 item, the dtype and shape of an npy one; it holds nothing back (the channel's
+/// text of a utf8 item, the dtype, shape and values of a small npy one; it holds nothing back (the channel's
 /// items are reclaimed as it reads them) and exits 0 when the channel is destroyed.
 #[test]
 fn tail_follows_a_channel_until_it_goes() {
@@ -382,7 +382,8 @@ fn tail_follows_a_channel_until_it_goes() {
         let npy = npy_2x3();
         out.put(1, stampede::Parts { parts: &[&npy], codec: stampede::Codec::Npy }).unwrap();
         let line = tail.line(|_| true);
-        assert_eq!(line, format!("ts=1 size={} codec=npy dtype='<f4' shape=[2, 3]", npy.len()));
+        let values = "values=[[0.5,1.0,1.5],[2.0,2.5,3.0]]";
+        assert_eq!(line, format!("ts=1 size={} codec=npy dtype='<f4' shape=[2, 3] {values}", npy.len()));
         camera.set_virtual_time(2).unwrap();
         eventually("the tail's reads let the items go", || ch.stats().live_items == 0);
         ch.destroy().unwrap();

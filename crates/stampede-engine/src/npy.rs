@@ -174,6 +174,15 @@ pub fn encode_header(descr: &str, shape: &[usize]) -> Result<Vec<u8>, NpyError> 
     Ok(header)
 }
 
+/// A whole `.npy` payload: the header of an array of `descr` and `shape` (as
+/// [`encode_header`]), then `data`, the elements in C order, as they are (their length is the
+/// caller's to match; [`check_payload`] says whether it does).
+pub fn encode(descr: &str, shape: &[usize], data: &[u8]) -> Result<Vec<u8>, NpyError> {
+    let mut payload = encode_header(descr, shape)?;
+    payload.extend_from_slice(data);
+    Ok(payload)
+}
+
 /// Parses and validates the header of a `.npy` payload without reading its data. Object dtypes
 /// are reported (`has_object`), not refused; the data length is not compared with the payload's.
 pub fn header(payload: &[u8]) -> Result<NpyHeader, NpyError> {

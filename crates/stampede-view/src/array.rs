@@ -102,9 +102,7 @@ mod tests {
     use super::*;
 
     fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
-        let mut bytes = stampede::npy::encode_header(descr, shape).unwrap();
-        bytes.extend_from_slice(data);
-        bytes
+        stampede::npy::encode(descr, shape, data).unwrap()
     }
 
     #[test]

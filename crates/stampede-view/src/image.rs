@@ -139,9 +139,8 @@ mod tests {
     use stampede::Payload;
 
     fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Item {
-        let mut bytes = stampede::npy::encode_header(descr, shape).unwrap();
-        bytes.extend_from_slice(data);
-        Item { ts: 7, payload: Payload { data: bytes.into(), codec: Codec::Npy } }
+        let data = stampede::npy::encode(descr, shape, data).unwrap().into();
+        Item { ts: 7, payload: Payload { data, codec: Codec::Npy } }
     }
 
     /// A frame's pixels are a view of the item's, unchanged.
