@@ -134,7 +134,10 @@ impl Kind {
         let time = foxglove_time(tick.nanos(item.ts));
         match self {
             Kind::Image => {
-                let image = pixels("image", channel, item)?;
+                // What to do about it goes with the reason: an array that is no image is shown,
+                // values and all, from a channel that declares no codec.
+                let hint = "to see an array that is no image, put it on a channel without a codec (shown as JSON)";
+                let image = pixels("image", channel, item).map_err(|why| format!("{why}; {hint}"))?;
                 let encoding = match image.channels {
                     1 => "mono8",
                     3 => "rgb8",
@@ -314,7 +317,8 @@ mod tests {
         assert_eq!(image.timestamp.unwrap().total_nanos(), 1_500_000_000);
         let float = stampede::npy::encode_header("'<f4'", &[1, 1]).unwrap();
         let refused = Kind::Image.encode("cam", &item(1, [float, vec![0; 4]].concat(), Codec::Npy), Tick::Nanos);
-        assert!(refused.unwrap_err().contains("uint8"));
+        let refused = refused.unwrap_err();
+        assert!(refused.contains("uint8") && refused.contains("channel without a codec"), "{refused}");
     }
 
     /// Boxes become closed polygons in their colour, labels texts.
