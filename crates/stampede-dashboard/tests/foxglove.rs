@@ -39,7 +39,14 @@ fn frame(ts: i64) -> Payload {
     Payload { data: bytes.into(), codec: Codec::Npy }
 }
 
-/// The kiosk's channels, `FRAMES` items in each, and a raw channel and a queue it cannot show.
+/// The tracker's state at `ts`: an array that is no image.
+fn state(ts: i64) -> Payload {
+    let values: Vec<u8> = [ts as f32, 0.5].iter().flat_map(|v| v.to_le_bytes()).collect();
+    Payload { data: stampede::npy::encode("'<f4'", &[2], &values).unwrap().into(), codec: Codec::Npy }
+}
+
+/// The kiosk's channels, `FRAMES` items in each (among them an `npy` channel of arrays that are
+/// no image), and a raw channel and a queue it cannot show.
 fn kiosk(rt: &Runtime) -> stampede::Task {
     let create = |name: &str, codec: &str| {
         let options = ChannelOptions { codec: Some(Codec::from_name(codec)), ..ChannelOptions::default() };
@@ -49,11 +56,12 @@ fn kiosk(rt: &Runtime) -> stampede::Task {
     let decisions = create("kiosk/decisions", "json");
     let blobs = create("kiosk/blobs", "json");
     let log = create("kiosk/log", "utf8");
+    let tracks = create("kiosk/tracks", "npy");
     create("kiosk/raw", "raw");
     rt.create_queue("kiosk/jobs", QueueOptions::default()).unwrap();
     let producer = rt.task(0).unwrap();
     let outputs: Vec<_> =
-        [&frames, &decisions, &blobs, &log].iter().map(|ch| producer.attach_output(*ch).unwrap()).collect();
+        [&frames, &decisions, &blobs, &log, &tracks].iter().map(|ch| producer.attach_output(*ch).unwrap()).collect();
     for ts in 0..FRAMES {
         outputs[0].put(ts, frame(ts)).unwrap();
         let boxes = json!({"boxes": [{"x": ts, "y": 1, "w": 2, "h": 3, "label": format!("p{ts}"), "color": "#00f"}]});
@@ -62,6 +70,7 @@ fn kiosk(rt: &Runtime) -> stampede::Task {
             .put(ts, Payload { data: json!({"blobs": ts}).to_string().into_bytes().into(), codec: Codec::Json })
             .unwrap();
         outputs[3].put(ts, Payload { data: format!("frame {ts}").into_bytes().into(), codec: Codec::Utf8 }).unwrap();
+        outputs[4].put(ts, state(ts)).unwrap();
     }
     producer
 }
@@ -109,7 +118,8 @@ fn message_data(bytes: &[u8]) -> (u32, u64, &[u8]) {
 }
 
 /// The kiosk's frames, boxes, blobs and log arrive decoded as a viewer draws them, each item once
-/// and in order with its place on the timeline; what cannot be shown is listed with why; the
+/// and in order with its place on the timeline; an `npy` channel's arrays that are no image go as
+/// JSON on its values topic, its images do not; what cannot be shown is listed with why; the
 /// bridge's readers do not hold GC back; a destroyed channel is unadvertised; nonsense gets a
 /// status, not a closed socket; closing sends a Close frame.
 #[test]
@@ -127,7 +137,7 @@ fn a_viewer_draws_the_kiosks_channels() {
             let info = until_op(&mut socket, "serverInfo", &mut data).await;
             assert!(info["name"].as_str().unwrap().starts_with("stampede"));
             let mut channels = BTreeMap::new();
-            while channels.len() < 4 {
+            while channels.len() < 7 {
                 for ch in until_op(&mut socket, "advertise", &mut data).await["channels"].as_array().unwrap() {
                     channels.insert(ch["topic"].as_str().unwrap().to_owned(), ch.clone());
                 }
@@ -137,24 +147,42 @@ fn a_viewer_draws_the_kiosks_channels() {
             assert_eq!(schema("kiosk/decisions"), "foxglove.ImageAnnotations");
             assert_eq!(schema("kiosk/log"), "foxglove.Log");
             assert_eq!(channels["kiosk/blobs"]["encoding"], "json");
+            assert_eq!(schema("kiosk/tracks"), "foxglove.RawImage");
+            assert_eq!(
+                (channels["kiosk/tracks#values"]["encoding"].as_str(), schema("kiosk/frames#values")),
+                (Some("json"), "kiosk/frames#values".into())
+            );
             assert!(!channels.contains_key("kiosk/raw") && !channels.contains_key("kiosk/jobs"));
             let not_shown = until_op(&mut socket, "status", &mut data).await;
             let text = not_shown["message"].as_str().unwrap();
             assert!(text.contains("kiosk/raw") && text.contains("codec \"raw\""), "{text}");
             assert!(text.contains("kiosk/jobs") && text.contains("queue"), "{text}");
 
-            let topics = ["kiosk/frames", "kiosk/decisions", "kiosk/blobs", "kiosk/log"];
+            let topics = [
+                "kiosk/frames",
+                "kiosk/decisions",
+                "kiosk/blobs",
+                "kiosk/log",
+                "kiosk/tracks#values",
+                "kiosk/frames#values",
+                "kiosk/tracks",
+            ];
             let subscriptions: Vec<Value> =
                 topics.iter().enumerate().map(|(i, t)| json!({"id": i, "channelId": channels[*t]["id"]})).collect();
             let subscribe = json!({"op": "subscribe", "subscriptions": subscriptions}).to_string();
             socket.send(Message::Text(subscribe.into())).await.unwrap();
             let deadline = Instant::now() + WAIT;
-            while data.len() < 4 * FRAMES as usize {
-                assert!(Instant::now() < deadline, "{} of {} messages", data.len(), 4 * FRAMES);
-                if let Message::Binary(bytes) = next(&mut socket).await {
-                    data.push(bytes.to_vec());
+            let mut skipped_said = None;
+            while data.len() < 5 * FRAMES as usize || skipped_said.is_none() {
+                assert!(Instant::now() < deadline, "{} of {} messages, {skipped_said:?}", data.len(), 5 * FRAMES);
+                match next(&mut socket).await {
+                    Message::Binary(bytes) => data.push(bytes.to_vec()),
+                    Message::Text(text) if text.contains("read/kiosk/tracks\"") => skipped_said = Some(text),
+                    _ => {}
                 }
             }
+            let skipped_said = skipped_said.unwrap();
+            assert!(skipped_said.contains("shown as JSON on topic \\\"kiosk/tracks#values"), "{skipped_said}");
             let mut seen: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
             for bytes in &data {
                 let (subscription, log_time, payload) = message_data(bytes);
@@ -178,9 +206,20 @@ fn a_viewer_draws_the_kiosks_channels() {
                         assert_eq!(boxes.texts[0].text, format!("p{ts}"));
                     }
                     2 => assert_eq!(serde_json::from_slice::<Value>(payload).unwrap(), json!({"blobs": ts})),
+                    4 => assert_eq!(
+                        serde_json::from_slice::<Value>(payload).unwrap(),
+                        json!({"dtype": "<f4", "shape": [2], "values": [ts as f64, 0.5]})
+                    ),
+                    5 | 6 => {
+                        panic!("subscription {subscription}: an image on a values topic, or no image on an image topic")
+                    }
                     _ => assert_eq!(Log::decode(payload).unwrap().message, format!("frame {ts}")),
                 }
             }
+            assert_eq!(seen.keys().copied().collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+            // A channel is read once, whichever of its topics are subscribed: a task per channel.
+            let readers = rt.graph().unwrap().tasks.iter().filter(|t| t.name.as_deref() == Some("foxglove")).count();
+            assert_eq!(readers, 5, "one reader per channel");
             for (subscription, times) in &seen {
                 assert_eq!(times.len(), FRAMES as usize, "subscription {subscription}: each item once");
                 assert!(times.windows(2).all(|w| w[0] < w[1]), "subscription {subscription}: in order");
@@ -207,7 +246,7 @@ fn a_viewer_draws_the_kiosks_channels() {
             assert_eq!(gone["channelIds"], json!([channels["kiosk/log"]["id"]]));
 
             // Unsubscribing stops the reader: its task goes.
-            let unsubscribe = json!({"op": "unsubscribe", "subscriptionIds": [0, 1, 2]}).to_string();
+            let unsubscribe = json!({"op": "unsubscribe", "subscriptionIds": [0, 1, 2, 4, 5, 6]}).to_string();
             socket.send(Message::Text(unsubscribe.into())).await.unwrap();
             let deadline = Instant::now() + WAIT;
             while rt.graph().unwrap().tasks.iter().any(|t| t.name.as_deref() == Some("foxglove")) {

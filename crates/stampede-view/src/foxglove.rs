@@ -7,7 +7,8 @@
 //!
 //! | channel | Foxglove schema | each item |
 //! |---|---|---|
-//! | codec `npy` | `foxglove.RawImage` (protobuf) | `uint8` (H, W), (H, W, 1), (H, W, 3), (H, W, 4) as `mono8`, `rgb8`, `rgba8`; anything else is skipped and said in a status |
+//! | codec `npy` | `foxglove.RawImage` (protobuf) | `uint8` (H, W), (H, W, 1), (H, W, 3), (H, W, 4) as `mono8`, `rgb8`, `rgba8`; any other array goes on its values topic instead (next row), and said once in a status |
+//! | codec `npy`, its values topic `<name>#values` ([`Kind::Values`]) | schemaless JSON | the arrays that are no image, as `{"dtype", "shape", "values"}` when small, else by dtype, shape, size and why |
 //! | codec `json`, named as an overlay | `foxglove.ImageAnnotations` (protobuf) | each box a closed polygon, its label a text |
 //! | codec `utf8` | `foxglove.Log` (protobuf) | the text, level info, the channel as its name |
 //! | codec `json`, or none declared | schemaless JSON | JSON as it is; text as `{"text"}`; `.npy` as `{"dtype", "shape", "values"}` when small ([`array`](crate::array)), else by dtype, shape, size and why; other codecs by name and size |
@@ -67,10 +68,17 @@ impl Tick {
     }
 }
 
+/// What a channel's values topic is named after it: a name never holds `#`, so no channel's
+/// topic is another's values topic.
+pub const VALUES_TOPIC_SUFFIX: &str = "#values";
+
 /// What a channel is shown as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     Image,
+    /// The arrays of an `npy` channel that are no image, as JSON, on a topic of their own beside
+    /// its images ([`Kind::beside`]): a Foxglove channel has one schema.
+    Values,
     Annotations,
     Log,
     Json,
@@ -97,6 +105,26 @@ impl Kind {
         }
     }
 
+    /// The kind advertised beside a channel of this kind, on a topic of its own: an `npy`
+    /// channel's values beside its images.
+    pub fn beside(self) -> Option<Kind> {
+        (self == Kind::Image).then_some(Kind::Values)
+    }
+
+    /// The topic of `channel`'s messages of this kind.
+    pub fn topic(self, channel: &str) -> String {
+        match self {
+            Kind::Values => format!("{channel}{VALUES_TOPIC_SUFFIX}"),
+            _ => channel.to_owned(),
+        }
+    }
+
+    /// Whether `item` goes on this kind's topic: a values topic takes only the arrays that are
+    /// no image (the images go on the image topic beside it); the others take every item.
+    pub fn shows(self, item: &Item) -> bool {
+        self != Kind::Values || pixels("image", "", item).is_err()
+    }
+
     /// What a recording writes beside `item` for Foxglove to draw: an image for an `npy` frame,
     /// JSON for another `npy` array (its values, if small: [`array`](crate::array)), annotations
     /// for a JSON document with `boxes`, a log line for text; `None` for anything else (Foxglove
@@ -117,14 +145,14 @@ impl Kind {
             Kind::Image => RawImage::get_schema(),
             Kind::Annotations => ImageAnnotations::get_schema(),
             Kind::Log => Log::get_schema(),
-            Kind::Json => None,
+            Kind::Json | Kind::Values => None,
         }
     }
 
     /// Its messages' encoding: `"protobuf"` or `"json"`.
     pub fn message_encoding(self) -> &'static str {
         match self {
-            Kind::Json => "json",
+            Kind::Json | Kind::Values => "json",
             _ => "protobuf",
         }
     }
@@ -134,9 +162,9 @@ impl Kind {
         let time = foxglove_time(tick.nanos(item.ts));
         match self {
             Kind::Image => {
-                // What to do about it goes with the reason: an array that is no image is shown,
-                // values and all, from a channel that declares no codec.
-                let hint = "to see an array that is no image, put it on a channel without a codec (shown as JSON)";
+                // Where it is shown instead goes with the reason.
+                let values = Kind::Values.topic(channel);
+                let hint = format!("arrays that are no image are shown as JSON on topic \"{values}\"");
                 let image = pixels("image", channel, item).map_err(|why| format!("{why}; {hint}"))?;
                 let encoding = match image.channels {
                     1 => "mono8",
@@ -195,7 +223,7 @@ impl Kind {
                 };
                 Ok(protobuf(&message))
             }
-            Kind::Json => Ok(json_message(item)),
+            Kind::Json | Kind::Values => Ok(json_message(item)),
         }
     }
 }
@@ -318,7 +346,25 @@ mod tests {
         let float = stampede::npy::encode_header("'<f4'", &[1, 1]).unwrap();
         let refused = Kind::Image.encode("cam", &item(1, [float, vec![0; 4]].concat(), Codec::Npy), Tick::Nanos);
         let refused = refused.unwrap_err();
-        assert!(refused.contains("uint8") && refused.contains("channel without a codec"), "{refused}");
+        assert!(refused.contains("uint8") && refused.contains("topic \"cam#values\""), "{refused}");
+    }
+
+    /// An `npy` channel's arrays that are no image go on its values topic beside its images, as
+    /// JSON; its images do not.
+    #[test]
+    fn arrays_that_are_no_image_go_on_the_values_topic() {
+        assert_eq!(Kind::Image.beside(), Some(Kind::Values));
+        assert!([Kind::Values, Kind::Annotations, Kind::Log, Kind::Json].iter().all(|k| k.beside().is_none()));
+        assert_eq!((Kind::Image.topic("cam"), Kind::Values.topic("cam")), ("cam".into(), "cam#values".into()));
+        assert!(stampede::name::check_name("test", "cam#values").is_err(), "a values topic is never a channel's name");
+        let frame = item(0, stampede::npy::encode("'|u1'", &[1, 1], &[7]).unwrap(), Codec::Npy);
+        let state = item(1, stampede::npy::encode("'<f4'", &[2], &[0, 0, 128, 63, 0, 0, 0, 64]).unwrap(), Codec::Npy);
+        assert!(Kind::Image.shows(&frame) && Kind::Image.shows(&state));
+        assert!(!Kind::Values.shows(&frame) && Kind::Values.shows(&state));
+        assert!(Kind::Values.schema().is_none() && Kind::Values.message_encoding() == "json");
+        let message = Kind::Values.encode("cam", &state, Tick::Nanos).unwrap();
+        let shown: serde_json::Value = serde_json::from_slice(&message).unwrap();
+        assert_eq!(shown, serde_json::json!({ "dtype": "<f4", "shape": [2], "values": [1.0, 2.0] }));
     }
 
     /// Boxes become closed polygons in their colour, labels texts.

@@ -2,6 +2,10 @@
 //! watcher thread following the name service) and one reader per channel some viewer
 //! subscribes to.
 //!
+//! A channel may be advertised on two topics (an `npy` channel's images, and beside them its
+//! arrays that are no image: `Kind::beside`); one reader serves both, so the channel is read
+//! once whatever its viewers subscribe to.
+//!
 //! A reader exists only while a subscription to its channel does. It reads from a task of its
 //! own (created at ts_min so that nothing still readable is consumed by the attach, then moved
 //! to `INFINITY`), gets `OLDEST_UNSEEN` and consumes each item at once, so it holds ts_min back
@@ -98,8 +102,11 @@ pub(crate) struct Subscriber {
     pub outbox: Arc<Outbox>,
 }
 
+/// Who a reader serves: each subscriber with the kind of the topic it subscribed to.
+type Subscribers = Mutex<Vec<(Kind, Subscriber)>>;
+
 struct Reader {
-    subscribers: Arc<Mutex<Vec<Subscriber>>>,
+    subscribers: Arc<Subscribers>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -109,7 +116,8 @@ pub(crate) struct Bridge {
     runtime: Runtime,
     options: FoxgloveOptions,
     catalog: watch::Sender<Arc<Catalog>>,
-    readers: Mutex<HashMap<u64, Reader>>,
+    /// By the name of the channel each reads.
+    readers: Mutex<HashMap<String, Reader>>,
     next_id: AtomicU64,
     closing: Arc<AtomicBool>,
 }
@@ -180,17 +188,24 @@ impl Bridge {
             Err(reason) => return self.refuse(name, reason),
         };
         let tick = self.options.ticks.iter().rev().find(|(n, _)| n == name).map_or(self.options.tick, |&(_, t)| t);
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let kinds: Vec<Kind> = std::iter::once(kind).chain(kind.beside()).collect();
+        let entries: Vec<Entry> = kinds
+            .into_iter()
+            .map(|kind| {
+                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                let advertised = Advertised::of(kind, id, &kind.topic(name));
+                Entry { name: name.to_owned(), kind, tick, advertised }
+            })
+            .collect();
         self.catalog.send_modify(|catalog| {
-            if catalog.channels.len() >= CHANNELS_MAX {
-                let reason = format!("the bridge advertises at most {CHANNELS_MAX} channels (CHANNELS_MAX)");
+            if catalog.channels.len() + entries.len() > CHANNELS_MAX {
+                let reason = format!("the bridge advertises at most {CHANNELS_MAX} topics (CHANNELS_MAX)");
                 Arc::make_mut(catalog).refused.insert(name.to_owned(), reason);
                 return;
             }
-            let entry = Entry { name: name.to_owned(), kind, tick, advertised: Advertised::of(kind, id, name) };
             let catalog = Arc::make_mut(catalog);
             catalog.refused.remove(name);
-            catalog.channels.insert(id, entry);
+            catalog.channels.extend(entries.into_iter().map(|entry| (entry.advertised.id, entry)));
         });
     }
 
@@ -200,20 +215,16 @@ impl Bridge {
         });
     }
 
-    /// Forgets `name`: viewers unadvertise it, its reader stops.
+    /// Forgets `name`: viewers unadvertise its topics, its reader stops.
     fn remove(&self, name: &str) {
-        let mut gone = Vec::new();
         self.catalog.send_if_modified(|catalog| {
             let catalog = Arc::make_mut(catalog);
-            gone = catalog.channels.iter().filter(|(_, e)| e.name == name).map(|(&id, _)| id).collect();
-            gone.iter().for_each(|id| drop(catalog.channels.remove(id)));
-            catalog.refused.remove(name).is_some() || !gone.is_empty()
+            let advertised = catalog.channels.len();
+            catalog.channels.retain(|_, e| e.name != name);
+            catalog.refused.remove(name).is_some() || catalog.channels.len() != advertised
         });
-        let mut readers = lock(&self.readers);
-        for id in gone {
-            if let Some(reader) = readers.remove(&id) {
-                reader.stop.store(true, Ordering::Release);
-            }
+        if let Some(reader) = lock(&self.readers).remove(name) {
+            reader.stop.store(true, Ordering::Release);
         }
     }
 
@@ -225,42 +236,44 @@ impl Bridge {
         names.iter().for_each(|name| self.add(name));
     }
 
-    /// Adds `subscriber` to channel `id`'s reader, starting it if it is the first; `false` when
-    /// the channel is not advertised (any more).
+    /// Adds `subscriber` to the reader of topic `id`'s channel, starting it if it is the first;
+    /// `false` when the topic is not advertised (any more).
     pub(crate) fn subscribe(self: &Arc<Bridge>, id: u64, subscriber: Subscriber) -> bool {
         let Some(entry) = self.catalog.borrow().channels.get(&id).cloned() else { return false };
         let mut readers = lock(&self.readers);
-        if let Some(reader) = readers.get(&id) {
-            lock(&reader.subscribers).push(subscriber);
+        if let Some(reader) = readers.get(&entry.name) {
+            lock(&reader.subscribers).push((entry.kind, subscriber));
             return true;
         }
-        let subscribers = Arc::new(Mutex::new(vec![subscriber]));
+        let subscribers = Arc::new(Mutex::new(vec![(entry.kind, subscriber)]));
         let stop = Arc::new(AtomicBool::new(false));
         let (runtime, closing) = (self.runtime.clone(), self.closing.clone());
-        let (them, halt) = (subscribers.clone(), stop.clone());
+        let (them, halt, name) = (subscribers.clone(), stop.clone(), entry.name.clone());
         let thread = std::thread::Builder::new()
             .name("stampede-foxglove-reader".into())
             .spawn(move || read(&runtime, &entry, &them, &halt, &closing));
         match thread {
             Ok(thread) => {
-                readers.insert(id, Reader { subscribers, stop, thread: Some(thread) });
+                readers.insert(name, Reader { subscribers, stop, thread: Some(thread) });
                 true
             }
             Err(_) => false,
         }
     }
 
-    /// Takes `client`'s `subscription` off channel `id`; the reader stops with its last one.
+    /// Takes `client`'s `subscription` off topic `id`; the reader stops with its last one. (A
+    /// topic no longer advertised has no reader: `remove` stopped it.)
     pub(crate) fn unsubscribe(&self, id: u64, client: u64, subscription: u32) {
+        let Some(name) = self.catalog.borrow().channels.get(&id).map(|e| e.name.clone()) else { return };
         let mut readers = lock(&self.readers);
-        let Some(reader) = readers.get(&id) else { return };
+        let Some(reader) = readers.get(&name) else { return };
         let empty = {
             let mut subscribers = lock(&reader.subscribers);
-            subscribers.retain(|s| (s.client, s.subscription) != (client, subscription));
+            subscribers.retain(|(_, s)| (s.client, s.subscription) != (client, subscription));
             subscribers.is_empty()
         };
         if empty {
-            if let Some(reader) = readers.remove(&id) {
+            if let Some(reader) = readers.remove(&name) {
                 // Not joined here: the caller may be the server's async task. It ends within POLL.
                 reader.stop.store(true, Ordering::Release);
             }
@@ -280,62 +293,69 @@ impl Bridge {
     }
 }
 
-/// A reader: every item of `entry`'s channel to each subscriber, until stopped.
-fn read(
-    runtime: &Runtime,
-    entry: &Entry,
-    subscribers: &Mutex<Vec<Subscriber>>,
-    stop: &AtomicBool,
-    closing: &AtomicBool,
-) {
-    let warn = |message: String| {
-        for s in lock(subscribers).iter() {
-            s.outbox.push(Outgoing::Warning { id: format!("read/{}", entry.name), message: message.clone() });
+/// A reader: every item of `entry`'s channel to each subscriber of a topic that shows it, until
+/// stopped.
+fn read(runtime: &Runtime, entry: &Entry, subscribers: &Subscribers, stop: &AtomicBool, closing: &AtomicBool) {
+    // To the subscribers of one kind's topic, or of all (`None`).
+    let warn = |to: Option<Kind>, message: String| {
+        for (kind, s) in lock(subscribers).iter().filter(|(kind, _)| to.is_none_or(|to| to == *kind)) {
+            let id = format!("read/{}", kind.topic(&entry.name));
+            s.outbox.push(Outgoing::Warning { id, message: message.clone() });
         }
     };
     let task = match task_at_ts_min(runtime, TASK_NAME) {
         Ok(task) => task,
-        Err(e) => return warn(format!("cannot read \"{}\": {e}", entry.name)),
+        Err(e) => return warn(None, format!("cannot read \"{}\": {e}", entry.name)),
     };
     let lag = InputOptions { max_lag_items: Some(READER_LAG_ITEMS), max_lag_ts: None, ..Default::default() };
     let input = match runtime.channel(&entry.name).and_then(|ch| task.attach_input_with(&ch, lag)) {
         Ok(input) => input,
         Err(e) => {
             task.close();
-            return warn(format!("cannot read \"{}\": {e}", entry.name));
+            return warn(None, format!("cannot read \"{}\": {e}", entry.name));
         }
     };
     if let Err(e) = task.set_virtual_time(INFINITY) {
         task.close();
-        return warn(format!("cannot read \"{}\": {e}", entry.name));
+        return warn(None, format!("cannot read \"{}\": {e}", entry.name));
     }
-    let mut warned = false;
+    // Kinds whose subscribers were told of an item skipped: said once per reader, as a channel
+    // of the wrong kind would say it for every item.
+    let mut warned: Vec<Kind> = Vec::new();
     while !stop.load(Ordering::Acquire) && !closing.load(Ordering::Acquire) {
         let item = match input.get(OLDEST_UNSEEN, Some(POLL)) {
             Ok(item) => item,
             Err(Error::NotAvailable { .. }) => continue,
             Err(Error::Closed { .. }) => break, // destroyed, or the runtime closed
             Err(e) => {
-                warn(format!("reading \"{}\": {e}", entry.name));
+                warn(None, format!("reading \"{}\": {e}", entry.name));
                 std::thread::sleep(POLL); // an error that may repeat: do not spin on it
                 continue;
             }
         };
         // Consumed at once: the bridge holds ts_min back only for the item in hand.
         let _ = input.consume(item.ts);
-        match entry.kind.encode(&entry.name, &item, entry.tick) {
-            Ok(payload) => {
-                let log_time = entry.tick.nanos(item.ts);
-                for s in lock(subscribers).iter() {
-                    s.outbox.push(Outgoing::Data(message_data(s.subscription, log_time, &payload)));
+        let log_time = entry.tick.nanos(item.ts);
+        // Each kind's message is made once, for all its subscribers (at most two kinds).
+        let mut kinds: Vec<Kind> = Vec::new();
+        for (kind, _) in lock(subscribers).iter() {
+            if !kinds.contains(kind) && kind.shows(&item) {
+                kinds.push(*kind);
+            }
+        }
+        for kind in kinds {
+            match kind.encode(&entry.name, &item, entry.tick) {
+                Ok(payload) => {
+                    for (_, s) in lock(subscribers).iter().filter(|(k, _)| *k == kind) {
+                        s.outbox.push(Outgoing::Data(message_data(s.subscription, log_time, &payload)));
+                    }
                 }
+                Err(reason) if !warned.contains(&kind) => {
+                    warned.push(kind);
+                    warn(Some(kind), format!("{reason} (such items are skipped)"));
+                }
+                Err(_) => {}
             }
-            // Said once per reader: a channel of the wrong kind would say it for every item.
-            Err(reason) if !warned => {
-                warned = true;
-                warn(format!("{reason} (such items are skipped)"));
-            }
-            Err(_) => {}
         }
     }
     task.close();

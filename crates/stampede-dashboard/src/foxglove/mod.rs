@@ -21,7 +21,9 @@
 //!
 //! - **Every channel is advertised as it appears** (the name service's watch) and unadvertised
 //!   when destroyed; what it becomes (image, annotations, log, JSON) follows its codec
-//!   (`stampede_view::foxglove::Kind`); a channel not shown is listed, with why, in a status message.
+//!   (`stampede_view::foxglove::Kind`); an `npy` channel is two topics, its images and beside
+//!   them its arrays that are no image (`<name>#values`), read by one reader; a channel not
+//!   shown is listed, with why, in a status message.
 //! - **A channel is read only while a viewer subscribes to it, and never holds GC back**: its
 //!   reader's task consumes each item as soon as it has it, and its input is bounded by lag
 //!   ([`READER_LAG_ITEMS`]) (`bridge`).

@@ -69,7 +69,7 @@ struct Viewer {
     bridge: Arc<Bridge>,
     id: u64,
     server_name: Arc<str>,
-    /// Channels advertised to it, as they were advertised.
+    /// Topics advertised to it, by id.
     told: BTreeMap<u64, String>,
     /// What it was told is not shown.
     refused_told: BTreeMap<String, String>,
@@ -170,7 +170,7 @@ impl Viewer {
             }
         }
         if !new.is_empty() {
-            new.iter().for_each(|e| drop(self.told.insert(e.advertised.id, e.name.clone())));
+            new.iter().for_each(|e| drop(self.told.insert(e.advertised.id, e.advertised.topic.clone())));
             let channels = new.into_iter().map(|e| e.advertised.clone()).collect();
             if !send_text(sink, &ServerMessage::Advertise { channels }).await {
                 return false;
