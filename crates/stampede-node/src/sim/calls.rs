@@ -1,13 +1,15 @@
-//! The clients' call loop, the loop of `stampede::remote::client::exchange` over the same pure
-//! rules (`stampede_wire::session::ClientSession`): a call opens a session or sends its request,
-//! each try waits for its reply until its deadline, `retry` says whether to send it again, and
-//! `conclude` what the reply or its absence means; the application then takes what it allows.
+//! The clients' calls, driven through the session protocol's steps as the real client drives
+//! them (`stampede_wire::session::ClientSession`, whose module doc lists the steps): a call opens
+//! a session or sends its request, each try's header is the protocol's and waits for its reply
+//! until its deadline, `retry` says whether to send it again, `conclude` what the reply or its
+//! absence means and `Call::confirmed` what the node applied; the application then takes what
+//! it allows. Only the I/O is the simulation's: the world's events stand for sockets and time.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use stampede_core::{Error, Op};
-use stampede_wire::session::{Answer, ClientSession, Standing, Verdict};
+use stampede_wire::session::{Answer, ClientSession, Reports, Standing, Verdict};
 use stampede_wire::{encode, Reply, Request, RequestHeader};
 
 use super::client::{Conn, Effect, Next, Pending, Purpose, Role, Side};
@@ -123,7 +125,6 @@ impl World {
             reply: None,
             failed: false,
             stopped: false,
-            first_carried: None,
         };
         let timeout = conn.protocol.try_timeout(&pending.call, Duration::ZERO);
         self.procs[client].pending = Some(pending);
@@ -140,17 +141,10 @@ impl World {
         proc.next_try += 1;
         pending.try_id = proc.next_try;
         pending.try_ends = self.now + timeout.as_micros() as u64;
-        let (reported, carried) = (conn.opened.reports(|_| 0), conn.consumed.carried());
-        pending.first_carried.get_or_insert_with(|| (reported.clone(), carried.clone()));
-        self.counts.consumes_carried += carried.len() as u64;
-        let header = RequestHeader {
-            seq: pending.call.seq,
-            acks: conn.protocol.acks(),
-            floor: conn.protocol.floor(),
-            opened: reported,
-            consumed: carried,
-            ..RequestHeader::new(conn.id.clone(), conn.secret.unwrap_or_default(), pending.request.clone())
-        };
+        let reports = Reports { opened: conn.opened.reports(|_| 0), consumed: conn.consumed.carried() };
+        self.counts.consumes_carried += reports.consumed.len() as u64;
+        let (secret, request) = (conn.secret.unwrap_or_default(), pending.request.clone());
+        let header = conn.protocol.header(Some(&mut pending.call), &conn.id, secret, request, reports);
         let mut message = encode(&header);
         message.extend_from_slice(&pending.payload);
         let (life, try_ends, try_id, node) = (proc.life, pending.try_ends, pending.try_id, conn.node);
@@ -185,14 +179,11 @@ impl World {
             Some(_) => Answer::Outcome,
         };
         let conn = self.clients[client].conn_mut(pending.side).expect("a call has its session");
+        if let Some(Reports { opened, consumed }) = pending.call.confirmed(answer) {
+            conn.opened.confirm(opened);
+            conn.consumed.confirm(consumed);
+        }
         if answer != Answer::Lost {
-            conn.protocol.read(pending.call.seq);
-            // An outcome: the node applied what the first try carried (it ran, or a repeat's
-            // answer is its run's). An error confirms nothing, as for the client.
-            if let (Some((opened, consumed)), Answer::Outcome) = (&pending.first_carried, answer) {
-                conn.opened.confirm(opened);
-                conn.consumed.confirm(consumed);
-            }
             // The node heard from the session when the request was first sent, at the latest.
             conn.heard_at = conn.heard_at.max(Some(pending.first_sent));
         }

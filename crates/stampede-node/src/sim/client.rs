@@ -26,7 +26,7 @@ use stampede_core::{
     INFINITY,
 };
 use stampede_wire::session::{CacheAnswers, Call, ClientSession, Deferred};
-use stampede_wire::{decode_push, Consumed, ItemHeader, Opened, PushEvent, PushOrder, Request, Secret, WireOutcome};
+use stampede_wire::{decode_push, ItemHeader, PushEvent, PushOrder, Request, Secret, WireOutcome};
 
 /// The channel and the queue every client uses.
 pub(super) const CHANNEL: &str = "sim/frames";
@@ -570,9 +570,6 @@ pub(super) struct Pending {
     pub(super) try_ends: u64,
     /// The reply to the try under way, once it came, and the node incarnation that served it.
     pub(super) reply: Option<(Vec<u8>, u32)>,
-    /// The cache answers and the deferred consumes the call's first try carried (confirmed when
-    /// a reply is read), as the client does.
-    pub(super) first_carried: Option<(Vec<Opened>, Vec<Consumed>)>,
     /// The try under way ended without a reply before its deadline (the fabric said so: its
     /// link broke).
     pub(super) failed: bool,

@@ -19,12 +19,22 @@
 //!   waits only for what is left of that ([`Call`]); a lost reply of such a request ends the session,
 //!   so that what the reply carried goes back on the node. Other replies are taken whenever they
 //!   come within the deadline: their effect on the node happened either way.
+//! - Every header reports what the client's caches answered and the consumes it deferred
+//!   ([`Reports`]) until an outcome confirms them: an outcome in reply to a call confirms what
+//!   the call's *first* try reported ([`Call::confirmed`]) — a repeat the node answers from the
+//!   first run's reply applied nothing a later try added, and an error may come from a node that
+//!   refused the request before running it, having applied nothing.
+//!
+//! The real client (`stampede::remote::client`) and the whole-path simulation
+//! (`stampede-node`'s `sim`) both drive a call through these steps, each with its own I/O:
+//! [`ClientSession::call`], then per try [`ClientSession::header`] and after it
+//! [`ClientSession::retry`], then [`ClientSession::conclude`] and [`Call::confirmed`].
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::Mutation;
-use crate::request::{Request, ACKS_MAX};
+use crate::request::{Consumed, Opened, Request, RequestHeader, Secret, ACKS_MAX};
 use stampede_core::mutation::Switch;
 
 /// How much longer than the wait it asks for a client waits for a reply before it declares the
@@ -168,7 +178,37 @@ impl ClientSession {
                 seq
             }
         };
-        Call { seq, holds_on_node: request.holds_on_node(), wait, tries: 0 }
+        Call { seq, holds_on_node: request.holds_on_node(), wait, tries: 0, first: None }
+    }
+
+    /// The header of `request` of `session` proving `secret`: of a try of `call` (numbered as
+    /// it; what the call's first try reports is kept in it, as what an outcome confirms), or
+    /// `None`, of a request no reply is waited for (a send, a close: numbered 0). It carries the
+    /// acknowledgements and the floor due, and `reports`.
+    pub fn header(
+        &mut self,
+        call: Option<&mut Call>,
+        session: &str,
+        secret: Secret,
+        request: Request,
+        reports: Reports,
+    ) -> RequestHeader {
+        let seq = match call {
+            Some(call) => {
+                call.first.get_or_insert_with(|| reports.clone());
+                call.seq
+            }
+            None => 0,
+        };
+        let Reports { opened, consumed } = reports;
+        RequestHeader {
+            seq,
+            acks: self.acks(),
+            floor: self.floor(),
+            opened,
+            consumed,
+            ..RequestHeader::new(session, secret, request)
+        }
     }
 
     /// The reply of request `seq` was read, late or not: the node may forget it.
@@ -244,9 +284,13 @@ impl ClientSession {
     /// only within its reply deadline and while the client is open and its session lives; any
     /// other reply (an error, or an outcome that holds nothing) stands whenever it comes.
     ///
-    /// The call is no longer under way: the floor moves past it.
+    /// The call is no longer under way: the floor moves past it; a reply read, late or not, is
+    /// acknowledged by a later header ([`read`](Self::read)).
     pub fn conclude(&mut self, call: &Call, answer: Answer, taken: Duration, standing: Standing) -> Verdict {
         self.under_way.remove(&call.seq);
+        if answer != Answer::Lost {
+            self.read(call.seq);
+        }
         let reading = match self.reading(call, answer != Answer::Lost, taken) {
             Reading::Late if answer == Answer::Outcome && self.mutation.is(Mutation::TakeLateReplies) => Reading::Take,
             Reading::Lost { .. } if self.mutation.is(Mutation::KeepSessionAfterLostHold) => {
@@ -266,18 +310,39 @@ impl ClientSession {
     }
 }
 
+/// What a request's header reports beside its operation, each carried by every header until an
+/// outcome confirms it: the gets the client's prefetch caches answered (`CacheAnswers`) and the
+/// consumes it deferred (`Deferred`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reports {
+    pub opened: Vec<Opened>,
+    pub consumed: Vec<Consumed>,
+}
+
 /// A request under way, as the rules see it: its number, whether it may hold something on the
-/// node (`Request::holds_on_node`), how long it asked the node to wait, and the retries sent so
-/// far. Every time the rules
+/// node (`Request::holds_on_node`), how long it asked the node to wait, the retries sent so far,
+/// and what its first try reported. Every time the rules
 /// take about it is measured from its first send, whichever try is under way: the node may end
 /// the session ¾ of the lease after that send, not after a retry's (a retry on the direct path
 /// does not renew the lease).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Call {
     pub seq: u64,
     pub holds_on_node: bool,
     pub wait: Duration,
     pub tries: u32,
+    /// What its first try's header reported ([`ClientSession::header`]).
+    pub first: Option<Reports>,
+}
+
+impl Call {
+    /// What the call's ending with `answer` confirms the node applied: what its first try
+    /// reported, on an outcome (the first try's run applied it, or the run a repeat is answered
+    /// from); nothing else — an error may come from a node that refused the request before
+    /// running it.
+    pub fn confirmed(&self, answer: Answer) -> Option<&Reports> {
+        self.first.as_ref().filter(|_| answer == Answer::Outcome)
+    }
 }
 
 #[cfg(test)]
@@ -312,8 +377,8 @@ mod tests {
     }
 
     /// Whether `session` sends `call` again after a try that ended `taken` after its first send.
-    fn retries(session: &ClientSession, mut call: Call, lost: bool, taken: Duration, closed: bool) -> bool {
-        session.retry(&mut call, lost, taken, closed).is_some()
+    fn retries(session: &ClientSession, call: &Call, lost: bool, taken: Duration, closed: bool) -> bool {
+        session.retry(&mut call.clone(), lost, taken, closed).is_some()
     }
 
     /// A retry of a get is timed from the first send: it waits only for what is left of the
@@ -328,14 +393,14 @@ mod tests {
         assert_eq!(session.try_timeout(&get, Duration::ZERO), half);
         assert_eq!(session.try_timeout(&get, half - early), early, "what is left of the deadline");
         assert_eq!(session.try_timeout(&plain, half), QUERY_MARGIN - half, "what is left of its own deadline");
-        assert!(retries(&session, get, true, half - early, false));
-        assert!(!retries(&session, get, true, half, false), "its deadline passed");
-        assert!(retries(&session, plain, true, half, false), "its longer deadline has not");
+        assert!(retries(&session, &get, true, half - early, false));
+        assert!(!retries(&session, &get, true, half, false), "its deadline passed");
+        assert!(retries(&session, &plain, true, half, false), "its longer deadline has not");
         let plain_long = session.call(&Op::TsMin.into(), LEASE * 10);
-        assert!(!retries(&session, plain_long, true, LEASE, false), "a lease passed");
+        assert!(!retries(&session, &plain_long, true, LEASE, false), "a lease passed");
         let plain_short = session.call(&Op::TsMin.into(), Duration::ZERO);
         let tight = ClientSession::new(QUERY_MARGIN * 4);
-        assert!(!retries(&tight, plain_short, true, QUERY_MARGIN, false), "no call outlives its deadline");
+        assert!(!retries(&tight, &plain_short, true, QUERY_MARGIN, false), "no call outlives its deadline");
         // The retry's own reply came quickly, but `half + early` after the first send.
         assert_eq!(session.reading(&get, true, half + early), Reading::Late);
     }
@@ -390,17 +455,41 @@ mod tests {
         assert!(session.acks().is_empty());
     }
 
+    /// A call's headers carry its number, the acknowledgements due and what is reported; an
+    /// outcome confirms what its first try reported, not a retry's additions, and an error or a
+    /// lost reply confirms nothing.
+    #[test]
+    fn an_outcome_confirms_what_the_first_try_reported() {
+        let mut session = ClientSession::new(LEASE);
+        let consumed = |number| Consumed { connection: 3, ts: number as i64, until: false, number };
+        let reports =
+            |numbers: &[u64]| Reports { opened: Vec::new(), consumed: numbers.iter().map(|&n| consumed(n)).collect() };
+        let (mut get, plain) = get_and_plain(&mut session, Duration::ZERO);
+        session.conclude(&plain, Answer::Outcome, Duration::ZERO, Standing::default());
+        let first = session.header(Some(&mut get), "s", [7; 16], Op::TsMin.into(), reports(&[1]));
+        assert_eq!((first.seq, first.acks.clone(), first.consumed.len()), (get.seq, vec![plain.seq], 1));
+        let retry = session.header(Some(&mut get), "s", [7; 16], Op::TsMin.into(), reports(&[1, 2]));
+        assert_eq!((retry.seq, retry.acks.len(), retry.consumed.len()), (get.seq, 0, 2), "each ack said once");
+        assert_eq!(get.confirmed(Answer::Outcome), Some(&reports(&[1])), "the first try's, not the retry's");
+        assert_eq!((get.confirmed(Answer::Error), get.confirmed(Answer::Lost)), (None, None));
+        let send = session.header(None, "s", [7; 16], Op::TsMin.into(), Reports::default());
+        assert_eq!(send.seq, 0, "a request no reply is waited for is not numbered");
+    }
+
     #[test]
     fn a_retry_needs_a_lost_numbered_reply_an_open_client_and_time_within_the_lease() {
         let mut session = ClientSession::new(LEASE);
         let open = session.call(&Request::Open { user: None, password: None }, Duration::ZERO);
         let (get, plain) = get_and_plain(&mut session, Duration::ZERO);
         let short = Duration::from_millis(10);
-        assert!(!retries(&session, open, true, short, false), "unnumbered");
-        assert!(!retries(&session, get, false, short, false), "answered");
-        assert!(!retries(&session, get, true, short, true), "closed");
-        assert!(!retries(&session, plain, true, LEASE, false), "a lease passed");
-        assert!(!retries(&session, Call { tries: REQUEST_RETRIES, ..get }, true, short, false), "no retries left");
-        assert!(retries(&session, get, true, short, false));
+        assert!(!retries(&session, &open, true, short, false), "unnumbered");
+        assert!(!retries(&session, &get, false, short, false), "answered");
+        assert!(!retries(&session, &get, true, short, true), "closed");
+        assert!(!retries(&session, &plain, true, LEASE, false), "a lease passed");
+        assert!(
+            !retries(&session, &Call { tries: REQUEST_RETRIES, ..get.clone() }, true, short, false),
+            "no retries left"
+        );
+        assert!(retries(&session, &get, true, short, false));
     }
 }

@@ -43,7 +43,7 @@ pub enum Mutation {
 
 pub use answers::CacheAnswers;
 pub use client::{
-    cache_may_answer, Answer, Call, ClientSession, Reading, Standing, Verdict, LEASE_SHARE, QUERY_MARGIN,
+    cache_may_answer, Answer, Call, ClientSession, Reading, Reports, Standing, Verdict, LEASE_SHARE, QUERY_MARGIN,
     REQUEST_RETRIES,
 };
 pub use deferred::Deferred;

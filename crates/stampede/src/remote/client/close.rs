@@ -25,7 +25,7 @@ impl Client {
     }
 
     fn send_close(&self) {
-        let message = encode(&self.header(0, Request::Close));
+        let message = encode(&self.header(None, Request::Close));
         let _ = self.zenoh.get(&self.rpc_key).payload(message).timeout(QUERY_MARGIN).callback(|_| {}).wait();
     }
 
@@ -47,7 +47,7 @@ impl Client {
 
     fn leave(&self) {
         if self.ended.lock().is_none() {
-            let message = encode(&self.header(0, Request::Close));
+            let message = encode(&self.header(None, Request::Close));
             // Wait for the node to close the session, so that its effects (claims released) are
             // visible when close returns; the token going would do it too, a little later.
             if let Ok(replies) = self.zenoh.get(&self.rpc_key).payload(message).timeout(QUERY_MARGIN).wait() {

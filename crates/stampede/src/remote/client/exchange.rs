@@ -21,52 +21,28 @@ use crate::remote::runtime::unexpected;
 use crate::remote::{CLIENT_CLOSED, REPLY_LATE};
 use stampede_wire::shared;
 use stampede_wire::{
-    decode_reply, decode_reply_passed, encode, Consumed, Handle, Op, Opened, Outcome, Reply, Request, RequestHeader,
-    WireOutcome,
+    decode_reply, decode_reply_passed, encode, Handle, Op, Outcome, Reply, Request, RequestHeader, WireOutcome,
 };
 
 use super::{blocking, Client};
-use stampede_wire::session::{Answer, Call, Standing, Verdict};
+use stampede_wire::session::{Answer, Call, Reports, Standing, Verdict};
 
 /// What one try of a request brings: its reply (with the payload that follows it), or why none
 /// came in time.
 type Exchange = std::result::Result<(Reply, Bytes), String>;
 
-/// The cache answers and the deferred consumes a call's first try carried: confirmed once a reply
-/// to the call is read (a repeat the node answers from the first run's reply applied none of what
-/// a later try added).
-#[derive(Default)]
-struct FirstReports(Option<(Vec<Opened>, Vec<Consumed>)>);
-
-impl FirstReports {
-    /// A try's `header` was built: what it carried is kept if it is the first.
-    fn tried(&mut self, header: &RequestHeader) {
-        self.0.get_or_insert_with(|| (header.opened.clone(), header.consumed.clone()));
-    }
-}
-
 impl Client {
-    /// The header of request `seq` (0: not numbered) of this session, acknowledging the replies
-    /// read since the last header said so, with the session's floor (its lowest call under way)
-    /// the answers its prefetch caches gave and the consumes it deferred that no reply confirmed
+    /// The header of a try of `call` (`None`: of a request no reply is waited for — a send, an
+    /// open, a close), as the session protocol builds it: acknowledging the replies read since
+    /// the last header said so, with the session's floor (its lowest call under way), the
+    /// answers its prefetch caches gave and the consumes it deferred that no outcome confirmed
     /// yet (`push.rs`, `consumes.rs`).
-    pub(super) fn header(&self, seq: u64, request: Request) -> RequestHeader {
+    pub(super) fn header(&self, call: Option<&mut Call>, request: Request) -> RequestHeader {
         let secret = self.secret.get().copied().unwrap_or_default();
-        let (acks, floor) = {
-            let mut protocol = self.protocol.lock();
-            (protocol.acks(), protocol.floor())
-        };
-        let (opened, consumed) = (self.pending_opened(), self.carried_consumes());
+        let reports = Reports { opened: self.pending_opened(), consumed: self.carried_consumes() };
         // Every header built is sent once (a try, a send, an open or a close).
         self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        RequestHeader {
-            seq,
-            acks,
-            floor,
-            opened,
-            consumed,
-            ..RequestHeader::new(self.session.clone(), secret, request)
-        }
+        self.protocol.lock().header(call, &self.session, secret, request, reports)
     }
 
     /// A new request, numbered (`stampede_wire::session`'s rule).
@@ -139,7 +115,6 @@ impl Client {
             }
             let sent = Instant::now();
             let mut next = self.first_try(&call);
-            let mut first = FirstReports::default();
             loop {
                 let timeout = deadline.map_or(next, |d| next.min(d.saturating_duration_since(Instant::now())));
                 // A direct path that just failed is cooling down: this try goes as a zenoh query,
@@ -148,16 +123,14 @@ impl Client {
                 if direct.is_some() && on.is_none() {
                     self.finish_direct_sends();
                 }
-                let answer = self.exchange(&call, request.clone(), payload.clone(), timeout, on, &mut first);
+                let answer = self.exchange(&mut call, request.clone(), payload.clone(), timeout, on);
                 let answer = (self.injected(op, answer), sent.elapsed());
                 match self.retry(&mut call, &answer.0, answer.1) {
                     Some(retry) => next = retry,
-                    None => break (answer, first),
+                    None => break answer,
                 }
             }
         });
-        let (answer, first) = answer;
-        self.confirm(&answer.0, first);
         let dispatch = self.reclaims.lock().clone();
         if let Some(dispatch) = dispatch {
             // The node sent the items this request reclaimed before its reply: run their
@@ -165,18 +138,6 @@ impl Client {
             dispatch.barrier();
         }
         self.conclude(op, &call, answer)
-    }
-
-    /// A reply to a call was read (`answer`): if it is an outcome, the cache answers and deferred
-    /// consumes its first try carried were applied on the node — by that try's run, or by the run
-    /// a repeat is answered from. An error may come from a node that refused the request before
-    /// running it (a direct connection over its bound), having applied nothing: it confirms
-    /// nothing, and they ride on.
-    fn confirm(&self, answer: &Exchange, first: FirstReports) {
-        if let (Ok((Reply::Outcome(_), _)), Some((opened, consumed))) = (answer, first.0) {
-            self.confirm_opened(&opened);
-            self.confirm_consumed(&consumed);
-        }
     }
 
     /// A call's result from the exchange's (and how long after sending the request it ended),
@@ -195,15 +156,14 @@ impl Client {
             // The node heard from the session when the request was sent, at the latest.
             self.heard(Instant::now() - taken);
         }
+        // What the node applied, by the session protocol's rule (an outcome confirms what the
+        // call's first try reported; what is not confirmed rides on).
+        if let Some(Reports { opened, consumed }) = call.confirmed(read) {
+            self.confirm_opened(opened);
+            self.confirm_consumed(consumed);
+        }
         let standing = Standing { closed: self.is_closed(), ended: self.ended.lock().is_some() };
-        let verdict = {
-            let mut protocol = self.protocol.lock();
-            if read != Answer::Lost {
-                // Read, late or not: the node may forget it.
-                protocol.read(call.seq);
-            }
-            protocol.conclude(call, read, taken, standing)
-        };
+        let verdict = self.protocol.lock().conclude(call, read, taken, standing);
         let name = || self.node().to_owned();
         match (verdict, answer) {
             (Verdict::Late, _) => {
@@ -247,16 +207,14 @@ impl Client {
         let mut call = self.start(&request, wait);
         let sent = Instant::now();
         let mut timeout = self.first_try(&call);
-        let mut first = FirstReports::default();
         let answer = loop {
-            let answer = self.exchange_async(call.seq, request.clone(), payload.clone(), timeout, &mut first).await;
+            let answer = self.exchange_async(&mut call, request.clone(), payload.clone(), timeout).await;
             let answer = (self.injected(op, answer), sent.elapsed());
             match self.retry(&mut call, &answer.0, answer.1) {
                 Some(next) => timeout = next,
                 None => break answer,
             }
         };
-        self.confirm(&answer.0, first);
         let dispatch = self.reclaims.lock().clone();
         if let Some(dispatch) = dispatch {
             dispatch.barrier_async().await;
@@ -282,17 +240,15 @@ impl Client {
         }
     }
 
-    /// One try of the request's exchange with the node, on `direct` or else as a zenoh query:
-    /// `Err` with the reason when no decodable reply came within `timeout`. What its header
-    /// reports goes to `first` if it is the call's first try.
+    /// One try of `call`'s exchange with the node, on `direct` or else as a zenoh query: `Err`
+    /// with the reason when no decodable reply came within `timeout`.
     fn exchange(
         &self,
-        call: &Call,
+        call: &mut Call,
         request: Request,
         payload: Option<Bytes>,
         timeout: Duration,
         direct: Option<&Direct>,
-        first: &mut FirstReports,
     ) -> Exchange {
         // In the event log: encoding and decoding are serialisation; the round trip is messaging,
         // or blocking when the node may park the request waiting for an item or a change (a put
@@ -303,9 +259,8 @@ impl Client {
         );
         let round_trip = if waits_for_items && !call.wait.is_zero() { Kind::Wait } else { Kind::Send };
         let serialise = trace::span(Kind::Serialise, 0, 0, 0);
+        let header = self.header(Some(call), request);
         if let Some(direct) = direct {
-            let header = self.header(call.seq, request);
-            first.tried(&header);
             let header = encode(&header);
             drop(serialise);
             // A large payload to a node on this host goes as a shared-memory segment.
@@ -329,8 +284,6 @@ impl Client {
                 None => reply_of(message),
             };
         }
-        let header = self.header(call.seq, request);
-        first.tried(&header);
         let query = self.query(header, payload, timeout);
         drop(serialise);
         let reply = {
@@ -344,14 +297,12 @@ impl Client {
     /// [`exchange`](Self::exchange) without blocking a thread.
     async fn exchange_async(
         &self,
-        seq: u64,
+        call: &mut Call,
         request: Request,
         payload: Option<Bytes>,
         timeout: Duration,
-        first: &mut FirstReports,
     ) -> Exchange {
-        let header = self.header(seq, request);
-        first.tried(&header);
+        let header = self.header(Some(call), request);
         let replies =
             self.query(header, payload, timeout).await.map_err(|e| format!("zenoh refused the query: {e}"))?;
         answer(replies.recv_async().await.ok(), timeout)

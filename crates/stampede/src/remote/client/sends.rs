@@ -30,13 +30,13 @@ impl Client {
         if let Some(direct) = self.direct_path() {
             // A send that fails is as one whose query fails: the node goes or is gone (what its
             // header carried is carried by every request until a reply confirms it).
-            let _ = direct.send(&[&encode(&self.header(0, request))]);
+            let _ = direct.send(&[&encode(&self.header(None, request))]);
             return;
         }
         if self.unfinished.lock().len() >= UNFINISHED_SENDS_MAX {
             self.finish_sends();
         }
-        let message = encode(&self.header(0, request));
+        let message = encode(&self.header(None, request));
         let query = self.zenoh.get(&self.rpc_key).payload(message).consolidation(ConsolidationMode::None);
         if let Ok(replies) = query.timeout(QUERY_MARGIN).wait() {
             self.unfinished.lock().push(replies);

@@ -92,7 +92,7 @@ impl Client {
         if self.check_open(request.name()).is_err() {
             return;
         }
-        let query = self.query(self.header(0, request.into()), None, wait.saturating_add(QUERY_MARGIN));
+        let query = self.query(self.header(None, request.into()), None, wait.saturating_add(QUERY_MARGIN));
         let _ = blocking(|| query.callback(move |_| ended.0.notify()).wait());
     }
 }
