@@ -131,6 +131,12 @@ static void test_bad_arguments(void) {
     CHECK_RC(stp_connect(NULL, 0, &remote), STP_INVALID_ARGUMENT);
     CHECK(remote == NULL);
     CHECK_RC(stp_connect("not an endpoint", 0, NULL), STP_INVALID_ARGUMENT);
+    /* The client's prefetch default is read from the struct's last field: a word that is no
+     * policy is refused before anything is reached. */
+    struct stp_connect_options sometimes = {.timeout_ms = 0, .prefetch = "sometimes"};
+    CHECK_RC(stp_connect_with("tcp/127.0.0.1:1", &sometimes, &remote), STP_INVALID_ARGUMENT);
+    CHECK_MESSAGE("stp_connect_with on \"prefetch\": \"sometimes\" is no prefetch policy: off, newest or auto");
+    CHECK(remote == NULL);
 
     OK(stp_runtime_create_channel(rt, "a", STP_UNBOUNDED, STP_UNBOUNDED, &ch));
     stp_task *task = NULL;

@@ -55,7 +55,7 @@ def test_a_skipping_reader_reads_forward_from_its_cache(rt: stampede.Runtime) ->
 def test_a_word_that_is_no_policy_is_refused(rt: stampede.Runtime) -> None:
     frames = rt.create_channel("prefetch/refused")
     with rt.task(stampede.INFINITY) as reader:
-        with pytest.raises(stampede.InvalidArgument, match='prefetch="sometimes" is no policy'):
+        with pytest.raises(stampede.InvalidArgument, match='prefetch="sometimes" is no prefetch policy'):
             reader.attach_input(frames, prefetch="sometimes")
         with pytest.raises(TypeError, match="a Queue's items go to one reader each"):
             reader.attach_input(rt.create_queue("prefetch/jobs"), prefetch="newest")

@@ -143,7 +143,7 @@ pub fn echo_role(role: &Role) -> BoxResult<()> {
     let (ping_name, pong_name): (String, String) = (role.arg(1, "ping channel")?, role.arg(2, "pong channel")?);
     let (payload_bytes, total): (usize, usize) = (role.arg(3, "payload_bytes")?, role.arg(4, "round_trips")?);
     let prefetch: String = role.arg(6, "prefetch")?;
-    let prefetch = Prefetch::from_name(&prefetch).ok_or_else(|| format!("no prefetch policy {prefetch:?}"))?;
+    let prefetch = Prefetch::parse(&prefetch)?;
     let b_rt = session(&endpoint, Via { zenoh_only: role.arg(5, "zenoh_only")?, prefetch })?;
     let b = b_rt.task(INFINITY)?;
     let b_in = b.attach_input(&b_rt.channel(&ping_name)?)?;

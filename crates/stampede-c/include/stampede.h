@@ -159,6 +159,10 @@ typedef struct stp_connect_options {
   const char *tls_root_ca;
   const char *tls_certificate;
   const char *tls_private_key;
+  // The prefetch policy of this client's channel inputs that choose none
+  // (`stp_task_attach_input_prefetch` with NULL, and `stp_task_attach_input`): `"off"`,
+  // `"newest"` or `"auto"` (NULL: `"auto"`; docs/PREFETCH.md).
+  const char *prefetch;
 } stp_connect_options;
 
 // A channel's or queue's counters (`stp_channel_stats`, `stp_queue_stats`).

@@ -12,6 +12,18 @@ use std::time::Duration;
 
 use stampede::{Error, Selector};
 
+/// A prefetch policy by name (NULL: the default), parameter `prefetch` of entry point `op`.
+///
+/// # Safety
+/// `ptr` is NULL or a NUL-terminated string.
+pub(crate) unsafe fn policy(ptr: *const c_char, op: &'static str) -> Result<Option<stampede::Prefetch>, Error> {
+    // SAFETY: NULL or NUL-terminated per the contract.
+    match unsafe { optional_text(ptr, op, "prefetch") }? {
+        None => Ok(None),
+        Some(name) => stampede::Prefetch::parse(name).map(Some).map_err(|why| invalid(op, "prefetch", why)),
+    }
+}
+
 /// An `InvalidArgument` of entry point `op` about parameter `param`.
 pub(crate) fn invalid(op: &'static str, param: &str, reason: impl Into<String>) -> Error {
     Error::InvalidArgument { op, name: param.to_owned(), reason: reason.into() }

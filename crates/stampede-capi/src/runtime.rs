@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use stampede::{ChannelOptions, ClientTls, ConnectOptions, Container, Credentials, Limits, QueueOptions, Runtime};
 
-use crate::args::{bound, handle, handle_out, invalid, optional_text, text, timeout, write_opt};
+use crate::args::{bound, handle, handle_out, invalid, optional_text, policy, text, timeout, write_opt};
 use crate::channel::stp_channel;
 use crate::error::{c_text, guard, guard_value};
 use crate::queue::stp_queue;
@@ -97,6 +97,10 @@ pub struct stp_connect_options {
     pub tls_root_ca: *const c_char,
     pub tls_certificate: *const c_char,
     pub tls_private_key: *const c_char,
+    /// The prefetch policy of this client's channel inputs that choose none
+    /// (`stp_task_attach_input_prefetch` with NULL, and `stp_task_attach_input`): `"off"`,
+    /// `"newest"` or `"auto"` (NULL: `"auto"`; docs/PREFETCH.md).
+    pub prefetch: *const c_char,
 }
 
 /// Connects as `stp_connect` does, with a user and password and TLS files (`options`; NULL:
@@ -118,25 +122,39 @@ pub unsafe extern "C" fn stp_connect_with(
         unsafe { handle_out(out, OP, "out") }?;
         // SAFETY: NULL or NUL-terminated per the contract.
         let endpoint = unsafe { text(endpoint, OP, "endpoint") }?;
-        let mut connect = ConnectOptions::default();
-        // SAFETY: NULL or a valid struct per the contract.
-        if let Some(o) = unsafe { options.as_ref() } {
-            // SAFETY: each string NULL or NUL-terminated per the contract.
-            let owned = |ptr, param| unsafe { optional_text(ptr, OP, param) }.map(|t| t.map(str::to_owned));
-            connect.timeout = timeout(o.timeout_ms, OP)?;
-            connect.node = owned(o.node, "node")?;
-            connect.user = Credentials::pair(owned(o.user, "user")?, owned(o.password, "password")?, endpoint)?;
-            connect.tls = ClientTls::from_paths(
-                owned(o.tls_root_ca, "tls_root_ca")?,
-                owned(o.tls_certificate, "tls_certificate")?,
-                owned(o.tls_private_key, "tls_private_key")?,
-            );
-        }
+        // SAFETY: NULL or a valid struct whose strings are NULL or NUL-terminated per the contract.
+        let connect = unsafe { connect_options(options.as_ref(), endpoint) }?;
         let runtime = stampede::connect_with(endpoint, &connect)?;
         // SAFETY: checked non-NULL; valid per the contract.
         unsafe { out.write(stp_runtime::boxed(runtime)) };
         Ok(())
     })
+}
+
+/// What `options` (NULL: none) tells a connect to `endpoint`.
+///
+/// # Safety
+/// Each string of `options` is NULL or NUL-terminated.
+pub(crate) unsafe fn connect_options(
+    options: Option<&stp_connect_options>,
+    endpoint: &str,
+) -> Result<ConnectOptions, stampede::Error> {
+    const OP: &str = "stp_connect_with";
+    let mut connect = ConnectOptions::default();
+    let Some(o) = options else { return Ok(connect) };
+    // SAFETY: each string NULL or NUL-terminated per the contract.
+    let owned = |ptr, param| unsafe { optional_text(ptr, OP, param) }.map(|t| t.map(str::to_owned));
+    connect.timeout = timeout(o.timeout_ms, OP)?;
+    connect.node = owned(o.node, "node")?;
+    connect.user = Credentials::pair(owned(o.user, "user")?, owned(o.password, "password")?, endpoint)?;
+    connect.tls = ClientTls::from_paths(
+        owned(o.tls_root_ca, "tls_root_ca")?,
+        owned(o.tls_certificate, "tls_certificate")?,
+        owned(o.tls_private_key, "tls_private_key")?,
+    );
+    // SAFETY: NULL or NUL-terminated per the contract.
+    connect.prefetch = unsafe { policy(o.prefetch, OP) }?.unwrap_or_default();
+    Ok(connect)
 }
 
 /// Closes the runtime. Embedded: every channel and queue is destroyed (blocked calls return

@@ -7,9 +7,9 @@
 
 use std::ffi::{c_char, c_int};
 
-use stampede::{InputOptions, Prefetch, Task};
+use stampede::{InputOptions, Task};
 
-use crate::args::{bound, handle, handle_out, invalid, optional_text, text, STP_UNBOUNDED};
+use crate::args::{bound, handle, handle_out, policy, text, STP_UNBOUNDED};
 use crate::channel::{stp_channel, stp_channel_input, stp_channel_output};
 use crate::error::{guard, guard_value};
 use crate::queue::{stp_queue, stp_queue_input, stp_queue_output};
@@ -207,12 +207,7 @@ unsafe fn attach_channel_input(
         // SAFETY: NULL or valid for writing a pointer per the contract.
         unsafe { handle_out(out, op, "out") }?;
         // SAFETY: NULL or a NUL-terminated string per the contract.
-        let prefetch = match unsafe { optional_text(prefetch, op, "prefetch") }? {
-            None => None,
-            Some(name) => Some(Prefetch::from_name(name).ok_or_else(|| {
-                invalid(op, "prefetch", format!("{name:?} is no policy: \"off\", \"newest\", \"auto\" or NULL"))
-            })?),
-        };
+        let prefetch = unsafe { policy(prefetch, op) }?;
         let options = InputOptions {
             max_lag_items: bound(max_lag_items, op, "max_lag_items")?,
             max_lag_ts: bound(max_lag_ts, op, "max_lag_ts")?.map(|distance| distance as u64),

@@ -223,3 +223,36 @@ fn bad_arguments_are_invalid_arguments() {
         stp_runtime_free(rt);
     }
 }
+
+/// `stp_connect_options` as a connect takes it: every field read, the prefetch policy a client's
+/// default (NULL: `auto`), a word that is no policy refused before anything is reached.
+#[test]
+fn connect_options_carry_a_clients_prefetch_default() {
+    let options = |prefetch| stp_connect_options {
+        timeout_ms: 250,
+        node: c"b".as_ptr(),
+        user: null(),
+        password: null(),
+        tls_root_ca: null(),
+        tls_certificate: null(),
+        tls_private_key: null(),
+        prefetch,
+    };
+    // SAFETY: every string is NULL or a C string literal.
+    unsafe {
+        let off = connect_options(Some(&options(c"off".as_ptr())), "tcp/127.0.0.1:7447").unwrap();
+        assert_eq!((off.prefetch, off.node.as_deref()), (stampede::Prefetch::Off, Some("b")));
+        assert_eq!(off.timeout, Some(std::time::Duration::from_millis(250)));
+        let default = connect_options(Some(&options(null())), "tcp/127.0.0.1:7447").unwrap();
+        assert_eq!(default.prefetch, stampede::Prefetch::Auto);
+        assert_eq!(connect_options(None, "tcp/127.0.0.1:7447").unwrap().prefetch, stampede::Prefetch::Auto);
+        let mut rt = null_mut();
+        let refused = options(c"sometimes".as_ptr());
+        assert_eq!(stp_connect_with(c"tcp/127.0.0.1:1".as_ptr(), &refused, &mut rt), STP_INVALID_ARGUMENT);
+        assert_eq!(
+            last_message(),
+            "stp_connect_with on \"prefetch\": \"sometimes\" is no prefetch policy: off, newest or auto"
+        );
+        assert!(rt.is_null());
+    }
+}

@@ -65,9 +65,13 @@ impl Prefetch {
         }
     }
 
-    /// The policy named `name`; `None` for any other word.
-    pub fn from_name(name: &str) -> Option<Prefetch> {
-        Prefetch::ALL.into_iter().find(|policy| policy.name() == name)
+    /// The policy named `name`; for any other word, what to write instead (every client
+    /// language's error says the same).
+    pub fn parse(name: &str) -> Result<Prefetch, String> {
+        Prefetch::ALL
+            .into_iter()
+            .find(|policy| policy.name() == name)
+            .ok_or_else(|| format!("{name:?} is no prefetch policy: off, newest or auto"))
     }
 
     /// Whether a connection with this policy and this `tape` is pushed the newest item now.

@@ -226,6 +226,19 @@ pub fn optional_string(env: &mut JNIEnv<'_>, s: &JString<'_>) -> Result<Option<S
     Ok(Some(env.get_string(s)?.into()))
 }
 
+/// A prefetch policy by name (null: the default), for `name` of `op`.
+pub fn prefetch(
+    env: &mut JNIEnv<'_>,
+    policy: &JString<'_>,
+    op: &'static str,
+    name: &str,
+) -> Result<Option<stampede::Prefetch>> {
+    match optional_string(env, policy)? {
+        None => Ok(None),
+        Some(policy) => stampede::Prefetch::parse(&policy).map(Some).map_err(|why| invalid(op, name, why)),
+    }
+}
+
 /// A new Java string, as a raw local reference.
 pub fn new_string(env: &mut JNIEnv<'_>, s: &str) -> Result<jobject> {
     Ok(env.new_string(s)?.into_raw())

@@ -62,6 +62,7 @@ pub extern "system" fn Java_org_stampede_Native_connect<'l>(
     root_ca: JString<'l>,
     certificate: JString<'l>,
     private_key: JString<'l>,
+    prefetch: JString<'l>,
 ) -> jlong {
     run(&mut env, |env| {
         let endpoint = jvm::string(env, &endpoint, "endpoint")?;
@@ -78,6 +79,7 @@ pub extern "system" fn Java_org_stampede_Native_connect<'l>(
             tls,
             user,
             placement: None,
+            prefetch: jvm::prefetch(env, &prefetch, "connect", &endpoint)?.unwrap_or_default(),
             ..ConnectOptions::default()
         };
         Ok(insert_runtime(stampede::connect_with(&endpoint, &options)?))

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use jni::objects::{JClass, JString};
 use jni::sys::{jboolean, jlong, jobject};
 use jni::JNIEnv;
-use stampede::{Container, InputOptions, Prefetch};
+use stampede::{Container, InputOptions};
 
 use crate::handles::{self, Entry};
 use crate::jvm::{self, run};
@@ -120,12 +120,7 @@ pub extern "system" fn Java_org_stampede_Native_taskAttach(
         let options = InputOptions {
             max_lag_items: jvm::optional_count(max_lag_items, "attach_input", name, "maxLagItems")?,
             max_lag_ts: jvm::optional_count(max_lag_ts, "attach_input", name, "maxLagTs")?.map(|d| d as u64),
-            prefetch: match jvm::optional_string(env, &prefetch)? {
-                None => None,
-                Some(policy) => Some(Prefetch::from_name(&policy).ok_or_else(|| {
-                    jvm::invalid("attach_input", name, format!("prefetch {policy:?} is no policy: off, newest or auto"))
-                })?),
-            },
+            prefetch: jvm::prefetch(env, &prefetch, "attach_input", name)?,
         };
         let entry = match (&container.container, input != 0) {
             (Container::Channel(ch), true) => Entry::ChannelInput(Arc::new(task.attach_input_with(ch, options)?)),

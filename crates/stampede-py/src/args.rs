@@ -102,10 +102,7 @@ pub(crate) fn count<T: TryFrom<u64>>(obj: Option<&Bound<'_, PyAny>>, arg: &str, 
 /// A prefetch policy by name (`None`: the runtime's default).
 pub(crate) fn prefetch(name: Option<&str>, at: At<'_>) -> PyResult<Option<stampede::Prefetch>> {
     let Some(name) = name else { return Ok(None) };
-    stampede::Prefetch::from_name(name).map(Some).ok_or_else(|| {
-        let names: Vec<_> = stampede::Prefetch::ALL.iter().map(|p| p.name()).collect();
-        at.invalid(format!("prefetch={name:?} is no policy; use one of {names:?}"))
-    })
+    stampede::Prefetch::parse(name).map(Some).map_err(|why| at.invalid(format!("prefetch={why}")))
 }
 
 pub(crate) fn timeout(obj: Option<&Bound<'_, PyAny>>, at: At<'_>) -> PyResult<Option<Duration>> {

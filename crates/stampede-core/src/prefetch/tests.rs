@@ -211,9 +211,9 @@ fn the_cache_holds_the_newest_push_once() {
 #[test]
 fn policies_have_names() {
     for policy in Prefetch::ALL {
-        assert_eq!(Prefetch::from_name(policy.name()), Some(policy));
+        assert_eq!(Prefetch::parse(policy.name()), Ok(policy));
     }
-    assert_eq!(Prefetch::from_name("sometimes"), None);
+    assert_eq!(Prefetch::parse("sometimes"), Err("\"sometimes\" is no prefetch policy: off, newest or auto".into()));
     assert_eq!(Prefetch::default(), Prefetch::Auto);
 }
 

@@ -63,8 +63,7 @@ pub fn configuration() -> Configuration {
 pub fn prefetch() -> stampede::Prefetch {
     match std::env::var("STAMPEDE_PREFETCH") {
         Err(_) => stampede::Prefetch::default(),
-        Ok(name) => stampede::Prefetch::from_name(&name)
-            .unwrap_or_else(|| panic!("STAMPEDE_PREFETCH={name:?}: use off, newest or auto")),
+        Ok(name) => stampede::Prefetch::parse(&name).unwrap_or_else(|why| panic!("STAMPEDE_PREFETCH={why}")),
     }
 }
 

@@ -123,7 +123,7 @@ final class Native {
     static native long runtimeNew();
 
     static native long connect(String endpoint, long timeoutNanos, String node, String user, String password,
-            String rootCa, String certificate, String privateKey) throws StampedeException;
+            String rootCa, String certificate, String privateKey, String prefetch) throws StampedeException;
 
     static native String runtimeNode(long runtime);
 

@@ -28,12 +28,16 @@ public final class Stampede {
         return connect(endpoint, ConnectOptions.DEFAULT.withTimeout(timeout));
     }
 
-    /** {@link #connect(String, Duration)} with a node, a user or TLS files ({@link ConnectOptions}). */
+    /**
+     * {@link #connect(String, Duration)} with a node, a user, TLS files or the client's prefetch
+     * default ({@link ConnectOptions}).
+     */
     public static Runtime connect(String endpoint, ConnectOptions options) throws StampedeException {
         Errors.require(endpoint, "connect", "endpoint", "the endpoint");
         ConnectOptions o = options == null ? ConnectOptions.DEFAULT : options;
         long handle = Native.connect(endpoint, Native.nanos(o.timeout, "connect", endpoint), o.node, o.user,
-                o.password, path(o.rootCa), path(o.certificate), path(o.privateKey));
+                o.password, path(o.rootCa), path(o.certificate), path(o.privateKey),
+                o.prefetch == null ? null : o.prefetch.wireName());
         return new Runtime(handle);
     }
 

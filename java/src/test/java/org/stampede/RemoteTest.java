@@ -82,6 +82,26 @@ class RemoteTest {
         }
     }
 
+    /**
+     * A client's prefetch default goes to every channel input that attaches without a policy; an
+     * input's own policy wins. The node reports each input's policy in the graph.
+     */
+    @Test
+    void aClientsPrefetchDefaultGoesToItsInputs() throws Exception {
+        ConnectOptions off = ConnectOptions.DEFAULT.withTimeout(WATCHDOG).withPrefetch(Prefetch.OFF);
+        try (Runtime rt = Stampede.connect(node.endpoint, off); Task display = rt.task(Stampede.INFINITY)) {
+            Channel frames = rt.createChannel("prefetch/frames");
+            display.attachInput(frames);
+            assertTrue(rt.graphJson().contains("\"policy\":\"off\""), rt.graphJson());
+            display.attachInput(frames, InputOptions.DEFAULT.withPrefetch(Prefetch.NEWEST));
+            assertTrue(rt.graphJson().contains("\"policy\":\"newest\""), rt.graphJson());
+        }
+        try (Runtime rt = Stampede.connect(node.endpoint, WATCHDOG); Task display = rt.task(Stampede.INFINITY)) {
+            display.attachInput(rt.channel("prefetch/frames"));
+            assertTrue(rt.graphJson().contains("\"policy\":\"auto\""), rt.graphJson());
+        }
+    }
+
     /** A handler registered through a client runs on the client for items reclaimed on the node. */
     @Test
     void reclaimHandlersRunOnTheClient() throws Exception {
