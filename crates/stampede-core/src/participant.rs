@@ -11,6 +11,13 @@
 //!   time; the mesh meanwhile sees claims as they were, which holds every view lower, never higher.
 //! - The mesh's ts_min is mirrored back into [`Progress`] as a claim at `Location::Peer(0)`, so
 //!   the runtime reclaims nothing another node's view still covers, and its ts_min is the mesh's.
+//! - **Alone, a node pays no mesh bookkeeping per claim change** (`Linked::solo`): while its mesh
+//!   knows no other participant, has its door, and holds ts_min exactly where the runtime's own
+//!   claims do, the progress machine records nothing, the mirror is taken off and settling does
+//!   nothing — the runtime's ts_min is then its own, which is what the mesh's would be. Every
+//!   input from the fabric comes through [`mesh_mut`](Participant::mesh_mut), which first hands
+//!   the mesh the difference between the claims it holds and those held now and puts the mirror
+//!   back, so a peer never meets a stale view.
 //!   Puts heard from elsewhere raise the runtime's watermark: ts_min never runs ahead of one past
 //!   the highest put anywhere, and may reach it.
 //! - A root task starts at or above ts_min and the node's door ([`Participant::check_root`]); a
@@ -62,6 +69,9 @@ struct Linked {
     stash: Vec<Update>,
     /// How this runtime's claims are shown to the mesh (a restarted participant's are raised).
     floor: Floor,
+    /// While alone (see the module doc): the runtime's claims as the mesh holds them, from when
+    /// the mesh was last handed them; `None` otherwise.
+    solo: Option<Vec<Update>>,
 }
 
 /// How a participant shows the runtime's claims: as they are, or — after a restart
@@ -137,8 +147,10 @@ impl Participant {
     }
 
     /// The mesh participant, when linked: for inputs from the fabric (a message, a death, a
-    /// door); [`settle`](Self::settle) after.
+    /// door); [`settle`](Self::settle) after. A participant alone first hands the mesh what it
+    /// did not (see the module doc).
     pub fn mesh_mut(&mut self) -> Option<&mut Mesh> {
+        self.leave_solo();
         self.linked.as_mut().map(|linked| &mut linked.mesh)
     }
 
@@ -150,6 +162,7 @@ impl Participant {
     /// would be refused there and the receiver's shadow would start below their ts_min (a task
     /// holding an item from before the restart stays on this node until it consumes it).
     pub fn send_move(&mut self, to: Peer, visibility: Timestamp) -> Result<(Peer, MoveId)> {
+        self.leave_solo();
         let linked = self.linked.as_mut().ok_or_else(not_linked)?;
         match linked.floor {
             Floor::Waiting { .. } => return Err(joining("shadow", "attach again once it joined")),
@@ -195,7 +208,7 @@ impl Participant {
         self.progress.apply(&mirror).expect("a claim at ts_min is always covered");
         self.progress.take_outbox();
         let stash = self.progress.claims_held();
-        self.linked = Some(Linked { mesh, mirror: ts_min, stash, floor: Floor::None });
+        self.linked = Some(Linked { mesh, mirror: ts_min, stash, floor: Floor::None, solo: None });
         Ok(self.settle())
     }
 
@@ -213,6 +226,7 @@ impl Participant {
     pub fn relink(&mut self, mesh: Mesh) -> Result<()> {
         let refuse =
             |reason: &str| Error::InvalidArgument { op: "mesh", name: "runtime".into(), reason: reason.into() };
+        self.leave_solo();
         let linked = self.linked.as_mut().ok_or_else(|| refuse("this runtime is not a node of a mesh"))?;
         if mesh.join_floor().is_some() {
             return Err(refuse("a restarted participant opens its door after it is linked, through its driver"));
@@ -232,6 +246,10 @@ impl Participant {
     /// guards both, so the mesh's view of the runtime's claims is never behind its `Progress`.
     pub fn settle(&mut self) -> Settled {
         let Some(linked) = self.linked.as_mut() else { return Settled::default() };
+        if linked.solo.is_some() {
+            // Alone: the runtime's ts_min is its own, and nobody waits for its claims.
+            return Settled::default();
+        }
         let outbox = self.progress.take_outbox();
         match (linked.floor, linked.mesh.join_floor()) {
             // A restarted participant without a door takes nothing yet; it starts from every
@@ -270,7 +288,71 @@ impl Participant {
         // The mirror's updates are skipped by the mesh, and the watermark came from it: nothing
         // to hand over.
         self.progress.take_outbox();
+        advanced = self.go_solo().or(advanced);
         Settled { advanced, handed }
+    }
+
+    /// Goes alone (see the module doc) if the mesh knows no other participant, has its door,
+    /// took every claim change, and holds ts_min where the runtime's own claims do: the mirror
+    /// then holds nothing back, and is taken off. Returns the new ts_min if that let it advance
+    /// (it does not: the mesh's is the same).
+    fn go_solo(&mut self) -> Option<Timestamp> {
+        let linked = self.linked.as_mut()?;
+        let alone = !linked.mesh.knows_peers() && linked.mesh.join_floor().is_some();
+        if !alone || linked.floor != Floor::None || !linked.stash.is_empty() || linked.solo.is_some() {
+            return None;
+        }
+        let held = self.progress.claims_held();
+        let own = held
+            .iter()
+            .filter(|u| !matches!(u.location, Location::Peer(_) | Location::Watermark))
+            .map(|u| u.ts)
+            .min()
+            .map_or(self.progress.watermark(), |claim| claim.min(self.progress.watermark()));
+        if linked.mesh.ts_min() != own || linked.mirror != own {
+            return None; // the mesh holds ts_min lower (a pause): the mirror stays
+        }
+        let mirror = [Update { location: Location::Peer(0), ts: linked.mirror, delta: -1 }];
+        let advanced = self.progress.apply(&mirror).expect("a release of a held claim");
+        debug_assert_eq!(self.progress.ts_min(), own, "the mirror held nothing back");
+        self.progress.stop_outbox();
+        linked.solo = Some(held.into_iter().filter(|u| !matches!(u.location, Location::Peer(_))).collect());
+        advanced
+    }
+
+    /// Leaves solo (see the module doc): hands the mesh the difference between the claims it
+    /// holds and those held now (new claims first), records again, and puts the mirror back at
+    /// the mesh's ts_min — the runtime's own, as the mesh now holds exactly its claims.
+    fn leave_solo(&mut self) {
+        let Some(linked) = self.linked.as_mut() else { return };
+        let Some(given) = linked.solo.take() else { return };
+        let mut net: std::collections::BTreeMap<(Location, Timestamp), i64> = std::collections::BTreeMap::new();
+        for u in given {
+            *net.entry((u.location, u.ts)).or_default() -= u.delta;
+        }
+        for u in self.progress.claims_held() {
+            *net.entry((u.location, u.ts)).or_default() += u.delta;
+        }
+        let mut changes: Vec<Update> = net
+            .into_iter()
+            .filter(|&(_, delta)| delta != 0)
+            .map(|((location, ts), delta)| Update { location, ts, delta })
+            .collect();
+        changes.sort_by_key(|u| u.delta < 0); // new claims before releases, as the outbox has them
+        linked.stash = changes;
+        let fed = linked.flush_stash();
+        debug_assert!(fed, "a mesh that knows no other participant takes its own claims");
+        let ts_min = self.progress.ts_min();
+        // The mesh holds exactly the runtime's claims now, so its ts_min is the runtime's; if it
+        // refused them (it cannot while alone), the mirror goes at the runtime's ts_min and the
+        // stash is handed over at the next settle.
+        let mirror = linked.mesh.ts_min().max(ts_min);
+        debug_assert_eq!(linked.mesh.ts_min(), ts_min, "the mesh holds the runtime's claims");
+        self.progress.record_outbox();
+        let claim = [Update { location: Location::Peer(0), ts: mirror, delta: 1 }];
+        self.progress.apply(&claim).expect("a claim at ts_min is always covered");
+        self.progress.take_outbox();
+        linked.mirror = mirror;
     }
 
     /// The lowest virtual time a root task may start at: ts_min alone, or linked, also the
@@ -303,6 +385,7 @@ impl Participant {
     /// released; a move to an earlier incarnation declines nothing, for move ids count per
     /// receiver and the same id may yet come to this incarnation.
     pub fn check_takeover(&mut self, from: Peer, id: MoveId, to: Peer, virtual_time: Timestamp) -> Result<()> {
+        self.leave_solo();
         let ts_min = self.progress.ts_min();
         let linked = self.linked.as_mut().ok_or_else(not_linked)?;
         if linked.mesh.me() != to {
@@ -366,6 +449,7 @@ impl Participant {
     /// move `id` (what a put or item arriving from another node, or a shadow task, creates here).
     /// On a refusal the claims stay in the progress machine: the caller undoes them.
     pub fn take_over_recorded(&mut self, from: Peer, id: MoveId) -> std::result::Result<(), MeshRefusal> {
+        debug_assert!(self.linked.as_ref().is_none_or(|l| l.solo.is_none()), "check_takeover left solo");
         let updates = self.progress.take_outbox();
         let Some(linked) = self.linked.as_mut() else { return Ok(()) };
         linked.mesh.accept_move(from, id, &linked.floor.show(&updates))
@@ -407,5 +491,51 @@ fn not_linked() -> Error {
         op: "shadow",
         name: "runtime".into(),
         reason: "this runtime is no node of a mesh (it serves no one)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mesh::MeshLimits;
+
+    fn task(ts: Timestamp, delta: i64) -> Update {
+        Update { location: Location::Task(1), ts, delta }
+    }
+
+    /// Alone, a node's claim changes cost no mesh bookkeeping: settling hands nothing, the mirror
+    /// is off and ts_min is the runtime's own. An input from the fabric first hands the mesh
+    /// every change since, so a peer meets the runtime's view, and later releases match claims.
+    #[test]
+    fn alone_settling_is_free_and_the_mesh_catches_up_before_any_input() {
+        let me = Peer { id: 0, incarnation: 1 };
+        let mut mesh = Mesh::new(me, MeshLimits::default());
+        mesh.open_door().unwrap();
+        let mut p = Participant::default();
+        let _ = p.link(mesh).unwrap();
+        // Alone from the link on: nothing recorded, nothing handed; ts_min moves with the
+        // runtime's claims alone.
+        p.apply(&[task(3, 1)]).unwrap();
+        let _ = p.progress_mut().note_put(9);
+        assert_eq!(p.settle(), Settled::default());
+        assert_eq!((p.progress().ts_min(), p.mesh().unwrap().ts_min()), (3, 0));
+        assert_eq!(p.apply(&[task(5, 1), task(3, -1)]), Ok(Some(5)));
+        let _ = p.progress_mut().note_put(20);
+        assert_eq!(p.settle(), Settled::default());
+        assert!(p.progress_mut().take_outbox().is_empty(), "nothing recorded alone");
+        assert_eq!((p.progress().ts_min(), p.mesh().unwrap().ts_min()), (5, 0), "the mesh was handed nothing");
+
+        // A peer arrives: the mesh is handed the claims held first.
+        let mesh = p.mesh_mut().unwrap();
+        assert_eq!((mesh.ts_min(), mesh.watermark()), (5, 21));
+        mesh.peer_joined(Peer { id: 1, incarnation: 1 }).unwrap();
+        let _ = p.settle();
+        assert_eq!(p.progress().ts_min(), 5, "the mirror is back at the mesh's ts_min");
+        p.apply(&[task(5, -1)]).unwrap();
+        let _ = p.settle();
+        assert_eq!(p.stashed(), 0, "the release matches a claim the mesh holds");
+        // The mesh waits for the newcomer's snapshot before its ts_min moves, and the mirror
+        // holds the runtime there too.
+        assert_eq!((p.mesh().unwrap().ts_min(), p.progress().ts_min()), (5, 5));
     }
 }

@@ -203,6 +203,11 @@ impl Progress {
         self.outbox.get_or_insert_with(Vec::new);
     }
 
+    /// Stops recording applied updates (what was recorded is dropped).
+    pub fn stop_outbox(&mut self) {
+        self.outbox = None;
+    }
+
     /// Every claim held now, as positive updates, and the watermark: the whole contribution of
     /// this node (what a mesh participant starts from when it is linked after claims exist).
     pub fn claims_held(&self) -> Vec<Update> {
