@@ -76,7 +76,7 @@ pub use mesh_time::{ClockReading, MeshTime};
 pub use name::NAME_BYTES_MAX;
 pub use op::{ContainerInfo, Handle, Listed, MoveProof, Op, Outcome};
 pub use pacer::{Pace, PaceRule};
-pub use participant::{Participant, Settled};
+pub use participant::{Participant, Settled, SOLO_SETTLES_MAX};
 pub use prefetch::{Notice, Prefetch, PushCache, Pusher, PUSH_BYTES_MAX, PUSH_ITEMS_MAX};
 pub use progress::{ContainerKey, Location, Progress, Refusal, Update, Updates};
 pub use queue::{QueueItem, QueueState};

@@ -382,6 +382,18 @@ impl Mesh {
         }
     }
 
+    /// Whether this participant is alone and idle: it knows no other participant, is not
+    /// expelled, has its door, and has nothing queued to send — so its own claims are all its
+    /// view holds, and it takes the next batch of them whatever it is (no backpressure).
+    pub fn alone(&self) -> bool {
+        self.members.is_empty() && !self.expelled && self.door.is_some() && self.transmits.is_empty()
+    }
+
+    /// Its bounds.
+    pub fn limits(&self) -> &MeshLimits {
+        &self.limits
+    }
+
     /// Whether this participant knows any other (live, dying, or only heard of): otherwise it has
     /// nobody to send anything to.
     pub fn knows_peers(&self) -> bool {

@@ -12,12 +12,17 @@
 //! - The mesh's ts_min is mirrored back into [`Progress`] as a claim at `Location::Peer(0)`, so
 //!   the runtime reclaims nothing another node's view still covers, and its ts_min is the mesh's.
 //! - **Alone, a node pays no mesh bookkeeping per claim change** (`Linked::solo`): while its mesh
-//!   knows no other participant, has its door, and holds ts_min exactly where the runtime's own
-//!   claims do, the progress machine records nothing, the mirror is taken off and settling does
-//!   nothing — the runtime's ts_min is then its own, which is what the mesh's would be. Every
-//!   input from the fabric comes through [`mesh_mut`](Participant::mesh_mut), which first hands
-//!   the mesh the difference between the claims it holds and those held now and puts the mirror
-//!   back, so a peer never meets a stale view.
+//!   is alone and idle ([`Mesh::alone`]: no other participant, not expelled, its door open,
+//!   nothing queued to send), its claims all taken and its ts_min exactly where the runtime's own
+//!   claims put it, the progress machine records nothing, the mirror is taken off and settling
+//!   does nothing — the runtime's ts_min is then its own, which is what the mesh's would be.
+//!   Every input from the fabric comes through [`mesh_mut`](Participant::mesh_mut), which first
+//!   hands the mesh the difference between the claims it holds and those held now and puts the
+//!   mirror back, so a peer never meets a stale view; so does every [`SOLO_SETTLES_MAX`]th
+//!   settle. The mesh takes that difference whatever it is: nothing is queued, and the claims
+//!   held when solo began and at most `SOLO_SETTLES_MAX` operations' new ones fit in half its
+//!   bound on entries. What [`mesh`](Participant::mesh) answers meanwhile is the mesh as it was
+//!   when solo began. A restarted participant (its claims raised to a floor) is never solo.
 //!   Puts heard from elsewhere raise the runtime's watermark: ts_min never runs ahead of one past
 //!   the highest put anywhere, and may reach it.
 //! - A root task starts at or above ts_min and the node's door ([`Participant::check_root`]); a
@@ -40,6 +45,12 @@ use crate::error::{Error, Result};
 use crate::mesh::{Mesh, MeshRefusal, MoveId, Peer};
 use crate::progress::{push_move, Location, Progress, Refusal, TaskKey, Update, Updates};
 use crate::time::Timestamp;
+
+/// Most settles a participant stays solo (see the module doc) before it hands the mesh what
+/// changed: it bounds the difference handed over when solo ends, so that the mesh always has room
+/// for it (an operation adds a handful of claim entries; half the mesh's bound on entries is
+/// 32 768 by default), at the cost of one catch-up per this many operations.
+pub const SOLO_SETTLES_MAX: u32 = 1024;
 
 /// What [`Participant::settle`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -69,9 +80,17 @@ struct Linked {
     stash: Vec<Update>,
     /// How this runtime's claims are shown to the mesh (a restarted participant's are raised).
     floor: Floor,
-    /// While alone (see the module doc): the runtime's claims as the mesh holds them, from when
-    /// the mesh was last handed them; `None` otherwise.
-    solo: Option<Vec<Update>>,
+    /// While alone (see the module doc); `None` otherwise.
+    solo: Option<Solo>,
+}
+
+/// A participant alone (see the module doc).
+#[derive(Debug)]
+struct Solo {
+    /// The runtime's claims as the mesh holds them: what it was last handed.
+    given: Vec<Update>,
+    /// Settles since it went solo (at most [`SOLO_SETTLES_MAX`]).
+    settles: u32,
 }
 
 /// How a participant shows the runtime's claims: as they are, or — after a restart
@@ -141,7 +160,9 @@ impl Participant {
         self.progress.apply(batch)
     }
 
-    /// The mesh participant, when linked: for questions that change nothing.
+    /// The mesh participant, when linked: for questions that change nothing. While solo (see
+    /// the module doc) it is the mesh as it was when solo began: its ts_min and watermark may be
+    /// behind the runtime's.
     pub fn mesh(&self) -> Option<&Mesh> {
         self.linked.as_ref().map(|linked| &linked.mesh)
     }
@@ -186,7 +207,8 @@ impl Participant {
     }
 
     /// Claim changes the mesh has not taken yet (0 unlinked): held under backpressure and handed
-    /// over with the next change. None are kept once the mesh expelled this participant.
+    /// over with the next change. None are kept once the mesh expelled this participant. (While
+    /// solo, what changed is counted nowhere: it is handed over when solo ends.)
     pub fn stashed(&self) -> usize {
         self.linked.as_ref().map_or(0, |linked| linked.stash.len())
     }
@@ -220,7 +242,8 @@ impl Participant {
 
     /// Replaces the linked participant by `mesh`, a restart with no door yet: the mirror stays
     /// (the runtime keeps its ts_min); the claims held when the new door opens go to the mesh
-    /// then, raised to it. `InvalidArgument`, nothing changed, when unlinked or for a `mesh` with
+    /// then, raised to it (one alone first hands its old mesh what changed while solo, refused or
+    /// not). `InvalidArgument`, nothing else changed, when unlinked or for a `mesh` with
     /// a door already or that is not a larger incarnation of the same participant. The driver
     /// wakes its sender after.
     pub fn relink(&mut self, mesh: Mesh) -> Result<()> {
@@ -246,10 +269,16 @@ impl Participant {
     /// guards both, so the mesh's view of the runtime's claims is never behind its `Progress`.
     pub fn settle(&mut self) -> Settled {
         let Some(linked) = self.linked.as_mut() else { return Settled::default() };
-        if linked.solo.is_some() {
-            // Alone: the runtime's ts_min is its own, and nobody waits for its claims.
-            return Settled::default();
+        if let Some(solo) = linked.solo.as_mut() {
+            solo.settles += 1;
+            if solo.settles < SOLO_SETTLES_MAX {
+                // Alone: the runtime's ts_min is its own, and nobody waits for its claims.
+                return Settled::default();
+            }
+            // Bounded: the mesh is handed what changed, then the participant goes solo again.
+            self.leave_solo();
         }
+        let Some(linked) = self.linked.as_mut() else { return Settled::default() };
         let outbox = self.progress.take_outbox();
         match (linked.floor, linked.mesh.join_floor()) {
             // A restarted participant without a door takes nothing yet; it starts from every
@@ -292,17 +321,19 @@ impl Participant {
         Settled { advanced, handed }
     }
 
-    /// Goes alone (see the module doc) if the mesh knows no other participant, has its door,
-    /// took every claim change, and holds ts_min where the runtime's own claims do: the mirror
-    /// then holds nothing back, and is taken off. Returns the new ts_min if that let it advance
-    /// (it does not: the mesh's is the same).
+    /// Goes solo (see the module doc) if the mesh is alone and idle, took every claim change,
+    /// has room for as many entries again, and holds ts_min where the runtime's own claims do:
+    /// the mirror then holds nothing back, and is taken off. Returns the new ts_min if that let
+    /// it advance (it does not: the mesh's is the same).
     fn go_solo(&mut self) -> Option<Timestamp> {
         let linked = self.linked.as_mut()?;
-        let alone = !linked.mesh.knows_peers() && linked.mesh.join_floor().is_some();
-        if !alone || linked.floor != Floor::None || !linked.stash.is_empty() || linked.solo.is_some() {
+        if !linked.mesh.alone() || linked.floor != Floor::None || !linked.stash.is_empty() || linked.solo.is_some() {
             return None;
         }
         let held = self.progress.claims_held();
+        if held.len() > linked.mesh.limits().contribution_entries_max / 2 {
+            return None; // a difference as large again might not fit: the mirror stays
+        }
         let own = held
             .iter()
             .filter(|u| !matches!(u.location, Location::Peer(_) | Location::Watermark))
@@ -316,7 +347,8 @@ impl Participant {
         let advanced = self.progress.apply(&mirror).expect("a release of a held claim");
         debug_assert_eq!(self.progress.ts_min(), own, "the mirror held nothing back");
         self.progress.stop_outbox();
-        linked.solo = Some(held.into_iter().filter(|u| !matches!(u.location, Location::Peer(_))).collect());
+        let given = held.into_iter().filter(|u| !matches!(u.location, Location::Peer(_))).collect();
+        linked.solo = Some(Solo { given, settles: 0 });
         advanced
     }
 
@@ -325,7 +357,7 @@ impl Participant {
     /// the mesh's ts_min — the runtime's own, as the mesh now holds exactly its claims.
     fn leave_solo(&mut self) {
         let Some(linked) = self.linked.as_mut() else { return };
-        let Some(given) = linked.solo.take() else { return };
+        let Some(Solo { given, .. }) = linked.solo.take() else { return };
         let mut net: std::collections::BTreeMap<(Location, Timestamp), i64> = std::collections::BTreeMap::new();
         for u in given {
             *net.entry((u.location, u.ts)).or_default() -= u.delta;
@@ -340,12 +372,12 @@ impl Participant {
             .collect();
         changes.sort_by_key(|u| u.delta < 0); // new claims before releases, as the outbox has them
         linked.stash = changes;
+        // It takes them: it was alone and idle when solo began, no input reached it since, and
+        // the difference fits in its bound (`SOLO_SETTLES_MAX`).
         let fed = linked.flush_stash();
-        debug_assert!(fed, "a mesh that knows no other participant takes its own claims");
+        debug_assert!(fed, "a mesh alone and idle takes its own claims");
         let ts_min = self.progress.ts_min();
-        // The mesh holds exactly the runtime's claims now, so its ts_min is the runtime's; if it
-        // refused them (it cannot while alone), the mirror goes at the runtime's ts_min and the
-        // stash is handed over at the next settle.
+        // The mesh holds exactly the runtime's claims now, so its ts_min is the runtime's.
         let mirror = linked.mesh.ts_min().max(ts_min);
         debug_assert_eq!(linked.mesh.ts_min(), ts_min, "the mesh holds the runtime's claims");
         self.progress.record_outbox();
@@ -449,7 +481,9 @@ impl Participant {
     /// move `id` (what a put or item arriving from another node, or a shadow task, creates here).
     /// On a refusal the claims stay in the progress machine: the caller undoes them.
     pub fn take_over_recorded(&mut self, from: Peer, id: MoveId) -> std::result::Result<(), MeshRefusal> {
-        debug_assert!(self.linked.as_ref().is_none_or(|l| l.solo.is_none()), "check_takeover left solo");
+        // `check_takeover` came first and left solo; should it not have, what changed while solo
+        // (the takeover's claims among it) reaches the mesh before the move resolves.
+        self.leave_solo();
         let updates = self.progress.take_outbox();
         let Some(linked) = self.linked.as_mut() else { return Ok(()) };
         linked.mesh.accept_move(from, id, &linked.floor.show(&updates))
@@ -537,5 +571,43 @@ mod tests {
         // The mesh waits for the newcomer's snapshot before its ts_min moves, and the mirror
         // holds the runtime there too.
         assert_eq!((p.mesh().unwrap().ts_min(), p.progress().ts_min()), (5, 5));
+    }
+
+    /// A participant its mesh expelled never goes solo: its ts_min stays where the mesh left it.
+    #[test]
+    fn an_expelled_participant_is_never_solo() {
+        let me = Peer { id: 0, incarnation: 1 };
+        let mut mesh = Mesh::new(me, MeshLimits::default());
+        mesh.open_door().unwrap();
+        let mut p = Participant::default();
+        let _ = p.link(mesh).unwrap();
+        p.apply(&[task(3, 1)]).unwrap();
+        let _ = p.progress_mut().note_put(50);
+        let _ = p.mesh_mut().unwrap().peer_dead(me);
+        let _ = p.settle();
+        assert!(!p.mesh().unwrap().alone(), "expelled");
+        p.apply(&[task(9, 1), task(3, -1)]).unwrap();
+        let _ = p.settle();
+        assert_eq!(p.progress().ts_min(), 3, "the mirror holds the runtime where its mesh stopped");
+        let _ = p.mesh_mut(); // no catch-up to refuse
+    }
+
+    /// Solo lasts at most `SOLO_SETTLES_MAX` settles: then the mesh is handed what changed.
+    #[test]
+    fn solo_hands_the_mesh_what_changed_every_so_many_settles() {
+        let mut mesh = Mesh::new(Peer { id: 0, incarnation: 1 }, MeshLimits::default());
+        mesh.open_door().unwrap();
+        let mut p = Participant::default();
+        let _ = p.link(mesh).unwrap();
+        for ts in 0..i64::from(SOLO_SETTLES_MAX) {
+            p.apply(&[task(ts + 1, 1)]).unwrap();
+            if ts > 0 {
+                p.apply(&[task(ts, -1)]).unwrap();
+            }
+            let _ = p.progress_mut().note_put(ts + 1);
+            let _ = p.settle();
+        }
+        let last = i64::from(SOLO_SETTLES_MAX);
+        assert_eq!((p.progress().ts_min(), p.mesh().unwrap().ts_min()), (last, last), "caught up");
     }
 }

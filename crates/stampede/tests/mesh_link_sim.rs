@@ -1141,7 +1141,7 @@ impl World {
             .filter(|f| {
                 self.nodes
                     .get(&f.to.id)
-                    .is_some_and(|t| t.peer == f.to && t.link.with(|m| m.may_accept(f.from, f.id).is_ok()))
+                    .is_some_and(|t| t.peer == f.to && t.link.read(|m| m.may_accept(f.from, f.id).is_ok()))
             })
             .map(|f| (f.from, f.to, f.visibility))
             .collect();
@@ -1154,7 +1154,10 @@ impl World {
             node.ts_min_seen = ts_min;
             // The runtime's ts_min is also held by its own tasks; the mesh's view is what the
             // node's door (and so every other view) follows: both stay at or below the floor.
-            let view = node.link.with(|m| m.ts_min());
+            // Read, not run: a check that ran an input on the mesh would take a node alone out of
+            // solo at every step (a node alone's view is the one it had when it went solo, never
+            // above what its runtime holds).
+            let view = node.link.read(|m| m.ts_min());
             let fail = |whose: &str, ts_min: Timestamp, at: Timestamp, what: &str, owner: Peer| {
                 Err(format!("{:?} has {whose} {ts_min} above {at}, the visibility of {what} {owner:?}", node.peer))
             };

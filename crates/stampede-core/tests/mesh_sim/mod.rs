@@ -541,7 +541,9 @@ impl World {
         let mut truth = vec![self.watermark; self.slots.len()];
         for (slot, c) in component.iter().enumerate() {
             let (Some(c), Some(p)) = (c, self.slots[slot].live.as_ref()) else { continue };
-            let floor = p.mesh().join_floor().unwrap_or(INFINITY).min(p.true_floor());
+            // Root tasks start at the root floor: the door, or the runtime's ts_min when that is
+            // higher (a node alone, whose mesh's door is as it was when it went solo).
+            let floor = p.root_floor().unwrap_or(INFINITY).min(p.true_floor());
             truth[*c] = truth[*c].min(floor);
         }
         for (&(from, to, _), queue) in self.links.iter().filter(|((_, _, lane), _)| *lane == Lane::Data) {
@@ -560,7 +562,8 @@ impl World {
 
     fn check_safety(&mut self) -> Result<(), Failure> {
         let mut truths = self.truths(false);
-        let view = |s: usize| self.slots[s].live.as_ref().expect("live").mesh().ts_min();
+        let live = |s: usize| self.slots[s].live.as_ref().expect("live");
+        let view = |s: usize| live(s).mesh().ts_min().max(live(s).runtime_ts_min());
         if self.tracing || truths.iter().any(|&(s, truth)| view(s) > truth) {
             truths = self.truths(true);
         }
@@ -592,6 +595,15 @@ impl World {
                 )));
             }
             p.ts_min_seen = ts_min;
+            // What the runtime reclaims below: the mirror of the mesh's, or alone, its own.
+            let runtime = p.runtime_ts_min();
+            if runtime > truth || runtime < p.runtime_ts_min_seen {
+                return Err(Failure::Safety(format!(
+                    "step {step}: {:?} has a runtime ts_min of {runtime} (before: {}), the true minimum {truth}",
+                    p.peer, p.runtime_ts_min_seen
+                )));
+            }
+            p.runtime_ts_min_seen = runtime;
         }
         Ok(())
     }

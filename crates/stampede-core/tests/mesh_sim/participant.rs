@@ -54,6 +54,8 @@ pub struct Participant {
     next_key: u64,
     /// Last ts_min observed (must never decrease).
     pub ts_min_seen: Timestamp,
+    /// Last ts_min of the runtime observed (must never decrease): what its GC reclaims below.
+    pub runtime_ts_min_seen: Timestamp,
     /// `1 +` the highest put that landed here.
     pub watermark: Timestamp,
     /// Its view was complete once: it has heard every peer it knew at its start, and their
@@ -73,6 +75,7 @@ impl Participant {
             items: BTreeMap::new(),
             next_key: 1,
             ts_min_seen: 0,
+            runtime_ts_min_seen: 0,
             watermark: 0,
             settled: false,
         }
@@ -81,6 +84,16 @@ impl Participant {
     /// The mesh participant.
     pub fn mesh(&self) -> &Mesh {
         self.node.mesh().expect("linked")
+    }
+
+    /// The runtime's ts_min: what its GC reclaims below (the mesh's mirrored, or alone, its own).
+    pub fn runtime_ts_min(&self) -> Timestamp {
+        self.node.progress().ts_min()
+    }
+
+    /// The lowest virtual time a root task may start at here (`None`: no door).
+    pub fn root_floor(&self) -> Option<Timestamp> {
+        self.node.root_floor()
     }
 
     /// The mesh participant, for an input from the fabric; [`sync`](Self::sync) after.

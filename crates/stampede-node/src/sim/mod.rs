@@ -310,7 +310,8 @@ fn run(seed: u64, trace: bool, prepare: impl FnOnce(&mut World)) -> Result<Count
     // what it heard was put.
     run_until(&mut world, end + SETTLE_US)?;
     for node in world.nodes.iter().flatten() {
-        let (ts_min, watermark) = node.steward.link().read(|mesh| (mesh.ts_min(), mesh.watermark()));
+        // Run on the mesh (`with`), not read: a node alone hands its mesh what changed first.
+        let (ts_min, watermark) = node.steward.link().with(|mesh| (mesh.ts_min(), mesh.watermark()));
         if ts_min < watermark {
             return Err(format!(
                 "node {} ({:?}) is stuck at ts_min {ts_min} below {watermark}, with no claim left",
