@@ -537,16 +537,23 @@ mod tests {
         Update { location: Location::Task(1), ts, delta }
     }
 
+    const ME: Peer = Peer { id: 0, incarnation: 1 };
+
+    /// A runtime linked to a mesh that knows no other participant, its door open.
+    fn alone() -> Participant {
+        let mut mesh = Mesh::new(ME, MeshLimits::default());
+        mesh.open_door().unwrap();
+        let mut p = Participant::default();
+        let _ = p.link(mesh).unwrap();
+        p
+    }
+
     /// Alone, a node's claim changes cost no mesh bookkeeping: settling hands nothing, the mirror
     /// is off and ts_min is the runtime's own. An input from the fabric first hands the mesh
     /// every change since, so a peer meets the runtime's view, and later releases match claims.
     #[test]
     fn alone_settling_is_free_and_the_mesh_catches_up_before_any_input() {
-        let me = Peer { id: 0, incarnation: 1 };
-        let mut mesh = Mesh::new(me, MeshLimits::default());
-        mesh.open_door().unwrap();
-        let mut p = Participant::default();
-        let _ = p.link(mesh).unwrap();
+        let mut p = alone();
         // Alone from the link on: nothing recorded, nothing handed; ts_min moves with the
         // runtime's claims alone.
         p.apply(&[task(3, 1)]).unwrap();
@@ -576,14 +583,10 @@ mod tests {
     /// A participant its mesh expelled never goes solo: its ts_min stays where the mesh left it.
     #[test]
     fn an_expelled_participant_is_never_solo() {
-        let me = Peer { id: 0, incarnation: 1 };
-        let mut mesh = Mesh::new(me, MeshLimits::default());
-        mesh.open_door().unwrap();
-        let mut p = Participant::default();
-        let _ = p.link(mesh).unwrap();
+        let mut p = alone();
         p.apply(&[task(3, 1)]).unwrap();
         let _ = p.progress_mut().note_put(50);
-        let _ = p.mesh_mut().unwrap().peer_dead(me);
+        let _ = p.mesh_mut().unwrap().peer_dead(ME);
         let _ = p.settle();
         assert!(!p.mesh().unwrap().alone(), "expelled");
         p.apply(&[task(9, 1), task(3, -1)]).unwrap();
@@ -595,10 +598,7 @@ mod tests {
     /// Solo lasts at most `SOLO_SETTLES_MAX` settles: then the mesh is handed what changed.
     #[test]
     fn solo_hands_the_mesh_what_changed_every_so_many_settles() {
-        let mut mesh = Mesh::new(Peer { id: 0, incarnation: 1 }, MeshLimits::default());
-        mesh.open_door().unwrap();
-        let mut p = Participant::default();
-        let _ = p.link(mesh).unwrap();
+        let mut p = alone();
         for ts in 0..i64::from(SOLO_SETTLES_MAX) {
             p.apply(&[task(ts + 1, 1)]).unwrap();
             if ts > 0 {
