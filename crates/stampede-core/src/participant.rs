@@ -46,11 +46,12 @@ use crate::mesh::{Mesh, MeshRefusal, MoveId, Peer};
 use crate::progress::{push_move, Location, Progress, Refusal, TaskKey, Update, Updates};
 use crate::time::Timestamp;
 
-/// Most settles a participant stays solo (see the module doc) before it hands the mesh what
-/// changed: it bounds the difference handed over when solo ends, so that the mesh always has room
-/// for it (an operation adds a handful of claim entries; half the mesh's bound on entries is
-/// 32 768 by default), at the cost of one catch-up per this many operations.
-pub const SOLO_SETTLES_MAX: u32 = 1024;
+mod solo;
+#[cfg(test)]
+mod tests;
+
+use solo::Solo;
+pub use solo::SOLO_SETTLES_MAX;
 
 /// What [`Participant::settle`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -82,15 +83,6 @@ struct Linked {
     floor: Floor,
     /// While alone (see the module doc); `None` otherwise.
     solo: Option<Solo>,
-}
-
-/// A participant alone (see the module doc).
-#[derive(Debug)]
-struct Solo {
-    /// The runtime's claims as the mesh holds them: what it was last handed.
-    given: Vec<Update>,
-    /// Settles since it went solo (at most [`SOLO_SETTLES_MAX`]).
-    settles: u32,
 }
 
 /// How a participant shows the runtime's claims: as they are, or — after a restart
@@ -321,72 +313,6 @@ impl Participant {
         Settled { advanced, handed }
     }
 
-    /// Goes solo (see the module doc) if the mesh is alone and idle, took every claim change,
-    /// has room for as many entries again, and holds ts_min where the runtime's own claims do:
-    /// the mirror then holds nothing back, and is taken off. Returns the new ts_min if that let
-    /// it advance (it does not: the mesh's is the same).
-    fn go_solo(&mut self) -> Option<Timestamp> {
-        let linked = self.linked.as_mut()?;
-        if !linked.mesh.alone() || linked.floor != Floor::None || !linked.stash.is_empty() || linked.solo.is_some() {
-            return None;
-        }
-        let held = self.progress.claims_held();
-        if held.len() > linked.mesh.limits().contribution_entries_max / 2 {
-            return None; // a difference as large again might not fit: the mirror stays
-        }
-        let own = held
-            .iter()
-            .filter(|u| !matches!(u.location, Location::Peer(_) | Location::Watermark))
-            .map(|u| u.ts)
-            .min()
-            .map_or(self.progress.watermark(), |claim| claim.min(self.progress.watermark()));
-        if linked.mesh.ts_min() != own || linked.mirror != own {
-            return None; // the mesh holds ts_min lower (a pause): the mirror stays
-        }
-        let mirror = [Update { location: Location::Peer(0), ts: linked.mirror, delta: -1 }];
-        let advanced = self.progress.apply(&mirror).expect("a release of a held claim");
-        debug_assert_eq!(self.progress.ts_min(), own, "the mirror held nothing back");
-        self.progress.stop_outbox();
-        let given = held.into_iter().filter(|u| !matches!(u.location, Location::Peer(_))).collect();
-        linked.solo = Some(Solo { given, settles: 0 });
-        advanced
-    }
-
-    /// Leaves solo (see the module doc): hands the mesh the difference between the claims it
-    /// holds and those held now (new claims first), records again, and puts the mirror back at
-    /// the mesh's ts_min — the runtime's own, as the mesh now holds exactly its claims.
-    fn leave_solo(&mut self) {
-        let Some(linked) = self.linked.as_mut() else { return };
-        let Some(Solo { given, .. }) = linked.solo.take() else { return };
-        let mut net: std::collections::BTreeMap<(Location, Timestamp), i64> = std::collections::BTreeMap::new();
-        for u in given {
-            *net.entry((u.location, u.ts)).or_default() -= u.delta;
-        }
-        for u in self.progress.claims_held() {
-            *net.entry((u.location, u.ts)).or_default() += u.delta;
-        }
-        let mut changes: Vec<Update> = net
-            .into_iter()
-            .filter(|&(_, delta)| delta != 0)
-            .map(|((location, ts), delta)| Update { location, ts, delta })
-            .collect();
-        changes.sort_by_key(|u| u.delta < 0); // new claims before releases, as the outbox has them
-        linked.stash = changes;
-        // It takes them: it was alone and idle when solo began, no input reached it since, and
-        // the difference fits in its bound (`SOLO_SETTLES_MAX`).
-        let fed = linked.flush_stash();
-        debug_assert!(fed, "a mesh alone and idle takes its own claims");
-        let ts_min = self.progress.ts_min();
-        // The mesh holds exactly the runtime's claims now, so its ts_min is the runtime's.
-        let mirror = linked.mesh.ts_min().max(ts_min);
-        debug_assert_eq!(linked.mesh.ts_min(), ts_min, "the mesh holds the runtime's claims");
-        self.progress.record_outbox();
-        let claim = [Update { location: Location::Peer(0), ts: mirror, delta: 1 }];
-        self.progress.apply(&claim).expect("a claim at ts_min is always covered");
-        self.progress.take_outbox();
-        linked.mirror = mirror;
-    }
-
     /// The lowest virtual time a root task may start at: ts_min alone, or linked, also the
     /// node's door (every other node's view stays at or below it); `None` while the participant
     /// has no door.
@@ -525,89 +451,5 @@ fn not_linked() -> Error {
         op: "shadow",
         name: "runtime".into(),
         reason: "this runtime is no node of a mesh (it serves no one)".into(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::mesh::MeshLimits;
-
-    fn task(ts: Timestamp, delta: i64) -> Update {
-        Update { location: Location::Task(1), ts, delta }
-    }
-
-    const ME: Peer = Peer { id: 0, incarnation: 1 };
-
-    /// A runtime linked to a mesh that knows no other participant, its door open.
-    fn alone() -> Participant {
-        let mut mesh = Mesh::new(ME, MeshLimits::default());
-        mesh.open_door().unwrap();
-        let mut p = Participant::default();
-        let _ = p.link(mesh).unwrap();
-        p
-    }
-
-    /// Alone, a node's claim changes cost no mesh bookkeeping: settling hands nothing, the mirror
-    /// is off and ts_min is the runtime's own. An input from the fabric first hands the mesh
-    /// every change since, so a peer meets the runtime's view, and later releases match claims.
-    #[test]
-    fn alone_settling_is_free_and_the_mesh_catches_up_before_any_input() {
-        let mut p = alone();
-        // Alone from the link on: nothing recorded, nothing handed; ts_min moves with the
-        // runtime's claims alone.
-        p.apply(&[task(3, 1)]).unwrap();
-        let _ = p.progress_mut().note_put(9);
-        assert_eq!(p.settle(), Settled::default());
-        assert_eq!((p.progress().ts_min(), p.mesh().unwrap().ts_min()), (3, 0));
-        assert_eq!(p.apply(&[task(5, 1), task(3, -1)]), Ok(Some(5)));
-        let _ = p.progress_mut().note_put(20);
-        assert_eq!(p.settle(), Settled::default());
-        assert!(p.progress_mut().take_outbox().is_empty(), "nothing recorded alone");
-        assert_eq!((p.progress().ts_min(), p.mesh().unwrap().ts_min()), (5, 0), "the mesh was handed nothing");
-
-        // A peer arrives: the mesh is handed the claims held first.
-        let mesh = p.mesh_mut().unwrap();
-        assert_eq!((mesh.ts_min(), mesh.watermark()), (5, 21));
-        mesh.peer_joined(Peer { id: 1, incarnation: 1 }).unwrap();
-        let _ = p.settle();
-        assert_eq!(p.progress().ts_min(), 5, "the mirror is back at the mesh's ts_min");
-        p.apply(&[task(5, -1)]).unwrap();
-        let _ = p.settle();
-        assert_eq!(p.stashed(), 0, "the release matches a claim the mesh holds");
-        // The mesh waits for the newcomer's snapshot before its ts_min moves, and the mirror
-        // holds the runtime there too.
-        assert_eq!((p.mesh().unwrap().ts_min(), p.progress().ts_min()), (5, 5));
-    }
-
-    /// A participant its mesh expelled never goes solo: its ts_min stays where the mesh left it.
-    #[test]
-    fn an_expelled_participant_is_never_solo() {
-        let mut p = alone();
-        p.apply(&[task(3, 1)]).unwrap();
-        let _ = p.progress_mut().note_put(50);
-        let _ = p.mesh_mut().unwrap().peer_dead(ME);
-        let _ = p.settle();
-        assert!(!p.mesh().unwrap().alone(), "expelled");
-        p.apply(&[task(9, 1), task(3, -1)]).unwrap();
-        let _ = p.settle();
-        assert_eq!(p.progress().ts_min(), 3, "the mirror holds the runtime where its mesh stopped");
-        let _ = p.mesh_mut(); // no catch-up to refuse
-    }
-
-    /// Solo lasts at most `SOLO_SETTLES_MAX` settles: then the mesh is handed what changed.
-    #[test]
-    fn solo_hands_the_mesh_what_changed_every_so_many_settles() {
-        let mut p = alone();
-        for ts in 0..i64::from(SOLO_SETTLES_MAX) {
-            p.apply(&[task(ts + 1, 1)]).unwrap();
-            if ts > 0 {
-                p.apply(&[task(ts, -1)]).unwrap();
-            }
-            let _ = p.progress_mut().note_put(ts + 1);
-            let _ = p.settle();
-        }
-        let last = i64::from(SOLO_SETTLES_MAX);
-        assert_eq!((p.progress().ts_min(), p.mesh().unwrap().ts_min()), (last, last), "caught up");
     }
 }
