@@ -26,6 +26,8 @@
 //!   then only written to; one per session (a newer one replaces it), ending with the session.
 //!   It no longer counts among the proven connections.
 //! - Not offered on a node with TLS: a `tls/` or `quic/` client's requests stay on TLS.
+//! - A refusal that ends a connection reaches its client, though the node may not have read the
+//!   refused frame: the node lingers on the connection (`crate::linger`) instead of resetting it.
 //! - The listeners and connections end with the node's worker threads ([`crate::Node::close`]).
 
 use std::future::Future;
@@ -206,13 +208,13 @@ async fn connection<S: Transport>(
                 let Some(proven) = gates.proven_place(connections_max) else {
                     let reason = format!("the node's direct path holds {connections_max} connections; try again");
                     let e = Error::Unreachable { op: "request", name: name(), reason };
-                    return write_answer(&mut stream, &serve::refusal(&e)).await;
+                    return refuse(&mut stream, &e).await;
                 };
                 (_proven, unproven) = (Some(proven), None);
             } else if message.len() < length {
                 let reason = "a request longer than a header on a direct connection must name a live session with \
                               its secret";
-                return write_answer(&mut stream, &serve::refusal(&Error::Closed { name: name(), reason })).await;
+                return refuse(&mut stream, &Error::Closed { name: name(), reason }).await;
             }
         }
         read_rest(&mut stream, &mut message, length).await?;
@@ -280,8 +282,16 @@ async fn within_bound<S: Transport>(node: &Weak<NodeShared>, stream: &mut S, len
     }
     let reason = format!("a request of {length} bytes (at most {message_bytes_max})");
     let e = Error::InvalidArgument { op: "request", name: node.options.name.clone(), reason };
-    write_answer(stream, &serve::refusal(&e)).await?;
+    refuse(stream, &e).await?;
     Ok(false)
+}
+
+/// Answers the connection's frame with `e` before it is closed, lingering on it
+/// ([`crate::linger`]): the frame may be unread, and a reset would fail the client's write of it.
+async fn refuse<S: Transport>(stream: &mut S, e: &Error) -> std::io::Result<()> {
+    write_answer(stream, &serve::refusal(e)).await?;
+    crate::linger::linger(stream).await;
+    Ok(())
 }
 
 /// Reads into `message` until it holds `length` bytes; `UnexpectedEof` if the stream ends first.

@@ -43,6 +43,7 @@
 //!   defaults from the machine's memory.
 //! - [`mesh`] — the fabric driver of the distributed ts_min: the node's participant, its door,
 //!   its messages and liveliness on zenoh (`docs/PROTOCOL.md`).
+//! - `linger` (private) — a refused connection's close that lets the refusal arrive.
 //! - `places` (private) — places for connections not yet proven, bounded in all and per source.
 //! - `names` (private) — the node's liveliness token and its runtime's name changes, for watchers.
 //! - `reclaim` (private) — remote clients' GC handlers: items reclaimed here, sent to them.
@@ -52,6 +53,7 @@ pub mod budget;
 mod desk;
 pub mod direct;
 mod join;
+mod linger;
 pub mod mesh;
 mod names;
 pub mod node;

@@ -28,7 +28,9 @@
 //!   and its session with it. A browser answers pings itself, whatever its page's timers do, so a
 //!   throttled background tab keeps its session and a closed or frozen one loses it.
 //! - **Hostile bytes.** A message that is not a call, a request that does not decode, or one
-//!   larger than allowed gets a typed error reply (`InvalidArgument`); the node stays up.
+//!   larger than allowed gets a typed error reply (`InvalidArgument`); the node stays up. A
+//!   refusal that closes the socket reaches the client even when the node read only the start of
+//!   the refused message: the node lingers on the socket (`crate::linger`) rather than reset it.
 //! - **TLS as the node's.** A node with TLS (`NodeOptions::tls`) serves `wss://` with its
 //!   certificate, and asks clients for theirs when its TLS is mutual; a handshake that fails
 //!   closes the connection before anything else is read.
@@ -201,7 +203,7 @@ async fn open<S: Stream>(node: &Weak<NodeShared>, stream: S, loopback: bool) -> 
             Taken::Call(call, message) => (call, message),
             Taken::Other => continue,
             Taken::Refused(e) => {
-                refuse(&mut ws, &e).await;
+                refuse(ws, &e).await;
                 return None;
             }
         };
@@ -247,7 +249,7 @@ async fn serve_session(node: &Weak<NodeShared>, mut ws: WebSocketStream<impl Str
                     Taken::Call(call, message) => (call, message),
                     Taken::Other => continue,
                     Taken::Refused(e) => {
-                        refuse(&mut ws, &e).await;
+                        refuse(ws, &e).await;
                         return;
                     }
                 };
@@ -318,10 +320,12 @@ fn take_call(message: std::result::Result<Message, tokio_tungstenite::tungstenit
     }
 }
 
-/// Answers call 0 with `e` and closes the socket.
-async fn refuse(ws: &mut WebSocketStream<impl Stream>, e: &Error) {
+/// Answers call 0 with `e`, closes the socket and lingers on it ([`crate::linger`]) so the
+/// refusal reaches the client even when the node read only the start of the refused message.
+async fn refuse<S: Stream>(mut ws: WebSocketStream<S>, e: &Error) {
     let _ = ws.send(reply(0, serve::refusal(e))).await;
     let _ = ws.close(None).await;
+    crate::linger::linger(&mut ws.into_inner()).await;
 }
 
 /// The message answering `call` with `answer` (its payloads copied in: one WebSocket message).

@@ -158,6 +158,42 @@ fn hostile_frames_on_the_direct_path_get_typed_errors() {
     })
 }
 
+/// A refusal that ends a direct TCP connection reaches a client that writes its whole frame
+/// before it reads, though the node refuses the frame after its first bytes. Were the node to
+/// drop the connection with the rest unread, TCP would reset it and the client's write would
+/// fail, the refusal unread behind it; the node lingers instead (`stampede_node::direct`),
+/// reading and dropping the rest. Rounds: whether the write outlasts the node is a race.
+#[test]
+fn a_refusal_that_ends_a_direct_tcp_connection_reaches_its_client() {
+    with_watchdog("a_refusal_that_ends_a_direct_tcp_connection_reaches_its_client", || {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).unwrap().port();
+        let node = TestNode::with(|options| {
+            options.listen.push(format!("tcp/127.0.0.1:{port}"));
+            options.payload_bytes_max = 1024;
+        });
+        let (hello, _) = raw_connection(&node);
+        let &(_, direct) = hello.direct.tcp.iter().find(|(zenoh, _)| *zenoh == port).expect("a direct TCP port");
+        const ROUNDS: usize = 10;
+        const SENT: usize = 8 << 20;
+        let mut frame = (SENT as u32).to_le_bytes().to_vec();
+        frame.resize(FRAME_LENGTH_BYTES + SENT, 0);
+        for round in 0..ROUNDS {
+            let mut stream = std::net::TcpStream::connect(("127.0.0.1", direct)).unwrap();
+            stream.set_read_timeout(Some(CONNECT_TIMEOUT)).unwrap();
+            stream.write_all(&frame).unwrap_or_else(|e| panic!("round {round}: the node reset the connection: {e}"));
+            let mut prefix = [0u8; FRAME_LENGTH_BYTES];
+            stream.read_exact(&mut prefix).unwrap_or_else(|e| panic!("round {round}: the refusal was lost: {e}"));
+            let mut body = vec![0u8; u32::from_le_bytes(prefix) as usize];
+            stream.read_exact(&mut body).unwrap();
+            match decode_reply(&body).expect("the node's reply decodes").0 {
+                Reply::Error(e) => assert!(matches!(Error::from(e), Error::InvalidArgument { .. })),
+                other => panic!("round {round}: {other:?}"),
+            }
+        }
+        node_serves(&node);
+    })
+}
+
 /// Nothing before a session is proven costs the node much: a connection that sends nothing is
 /// closed at the handshake deadline, and a frame longer than a header that names no live session
 /// is refused (`Closed`) before its payload is read — the node does not wait for, or buffer, the

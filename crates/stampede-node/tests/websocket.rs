@@ -48,7 +48,13 @@ where
 {
     loop {
         let message = tokio::time::timeout(EXCHANGE, ws.next()).await.expect("a reply in time");
-        let Some(Ok(Message::Binary(bytes))) = message else { continue };
+        let bytes = match message {
+            Some(Ok(Message::Binary(bytes))) => bytes,
+            // Pings, pongs and the node's close frame come with replies; nothing else may.
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => panic!("the socket failed before its reply came: {e}"),
+            None => panic!("the socket ended before its reply came"),
+        };
         let number = u32::from_le_bytes(bytes[..4].try_into().unwrap());
         let length = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
         let text = String::from_utf8(bytes[8..8 + length].to_vec()).unwrap();
