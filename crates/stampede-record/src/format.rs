@@ -14,7 +14,8 @@
 //!   the payload's bytes, unchanged.
 //! - With a recorder's `foxglove` option, beside them: what Foxglove draws of an item (an image,
 //!   annotations, a log line; `stampede_view::foxglove`) on topic `<name>/foxglove`
-//!   ([`CONVERTED_TOPIC_SUFFIX`]) with the Foxglove schema, the same times, and metadata
+//!   ([`CONVERTED_TOPIC_SUFFIX`]; an `npy` channel's arrays that are no image on
+//!   `<name>#values/foxglove`, as the live bridge's values topic) with the Foxglove schema, the same times, and metadata
 //!   [`META_CONVERTED_FROM`], which readers and replay skip.
 
 use std::collections::BTreeMap;

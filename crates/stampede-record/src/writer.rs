@@ -140,8 +140,9 @@ impl McapWriter {
         Ok(header)
     }
 
-    /// The MCAP channel of `name`'s messages of `kind` for Foxglove: topic `<name>/foxglove`,
-    /// the kind's schema, metadata naming the channel it was converted from (what tells a reader
+    /// The MCAP channel of `name`'s messages of `kind` for Foxglove: topic `<topic>/foxglove`
+    /// where `<topic>` is the live bridge's (`<name>`, or `<name>#values` for an `npy` channel's
+    /// arrays that are no image: one schema per topic), the kind's schema, metadata naming the channel it was converted from (what tells a reader
     /// to skip it: [`META_CONVERTED_FROM`]).
     fn converted_channel(&mut self, name: &str, kind: Kind) -> RecordResult<u16> {
         if let Some(&id) = self.converted_ids.get(&(name.to_owned(), kind)) {
@@ -158,7 +159,7 @@ impl McapWriter {
             (None, None) => 0,
         };
         let metadata = BTreeMap::from([(META_CONVERTED_FROM.to_owned(), name.to_owned())]);
-        let topic = format!("{name}{CONVERTED_TOPIC_SUFFIX}");
+        let topic = format!("{}{CONVERTED_TOPIC_SUFFIX}", kind.topic(name));
         let id = self.writer.add_channel(schema, &topic, kind.message_encoding(), &metadata);
         let id = id.map_err(|e| failed(&self.path, e))?;
         self.converted_ids.insert((name.to_owned(), kind), id);

@@ -1,6 +1,8 @@
 //! Recordings Foxglove draws (docs/RECORDING.md, "What viewers show"): with the recorder's
 //! `foxglove` option, every `npy` frame, overlay and text line is written again, converted, on
-//! `<name>/foxglove` with Foxglove's schema — beside the raw items, never instead of them. An
+//! `<name>/foxglove` with Foxglove's schema, and every other `npy` array as JSON on
+//! `<name>#values/foxglove` (one schema per topic, as the live bridge) — beside the raw items,
+//! never instead of them. An
 //! MCAP reader that knows only Foxglove's schemas (the `mcap` crate and the SDK's protobuf
 //! messages) decodes each image back to the frame that was put; our reader and replay see the
 //! raw items alone, byte for byte.
@@ -57,7 +59,8 @@ fn raw_items(path: &std::path::Path) -> Vec<(String, Timestamp, Vec<u8>)> {
     items
 }
 
-/// The channels: frames, overlays, other JSON, text, and an `npy` array that is no image.
+/// The channels: frames, overlays, other JSON, text, and an `npy` channel of depth images and
+/// arrays that are no image, in turn.
 fn create_channels(rt: &Runtime) -> [stampede::Channel; 5] {
     let create = |name: &str, codec: Codec| {
         rt.create_channel(name, ChannelOptions { codec: Some(codec), ..ChannelOptions::default() }).unwrap()
@@ -88,7 +91,10 @@ fn a_recording_for_foxglove_holds_images_beside_the_raw_items() {
             let boxes = format!(r#"{{"boxes": [{{"x": {ts}, "y": 1, "w": 2, "h": 3, "label": "p"}}]}}"#);
             let blobs = format!(r#"{{"blobs": [{ts}]}}"#);
             let line = format!("frame {ts}");
-            let depth = npy("'<f4'", &[1], &[0, 0, 128, 63]); // not an image: its values as JSON
+            let depth = match ts % 2 {
+                0 => npy("'|u1'", &[HEIGHT, WIDTH], &pixels(ts)[..HEIGHT * WIDTH]),
+                _ => npy("'<f4'", &[1], &[0, 0, 128, 63]), // not an image: its values as JSON
+            };
             let items = [(Codec::Npy, frame), (Codec::Json, boxes.into_bytes()), (Codec::Json, blobs.into_bytes())];
             let items = items.into_iter().chain([(Codec::Utf8, line.into_bytes()), (Codec::Npy, depth)]);
             for ((codec, data), (out, ch)) in items.zip(outs.iter().zip(&channels)) {
@@ -101,9 +107,14 @@ fn a_recording_for_foxglove_holds_images_beside_the_raw_items() {
         let stats = recorder.stop().unwrap();
         assert_eq!(stats.items, put.len() as u64);
         assert_eq!((stats.converted, stats.not_converted), (4 * FRAMES as u64, 0));
+        let messages = mcap_messages(&path);
+        let mut schemas: BTreeMap<&str, &str> = BTreeMap::new();
+        for (topic, schema, _, _) in &messages {
+            let first = *schemas.entry(topic).or_insert(schema);
+            assert_eq!(first, schema, "topic {topic} holds one schema");
+        }
 
         // A reader knowing only Foxglove's schemas decodes every image back to the frame put.
-        let messages = mcap_messages(&path);
         let mut converted: BTreeMap<String, usize> = BTreeMap::new();
         for (topic, schema, publish_time, data) in &messages {
             let ts = *publish_time as Timestamp;
@@ -124,7 +135,12 @@ fn a_recording_for_foxglove_holds_images_beside_the_raw_items() {
                 ("cam/log/foxglove", "foxglove.Log") => {
                     assert_eq!(Log::decode(&data[..]).unwrap().message, format!("frame {ts}"));
                 }
-                ("cam/depth/foxglove", "") => {
+                ("cam/depth/foxglove", "foxglove.RawImage") => {
+                    let image = RawImage::decode(&data[..]).unwrap();
+                    assert_eq!((ts % 2, image.encoding.as_str()), (0, "mono8"), "the depth images alone");
+                }
+                ("cam/depth#values/foxglove", "") => {
+                    assert_eq!(ts % 2, 1, "the depth arrays alone");
                     let shown: serde_json::Value = serde_json::from_slice(data).unwrap();
                     assert_eq!(shown, serde_json::json!({ "dtype": "<f4", "shape": [1], "values": [1.0] }));
                 }
@@ -135,7 +151,12 @@ fn a_recording_for_foxglove_holds_images_beside_the_raw_items() {
             }
             *converted.entry(topic.clone()).or_default() += 1;
         }
-        assert_eq!(converted.values().copied().collect::<Vec<_>>(), [FRAMES as usize; 4], "{converted:?}");
+        let half = FRAMES as usize / 2;
+        let counts = [("cam/boxes/foxglove", FRAMES as usize), ("cam/depth#values/foxglove", half)];
+        let counts = counts.into_iter().chain([("cam/depth/foxglove", half), ("cam/frames/foxglove", FRAMES as usize)]);
+        let counts = counts.chain([("cam/log/foxglove", FRAMES as usize)]);
+        let expected: BTreeMap<String, usize> = counts.map(|(topic, n)| (topic.to_owned(), n)).collect();
+        assert_eq!(converted, expected);
 
         // Our reader, and so replay, see the raw items alone, byte for byte.
         put.sort();

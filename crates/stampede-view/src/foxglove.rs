@@ -15,7 +15,8 @@
 //! | another codec (`raw`, an application's own) | not advertised | listed in a status, with the reason |
 //!
 //! A recording converts item by item ([`Kind::of_item`]): `npy` frames, other `npy` arrays (as
-//! JSON), JSON documents with `boxes`, and text; the rest is left as it is.
+//! JSON, on the values topic as live), JSON documents with `boxes`, and text; the rest is left as
+//! it is.
 //!
 //! Timestamps go on Foxglove's timeline through a [`Tick`]: a frame number times a tick in
 //! seconds, or nanoseconds as they are. Log time and each message's own timestamp are the same.
@@ -126,12 +127,12 @@ impl Kind {
     }
 
     /// What a recording writes beside `item` for Foxglove to draw: an image for an `npy` frame,
-    /// JSON for another `npy` array (its values, if small: [`array`](crate::array)), annotations
-    /// for a JSON document with `boxes`, a log line for text; `None` for anything else (Foxglove
-    /// shows JSON as it is).
+    /// its values for another `npy` array ([`Kind::Values`], as live: JSON, the values if small,
+    /// [`array`](crate::array)), annotations for a JSON document with `boxes`, a log line for
+    /// text; `None` for anything else (Foxglove shows JSON as it is).
     pub fn of_item(item: &Item) -> Option<Kind> {
         match item.codec() {
-            Codec::Npy if crate::image::pixels("image", "", item).is_err() => Some(Kind::Json),
+            Codec::Npy if crate::image::pixels("image", "", item).is_err() => Some(Kind::Values),
             Codec::Npy => Some(Kind::Image),
             Codec::Utf8 => Some(Kind::Log),
             Codec::Json if item.data().len() <= OVERLAY_BYTES_MAX && has_boxes(item.data()) => Some(Kind::Annotations),
@@ -411,7 +412,7 @@ mod tests {
         let npy = stampede::npy::encode_header("'|u1'", &[1, 1]).unwrap();
         assert_eq!(Kind::of_item(&item(0, [npy, vec![0]].concat(), Codec::Npy)), Some(Kind::Image));
         let state = stampede::npy::encode_header("'<f4'", &[1]).unwrap();
-        assert_eq!(Kind::of_item(&item(0, [state, vec![0; 4]].concat(), Codec::Npy)), Some(Kind::Json));
+        assert_eq!(Kind::of_item(&item(0, [state, vec![0; 4]].concat(), Codec::Npy)), Some(Kind::Values));
         assert_eq!(Kind::of_item(&item(0, br#"{"boxes": []}"#.to_vec(), Codec::Json)), Some(Kind::Annotations));
         assert_eq!(Kind::of_item(&item(0, br#"{"blobs": []}"#.to_vec(), Codec::Json)), None);
         assert_eq!(Kind::of_item(&item(0, b"[1]".to_vec(), Codec::Json)), None);
