@@ -21,10 +21,11 @@
 //!   cannot take the places of proven ones, and each is closed at its deadline.
 //! - At most [`CONNECTIONS_PER_SESSION`] × `sessions_max` proven connections at once; past it the
 //!   first request of a new one is refused (`Unreachable`) and the connection closed.
-//! - A connection on the Unix socket whose request is `Request::Pushes` of a live session (its
-//!   secret checked) becomes that session's stream of push events (`push.rs`): answered `Done`,
-//!   then only written to; one per session (a newer one replaces it), ending with the session.
-//!   It no longer counts among the proven connections.
+//! - A connection whose request is `Request::Pushes` of a live session (its secret checked)
+//!   becomes that session's stream of push events (`push.rs`): answered `Done`, then only written
+//!   to; one per session (a newer one replaces it), ending with the session. It no longer counts
+//!   among the proven connections. On the Unix socket a large pushed item is passed as its
+//!   segment; on TCP (a client on another host) it is written.
 //! - Not offered on a node with TLS: a `tls/` or `quic/` client's requests stay on TLS.
 //! - A refusal that ends a connection reaches its client, though the node may not have read the
 //!   refused frame: the node lingers on the connection (`crate::linger`) instead of resetting it.
@@ -219,12 +220,12 @@ async fn connection<S: Transport>(
         }
         read_rest(&mut stream, &mut message, length).await?;
         shared.direct_requests.fetch_add(1, Ordering::Relaxed);
-        if let Some(pushes) = serve::pushes_to(&shared, &message).filter(|_| S::PASSES_SEGMENTS) {
+        if let Some(pushes) = serve::pushes_to(&shared, &message) {
             // The connection becomes the session's stream of push events (`push.rs`).
             let answer = pushes.as_ref().map_or_else(serve::refusal, |_| serve::accepted());
             write_answer(&mut stream, &answer).await?;
-            if let (Ok(session), Some(unix)) = (pushes, stream.into_unix()) {
-                crate::push::stream_to(&session, unix);
+            if let Ok(session) = pushes {
+                crate::push::stream_to(&session, stream.into_events());
             }
             return Ok(());
         }
@@ -305,9 +306,20 @@ async fn read_rest<S: Transport>(stream: &mut S, message: &mut Vec<u8>, length: 
     Ok(())
 }
 
+/// A connection that became a session's stream of push events (`push.rs`).
+pub(crate) enum EventStream {
+    /// On the Unix socket: a large pushed item passes as its segment.
+    Unix(tokio::net::UnixStream),
+    /// On TCP, from another host: every payload is written.
+    Tcp(tokio::net::TcpStream),
+}
+
 /// Writes a push event, `answer`, on a session's stream of them (`push.rs`), as a reply.
-pub(crate) async fn write_event(stream: &mut tokio::net::UnixStream, answer: &Answer) -> std::io::Result<()> {
-    write_answer(stream, answer).await
+pub(crate) async fn write_event(stream: &mut EventStream, answer: &Answer) -> std::io::Result<()> {
+    match stream {
+        EventStream::Unix(unix) => write_answer(unix, answer).await,
+        EventStream::Tcp(tcp) => write_answer(tcp, answer).await,
+    }
 }
 
 /// Writes `answer` as one frame. On a Unix socket an item's payload that is a shared-memory
@@ -352,8 +364,8 @@ trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
     /// Reads a frame's length, with the segment passed with it, if any.
     fn read_prefix(&mut self) -> impl Future<Output = std::io::Result<(usize, Option<OwnedFd>)>> + Send + '_;
 
-    /// The connection as a Unix socket (`None`: it is another kind).
-    fn into_unix(self) -> Option<tokio::net::UnixStream>;
+    /// The connection as a stream of push events.
+    fn into_events(self) -> EventStream;
 
     /// Sends the start of `parts` with `passed`: how many bytes went.
     fn send_with<'a>(
@@ -376,8 +388,8 @@ impl Transport for tokio::net::TcpStream {
         Err(std::io::Error::other("a shared-memory segment cannot pass on TCP"))
     }
 
-    fn into_unix(self) -> Option<tokio::net::UnixStream> {
-        None
+    fn into_events(self) -> EventStream {
+        EventStream::Tcp(self)
     }
 }
 
@@ -398,7 +410,7 @@ impl Transport for tokio::net::UnixStream {
         self.async_io(Interest::WRITABLE, || shared::send_with(&*self, parts, passed.as_fd())).await
     }
 
-    fn into_unix(self) -> Option<tokio::net::UnixStream> {
-        Some(self)
+    fn into_events(self) -> EventStream {
+        EventStream::Unix(self)
     }
 }

@@ -277,6 +277,8 @@ pub(crate) struct NodeShared {
     pub(crate) websocket: OnceLock<std::net::SocketAddr>,
     /// Requests served on the direct path.
     pub(crate) direct_requests: std::sync::atomic::AtomicU64,
+    /// Push events written on clients' streams of them (`push.rs`).
+    pub(crate) streamed_pushes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl NodeShared {
@@ -365,6 +367,7 @@ impl Node {
             direct: OnceLock::new(),
             websocket: OnceLock::new(),
             direct_requests: Default::default(),
+            streamed_pushes: Default::default(),
         });
         let mesh = {
             let (dead, expelled, owner, doors) =
@@ -488,6 +491,12 @@ impl Node {
     /// queries.
     pub fn direct_requests(&self) -> u64 {
         self.shared.direct_requests.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Push events (docs/PREFETCH.md) written on clients' streams of them on the direct path;
+    /// the others went on the fabric.
+    pub fn streamed_pushes(&self) -> u64 {
+        self.shared.streamed_pushes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Where the WebSocket endpoint listens (`NodeOptions::websocket`), if it has one.

@@ -9,16 +9,17 @@
 //! the queue takes to drain). The sender publishes reliably, one event at a time, numbered (a
 //! client that finds a number missing — lost on the fabric — forgets as for a reset); it ends
 //! with its session (its queue's last sender dropped). A session never pushed to costs nothing.
-//! Where the session's client opened a stream of push events on the node's direct Unix socket
-//! (`Request::Pushes`, `direct.rs`), the sender writes the events there instead, in the same
-//! order and numbering, a large pushed item that is a shared-memory segment passed as its
-//! descriptor; a write that fails or takes longer than [`STREAM_WRITE_MAX`] closes the stream, and
+//! Where the session's client opened a stream of push events on the node's direct path
+//! (`Request::Pushes`, `direct.rs`: its Unix socket, or its TCP port for a client on another
+//! host), the sender writes the events there instead, in the same order and numbering, on the
+//! Unix socket a large pushed item that is a shared-memory segment passed as its descriptor (each
+//! event so written is counted: `Node::streamed_pushes`); a write that fails or takes longer than [`STREAM_WRITE_MAX`] closes the stream, and
 //! the events go on the fabric again (the client finds the number it missed and forgets, as for a
 //! reset).
 //! A cache's answers reported in a request's header (`RequestHeader::opened`) are applied before
 //! the request runs: each item opened on its connection, and counted on its tape as a get.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +33,7 @@ use tokio::sync::mpsc;
 use zenoh::qos::CongestionControl;
 
 use crate::desk::Desk;
+use crate::direct::EventStream;
 use crate::node::NodeShared;
 use crate::readers::Push;
 use crate::serve::Answer;
@@ -51,12 +53,12 @@ pub(crate) struct Pushing {
     /// Set when an event was dropped, cleared when the reset went out.
     dropped: Arc<AtomicBool>,
     /// A stream of events the client opened on the direct path, until the sender takes it.
-    stream: Arc<Mutex<Option<tokio::net::UnixStream>>>,
+    stream: Arc<Mutex<Option<EventStream>>>,
 }
 
 /// `stream`, a direct connection of `session`'s client, carries its push events from now on (a
 /// stream it opened before is closed).
-pub(crate) fn stream_to(session: &Session, stream: tokio::net::UnixStream) {
+pub(crate) fn stream_to(session: &Session, stream: EventStream) {
     *session.pushing.stream.lock() = Some(stream);
 }
 
@@ -112,7 +114,8 @@ fn queue(node: &Arc<NodeShared>, session: &Session, pushes: Vec<Push>) {
         let (sender, events) = mpsc::channel(PUSH_QUEUE_MAX);
         let key = fabric::push_key(&node.options.name, &session.id);
         let (dropped, stream) = (session.pushing.dropped.clone(), session.pushing.stream.clone());
-        tokio::spawn(send(Fabric { zenoh: node.zenoh.clone(), key, stream }, events, dropped));
+        let streamed = node.streamed_pushes.clone();
+        tokio::spawn(send(Fabric { zenoh: node.zenoh.clone(), key, stream, streamed }, events, dropped));
         sender
     });
     for push in pushes {
@@ -128,7 +131,9 @@ struct Fabric {
     zenoh: zenoh::Session,
     key: String,
     /// Where the client's stream arrives; taken from there into `open`.
-    stream: Arc<Mutex<Option<tokio::net::UnixStream>>>,
+    stream: Arc<Mutex<Option<EventStream>>>,
+    /// The node's count of events written on streams.
+    streamed: Arc<AtomicU64>,
 }
 
 /// Sends a session's events in order until its queue closes.
@@ -159,7 +164,7 @@ impl Fabric {
     /// fabric is gone.
     async fn publish(
         &mut self,
-        open: &mut Option<tokio::net::UnixStream>,
+        open: &mut Option<EventStream>,
         header: Vec<u8>,
         payload: Option<Bytes>,
     ) -> zenoh::Result<()> {
@@ -169,7 +174,10 @@ impl Fabric {
         let answer = Answer { header, payloads: payload.into_iter().collect(), error: None };
         if let Some(stream) = open.as_mut() {
             match tokio::time::timeout(STREAM_WRITE_MAX, crate::direct::write_event(stream, &answer)).await {
-                Ok(Ok(())) => return Ok(()),
+                Ok(Ok(())) => {
+                    self.streamed.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
                 // The client went or stopped reading: the fabric carries this event and the next.
                 _ => *open = None,
             }

@@ -129,7 +129,8 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>, 
             Ok(done())
         }
         Request::Pushes => {
-            let reason = "a stream of push events opens only on the node's direct Unix socket".into();
+            let reason =
+                "a stream of push events opens only on the node's direct path (its Unix socket or TCP port)".into();
             Err(Error::InvalidArgument { op: "prefetch", name: node.options.name.clone(), reason })
         }
         Request::Op(_) if header.opened.len() > OPENED_MAX => {

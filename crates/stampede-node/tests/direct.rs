@@ -10,7 +10,9 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use stampede::{ConnectOptions, Error, Limits, INFINITY, OLDEST_UNSEEN};
+use stampede::{
+    ConnectOptions, Container, Error, InputOptions, Limits, Prefetch, INFINITY, NEWEST_UNSEEN, OLDEST_UNSEEN,
+};
 use stampede_node::direct::{HANDSHAKE_DEADLINE, UNPROVEN_CONNECTIONS_MAX};
 use stampede_wire::{
     decode_reply, encode, Consumed, Op, Outcome, Reply, Request, RequestHeader, FRAME_LENGTH_BYTES, VERSION,
@@ -365,7 +367,9 @@ fn non_loopback_address() -> Option<std::net::IpAddr> {
 }
 
 /// A client that reached the node at a non-loopback `tcp/` endpoint uses the direct TCP port
-/// paired with it (not the Unix socket, which is for this host's loopback only).
+/// paired with it (not the Unix socket, which is for this host's loopback only), for its requests
+/// and for its stream of push events: a reader with prefetch is pushed its frames there, not on
+/// the fabric, and its cache answers from them.
 #[test]
 fn a_client_at_a_non_loopback_endpoint_uses_the_direct_tcp_port() {
     let Some(ip) = non_loopback_address() else {
@@ -383,9 +387,26 @@ fn a_client_at_a_non_loopback_endpoint_uses_the_direct_tcp_port() {
         let rt = stampede::connect(&endpoint, Some(CONNECT_TIMEOUT)).unwrap();
         let before = node.direct_requests();
         let frames = rt.create_channel("frames", Limits::unbounded()).unwrap();
-        let out = rt.task(0).unwrap().attach_output(&frames).unwrap();
+        let writer = rt.task(0).unwrap();
+        let out = writer.attach_output(&frames).unwrap();
         out.put(1, &b"over TCP"[..]).unwrap();
         assert!(node.direct_requests() - before >= 3, "create, task, attach and put on the direct TCP port");
+
+        let reader = stampede::connect(&endpoint, Some(CONNECT_TIMEOUT)).unwrap();
+        let newest = InputOptions { prefetch: Some(Prefetch::Newest), ..InputOptions::default() };
+        let Container::Channel(channel) = reader.lookup("frames").unwrap() else { panic!("a channel") };
+        let reading = reader.task(INFINITY).unwrap();
+        let inp = reading.attach_input_with(&channel, newest).unwrap();
+        let answered = (2..40).any(|ts| {
+            out.put(ts, vec![ts as u8; 64]).unwrap();
+            // Time for the push to arrive (a get before it asks the node, and the loop goes on).
+            std::thread::sleep(Duration::from_millis(50));
+            let item = inp.get(NEWEST_UNSEEN, Some(CONNECT_TIMEOUT)).unwrap();
+            inp.consume_until(item.ts).unwrap();
+            node.streamed_pushes() > 0 && support::pushes_used(&reader, &reading) > 0
+        });
+        assert!(answered, "frames pushed on the direct TCP port, and a get answered from them");
+        reader.close();
         rt.close();
     })
 }

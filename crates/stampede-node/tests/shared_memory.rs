@@ -130,24 +130,19 @@ fn a_large_pushed_item_reaches_the_cache_as_a_segment() {
                 ts += 1;
                 // Time for the push to arrive (a get before it asks the node, and the loop goes on).
                 std::thread::sleep(Duration::from_millis(50));
-                let before = used(rt, &reader);
+                let before = support::pushes_used(rt, &reader);
                 let item = inp.get(stampede::NEWEST_UNSEEN, Some(CONNECT_TIMEOUT)).unwrap();
                 inp.consume_until(item.ts).unwrap();
-                (used(rt, &reader) > before).then_some(item)
+                (support::pushes_used(rt, &reader) > before).then_some(item)
             });
             let item = answered.expect("a get answered by the cache within 20 frames");
             assert_eq!(item.data().as_ref(), &frame[..], "the frame put");
             assert_eq!(shared::descriptor(item.data()).is_some(), *passed, "a segment on the direct path only");
+            if *passed {
+                assert!(node.node.streamed_pushes() > 0, "pushed on the session's stream on the Unix socket");
+            }
         }
     })
-}
-
-/// Gets the node counts as answered by `task`'s input connection's cache.
-fn used(rt: &stampede::Runtime, task: &stampede::Task) -> u64 {
-    let graph = rt.graph().unwrap();
-    let view = graph.tasks.iter().find(|t| t.id == task.id()).expect("the task is in the graph");
-    let input = view.connections.iter().find(|c| c.kind == stampede::ConnectionKind::Input).expect("its input");
-    input.prefetch.map_or(0, |pushes| pushes.used)
 }
 
 /// Sends `message` as a frame with `passed` descriptors; `None` when the node ended the

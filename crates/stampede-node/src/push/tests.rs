@@ -13,7 +13,8 @@ use super::*;
 fn ways(stream: tokio::net::UnixStream) -> Fabric {
     let config = stampede_wire::fabric::node_config(&[], &[], Duration::from_secs(10), 1 << 20, None).unwrap();
     let zenoh = zenoh::open(config).wait().unwrap();
-    Fabric { zenoh, key: "stampede/test/push/session".into(), stream: Arc::new(Mutex::new(Some(stream))) }
+    let stream = Arc::new(Mutex::new(Some(EventStream::Unix(stream))));
+    Fabric { zenoh, key: "stampede/test/push/session".into(), stream, streamed: Arc::default() }
 }
 
 /// Zenoh needs a multi-threaded runtime (so the bound below is waited for in real time: 1 s).
@@ -36,6 +37,7 @@ fn a_stream_carries_events_until_it_breaks_then_the_fabric_does() {
         let mut open = None;
         to.publish(&mut open, b"first".to_vec(), Some(Bytes::from_static(b"!"))).await.unwrap();
         assert!(open.is_some(), "the stream that arrived carries the event");
+        assert_eq!(to.streamed.load(Ordering::Relaxed), 1, "counted as streamed");
         let mut frame = [0u8; 10];
         (&theirs).read_exact(&mut frame).unwrap();
         assert_eq!(&frame[..4], &6u32.to_le_bytes(), "a frame: its length");
@@ -43,6 +45,7 @@ fn a_stream_carries_events_until_it_breaks_then_the_fabric_does() {
         drop(theirs);
         to.publish(&mut open, b"second".to_vec(), None).await.unwrap();
         assert!(open.is_none(), "a broken stream is dropped; the fabric took the event");
+        assert_eq!(to.streamed.load(Ordering::Relaxed), 1, "not counted as streamed");
     });
 }
 

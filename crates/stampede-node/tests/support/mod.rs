@@ -113,3 +113,11 @@ pub fn direct_connection(hello: &stampede_wire::Hello) -> std::os::unix::net::Un
     stream.set_read_timeout(Some(CONNECT_TIMEOUT)).unwrap();
     stream
 }
+
+/// Gets the node counts as answered by `task`'s input connection's cache (docs/PREFETCH.md).
+pub fn pushes_used(rt: &RemoteRuntime, task: &stampede::Task) -> u64 {
+    let graph = rt.graph().unwrap();
+    let view = graph.tasks.iter().find(|t| t.id == task.id()).expect("the task is in the graph");
+    let input = view.connections.iter().find(|c| c.kind == stampede::ConnectionKind::Input).expect("its input");
+    input.prefetch.map_or(0, |pushes| pushes.used)
+}

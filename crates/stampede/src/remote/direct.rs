@@ -197,13 +197,10 @@ impl Direct {
     }
 
     /// A connection of its own that the node makes this session's stream of push events:
-    /// `request` (a `Request::Pushes`) written, and the node's reply to it. `None`: not a Unix
-    /// socket, or the node could not be reached (the events then come on the fabric). The
-    /// connection is shut down with the others when the client closes.
+    /// `request` (a `Request::Pushes`) written, and the node's reply to it. `None`: the node could
+    /// not be reached (the events then come on the fabric). The connection is shut down with the
+    /// others when the client closes.
     pub(crate) fn open_stream(&self, request: &[u8]) -> Option<(EventStream, Bytes)> {
-        if !self.passes_segments() {
-            return None;
-        }
         let mut connection = self.connect().ok()?;
         match connection.write_frame(&[request], None).and_then(|()| connection.read_reply(QUERY_MARGIN)) {
             Ok((reply, None)) => Some((EventStream { connection }, reply)),

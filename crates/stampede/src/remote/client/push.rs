@@ -116,10 +116,11 @@ impl Client {
         Ok(cache)
     }
 
-    /// Opens the session's stream of push events on the direct path where it is a Unix socket: the
-    /// node writes the events there, a large pushed item as a shared-memory segment (mapped, not
-    /// copied), and a thread of the client's reads them. Without one, or refused, they come
-    /// through the subscriber (which stays: the node goes back to it when the stream breaks).
+    /// Opens the session's stream of push events on the direct path: the node writes the events
+    /// there — on its Unix socket a large pushed item as a shared-memory segment (mapped, not
+    /// copied), on its TCP port (a client on another host) as bytes — and a thread of the
+    /// client's reads them. Without a direct path, or refused, they come through the subscriber
+    /// (which stays: the node goes back to it when the stream breaks).
     fn open_push_stream(&self) {
         let Some(direct) = self.direct.as_ref() else { return };
         let secret = self.secret.get().copied().unwrap_or_default();
