@@ -169,9 +169,13 @@ async fn socket(node: Weak<NodeShared>, stream: impl Stream, loopback: bool, pla
     let opened = tokio::time::timeout(OPEN_DEADLINE, open(&node, stream, loopback)).await;
     drop(place);
     if let Ok(Some((ws, session))) = opened {
-        serve_session(&node, ws, &session).await;
+        let refused = serve_session(&node, ws, &session).await;
         if let Some(node) = node.upgrade() {
             let _ = tokio::task::spawn_blocking(move || node.close_session(&session)).await;
+        }
+        // Its session closed first: a socket lingered on holds no claim of the session's.
+        if let Some(ws) = refused {
+            linger(ws).await;
         }
     }
 }
@@ -203,7 +207,8 @@ async fn open<S: Stream>(node: &Weak<NodeShared>, stream: S, loopback: bool) -> 
             Taken::Call(call, message) => (call, message),
             Taken::Other => continue,
             Taken::Refused(e) => {
-                refuse(ws, &e).await;
+                refuse(&mut ws, &e).await;
+                linger(ws).await;
                 return None;
             }
         };
@@ -234,8 +239,13 @@ async fn open<S: Stream>(node: &Weak<NodeShared>, stream: S, loopback: bool) -> 
 }
 
 /// Serves the calls of an open session's socket until it ends, goes silent or closes the session.
-async fn serve_session(node: &Weak<NodeShared>, mut ws: WebSocketStream<impl Stream>, session: &str) {
-    let Some(liveliness) = node.upgrade().map(|n| n.options.liveliness_timeout) else { return };
+/// Returns the socket when it refused a message (to linger on once the session is closed).
+async fn serve_session<S: Stream>(
+    node: &Weak<NodeShared>,
+    mut ws: WebSocketStream<S>,
+    session: &str,
+) -> Option<WebSocketStream<S>> {
+    let liveliness = node.upgrade()?.options.liveliness_timeout;
     let (replies, mut outbox) = mpsc::channel::<Message>(CALLS_IN_FLIGHT_MAX);
     let calls = Arc::new(Semaphore::new(CALLS_IN_FLIGHT_MAX));
     let mut ping = tokio::time::interval(liveliness / 4);
@@ -243,18 +253,18 @@ async fn serve_session(node: &Weak<NodeShared>, mut ws: WebSocketStream<impl Str
     loop {
         tokio::select! {
             message = ws.next() => {
-                let Some(message) = message else { return };
+                let message = message?;
                 heard = tokio::time::Instant::now();
                 let (call, message) = match take_call(message) {
                     Taken::Call(call, message) => (call, message),
                     Taken::Other => continue,
                     Taken::Refused(e) => {
-                        refuse(ws, &e).await;
-                        return;
+                        refuse(&mut ws, &e).await;
+                        return Some(ws);
                     }
                 };
-                let Ok(permit) = calls.clone().acquire_owned().await else { return };
-                let Some(node) = node.upgrade() else { return };
+                let Ok(permit) = calls.clone().acquire_owned().await else { return None };
+                let node = node.upgrade()?;
                 let (replies, session) = (replies.clone(), session.to_owned());
                 tokio::spawn(async move {
                     let answer = answer_call(&node, &message, &session).await;
@@ -264,12 +274,12 @@ async fn serve_session(node: &Weak<NodeShared>, mut ws: WebSocketStream<impl Str
             }
             Some(reply) = outbox.recv() => {
                 if ws.send(reply).await.is_err() {
-                    return;
+                    return None;
                 }
             }
             _ = ping.tick() => {
                 if heard.elapsed() > liveliness || ws.send(Message::Ping(Default::default())).await.is_err() {
-                    return;
+                    return None;
                 }
             }
         }
@@ -320,11 +330,15 @@ fn take_call(message: std::result::Result<Message, tokio_tungstenite::tungstenit
     }
 }
 
-/// Answers call 0 with `e`, closes the socket and lingers on it ([`crate::linger`]) so the
-/// refusal reaches the client even when the node read only the start of the refused message.
-async fn refuse<S: Stream>(mut ws: WebSocketStream<S>, e: &Error) {
+/// Answers call 0 with `e` and closes the socket; the caller then lingers on it ([`linger`]).
+async fn refuse(ws: &mut WebSocketStream<impl Stream>, e: &Error) {
     let _ = ws.send(reply(0, serve::refusal(e))).await;
     let _ = ws.close(None).await;
+}
+
+/// Lingers on a refused socket ([`crate::linger`]) before it is dropped, so the refusal reaches
+/// the client even when the node read only the start of the refused message.
+async fn linger(ws: WebSocketStream<impl Stream>) {
     crate::linger::linger(&mut ws.into_inner()).await;
 }
 
