@@ -21,7 +21,8 @@
 //!   [`OPEN_DEADLINE`]; at most [`UNOPENED_SOCKETS_MAX`] sockets (and [`UNOPENED_PER_SOURCE_MAX`]
 //!   per address) wait so, so nothing unproven costs the node much. Open, its messages may be as
 //!   large as the node's payload bound allows, must name that session, and are served
-//!   concurrently, [`CALLS_IN_FLIGHT_MAX`] at once (the socket reads no more until one ends).
+//!   concurrently, [`CALLS_IN_FLIGHT_MAX`] at once (the socket reads no more until one ends, and
+//!   writes the replies meanwhile).
 //!   The session ends when the socket does, or after `Close`.
 //! - **A silent client goes.** The node pings every socket each quarter of its liveliness
 //!   timeout; one it heard nothing from (no message, no pong) for the whole timeout is closed,
@@ -48,7 +49,7 @@ use futures_util::{SinkExt, StreamExt};
 use stampede_core::{Error, Result};
 use stampede_wire::{decode_request_head, origin, Request, REQUEST_HEADER_BYTES_MAX};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request as Upgrade, Response};
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{http, Message};
@@ -250,9 +251,16 @@ async fn serve_session<S: Stream>(
     let calls = Arc::new(Semaphore::new(CALLS_IN_FLIGHT_MAX));
     let mut ping = tokio::time::interval(liveliness / 4);
     let mut heard = tokio::time::Instant::now();
+    // The place of the next call, taken before its message is read and in a branch of its own:
+    // waiting for one inside the read would stop the replies from being written, and the calls
+    // holding the places wait for room for their replies (a deadlock seen with 200 calls at once).
+    let mut place: Option<OwnedSemaphorePermit> = None;
     loop {
         tokio::select! {
-            message = ws.next() => {
+            taken = calls.clone().acquire_owned(), if place.is_none() => {
+                place = Some(taken.ok()?);
+            }
+            message = ws.next(), if place.is_some() => {
                 let message = message?;
                 heard = tokio::time::Instant::now();
                 let (call, message) = match take_call(message) {
@@ -263,7 +271,7 @@ async fn serve_session<S: Stream>(
                         return Some(ws);
                     }
                 };
-                let Ok(permit) = calls.clone().acquire_owned().await else { return None };
+                let permit = place.take()?;
                 let node = node.upgrade()?;
                 let (replies, session) = (replies.clone(), session.to_owned());
                 tokio::spawn(async move {
