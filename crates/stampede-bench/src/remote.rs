@@ -18,6 +18,7 @@
 //!   virtual time past each; this process (one session) runs one consumer task per channel, each
 //!   on its thread, getting `OLDEST_UNSEEN` (every frame, in order), touching and consuming it.
 //!   1 → 1 is configuration A, 2 → 2 (two producer processes, two consumers in a third) is B.
+//!   With a `put_window`, the producers' puts are pipelined (`OutputOptions::put_window`).
 //! - [`present_gets`]: an exact get of an item already on the node, 8 B to a 6 MB frame (which
 //!   arrives as a shared-memory segment).
 //! - [`calls`]: one `names` request (no payload, no wait): the fabric's fixed cost per call.
@@ -26,8 +27,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use stampede::{
-    connect, connect_with, ConnectOptions, Limits, Prefetch, PutOptions, Runtime, INFINITY, NEWEST_UNSEEN,
-    OLDEST_UNSEEN,
+    connect, connect_with, ConnectOptions, Limits, OutputOptions, Prefetch, PutOptions, Runtime, INFINITY,
+    NEWEST_UNSEEN, OLDEST_UNSEEN,
 };
 
 use crate::kernel::Probe;
@@ -163,7 +164,13 @@ pub fn echo_role(role: &Role) -> BoxResult<()> {
 /// Nanoseconds from the common start until one consumer task per producer process, all in this
 /// process's session, has got and consumed `frames` frames of `frame_bytes` from its producer;
 /// the channels are named `<prefix><k>`.
-pub fn frames(endpoint: &str, prefix: &str, producers: usize, frames: usize, frame_bytes: usize) -> BoxResult<u64> {
+pub fn frames(
+    endpoint: &str,
+    prefix: &str,
+    producers: usize,
+    (frames, frame_bytes): (usize, usize),
+    put_window: usize,
+) -> BoxResult<u64> {
     let rt = connect(endpoint, Some(START_TIMEOUT))?;
     let mut channels = Vec::with_capacity(producers);
     let mut inputs = Vec::with_capacity(producers);
@@ -178,7 +185,13 @@ pub fn frames(endpoint: &str, prefix: &str, producers: usize, frames: usize, fra
     }
     let mut processes = Vec::with_capacity(producers);
     for channel in &channels {
-        let args = [endpoint.to_owned(), channel.name().to_owned(), frames.to_string(), frame_bytes.to_string()];
+        let args = [
+            endpoint.to_owned(),
+            channel.name().to_owned(),
+            frames.to_string(),
+            frame_bytes.to_string(),
+            put_window.to_string(),
+        ];
         let mut producer = Spawned::role(PRODUCER_ROLE, &args)?;
         producer.ready()?;
         processes.push(producer);
@@ -218,11 +231,12 @@ pub fn frames(endpoint: &str, prefix: &str, producers: usize, frames: usize, fra
 pub fn producer_role(role: &Role) -> BoxResult<()> {
     let (endpoint, name): (String, String) = (role.arg(0, "endpoint")?, role.arg(1, "channel")?);
     let (frames, frame_bytes): (usize, usize) = (role.arg(2, "frames")?, role.arg(3, "frame_bytes")?);
+    let put_window: usize = role.arg(4, "put_window")?;
     let rt = connect(&endpoint, Some(START_TIMEOUT))?;
     let channel = rt.channel(&name)?;
     let base = rt.ts_min();
     let task = rt.task(base)?;
-    let out = task.attach_output(&channel)?;
+    let out = task.attach_output_with(&channel, OutputOptions { put_window })?;
     let frame = source(frame_bytes, 0xc0);
     let options = PutOptions { timeout: Some(EXCHANGE_TIMEOUT), ..PutOptions::default() };
     role.ready("")?;
@@ -232,6 +246,7 @@ pub fn producer_role(role: &Role) -> BoxResult<()> {
         out.put_with(ts, frame.as_slice(), options)?;
         task.set_virtual_time(ts + 1)?;
     }
+    out.flush()?;
     rt.close();
     Ok(())
 }
@@ -262,7 +277,7 @@ pub fn present_gets(
     let task = rt.task(INFINITY)?;
     let input = task.attach_input(&channel)?;
     let total = warmup + gets;
-    let args = [endpoint.to_owned(), name.to_owned(), total.to_string(), frame_bytes.to_string()];
+    let args = [endpoint.to_owned(), name.to_owned(), total.to_string(), frame_bytes.to_string(), 0.to_string()];
     let mut producer = Spawned::role(PRODUCER_ROLE, &args)?;
     producer.ready()?;
     producer.go()?;

@@ -23,6 +23,7 @@
 mod disk_tier;
 mod lag;
 mod limits;
+mod output;
 mod put_log;
 mod reclaim;
 
@@ -40,6 +41,7 @@ use crate::time::{earliest, is_item_ts, show, Selector, Timestamp, INFINITY};
 use crate::tombstones::Tombstones;
 pub use lag::InputOptions;
 pub use limits::{Limits, Retention};
+pub use output::{OutputOptions, PUT_WINDOW_MAX};
 pub use put_log::{PutRecord, PUT_LOG_MAX};
 
 /// Identifies a connection within a node.

@@ -65,7 +65,9 @@ pub mod time;
 pub mod tombstones;
 pub mod watch;
 
-pub use channel::{ChannelState, ConnId, InputOptions, Limits, PutRecord, Retention, PUT_LOG_MAX};
+pub use channel::{
+    ChannelState, ConnId, InputOptions, Limits, OutputOptions, PutRecord, Retention, PUT_LOG_MAX, PUT_WINDOW_MAX,
+};
 pub use claims::Claims;
 pub use effects::{Effects, OpenChange, OpenChanges};
 pub use error::{Error, ErrorKind, Result, DETACHED};

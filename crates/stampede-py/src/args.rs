@@ -97,14 +97,14 @@ pub(crate) fn count<T: TryFrom<u64>>(obj: Option<&Bound<'_, PyAny>>, arg: &str, 
     }
 }
 
-/// A timeout: `None` (wait as long as needed), `0` (never wait), or seconds `>= 0`; `inf` and
-/// anything above [`TIMEOUT_SECONDS_MAX`] wait forever.
 /// A prefetch policy by name (`None`: the runtime's default).
 pub(crate) fn prefetch(name: Option<&str>, at: At<'_>) -> PyResult<Option<stampede::Prefetch>> {
     let Some(name) = name else { return Ok(None) };
     stampede::Prefetch::parse(name).map(Some).map_err(|why| at.invalid(format!("prefetch={why}")))
 }
 
+/// A timeout: `None` (wait as long as needed), `0` (never wait), or seconds `>= 0`; `inf` and
+/// anything above [`TIMEOUT_SECONDS_MAX`] wait forever.
 pub(crate) fn timeout(obj: Option<&Bound<'_, PyAny>>, at: At<'_>) -> PyResult<Option<Duration>> {
     let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(None) };
     let s = number(obj, "timeout")?;

@@ -5,7 +5,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 use pyo3::{PyTraverseError, PyVisit};
-use stampede::{InputOptions, Timestamp};
+use stampede::{InputOptions, OutputOptions, Timestamp};
 
 use crate::args::{self, At};
 use crate::connection::{ChannelInput, ChannelOutput, QueueInput, QueueOutput};
@@ -118,12 +118,29 @@ impl Task {
         Err(not_a_container(container))
     }
 
-    /// Attaches an output connection to a Channel (ChannelOutput) or a Queue (QueueOutput).
-    fn attach_output(&self, py: Python<'_>, container: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    /// Attaches an output connection to a Channel (ChannelOutput) or a Queue (QueueOutput). A
+    /// channel's output to a node may send up to `put_window` puts without waiting for their
+    /// replies (0, the default: every put waits); their errors are raised by the next `put` or
+    /// `flush` (docs/NODES.md, "Pipelined puts").
+    #[pyo3(signature = (container, *, put_window=None))]
+    fn attach_output(
+        &self,
+        py: Python<'_>,
+        container: &Bound<'_, PyAny>,
+        put_window: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         if let Ok(channel) = container.cast::<Channel>() {
             let channel = channel.get();
-            let inner = wait::released(py, || self.inner.attach_output(&channel.inner))?;
-            return ChannelOutput::new(inner, channel.handlers.clone_ref(py)).into_py_any(py);
+            let at = At { op: "attach_output", name: channel.inner.name() };
+            let options = OutputOptions { put_window: args::count(put_window, "put_window", at)?.unwrap_or(0) };
+            let inner = wait::released(py, || self.inner.attach_output_with(&channel.inner, options))?;
+            let pipelined = options.put_window > 0;
+            return ChannelOutput::new(inner, channel.handlers.clone_ref(py), pipelined).into_py_any(py);
+        }
+        if put_window.is_some_and(|o| !o.is_none()) {
+            return Err(PyTypeError::new_err(
+                "put_window is a Channel output's: a Queue's puts wait for their replies",
+            ));
         }
         if let Ok(queue) = container.cast::<Queue>() {
             let queue = queue.get();

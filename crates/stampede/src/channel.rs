@@ -236,8 +236,20 @@ impl ChannelOutput {
         forward!(&self.inner, out => out.freed())
     }
 
+    /// Waits until every put of this connection landed or failed, and raises the oldest error
+    /// of a pipelined put not raised yet (`put_window`: [`Task::attach_output_with`](crate::Task::attach_output_with)).
+    /// `Ok` at once for a connection without a window, and embedded (every put has landed
+    /// when it returns).
+    pub fn flush(&self) -> Result<()> {
+        match &self.inner {
+            Backend::Local(_) => Ok(()),
+            Backend::Remote(out) => remote!(out => out.flush()),
+        }
+    }
+
     /// Detaches the connection (idempotent; dropping it detaches too). A put blocked on it
-    /// returns `Closed`; every later call fails `Closed`.
+    /// returns `Closed`; every later call fails `Closed`. The errors of pipelined puts not raised
+    /// yet are dropped: [`flush`](Self::flush) first to see them.
     pub fn detach(&self) {
         forward!(&self.inner, out => out.detach())
     }

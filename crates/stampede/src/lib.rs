@@ -98,8 +98,9 @@ pub use runtime::{
 pub use split::{split, Gather};
 pub use stampede_core::{graph, name, prefetch, tape};
 pub use stampede_core::{
-    BudgetUse, Codec, Error, ErrorKind, InputOptions, Item, Limits, Pace, Payload, Prefetch, PutRecord, QueueItem,
-    Result, Retention, Selector, Stats, Timestamp, CODEC_NAME_BYTES_MAX, DETACHED, INFINITY, NAME_BYTES_MAX, TS_MAX,
+    BudgetUse, Codec, Error, ErrorKind, InputOptions, Item, Limits, OutputOptions, Pace, Payload, Prefetch, PutRecord,
+    QueueItem, Result, Retention, Selector, Stats, Timestamp, CODEC_NAME_BYTES_MAX, DETACHED, INFINITY, NAME_BYTES_MAX,
+    PUT_WINDOW_MAX, TS_MAX,
 };
 pub use stampede_engine::Changed;
 pub use task::{Attach, Task};

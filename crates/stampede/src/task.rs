@@ -6,7 +6,7 @@
 //! its claim on ts_min, so a task that ends never pins GC. A task of a remote runtime lives on
 //! the node, owned by the client's session.
 
-use stampede_core::{Error, InputOptions, Result, Timestamp};
+use stampede_core::{Error, InputOptions, OutputOptions, Result, Timestamp};
 
 #[cfg(not(feature = "remote"))]
 use crate::backend::Never as RemoteTask;
@@ -72,6 +72,14 @@ impl Task {
     /// Attaches an output connection to a channel or queue.
     pub fn attach_output<C: Attach>(&self, container: &C) -> Result<C::Output> {
         container.attach_output(self)
+    }
+
+    /// Attaches an output connection to a channel with options: remotely, `put_window` puts
+    /// may be on their way to the node at once, their errors raised by the connection's next
+    /// `put` or [`flush`](crate::ChannelOutput::flush) (docs/NODES.md, "Pipelined puts").
+    /// `InvalidArgument` for a window above [`PUT_WINDOW_MAX`](crate::PUT_WINDOW_MAX).
+    pub fn attach_output_with(&self, channel: &Channel, options: OutputOptions) -> Result<ChannelOutput> {
+        channel.attach_output_with(self, options)
     }
 
     /// Labels the task for tools: [`Runtime::graph`](crate::Runtime::graph), dashboards,
@@ -143,6 +151,18 @@ impl Channel {
         };
         Ok(ChannelInput { channel: self.clone(), inner })
     }
+
+    fn attach_output_with(&self, task: &Task, options: OutputOptions) -> Result<ChannelOutput> {
+        let inner = match (&self.0, &task.0) {
+            (Backend::Local(c), Backend::Local(t)) => {
+                options.check(self.name())?;
+                Backend::Local(c.attach_output(t)?)
+            }
+            (Backend::Remote(c), Backend::Remote(t)) => remote!(c, t => Backend::Remote(c.attach_output(t, options)?)),
+            _ => return Err(elsewhere("attach_output", self.name(), task)),
+        };
+        Ok(ChannelOutput { channel: self.clone(), inner })
+    }
 }
 
 impl Attach for Channel {
@@ -152,12 +172,7 @@ impl Attach for Channel {
         self.attach_input_with(task, InputOptions::default())
     }
     fn attach_output(&self, task: &Task) -> Result<ChannelOutput> {
-        let inner = match (&self.0, &task.0) {
-            (Backend::Local(c), Backend::Local(t)) => Backend::Local(c.attach_output(t)?),
-            (Backend::Remote(c), Backend::Remote(t)) => remote!(c, t => Backend::Remote(c.attach_output(t)?)),
-            _ => return Err(elsewhere("attach_output", self.name(), task)),
-        };
-        Ok(ChannelOutput { channel: self.clone(), inner })
+        self.attach_output_with(task, OutputOptions::default())
     }
 }
 

@@ -51,7 +51,7 @@ use stampede_bench::ping_pong::timed;
 use stampede_bench::process::{Node, Role};
 use stampede_bench::reference::redis::{self, RedisServer};
 use stampede_bench::reference::{seeds, tcp, unix, zenoh_pub_sub, zenoh_query};
-use stampede_bench::remote::Via;
+use stampede_bench::remote::{Via, FRAME_CAPACITY};
 use stampede_bench::report::Line;
 use stampede_bench::stats::{mb_per_s, Summary};
 use stampede_bench::{python, remote};
@@ -66,6 +66,7 @@ const PAYLOAD_BYTES: [usize; 4] = [8, 1024, 8 * 1024, 60 * 1024];
 const BENCH: &str = "remote";
 const BENCH_THROUGHPUT: &str = "remote_throughput";
 const STAMPEDE: &str = "stampede remote (serve, tcp loopback)";
+const STAMPEDE_PIPELINED: &str = "stampede remote (serve, tcp loopback, puts pipelined)";
 const STAMPEDE_ZENOH_ONLY: &str = "stampede remote (serve, tcp loopback, zenoh queries only)";
 const RAW_TCP: &str = "raw TCP ping-pong";
 const UNIX_SOCKET: &str = "Unix-socket ping-pong";
@@ -292,28 +293,39 @@ impl RoundTrips {
     }
 }
 
-/// One throughput case: `producers` producer processes → as many consumers, through the node and
-/// on raw TCP, best of the rounds each.
+/// One throughput case: `producers` producer processes → as many consumers, through the node
+/// (each put waiting for its reply, then with puts pipelined, a window of the channel's
+/// capacity) and on raw TCP, best of the rounds each, the three alternating.
 fn throughput(node: &Node, case: &str, producers: usize, counts: &Counts) -> BoxResult<()> {
-    let (mut stampede_ns, mut tcp_ns) = (u64::MAX, u64::MAX);
+    let (mut stampede_ns, mut pipelined_ns, mut tcp_ns) = (u64::MAX, u64::MAX, u64::MAX);
     for round in 0..counts.rounds {
+        let shape = (counts.frames, IMAGE_BYTES);
         let prefix = format!("bench/frames{producers}x{round}-");
-        stampede_ns = stampede_ns.min(remote::frames(&node.endpoint, &prefix, producers, counts.frames, IMAGE_BYTES)?);
+        stampede_ns = stampede_ns.min(remote::frames(&node.endpoint, &prefix, producers, shape, 0)?);
+        let prefix = format!("bench/frames{producers}x{round}p-");
+        pipelined_ns = pipelined_ns.min(remote::frames(&node.endpoint, &prefix, producers, shape, FRAME_CAPACITY)?);
         tcp_ns = tcp_ns.min(tcp::stream(producers, counts.frames, IMAGE_BYTES)?);
     }
     let frames = (producers * counts.frames) as u64;
     let bytes = frames * IMAGE_BYTES as u64;
     let rate = |ns: u64| (frames as f64 / (ns as f64 / 1e9), mb_per_s(bytes, ns));
-    let ((stampede_fps, stampede_mb), (tcp_fps, tcp_mb)) = (rate(stampede_ns), rate(tcp_ns));
-    let mut line = Line::new(BENCH_THROUGHPUT, case, STAMPEDE)
-        .field("frames", frames)
-        .field("frames_per_s", stampede_fps)
-        .field("mb_per_s", stampede_mb)
-        .ratio(TCP_STREAM, stampede_mb / tcp_mb);
-    if let Some(seed_mb) = seeds::stm_memory_channel_mb_per_s(case) {
-        line = line.field("ratio_vs_seed_stm_memory_channel", stampede_mb / seed_mb);
+    let tcp_mb = rate(tcp_ns).1;
+    for (subject, ns) in [(STAMPEDE, stampede_ns), (STAMPEDE_PIPELINED, pipelined_ns)] {
+        let (fps, mb) = rate(ns);
+        let mut line = Line::new(BENCH_THROUGHPUT, case, subject)
+            .field("frames", frames)
+            .field("frames_per_s", fps)
+            .field("mb_per_s", mb)
+            .ratio(TCP_STREAM, mb / tcp_mb);
+        if subject == STAMPEDE_PIPELINED {
+            line = line.field("put_window", FRAME_CAPACITY as u64);
+        }
+        if let Some(seed_mb) = seeds::stm_memory_channel_mb_per_s(case) {
+            line = line.field("ratio_vs_seed_stm_memory_channel", mb / seed_mb);
+        }
+        line.emit();
     }
-    line.emit();
+    let (tcp_fps, tcp_mb) = rate(tcp_ns);
     Line::new(BENCH_THROUGHPUT, case, TCP_STREAM)
         .field("frames", frames)
         .field("frames_per_s", tcp_fps)

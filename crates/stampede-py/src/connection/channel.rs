@@ -23,12 +23,15 @@ pub(crate) struct ChannelOutput {
     slot: Slot<stampede::ChannelOutput>,
     /// The runtime's GC handlers (see `reclaim::Handlers`).
     handlers: Py<Handlers>,
+    /// Attached with a `put_window`: a put returns before the node's reply, so it is made whole
+    /// (with the caller's timeout), not in slices that check for signals.
+    pipelined: bool,
 }
 
 impl ChannelOutput {
-    pub(crate) fn new(conn: stampede::ChannelOutput, handlers: Py<Handlers>) -> ChannelOutput {
+    pub(crate) fn new(conn: stampede::ChannelOutput, handlers: Py<Handlers>, pipelined: bool) -> ChannelOutput {
         let name = conn.channel().name().to_owned();
-        ChannelOutput { slot: Slot::new(conn, &name), handlers }
+        ChannelOutput { slot: Slot::new(conn, &name), handlers, pipelined }
     }
 
     /// Converts a put's arguments and copies its data in (once).
@@ -63,7 +66,9 @@ connection_class! {
 
     /// Puts `data` (bytes-like, str, NumPy array or Item) at `ts`. Copies the data once.
     /// `refcount`: consumptions after which the item is reclaimed. `timeout` bounds the wait
-    /// for room in a full bounded channel (None = wait, 0 = raise Full at once).
+    /// for room in a full bounded channel (None = wait, 0 = raise Full at once). On a connection
+    /// attached with `put_window`, a remote put returns before the node's reply: its error is
+    /// raised by the next `put` or `flush` (docs/NODES.md, "Pipelined puts").
     #[pyo3(signature = (ts, data, refcount=None, timeout=None, codec=None))]
     fn put(
         &self,
@@ -75,7 +80,18 @@ connection_class! {
         codec: Option<&str>,
     ) -> PyResult<()> {
         let (PutArgs { conn, ts, payload, timeout }, refcount) = self.prepare(ts, data, refcount, timeout, codec)?;
+        if self.pipelined {
+            return py.detach(|| conn.put_with(ts, payload, PutOptions { refcount, timeout })).map_err(to_pyerr);
+        }
         wait::blocking(py, timeout, |slice| conn.put_with(ts, payload.clone(), PutOptions { refcount, timeout: slice }))
+    }
+
+    /// Waits until every put of this connection landed or failed, and raises the oldest error of
+    /// a pipelined put not raised yet (`put_window`). Returns at once for a connection without a
+    /// window, and embedded.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let conn = self.slot.get()?;
+        py.detach(|| conn.flush()).map_err(to_pyerr)
     }
 
     /// The asyncio form of `put`: an awaitable that waits for room without blocking the loop.

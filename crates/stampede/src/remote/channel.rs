@@ -18,11 +18,13 @@ use crate::payload::Buffers;
 use crate::trace::{self, Kind, NO_ITEM};
 use crate::wait::Changed;
 use crate::{
-    Error, InputOptions, IntoPayload, Item, Limits, Payload, PutOptions, Result, Retention, Selector, Timestamp,
+    Error, InputOptions, IntoPayload, Item, Limits, OutputOptions, Payload, PutOptions, Result, Retention, Selector,
+    Timestamp,
 };
 
 use crate::remote::client::Cache;
 use crate::remote::connection::{container_handle, item, Link};
+use crate::remote::pipeline::{Pipeline, Pipelined};
 use crate::remote::runtime::unexpected;
 use crate::remote::task::RemoteTask;
 use stampede_core::Prefetch;
@@ -88,10 +90,12 @@ impl RemoteChannel {
         Ok(RemoteChannelInput { link, got: Mutex::default(), cache, asking, defers, last_consume, answered_here })
     }
 
-    pub(crate) fn attach_output(&self, task: &RemoteTask) -> Result<RemoteChannelOutput> {
+    pub(crate) fn attach_output(&self, task: &RemoteTask, options: OutputOptions) -> Result<RemoteChannelOutput> {
+        options.check(self.name())?;
         let link = self.container.attach(task, None)?;
         let buffers = link.client.buffers();
-        Ok(RemoteChannelOutput { channel: self.clone(), link, buffers })
+        let pipeline = (options.put_window > 0).then(|| Pipeline::new(options.put_window));
+        Ok(RemoteChannelOutput { channel: self.clone(), link, buffers, pipeline })
     }
 }
 
@@ -101,6 +105,8 @@ pub(crate) struct RemoteChannelOutput {
     link: Link,
     /// Buffers borrowed payloads are copied into (once) before they are sent.
     buffers: Arc<Buffers>,
+    /// Its puts sent without waiting for their replies, when attached with a window.
+    pipeline: Option<Pipeline>,
 }
 
 impl RemoteChannelOutput {
@@ -111,7 +117,22 @@ impl RemoteChannelOutput {
         let codec = payload.codec.name().to_owned();
         let connection = self.link.id;
         let request = |wait_us| Op::Put { connection, ts, codec: codec.clone(), refcount: options.refcount, wait_us };
-        self.landed(ts, done("put", &self.link, self.link.waiting(options.timeout, Some(payload.data), request)))
+        let pipelined =
+            self.pipeline.as_ref().and_then(|p| p.put(&self.link.client, ts, options.timeout, &payload.data, request));
+        match pipelined {
+            Some(Pipelined::Raised(e)) => Err(e),
+            Some(Pipelined::Sent(sent)) => self.landed(ts, sent),
+            None => self
+                .landed(ts, done("put", &self.link, self.link.waiting(options.timeout, Some(payload.data), request))),
+        }
+    }
+
+    /// Waits until every pipelined put of this connection was answered, and raises the oldest
+    /// error of one not raised yet (as [`crate::ChannelOutput::flush`]). `Ok` at once without a
+    /// window.
+    pub fn flush(&self) -> Result<()> {
+        self.link.check_attached()?;
+        self.pipeline.as_ref().map_or(Ok(()), |pipeline| pipeline.flush(&self.link.client))
     }
 
     /// [`put_with`](Self::put_with) without blocking a thread.

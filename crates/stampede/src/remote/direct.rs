@@ -10,11 +10,14 @@
 //! Guarantees:
 //! - One request at a time per connection. A call takes an idle connection or opens one, so no
 //!   caller waits behind another's reply and no reply is handed from thread to thread.
-//! - A request sent without waiting ([`Direct::send`]: a consume, a drop's detach) is written at
-//!   once, so the node applies it at once; its reply is read later. Every call made after it
-//!   sees its effect, as embedded: the call either goes on the same connection right after it
-//!   (the node serves a connection's requests in order) or waits until its reply was read.
-//!   At most [`SENDS_OWED_MAX`] replies are owed; the send after reads them first.
+//! - A request sent without waiting ([`Direct::send`]: a consume, a drop's detach, a pipelined
+//!   put) is written at once, so the node applies it at once; its reply is read later, and handed
+//!   to the send's [`OnReply`] if it has one. Every call made after it sees its effect, as
+//!   embedded: the call either goes on the same connection right after it (the node serves a
+//!   connection's requests in order) or waits until its reply was read. At most
+//!   [`SENDS_OWED_MAX`] replies are owed; the send after reads them first. A reply that can never
+//!   come (its connection failed, the client closed) is handed to its handler as such: every
+//!   handler runs exactly once.
 //! - A connection whose exchange failed in any way (timeout, short read, a length out of bounds)
 //!   is never used again: a late reply is never read as the answer to a later request.
 //! - [`Direct::close`] shuts every connection down, idle or in use: a call blocked on the node's
@@ -22,7 +25,7 @@
 //! - Bounded: at most [`IDLE_MAX`] idle connections are kept; a reply longer than
 //!   [`REPLY_BYTES_MAX`] ends its connection before anything is allocated for it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::fd::BorrowedFd;
 use std::os::linux::net::SocketAddrExt;
@@ -61,8 +64,7 @@ pub const DIRECT_COOLDOWN: Duration = Duration::from_secs(1);
 pub(crate) struct Direct {
     address: Address,
     idle: Mutex<Vec<Connection>>,
-    /// The connection that carried the latest sends, and how many of their replies are unread.
-    owed: Mutex<(Option<Connection>, usize)>,
+    owed: Mutex<Owed>,
     /// Sends written, and sends whose replies were read (or can never come).
     sends: Sends,
     /// A clone of every connection not yet dropped, by id, to shut them down on close; `None`
@@ -71,6 +73,19 @@ pub(crate) struct Direct {
     next_id: AtomicU64,
     /// Until when requests go as zenoh queries instead, after an exchange here failed.
     cooling: Mutex<Option<Instant>>,
+}
+
+/// What a send's reply is for: `None`, nothing (it is read and dropped: a consume, a detach);
+/// `Some`, a handler given the reply's message, or why none can come (a pipelined put).
+pub(crate) type OnReply = Option<Box<dyn FnOnce(Result<Bytes, String>) + Send>>;
+
+/// The connection that carried the latest sends, and what each of their unread replies is for,
+/// oldest first. Replies are owed only on a connection: `replies` is empty when `connection` is
+/// `None`.
+#[derive(Default)]
+struct Owed {
+    connection: Option<Connection>,
+    replies: VecDeque<OnReply>,
 }
 
 #[derive(Clone, Debug)]
@@ -118,7 +133,7 @@ impl Direct {
             let direct = Direct {
                 address,
                 idle: Mutex::new(Vec::new()),
-                owed: Mutex::new((None, 0)),
+                owed: Mutex::default(),
                 sends: Sends::default(),
                 open: Mutex::new(Some(HashMap::new())),
                 next_id: AtomicU64::new(0),
@@ -149,14 +164,15 @@ impl Direct {
         passed: Option<BorrowedFd<'_>>,
         timeout: Duration,
     ) -> Result<(Bytes, Option<Bytes>), String> {
-        let owed = std::mem::take(&mut *self.owed.lock());
-        let (mut connection, owed) = match owed {
-            (Some(connection), owed) => (connection, owed),
-            (None, _) => {
+        let Owed { connection, replies } = std::mem::take(&mut *self.owed.lock());
+        let (mut connection, owed) = match connection {
+            Some(connection) => (connection, replies),
+            None => {
+                debug_assert!(replies.is_empty(), "replies owed on no connection");
                 // Sends written before this call may be on a connection another call took: their
                 // effects come first.
                 self.sends.wait_answered(self.sends.written.load(Ordering::SeqCst), timeout);
-                (self.idle_or_connect()?, 0)
+                (self.idle_or_connect()?, VecDeque::new())
             }
         };
         let result = connection.write_frame(parts, passed).and_then(|()| {
@@ -216,33 +232,38 @@ impl Direct {
         matches!(self.address, Address::Unix(_))
     }
 
-    /// Writes one request and returns without its reply, which a later call reads. `Err`: the
-    /// request may not have reached the node.
-    pub(crate) fn send(&self, parts: &[&[u8]]) -> Result<(), String> {
+    /// Writes one request (`parts`, concatenated, and `passed`, as for an exchange) and returns
+    /// without its reply, which a later call reads and hands to `on_reply`. `Err`: the request
+    /// may not have reached the node (`on_reply` is dropped unrun: the caller has the error).
+    pub(crate) fn send(
+        &self,
+        parts: &[&[u8]],
+        passed: Option<BorrowedFd<'_>>,
+        on_reply: OnReply,
+    ) -> Result<(), String> {
         let mut owed = self.owed.lock();
-        let (connection, count) = &mut *owed;
-        let mut taken = match connection.take() {
+        let mut taken = match owed.connection.take() {
             Some(connection) => connection,
             None => self.idle_or_connect()?,
         };
-        if *count >= SENDS_OWED_MAX {
-            let owed = std::mem::take(count);
-            if let Err(e) = self.read_owed(&mut taken, owed, QUERY_MARGIN) {
+        if owed.replies.len() >= SENDS_OWED_MAX {
+            let replies = std::mem::take(&mut owed.replies);
+            if let Err(e) = self.read_owed(&mut taken, replies, QUERY_MARGIN) {
                 return Err(self.failed(&taken, &e));
             }
         }
-        let result = taken.write_frame(parts, None);
-        match result {
+        match taken.write_frame(parts, passed) {
             Ok(()) => {
                 self.sends.written.fetch_add(1, Ordering::SeqCst);
-                *count += 1;
-                *connection = Some(taken);
+                owed.replies.push_back(on_reply);
+                owed.connection = Some(taken);
                 Ok(())
             }
             Err(e) => {
+                let reason = self.failed(&taken, &e);
                 // The replies owed on it can never come now.
-                self.sends.answer(std::mem::take(count) as u64);
-                Err(self.failed(&taken, &e))
+                self.never_answered(std::mem::take(&mut owed.replies), &reason);
+                Err(reason)
             }
         }
     }
@@ -250,9 +271,9 @@ impl Direct {
     /// Waits (at most `timeout`) until every send written so far was answered: reads the owed
     /// replies, or waits for the call that took their connection to read them.
     pub(crate) fn finish_sends(&self, timeout: Duration) {
-        let (connection, owed) = std::mem::take(&mut *self.owed.lock());
+        let Owed { connection, replies } = std::mem::take(&mut *self.owed.lock());
         if let Some(mut connection) = connection {
-            match self.read_owed(&mut connection, owed, timeout) {
+            match self.read_owed(&mut connection, replies, timeout) {
                 Ok(()) => self.give_back(connection),
                 Err(_) => self.forget(connection.id),
             }
@@ -260,25 +281,78 @@ impl Direct {
         self.sends.wait_answered(self.sends.written.load(Ordering::SeqCst), timeout);
     }
 
-    /// Reads `owed` replies of sends on `connection` and drops them. A send's error (say, its
-    /// connection was detached meanwhile) is not reported: the caller returned long ago. On a
-    /// failure the replies not read can never come: they count as answered all the same.
-    fn read_owed(&self, connection: &mut Connection, owed: usize, timeout: Duration) -> std::io::Result<()> {
-        for read in 0..owed {
-            if let Err(e) = connection.read_reply(timeout) {
-                self.sends.answer((owed - read) as u64);
-                return Err(e);
+    /// Reads the oldest owed reply and hands it to its handler, when the connection that carries
+    /// the owed replies is here; else (a call took it, and reads them before its own reply)
+    /// waits, at most `timeout`, until one more send is answered. For a caller waiting for the
+    /// reply of one send of its own (a pipelined put whose window is full).
+    pub(crate) fn read_one_owed(&self, timeout: Duration) {
+        let mut owed = self.owed.lock();
+        let answered = self.sends.answered.load(Ordering::SeqCst);
+        let Some(on_reply) = owed.replies.pop_front() else {
+            drop(owed);
+            self.sends.wait_answered(answered.saturating_add(1), timeout);
+            return;
+        };
+        let replies = std::iter::once(on_reply).collect();
+        let Some(mut connection) = owed.connection.take() else {
+            self.never_answered(replies, "no connection carries the reply");
+            return;
+        };
+        match self.read_owed(&mut connection, replies, timeout) {
+            Ok(()) => owed.connection = Some(connection),
+            Err(e) => {
+                let reason = self.failed(&connection, &e);
+                self.never_answered(std::mem::take(&mut owed.replies), &reason);
             }
-            self.sends.answer(1);
+        }
+    }
+
+    /// Reads the `replies` owed on `connection`, in order, handing each to its handler. On a
+    /// failure the replies not read can never come: their handlers are told so, and they count
+    /// as answered all the same.
+    fn read_owed(
+        &self,
+        connection: &mut Connection,
+        replies: VecDeque<OnReply>,
+        timeout: Duration,
+    ) -> std::io::Result<()> {
+        let mut replies = replies.into_iter();
+        while let Some(on_reply) = replies.next() {
+            match connection.read_reply(timeout) {
+                Ok((message, _)) => {
+                    if let Some(on_reply) = on_reply {
+                        on_reply(Ok(message));
+                    }
+                    self.sends.answer(1);
+                }
+                Err(e) => {
+                    let reason = format!("{}: {e}", self.describe());
+                    self.never_answered(std::iter::once(on_reply).chain(replies), &reason);
+                    return Err(e);
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Tells the handlers of `replies` that they can never come (`reason`), and counts them as
+    /// answered.
+    fn never_answered(&self, replies: impl IntoIterator<Item = OnReply>, reason: &str) {
+        let mut count = 0;
+        for on_reply in replies {
+            if let Some(on_reply) = on_reply {
+                on_reply(Err(reason.to_owned()));
+            }
+            count += 1;
+        }
+        self.sends.answer(count);
     }
 
     /// Shuts every connection down (a call waiting on one returns) and opens none after.
     /// Idempotent.
     pub(crate) fn close(&self) {
-        let (_, owed) = std::mem::take(&mut *self.owed.lock());
-        self.sends.answer(owed as u64);
+        let Owed { replies, .. } = std::mem::take(&mut *self.owed.lock());
+        self.never_answered(replies, "the client closed before the node's reply was read");
         let open = self.open.lock().take();
         for stream in open.into_iter().flat_map(HashMap::into_values) {
             stream.shutdown();

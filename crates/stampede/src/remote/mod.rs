@@ -13,7 +13,8 @@
 //!   lost or delivered twice, in parts: `connect` (reaching a node, the hello, opening the
 //!   session), `exchange` (one request and its reply, retries, the lateness rule), `waits`
 //!   (sliced waits), `sends` (requests sent without waiting), `close` (ending a session).
-//! - `direct` (private) — requests on the node's own sockets where it offers them, beside zenoh.
+//! - `direct` (private) — requests on the node's own sockets where it offers them, beside zenoh;
+//!   `pipeline` (private) — puts sent there without waiting for their replies.
 //! - `runtime`, `task`, `channel`, `queue`, `connection` (private) — the remote forms of the
 //!   public types; `reclaim` (private) — GC handlers run on the client for items reclaimed on
 //!   the node.
@@ -29,6 +30,7 @@ pub(crate) mod direct;
 #[cfg(feature = "faults")]
 pub mod faults;
 mod frames;
+mod pipeline;
 pub(crate) mod queue;
 pub(crate) mod reclaim;
 pub(crate) mod runtime;

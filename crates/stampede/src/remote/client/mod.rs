@@ -74,6 +74,7 @@ mod waits;
 
 pub(crate) use connect::connect;
 pub(crate) use push::Cache;
+pub(crate) use waits::micros;
 
 /// A client's connection to one node: its zenoh session and its Stampede session there.
 pub(crate) struct Client {

@@ -1,13 +1,19 @@
-//! Requests sent without waiting for their replies (drops, detaches), and waiting for them to be
-//! applied before the next call.
+//! Requests sent without waiting for their replies (drops, detaches, pipelined puts), and waiting
+//! for them to be applied before the next call.
 //!
 //! A call made after a send sees the send's effect on the node, as embedded: the replies of the
 //! sends made as zenoh queries (at most [`UNFINISHED_SENDS_MAX`] unfinished) are waited for first,
 //! and a call made as a zenoh query first waits until the node applied the direct path's sends (a
 //! call on the direct path follows them on their connection).
 
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::remote::direct::OnReply;
 use crate::remote::QUERY_MARGIN;
-use stampede_wire::{encode, Op, Request};
+use stampede_wire::{encode, shared, Op, Request};
 use zenoh::query::ConsolidationMode;
 use zenoh::Wait;
 
@@ -30,7 +36,7 @@ impl Client {
         if let Some(direct) = self.direct_path() {
             // A send that fails is as one whose query fails: the node goes or is gone (what its
             // header carried is carried by every request until a reply confirms it).
-            let _ = direct.send(&[&encode(&self.header(None, request))]);
+            let _ = direct.send(&[&encode(&self.header(None, request))], None, None);
             return;
         }
         if self.unfinished.lock().len() >= UNFINISHED_SENDS_MAX {
@@ -40,6 +46,41 @@ impl Client {
         let query = self.zenoh.get(&self.rpc_key).payload(message).consolidation(ConsolidationMode::None);
         if let Ok(replies) = query.timeout(QUERY_MARGIN).wait() {
             self.unfinished.lock().push(replies);
+        }
+    }
+
+    /// Whether a put may be sent without waiting for its reply now (`remote/pipeline.rs`): only on
+    /// the direct path, whose connection the node serves in order.
+    pub(crate) fn pipelines(&self) -> bool {
+        self.check_open("put").is_ok() && self.direct_path().is_some_and(|direct| direct.usable())
+    }
+
+    /// Sends a pipelined put `op` with its `payload` on the direct path without waiting for its
+    /// reply, which a later call reads and hands to `on_reply`. `None`: the requests go as zenoh
+    /// queries now (a query may be overtaken by the next), and the put is the caller's to make as
+    /// a call. `Some(Err)`: it may not have reached the node.
+    pub(crate) fn send_put(
+        &self,
+        op: Op,
+        payload: &Bytes,
+        on_reply: OnReply,
+    ) -> Option<std::result::Result<(), String>> {
+        let direct = self.direct_path().filter(|direct| direct.usable())?;
+        let header = encode(&self.header(None, op.into()));
+        // A large payload to a node on this host goes as a shared-memory segment, as a call's.
+        let passed = Some(payload).filter(|_| direct.passes_segments()).and_then(shared::share);
+        let parts: &[&[u8]] = match &passed {
+            None => &[&header, payload],
+            Some(_) => &[&header],
+        };
+        Some(blocking(|| direct.send(parts, passed.as_ref().map(|(d, _)| d.as_fd()), on_reply)))
+    }
+
+    /// Reads one reply owed on the direct path, or waits at most `timeout` for another call to
+    /// (see [`Direct::read_one_owed`](crate::remote::direct::Direct::read_one_owed)).
+    pub(crate) fn read_one_owed(&self, timeout: Duration) {
+        if let Some(direct) = &self.direct {
+            blocking(|| direct.read_one_owed(timeout));
         }
     }
 
