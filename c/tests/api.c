@@ -679,6 +679,23 @@ static void test_a_prefetch_policy(void) {
     pipe_close(&p);
 }
 
+/* An output attached with a put window puts as any output (embedded a put lands before it returns,
+ * so its error is its own, and flush returns at once: docs/NODES.md, "Pipelined puts"); a window
+ * above STP_PUT_WINDOW_MAX is refused. */
+static void test_a_put_window(void) {
+    struct pipe p = pipe_open("window/c", 1, 0);
+    stp_channel_output *windowed = NULL;
+    CHECK_RC(stp_task_attach_output_window(p.producer, p.ch, STP_PUT_WINDOW_MAX + 1, &windowed), STP_INVALID_ARGUMENT);
+    CHECK(windowed == NULL);
+    OK(stp_task_attach_output_window(p.producer, p.ch, 4, &windowed));
+    OK(stp_channel_output_put(windowed, 1, NULL, (const uint8_t *)"a", 1, -1, 0));
+    CHECK_RC(stp_channel_output_put(windowed, 2, NULL, (const uint8_t *)"b", 1, -1, 0), STP_FULL);
+    OK(stp_channel_output_flush(windowed));
+    CHECK_RC(stp_channel_output_flush(NULL), STP_INVALID_ARGUMENT);
+    stp_channel_output_free(windowed);
+    pipe_close(&p);
+}
+
 /* ---- npy ------------------------------------------------------------------------------------ */
 
 /* stp_npy_header decodes a valid header (descr without quotes, shape, offsets), reports the
@@ -728,6 +745,7 @@ int main(void) {
         {"tasks_and_ts_min", test_tasks_and_ts_min},
         {"a_bound_on_lag", test_a_bound_on_lag},
         {"a_prefetch_policy", test_a_prefetch_policy},
+        {"a_put_window", test_a_put_window},
         {"npy_headers", test_npy_headers},
     };
     size_t count = sizeof tests / sizeof tests[0];

@@ -30,6 +30,10 @@
 // from what it gets). Never an item timestamp.
 #define STP_INFINITY INT64_MAX
 
+// Most puts of one output connection on their way to the node at once
+// (`stp_task_attach_output_window`).
+#define STP_PUT_WINDOW_MAX 64
+
 // Success.
 #define STP_OK 0
 
@@ -469,6 +473,15 @@ int stp_task_attach_input_prefetch(const struct stp_task *task, const struct stp
 // `task` and `ch` are NULL or live; `out` NULL or valid for writing a pointer.
 int stp_task_attach_output(const struct stp_task *task, const struct stp_channel *ch, struct stp_channel_output **out);
 
+// As `stp_task_attach_output`, with a put window: through a node, up to `put_window` puts are
+// sent without waiting for their replies; a put's error is returned by the connection's next
+// `stp_channel_output_put` or `stp_channel_output_flush` (docs/NODES.md, "Pipelined puts"). 0:
+// every put waits (`stp_task_attach_output`). `STP_INVALID_ARGUMENT` above `STP_PUT_WINDOW_MAX`.
+//
+// # Safety
+// `task` and `ch` are NULL or live; `out` NULL or valid for writing a pointer.
+int stp_task_attach_output_window(const struct stp_task *task, const struct stp_channel *ch, size_t put_window, struct stp_channel_output **out);
+
 // Attaches an input connection of `task` to the queue, written to `*out`.
 //
 // # Safety
@@ -527,7 +540,16 @@ int stp_channel_output_put(const struct stp_channel_output *out, int64_t ts, con
 // `out` is NULL or a live output connection.
 int64_t stp_channel_output_demand(const struct stp_channel_output *out);
 
-// Detaches the output connection (idempotent); a put blocked on it returns `STP_CLOSED`.
+// Waits until every put of the connection landed or failed, and returns the oldest error of a
+// pipelined put not returned yet (`stp_task_attach_output_window`); `STP_OK` at once without a
+// window, and embedded.
+//
+// # Safety
+// `out` is NULL or a live output connection.
+int stp_channel_output_flush(const struct stp_channel_output *out);
+
+// Detaches the output connection (idempotent); a put blocked on it returns `STP_CLOSED`. The
+// errors of pipelined puts not returned yet are dropped: `stp_channel_output_flush` first.
 //
 // # Safety
 // `out` is NULL or a live output connection.

@@ -199,7 +199,22 @@ pub unsafe extern "C" fn stp_channel_output_demand(out: *const stp_channel_outpu
     })
 }
 
-/// Detaches the output connection (idempotent); a put blocked on it returns `STP_CLOSED`.
+/// Waits until every put of the connection landed or failed, and returns the oldest error of a
+/// pipelined put not returned yet (`stp_task_attach_output_window`); `STP_OK` at once without a
+/// window, and embedded.
+///
+/// # Safety
+/// `out` is NULL or a live output connection.
+#[no_mangle]
+pub unsafe extern "C" fn stp_channel_output_flush(out: *const stp_channel_output) -> c_int {
+    guard("stp_channel_output_flush", || {
+        // SAFETY: NULL or live per the contract.
+        unsafe { handle(out, "stp_channel_output_flush", "out") }?.output.flush()
+    })
+}
+
+/// Detaches the output connection (idempotent); a put blocked on it returns `STP_CLOSED`. The
+/// errors of pipelined puts not returned yet are dropped: `stp_channel_output_flush` first.
 ///
 /// # Safety
 /// `out` is NULL or a live output connection.

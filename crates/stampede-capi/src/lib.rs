@@ -77,6 +77,11 @@ mod tests;
 /// from what it gets). Never an item timestamp.
 pub const STP_INFINITY: i64 = i64::MAX;
 
+/// Most puts of one output connection on their way to the node at once
+/// (`stp_task_attach_output_window`).
+pub const STP_PUT_WINDOW_MAX: usize = 64;
+const _: () = assert!(STP_PUT_WINDOW_MAX == stampede::PUT_WINDOW_MAX, "the C bound is the client's");
+
 /// Handles are used from any thread (docs/C.md, "Threads"): each wraps a Rust handle that is
 /// `Send + Sync`. Checked at compile time, so a change in the Rust client that breaks this does
 /// not compile here.

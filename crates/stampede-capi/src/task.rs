@@ -7,7 +7,7 @@
 
 use std::ffi::{c_char, c_int};
 
-use stampede::{InputOptions, Task};
+use stampede::{InputOptions, OutputOptions, Task};
 
 use crate::args::{bound, handle, handle_out, policy, text, STP_UNBOUNDED};
 use crate::channel::{stp_channel, stp_channel_input, stp_channel_output};
@@ -232,13 +232,31 @@ pub unsafe extern "C" fn stp_task_attach_output(
     ch: *const stp_channel,
     out: *mut *mut stp_channel_output,
 ) -> c_int {
-    const OP: &str = "stp_task_attach_output";
+    // SAFETY: forwarded under the same contract.
+    unsafe { stp_task_attach_output_window(task, ch, 0, out) }
+}
+
+/// As `stp_task_attach_output`, with a put window: through a node, up to `put_window` puts are
+/// sent without waiting for their replies; a put's error is returned by the connection's next
+/// `stp_channel_output_put` or `stp_channel_output_flush` (docs/NODES.md, "Pipelined puts"). 0:
+/// every put waits (`stp_task_attach_output`). `STP_INVALID_ARGUMENT` above `STP_PUT_WINDOW_MAX`.
+///
+/// # Safety
+/// `task` and `ch` are NULL or live; `out` NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn stp_task_attach_output_window(
+    task: *const stp_task,
+    ch: *const stp_channel,
+    put_window: usize,
+    out: *mut *mut stp_channel_output,
+) -> c_int {
+    const OP: &str = "stp_task_attach_output_window";
     guard(OP, || {
         // SAFETY: NULL or valid for writing a pointer per the contract.
         unsafe { handle_out(out, OP, "out") }?;
         // SAFETY: each NULL or live per the contract.
         let (task, ch) = unsafe { (handle(task, OP, "task")?, handle(ch, OP, "ch")?) };
-        let output = task.task.attach_output(&ch.channel)?;
+        let output = task.task.attach_output_with(&ch.channel, OutputOptions { put_window })?;
         // SAFETY: checked non-NULL; valid per the contract.
         unsafe { out.write(Box::into_raw(Box::new(stp_channel_output { output }))) };
         Ok(())

@@ -171,6 +171,16 @@ pub extern "system" fn Java_org_stampede_Native_outputDemand(
     })
 }
 
+/// Waits until every put of a channel output landed or failed, and throws the oldest error of a
+/// pipelined put not thrown yet (docs/NODES.md, "Pipelined puts").
+#[no_mangle]
+pub extern "system" fn Java_org_stampede_Native_outputFlush(mut env: JNIEnv<'_>, _class: JClass<'_>, out: jlong) {
+    run(&mut env, |_| match Output::of(out)? {
+        Output::Channel(out) => Ok(out.flush()?),
+        Output::Queue(out) => Err(invalid("flush", out.queue().name(), "flush is for channel outputs")),
+    })
+}
+
 /// Detaches a connection of any kind (idempotent); a call blocked on it returns `Closed`.
 #[no_mangle]
 pub extern "system" fn Java_org_stampede_Native_detach(mut env: JNIEnv<'_>, _class: JClass<'_>, conn: jlong) {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use jni::objects::{JClass, JString};
 use jni::sys::{jboolean, jlong, jobject};
 use jni::JNIEnv;
-use stampede::{Container, InputOptions};
+use stampede::{Container, InputOptions, OutputOptions};
 
 use crate::handles::{self, Entry};
 use crate::jvm::{self, run};
@@ -101,7 +101,8 @@ pub extern "system" fn Java_org_stampede_Native_taskClose(mut env: JNIEnv<'_>, _
 /// Attaches an input (`input` true) or output connection of the task to a channel or queue;
 /// the connection's handle. A channel's input takes its bound on lag (`max_lag_items`,
 /// `max_lag_ts`, -1 for none; docs/SEMANTICS.md, "Slow readers: max_lag") and its prefetch
-/// policy (`off`, `newest`, `auto`; null: the runtime's default; docs/PREFETCH.md).
+/// policy (`off`, `newest`, `auto`; null: the runtime's default; docs/PREFETCH.md); a channel's
+/// output its put window (0: every put waits; docs/NODES.md, "Pipelined puts").
 #[no_mangle]
 pub extern "system" fn Java_org_stampede_Native_taskAttach(
     mut env: JNIEnv<'_>,
@@ -112,6 +113,7 @@ pub extern "system" fn Java_org_stampede_Native_taskAttach(
     max_lag_items: jlong,
     max_lag_ts: jlong,
     prefetch: JString<'_>,
+    put_window: jlong,
 ) -> jlong {
     run(&mut env, |env| {
         let task = handles::task(task)?;
@@ -124,6 +126,16 @@ pub extern "system" fn Java_org_stampede_Native_taskAttach(
         };
         let entry = match (&container.container, input != 0) {
             (Container::Channel(ch), true) => Entry::ChannelInput(Arc::new(task.attach_input_with(ch, options)?)),
+            (Container::Channel(ch), false) if put_window != 0 => {
+                let put_window = usize::try_from(put_window).map_err(|_| {
+                    jvm::invalid(
+                        "attach_output",
+                        name,
+                        format!("putWindow={put_window} is out of range (a count >= 0)"),
+                    )
+                })?;
+                Entry::ChannelOutput(Arc::new(task.attach_output_with(ch, OutputOptions { put_window })?))
+            }
             (Container::Channel(ch), false) => Entry::ChannelOutput(Arc::new(task.attach_output(ch)?)),
             (Container::Queue(q), true) => Entry::QueueInput(Arc::new(task.attach_input(q)?)),
             (Container::Queue(q), false) => Entry::QueueOutput(Arc::new(task.attach_output(q)?)),

@@ -35,4 +35,17 @@ public final class ChannelOutput extends Output {
             Reference.reachabilityFence(this);
         }
     }
+
+    /**
+     * Waits until every put of this connection landed or failed, and throws the oldest error of a
+     * pipelined put not thrown yet ({@link Task#attachOutput(Channel, int)}). Returns at once for a
+     * connection without a put window, and embedded.
+     */
+    public void flush() throws StampedeException {
+        try {
+            Native.outputFlush(handle);
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
 }

@@ -211,7 +211,7 @@ final class Native {
     static native void taskClose(long task);
 
     static native long taskAttach(long task, long container, boolean input, long maxLagItems, long maxLagTs,
-            String prefetch) throws StampedeException;
+            String prefetch, long putWindow) throws StampedeException;
 
     // ---- connections --------------------------------------------------------------------------
 
@@ -225,6 +225,8 @@ final class Native {
             long timeoutNanos) throws StampedeException;
 
     static native long outputDemand(long output) throws StampedeException;
+
+    static native void outputFlush(long output) throws StampedeException;
 
     static native void detach(long connection);
 

@@ -107,31 +107,41 @@ public final class Task implements AutoCloseable {
         Errors.require(channel, "attach_input", "task", "the channel");
         InputOptions o = options == null ? InputOptions.DEFAULT : options;
         String prefetch = o.prefetch == null ? null : o.prefetch.wireName();
-        return new ChannelInput(attach(channel.handle, true, o.maxLagItems, o.maxLagTs, prefetch), channel);
+        return new ChannelInput(attach(channel.handle, true, o.maxLagItems, o.maxLagTs, prefetch, 0), channel);
     }
 
     /** Attaches an output connection to a channel. */
     public ChannelOutput attachOutput(Channel channel) throws StampedeException {
+        return attachOutput(channel, 0);
+    }
+
+    /**
+     * Attaches an output connection to a channel with a put window: through a node, up to
+     * {@code putWindow} puts are sent without waiting for their replies, and a put's error is thrown by
+     * the connection's next put or {@link ChannelOutput#flush()} (docs/NODES.md, "Pipelined puts"). 0:
+     * every put waits. {@code InvalidArgument} when negative or above 64 ({@code PUT_WINDOW_MAX}).
+     */
+    public ChannelOutput attachOutput(Channel channel, int putWindow) throws StampedeException {
         Errors.require(channel, "attach_output", "task", "the channel");
-        return new ChannelOutput(attach(channel.handle, false, -1, -1, null), channel);
+        return new ChannelOutput(attach(channel.handle, false, -1, -1, null, putWindow), channel);
     }
 
     /** Attaches an input connection to a queue. */
     public QueueInput attachInput(Queue queue) throws StampedeException {
         Errors.require(queue, "attach_input", "task", "the queue");
-        return new QueueInput(attach(queue.handle, true, -1, -1, null), queue);
+        return new QueueInput(attach(queue.handle, true, -1, -1, null, 0), queue);
     }
 
     /** Attaches an output connection to a queue. */
     public QueueOutput attachOutput(Queue queue) throws StampedeException {
         Errors.require(queue, "attach_output", "task", "the queue");
-        return new QueueOutput(attach(queue.handle, false, -1, -1, null), queue);
+        return new QueueOutput(attach(queue.handle, false, -1, -1, null, 0), queue);
     }
 
-    private long attach(long container, boolean input, long maxLagItems, long maxLagTs, String prefetch)
-            throws StampedeException {
+    private long attach(long container, boolean input, long maxLagItems, long maxLagTs, String prefetch,
+            long putWindow) throws StampedeException {
         try {
-            return Native.taskAttach(handle, container, input, maxLagItems, maxLagTs, prefetch);
+            return Native.taskAttach(handle, container, input, maxLagItems, maxLagTs, prefetch, putWindow);
         } finally {
             Reference.reachabilityFence(this);
         }

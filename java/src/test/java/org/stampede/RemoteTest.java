@@ -130,6 +130,30 @@ class RemoteTest {
         }
     }
 
+    /**
+     * With a put window a put returns before the node's reply: the full channel's refusal of the
+     * third put is thrown by flush, naming its timestamp, once (docs/NODES.md, "Pipelined puts").
+     */
+    @Test
+    void aPipelinedPutsErrorIsThrownByFlush() throws Exception {
+        try (Runtime rt = Stampede.connect(node.endpoint, WATCHDOG)) {
+            Channel c = rt.createChannel("window", ChannelOptions.DEFAULT.withCapacity(2));
+            long t = rt.tsMin();
+            PutOptions atOnce = PutOptions.DEFAULT.withTimeout(Duration.ZERO);
+            try (Task producer = rt.task(t); ChannelOutput out = producer.attachOutput(c, 4)) {
+                out.put(t + 1, new byte[] {1}, atOnce);
+                out.put(t + 2, new byte[] {2}, atOnce);
+                out.put(t + 3, new byte[] {3}, atOnce);
+                FullException full = assertThrows(FullException.class, out::flush);
+                assertTrue(full.getMessage().startsWith("put ts=" + (t + 3) + " on \"window\": full"), full.getMessage());
+                out.flush();
+                assertEquals(List.of(t + 1, t + 2), Arrays.stream(c.timestamps()).boxed().toList());
+                assertThrows(InvalidArgumentException.class, () -> producer.attachOutput(c, 65));
+                assertThrows(InvalidArgumentException.class, () -> producer.attachOutput(c, -1));
+            }
+        }
+    }
+
     /** A get blocked on the node wakes with Closed when its connection is detached. */
     @Test
     void blockedRemoteGetIsWokenByDetach() throws Exception {
