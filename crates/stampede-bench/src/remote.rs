@@ -44,7 +44,7 @@ use crate::BoxResult;
 /// <round_trips> <zenoh_only> <prefetch>`.
 pub const ECHO_ROLE: &str = "stampede-echo";
 
-/// The role of a frame producer: `<endpoint> <channel> <frames> <frame_bytes>`.
+/// The role of a frame producer: `<endpoint> <channel> <frames> <frame_bytes> <put_window>`.
 pub const PRODUCER_ROLE: &str = "stampede-producer";
 
 /// Longest wait, after a ping-pong, for its last items to be reclaimed.
@@ -249,6 +249,34 @@ pub fn producer_role(role: &Role) -> BoxResult<()> {
     out.flush()?;
     rt.close();
     Ok(())
+}
+
+/// Time in ns for this process to put `frames` frames of `frame_bytes` into a channel of its own
+/// that nobody reads (each frame garbage once the producer's virtual time passes it), with
+/// `put_window` puts pipelined: what the producer's side costs alone, without a consumer's gets.
+pub fn puts_alone(
+    endpoint: &str,
+    name: &str,
+    (frames, frame_bytes): (usize, usize),
+    put_window: usize,
+) -> BoxResult<u64> {
+    let rt = connect(endpoint, Some(START_TIMEOUT))?;
+    let channel = rt.create_channel(name, Limits::unbounded())?;
+    let base = rt.ts_min();
+    let task = rt.task(base)?;
+    let out = task.attach_output_with(&channel, OutputOptions { put_window })?;
+    let frame = source(frame_bytes, 0xc1);
+    let start = Instant::now();
+    for i in 0..frames {
+        let ts = base + ts_of(i);
+        out.put(ts, frame.as_slice())?;
+        task.set_virtual_time(ts + 1)?;
+    }
+    out.flush()?;
+    let ns = elapsed_ns(start);
+    assert_eq!(channel.stats().puts, frames as u64, "channel {name:?}: puts");
+    rt.close();
+    Ok(ns)
 }
 
 /// Times in ns of `calls` single requests (`names` of a prefix with nothing under it: one small

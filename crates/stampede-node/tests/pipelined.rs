@@ -120,6 +120,72 @@ fn pipelined_puts_land_in_order_and_every_later_call_sees_them() {
     })
 }
 
+/// Producer threads of one client, each pipelining into a channel of its own with its own window,
+/// beside a thread making waited puts and gets on the same client: the replies owed on the
+/// shared direct connection are read by whichever thread comes next (a put whose window is full,
+/// a call that takes the connection, a flush), and each reaches its own put. Every put lands, in
+/// its producer's order; the duplicate each producer makes on purpose is raised once, naming its
+/// timestamp, by a later call of that producer and no other.
+#[test]
+fn threads_of_one_client_share_the_replies_owed_on_its_connection() {
+    with_watchdog("threads_of_one_client_share_the_replies_owed_on_its_connection", || {
+        const PRODUCERS: usize = 3;
+        const PUTS: i64 = 400;
+        const DUPLICATE: i64 = 100;
+        let node = TestNode::new();
+        let rt = client(&node, false);
+        let channels: Vec<_> =
+            (0..PRODUCERS).map(|k| rt.create_channel(&format!("p{k}"), Limits::unbounded()).unwrap()).collect();
+        for channel in &channels {
+            assert!(channel.put_log().unwrap().is_empty(), "asked once, the log notes every put from then on");
+        }
+        let other = rt.create_channel("other", Limits::unbounded()).unwrap();
+        std::thread::scope(|scope| {
+            for (k, channel) in channels.iter().enumerate() {
+                let rt = &rt;
+                scope.spawn(move || {
+                    let out = rt.task(0).unwrap().attach_output_with(channel, OutputOptions { put_window: 1 + 3 * k });
+                    let out = out.unwrap();
+                    let mut raised = 0;
+                    let mut put = |ts: i64| loop {
+                        match out.put(ts, ts.to_le_bytes().to_vec()) {
+                            Ok(()) => return,
+                            Err(Error::DuplicateTimestamp { ts: DUPLICATE, .. }) => raised += 1, // not made: again
+                            Err(e) => panic!("producer {k}, put ts={ts}: {e:?}"),
+                        }
+                    };
+                    for ts in 0..PUTS {
+                        put(ts);
+                        if ts == DUPLICATE {
+                            put(DUPLICATE);
+                        }
+                    }
+                    match out.flush() {
+                        Ok(()) => {}
+                        Err(Error::DuplicateTimestamp { ts: DUPLICATE, .. }) => raised += 1,
+                        Err(e) => panic!("producer {k}, flush: {e:?}"),
+                    }
+                    out.flush().unwrap();
+                    assert_eq!(raised, 1, "producer {k}: the duplicate is raised once");
+                });
+            }
+            scope.spawn(|| {
+                let out = rt.task(0).unwrap().attach_output(&other).unwrap();
+                let inp = rt.task(0).unwrap().attach_input(&other).unwrap();
+                for ts in 0..PUTS {
+                    out.put(ts, vec![1u8; 16]).unwrap();
+                    assert_eq!(inp.get(NEWEST, Some(Duration::ZERO)).unwrap().ts, ts);
+                }
+            });
+        });
+        for channel in &channels {
+            let log: Vec<i64> = channel.put_log().unwrap().iter().map(|put| put.ts).collect();
+            assert_eq!(log, (0..PUTS).collect::<Vec<_>>(), "{}: every put landed once, in order", channel.name());
+        }
+        rt.close();
+    })
+}
+
 /// A client closed with pipelined puts on their way: `flush` returns (an error, or none if
 /// every reply was read), never hangs; a window above the bound is refused, embedded and remote,
 /// and embedded the window changes nothing.

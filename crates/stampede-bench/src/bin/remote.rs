@@ -325,12 +325,38 @@ fn throughput(node: &Node, case: &str, producers: usize, counts: &Counts) -> Box
         }
         line.emit();
     }
+    if producers == 1 {
+        puts_alone(node, case, counts, rate(tcp_ns).0)?;
+    }
     let (tcp_fps, tcp_mb) = rate(tcp_ns);
     Line::new(BENCH_THROUGHPUT, case, TCP_STREAM)
         .field("frames", frames)
         .field("frames_per_s", tcp_fps)
         .field("mb_per_s", tcp_mb)
         .emit();
+    Ok(())
+}
+
+/// The producer's side of `case` alone (no consumer, nothing bounded): its puts waited for, then
+/// pipelined (a window of `FRAME_CAPACITY`), best of the rounds each, beside the raw TCP stream's
+/// `tcp_fps`.
+fn puts_alone(node: &Node, case: &str, counts: &Counts, tcp_fps: f64) -> BoxResult<()> {
+    let (mut waited_ns, mut pipelined_ns) = (u64::MAX, u64::MAX);
+    for round in 0..counts.rounds {
+        let shape = (counts.frames, IMAGE_BYTES);
+        waited_ns = waited_ns.min(remote::puts_alone(&node.endpoint, &format!("bench/puts{round}"), shape, 0)?);
+        let name = format!("bench/puts{round}p");
+        pipelined_ns = pipelined_ns.min(remote::puts_alone(&node.endpoint, &name, shape, FRAME_CAPACITY)?);
+    }
+    for (window, ns) in [(0, waited_ns), (FRAME_CAPACITY, pipelined_ns)] {
+        let fps = counts.frames as f64 / (ns as f64 / 1e9);
+        Line::new(BENCH_THROUGHPUT, &format!("{case}, puts alone"), STAMPEDE)
+            .field("frames", counts.frames as u64)
+            .field("frames_per_s", fps)
+            .field("put_window", window as u64)
+            .ratio(TCP_STREAM, fps / tcp_fps)
+            .emit();
+    }
     Ok(())
 }
 

@@ -14,7 +14,9 @@
 //!   put) is written at once, so the node applies it at once; its reply is read later, and handed
 //!   to the send's [`OnReply`] if it has one. Every call made after it sees its effect, as
 //!   embedded: the call either goes on the same connection right after it (the node serves a
-//!   connection's requests in order) or waits until its reply was read. At most
+//!   connection's requests in order) or waits until its reply was read. Sends are applied in the
+//!   order they were written: one starts on another connection only once every send before it
+//!   was answered (a call may have taken the connection that carried them). At most
 //!   [`SENDS_OWED_MAX`] replies are owed; the send after reads them first. A reply that can never
 //!   come (its connection failed, the client closed) is handed to its handler as such: every
 //!   handler runs exactly once.
@@ -175,8 +177,13 @@ impl Direct {
                 (self.idle_or_connect()?, VecDeque::new())
             }
         };
-        let result = connection.write_frame(parts, passed).and_then(|()| {
-            self.read_owed(&mut connection, owed, timeout)?;
+        if let Err(e) = connection.write_frame(parts, passed) {
+            let reason = self.failed(&connection, &e);
+            // The replies owed on it can never be read now.
+            self.never_answered(owed, &reason);
+            return Err(reason);
+        }
+        let result = self.read_owed(&mut connection, owed, timeout).and_then(|()| {
             let (message, descriptor) = connection.read_reply(timeout)?;
             let shared =
                 descriptor.map(|d| shared::map(d, REPLY_BYTES_MAX)).transpose().map_err(std::io::Error::other)?;
@@ -244,7 +251,13 @@ impl Direct {
         let mut owed = self.owed.lock();
         let mut taken = match owed.connection.take() {
             Some(connection) => connection,
-            None => self.idle_or_connect()?,
+            None => {
+                // The sends before this one may be on a connection a call took: they are applied
+                // first, as they would be on one connection (the node serves two connections
+                // concurrently, so a pipelined put could otherwise land before the one made before it).
+                self.sends.wait_answered(self.sends.written.load(Ordering::SeqCst), QUERY_MARGIN);
+                self.idle_or_connect()?
+            }
         };
         if owed.replies.len() >= SENDS_OWED_MAX {
             let replies = std::mem::take(&mut owed.replies);
@@ -281,16 +294,17 @@ impl Direct {
         self.sends.wait_answered(self.sends.written.load(Ordering::SeqCst), timeout);
     }
 
-    /// Reads the oldest owed reply and hands it to its handler, when the connection that carries
-    /// the owed replies is here; else (a call took it, and reads them before its own reply)
-    /// waits, at most `timeout`, until one more send is answered. For a caller waiting for the
-    /// reply of one send of its own (a pipelined put whose window is full).
-    pub(crate) fn read_one_owed(&self, timeout: Duration) {
+    /// For a caller waiting until its sends' handlers made `done` true (a pipelined put whose
+    /// window is full): returns at once if `done`; else reads the oldest owed reply and hands it
+    /// to its handler, when the connection that carries the owed replies is here; else (a call
+    /// took it, and reads them before its own reply) waits, at most `timeout`, until a send is
+    /// answered. A handler runs before its send counts as answered, and `done` is asked after
+    /// the wait is registered: a reply read meanwhile by another thread always wakes the caller.
+    pub(crate) fn read_one_owed(&self, done: impl Fn() -> bool, timeout: Duration) {
         let mut owed = self.owed.lock();
-        let answered = self.sends.answered.load(Ordering::SeqCst);
         let Some(on_reply) = owed.replies.pop_front() else {
             drop(owed);
-            self.sends.wait_answered(answered.saturating_add(1), timeout);
+            self.sends.wait_until(done, timeout);
             return;
         };
         let replies = std::iter::once(on_reply).collect();
@@ -450,6 +464,18 @@ impl Sends {
         if n > 0 {
             self.answered.fetch_add(n, Ordering::SeqCst);
             self.answered_more.notify();
+        }
+    }
+
+    /// Waits until `done`, asked after each answer (a handler runs before its send counts as
+    /// answered), at most `timeout`.
+    fn wait_until(&self, done: impl Fn() -> bool, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let waiter = self.answered_more.listen();
+            if done() || !waiter.wait(Some(deadline)) {
+                return;
+            }
         }
     }
 

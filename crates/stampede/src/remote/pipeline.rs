@@ -101,8 +101,9 @@ impl Pipeline {
     /// oldest error not yet raised.
     pub(crate) fn flush(&self, client: &Client) -> Result<()> {
         let deadline = Instant::now() + reply_bound(self.window);
-        while self.state.lock().in_flight > 0 && Instant::now() < deadline {
-            client.read_one_owed(QUERY_MARGIN);
+        let done = || self.state.lock().in_flight == 0;
+        while !done() && Instant::now() < deadline {
+            client.read_one_owed(done, QUERY_MARGIN);
         }
         self.raise()
     }
@@ -110,8 +111,9 @@ impl Pipeline {
     /// Waits until fewer than `window` puts are on their way, reading their replies.
     fn make_room(&self, client: &Client) {
         let deadline = Instant::now() + reply_bound(1);
-        while self.state.lock().in_flight >= self.window && Instant::now() < deadline {
-            client.read_one_owed(QUERY_MARGIN);
+        let done = || self.state.lock().in_flight < self.window;
+        while !done() && Instant::now() < deadline {
+            client.read_one_owed(done, QUERY_MARGIN);
         }
     }
 

@@ -76,11 +76,11 @@ impl Client {
         Some(blocking(|| direct.send(parts, passed.as_ref().map(|(d, _)| d.as_fd()), on_reply)))
     }
 
-    /// Reads one reply owed on the direct path, or waits at most `timeout` for another call to
-    /// (see [`Direct::read_one_owed`](crate::remote::direct::Direct::read_one_owed)).
-    pub(crate) fn read_one_owed(&self, timeout: Duration) {
+    /// Unless `done`, reads one reply owed on the direct path, or waits at most `timeout` for
+    /// another call to (see [`Direct::read_one_owed`](crate::remote::direct::Direct::read_one_owed)).
+    pub(crate) fn read_one_owed(&self, done: impl Fn() -> bool + Send, timeout: Duration) {
         if let Some(direct) = &self.direct {
-            blocking(|| direct.read_one_owed(timeout));
+            blocking(|| direct.read_one_owed(done, timeout));
         }
     }
 
