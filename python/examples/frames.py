@@ -41,13 +41,26 @@ def camera(rt: stampede.Runtime, count: int, fps: float) -> None:
     channel = frames_channel(rt)
     start = rt.ts_min  # a camera that restarts carries on above everything put so far
     task = rt.task(start)
-    out = task.attach_output(channel)
+    # Up to 4 frames on their way to the node: the camera never waits a round trip per frame. A
+    # frame's error comes from a later put or flush (docs/NODES.md, "Pipelined puts").
+    out = task.attach_output(channel, put_window=4)
     pacer = stampede.Pacer(tick=1 / fps)
+    dropped = 0
     for ts in range(start, start + count):
         pacer.sync(ts - start)
-        out.put(ts, np.full(SHAPE, ts % 256, dtype=np.uint8))
+        frame = np.full(SHAPE, ts % 256, dtype=np.uint8)
+        while True:
+            try:
+                out.put(ts, frame)
+                break
+            except stampede.Full:
+                dropped += 1  # an earlier frame found no room within a second (a stalled viewer)
         task.set_virtual_time(ts + 1)
-    print(f"camera: put frames {start}..{start + count - 1}")
+    try:
+        out.flush()
+    except stampede.Full:
+        dropped += 1
+    print(f"camera: put frames {start}..{start + count - 1}, {dropped} dropped for want of room")
 
 
 def viewer(rt: stampede.Runtime, count: int, timeout: float) -> None:
