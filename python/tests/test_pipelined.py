@@ -5,6 +5,8 @@ Embedded, a put lands before it returns and raises its own error (STAMPEDE_CONFI
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from conftest import CONFIGURATION
 
@@ -52,3 +54,17 @@ def test_a_window_out_of_bounds_or_on_a_queue_is_refused(rt: stampede.Runtime) -
         with pytest.raises(TypeError, match="a Queue's puts wait"):
             producer.attach_output(jobs, put_window=4)
         producer.attach_output(frames, put_window=0).flush()
+
+
+def test_put_async_on_a_pipelined_output_waits_for_its_own_reply(rt: stampede.Runtime) -> None:
+    """asyncio's put tries until there is room: on a pipelined output each try is waited for, so
+    a full channel's refusal comes from the put itself, at its timeout."""
+    frames = rt.create_channel("pipelined/async", capacity=1)
+    t = rt.ts_min
+    with rt.task(t) as producer:
+        out = producer.attach_output(frames, put_window=4)
+        asyncio.run(out.put_async(t + 1, b"one", timeout=0.05))
+        with pytest.raises(stampede.Full, match=f"ts={t + 2}"):
+            asyncio.run(out.put_async(t + 2, b"two", timeout=0.05))
+        out.flush()
+        assert frames.timestamps() == [t + 1]

@@ -21,7 +21,8 @@ fn client(node: &TestNode, zenoh_only: bool) -> Runtime {
 
 /// A put into a full channel returns before the node refuses it: its `Full` is raised by the
 /// next `flush`, naming its timestamp, once, and the connection goes on. Only on the direct
-/// path: as zenoh queries every put waits for its reply, so the put itself fails.
+/// path: as zenoh queries every put waits for its reply, so the put itself fails. `put_waited`
+/// (what a polling binding uses) fails itself on either path.
 #[test]
 fn a_pipelined_puts_error_is_raised_by_the_next_call_naming_its_timestamp() {
     with_watchdog("a_pipelined_puts_error_is_raised_by_the_next_call_naming_its_timestamp", || {
@@ -47,6 +48,9 @@ fn a_pipelined_puts_error_is_raised_by_the_next_call_naming_its_timestamp() {
             );
             out.flush().expect("an error is raised once");
             assert_eq!(frames.timestamps(), vec![t + 1, t + 2]);
+            // A waited put on the same connection fails itself, as a poller needs.
+            let waited = out.put_waited(t + 3, vec![3u8; 64], AT_ONCE);
+            assert!(matches!(waited, Err(Error::Full { ts, .. }) if ts == t + 3), "{waited:?}");
             rt.close();
         }
     })

@@ -158,8 +158,9 @@ impl Pending {
         let done = py.detach(|| match &self.op {
             Op::ChannelGet(conn, selector) => conn.get(*selector, now).map(|i| Done::Item(Item::from_channel(i))),
             Op::QueueGet(conn) => conn.get(now).map(|i| Done::Item(Item::from_queue(i))),
+            // Waited, even on a pipelined connection: a try that finds no room must say so now.
             Op::ChannelPut(conn, ts, payload, refcount) => conn
-                .put_with(*ts, payload.clone(), PutOptions { refcount: *refcount, timeout: now })
+                .put_waited(*ts, payload.clone(), PutOptions { refcount: *refcount, timeout: now })
                 .map(|()| Done::Stored),
             Op::QueuePut(conn, ts, payload) => conn.put(*ts, payload.clone(), now).map(|()| Done::Stored),
         });

@@ -202,7 +202,20 @@ impl ChannelOutput {
         forward!(&self.inner, out => out.put_with(ts, payload, options))
     }
 
+    /// [`put_with`](Self::put_with) that waits for the node's reply even on a connection attached
+    /// with a put window, after raising an earlier pipelined put's error that is known: for callers
+    /// that poll (a binding's asyncio put tries with timeout 0 until there is room, which a
+    /// pipelined put would not report). Embedded, and without a window, it is `put_with`.
+    pub fn put_waited(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
+        match &self.inner {
+            Backend::Local(out) => out.put_with(ts, payload, options),
+            Backend::Remote(out) => remote!(out => out.put_waited(ts, payload, options)),
+        }
+    }
+
     /// The async form of [`put_with`](Self::put_with): waits for room without blocking a thread.
+    /// On a connection with a put window it raises an earlier pipelined put's error that is
+    /// known, then waits for its own reply.
     pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
         forward!(&self.inner, out => out.put_async(ts, payload, options).await)
     }

@@ -112,13 +112,33 @@ pub(crate) struct RemoteChannelOutput {
 impl RemoteChannelOutput {
     /// Puts with a reference count and/or a timeout (as [`crate::ChannelOutput::put_with`]).
     pub fn put_with(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
+        self.put_pipelined(ts, payload, options, true)
+    }
+
+    /// A put that waits for its reply even on a pipelined connection, after raising an earlier
+    /// put's error that is known (as [`crate::ChannelOutput::put_waited`]).
+    pub fn put_waited(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
+        self.put_pipelined(ts, payload, options, false)
+    }
+
+    /// A put, sent without waiting for its reply when `pipelined` and the connection has a window.
+    fn put_pipelined(
+        &self,
+        ts: Timestamp,
+        payload: impl IntoPayload,
+        options: PutOptions,
+        pipelined: bool,
+    ) -> Result<()> {
         let _span = trace::span(Kind::Put, self.link.trace_name(), ts as u64, payload.payload_bytes() as u64);
+        if let (Some(pipeline), false) = (&self.pipeline, pipelined) {
+            pipeline.raise()?;
+        }
         let payload = self.admit(ts, payload)?;
         let codec = payload.codec.name().to_owned();
         let connection = self.link.id;
         let request = |wait_us| Op::Put { connection, ts, codec: codec.clone(), refcount: options.refcount, wait_us };
-        let pipelined =
-            self.pipeline.as_ref().and_then(|p| p.put(&self.link.client, ts, options.timeout, &payload.data, request));
+        let pipeline = self.pipeline.as_ref().filter(|_| pipelined);
+        let pipelined = pipeline.and_then(|p| p.put(&self.link.client, ts, options.timeout, &payload.data, request));
         match pipelined {
             Some(Pipelined::Raised(e)) => Err(e),
             Some(Pipelined::Sent(sent)) => self.landed(ts, sent),
@@ -135,8 +155,13 @@ impl RemoteChannelOutput {
         self.pipeline.as_ref().map_or(Ok(()), |pipeline| pipeline.flush(&self.link.client))
     }
 
-    /// [`put_with`](Self::put_with) without blocking a thread.
+    /// [`put_with`](Self::put_with) without blocking a thread. On a pipelined connection it
+    /// first raises an earlier put's error that is known, then waits for its own reply (a
+    /// pipelined put may block on the window, which a future must not), as [`put_waited`](Self::put_waited).
     pub async fn put_async(&self, ts: Timestamp, payload: impl IntoPayload, options: PutOptions) -> Result<()> {
+        if let Some(pipeline) = &self.pipeline {
+            pipeline.raise()?;
+        }
         let payload = self.admit(ts, payload)?;
         let codec = payload.codec.name().to_owned();
         let connection = self.link.id;

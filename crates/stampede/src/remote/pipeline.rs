@@ -61,7 +61,7 @@ impl Pipeline {
     }
 
     /// The oldest error of a pipelined put not yet raised.
-    fn raise(&self) -> Result<()> {
+    pub(crate) fn raise(&self) -> Result<()> {
         self.state.lock().failed.pop_front().map_or(Ok(()), Err)
     }
 
