@@ -294,12 +294,12 @@ impl Direct {
         self.sends.wait_answered(self.sends.written.load(Ordering::SeqCst), timeout);
     }
 
-    /// For a caller waiting until its sends' handlers made `done` true (a pipelined put whose
-    /// window is full): returns at once if `done`; else reads the oldest owed reply and hands it
-    /// to its handler, when the connection that carries the owed replies is here; else (a call
-    /// took it, and reads them before its own reply) waits, at most `timeout`, until a send is
-    /// answered. A handler runs before its send counts as answered, and `done` is asked after
-    /// the wait is registered: a reply read meanwhile by another thread always wakes the caller.
+    /// For a caller waiting until its sends' handlers make `done` true (a pipelined put whose
+    /// window is full), one step: reads the oldest owed reply and hands it to its handler, when
+    /// the connection that carries the owed replies is here; else (a call took it, and reads
+    /// them before its own reply) waits, at most `timeout`, until `done`, asked at each answer.
+    /// A handler runs before its send counts as answered, and `done` is asked after the wait is
+    /// registered: a reply read meanwhile by another thread always wakes the caller.
     pub(crate) fn read_one_owed(&self, done: impl Fn() -> bool, timeout: Duration) {
         let mut owed = self.owed.lock();
         let Some(on_reply) = owed.replies.pop_front() else {
