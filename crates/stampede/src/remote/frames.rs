@@ -114,15 +114,19 @@ impl Connection {
     }
 
     /// After a read failed with `e`: `Ok` when it may go on — interrupted, or ended by a step
-    /// ([`READ_TIMEOUT_STEP`]) before `deadline` (the last step is what is left) — else `e`.
+    /// ([`READ_TIMEOUT_STEP`]) before `deadline` (the last step is what is left) — else `e`. A
+    /// read never ends before its deadline: the kernel counts a socket's timeout in clock ticks
+    /// and may end it up to a tick early, and below a millisecond a timeout would round to "none",
+    /// so what is left is waited for again, at least a millisecond.
     fn resume(&mut self, e: std::io::Error, deadline: Option<Instant>) -> std::io::Result<()> {
         match e.kind() {
             std::io::ErrorKind::Interrupted => Ok(()),
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
                 let left = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
                 match left {
-                    // Below a millisecond the socket would round to "no timeout": the call is due.
-                    Some(left) if left >= Duration::from_millis(1) => self.set_read_timeout(Some(step(left))),
+                    Some(left) if !left.is_zero() => {
+                        self.set_read_timeout(Some(step(left.max(Duration::from_millis(1)))))
+                    }
                     _ => Err(e),
                 }
             }
