@@ -239,6 +239,12 @@ impl Direct {
         matches!(self.address, Address::Unix(_))
     }
 
+    /// The shared-memory segment `payload` goes as on this path, if any: a large payload on the
+    /// Unix socket (see [`shared::share`]); otherwise its bytes follow the request's header.
+    pub(crate) fn segment_of(&self, payload: &Bytes) -> Option<(std::sync::Arc<std::os::fd::OwnedFd>, Bytes)> {
+        self.passes_segments().then(|| shared::share(payload)).flatten()
+    }
+
     /// Writes one request (`parts`, concatenated, and `passed`, as for an exchange) and returns
     /// without its reply, which a later call reads and hands to `on_reply`. `Err`: the request
     /// may not have reached the node (`on_reply` is dropped unrun: the caller has the error).

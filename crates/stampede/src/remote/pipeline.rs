@@ -100,18 +100,20 @@ impl Pipeline {
     /// Waits until every pipelined put was answered (reading their replies), then raises the
     /// oldest error not yet raised.
     pub(crate) fn flush(&self, client: &Client) -> Result<()> {
-        let deadline = Instant::now() + reply_bound(self.window);
-        let done = || self.state.lock().in_flight == 0;
-        while !done() && Instant::now() < deadline {
-            client.read_one_owed(done, QUERY_MARGIN);
-        }
+        self.wait_until(client, |in_flight| in_flight == 0, self.window);
         self.raise()
     }
 
     /// Waits until fewer than `window` puts are on their way, reading their replies.
     fn make_room(&self, client: &Client) {
-        let deadline = Instant::now() + reply_bound(1);
-        let done = || self.state.lock().in_flight < self.window;
+        self.wait_until(client, |in_flight| in_flight < self.window, 1);
+    }
+
+    /// Reads replies (or waits for another thread to) until `enough` puts on their way, at most
+    /// as long as `replies` replies may take.
+    fn wait_until(&self, client: &Client, enough: impl Fn(usize) -> bool + Send + Sync, replies: usize) {
+        let deadline = Instant::now() + reply_bound(replies);
+        let done = || enough(self.state.lock().in_flight);
         while !done() && Instant::now() < deadline {
             client.read_one_owed(done, QUERY_MARGIN);
         }

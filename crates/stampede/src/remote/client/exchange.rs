@@ -19,7 +19,6 @@ use zenoh::Wait;
 use crate::remote::direct::Direct;
 use crate::remote::runtime::unexpected;
 use crate::remote::{CLIENT_CLOSED, REPLY_LATE};
-use stampede_wire::shared;
 use stampede_wire::{
     decode_reply, decode_reply_passed, encode, Handle, Op, Outcome, Reply, Request, RequestHeader, WireOutcome,
 };
@@ -264,7 +263,7 @@ impl Client {
             let header = encode(&header);
             drop(serialise);
             // A large payload to a node on this host goes as a shared-memory segment.
-            let passed = payload.as_ref().filter(|_| direct.passes_segments()).and_then(shared::share);
+            let passed = payload.as_ref().and_then(|payload| direct.segment_of(payload));
             let parts: &[&[u8]] = match (&payload, &passed) {
                 (Some(payload), None) => &[&header, payload],
                 _ => &[&header],

@@ -13,7 +13,7 @@ use bytes::Bytes;
 
 use crate::remote::direct::OnReply;
 use crate::remote::QUERY_MARGIN;
-use stampede_wire::{encode, shared, Op, Request};
+use stampede_wire::{encode, Op, Request};
 use zenoh::query::ConsolidationMode;
 use zenoh::Wait;
 
@@ -68,7 +68,7 @@ impl Client {
         let direct = self.direct_path().filter(|direct| direct.usable())?;
         let header = encode(&self.header(None, op.into()));
         // A large payload to a node on this host goes as a shared-memory segment, as a call's.
-        let passed = Some(payload).filter(|_| direct.passes_segments()).and_then(shared::share);
+        let passed = direct.segment_of(payload);
         let parts: &[&[u8]] = match &passed {
             None => &[&header, payload],
             Some(_) => &[&header],
