@@ -210,6 +210,18 @@ fn a_closed_client_and_a_window_out_of_bounds_are_errors_not_hangs() {
         assert!(out.flush().is_err(), "a closed client's connection is closed");
         assert!(out.put(16, vec![0u8; 8]).is_err());
 
+        // A node that goes with pipelined puts on their way: flush returns, an error or not.
+        let gone = TestNode::new();
+        let rt = client(&gone, false);
+        let frames = rt.create_channel("frames", Limits::unbounded()).unwrap();
+        let out = rt.task(0).unwrap().attach_output_with(&frames, OutputOptions { put_window: 16 }).unwrap();
+        for ts in 0..8 {
+            out.put(ts, vec![0u8; 100_000]).unwrap();
+        }
+        gone.node.close();
+        let _ = out.flush();
+        rt.close();
+
         let embedded = Runtime::new();
         let frames = embedded.create_channel("frames", Limits::items(1)).unwrap();
         let task = embedded.task(0).unwrap();
