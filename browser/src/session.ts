@@ -106,6 +106,7 @@ export class Session {
       floor: this.underWay.size > 0 ? Math.min(...this.underWay) : this.nextSeq,
       opened: [],
       consumed: [],
+      released: [],
       request,
     };
     const message = encodeRequest(header, options.payload);

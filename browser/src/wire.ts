@@ -18,7 +18,7 @@
 import { decode, DecodeError, encode, Reader, Writer, type Schema, type Value } from "./postcard.js";
 
 /** The wire format's version: the first byte of every message. */
-export const VERSION = 27;
+export const VERSION = 28;
 
 const handle: Schema = "u64";
 const optionU64: Schema = { option: "u64" };
@@ -321,6 +321,7 @@ export const REQUEST_HEADER: Schema = {
         },
       },
     ],
+    ["released", { vec: "u64" }],
     ["request", REQUEST],
   ],
 };
@@ -515,6 +516,7 @@ export interface RequestHeader {
   floor: number;
   opened: Array<{ connection: number; ts: number; ago_us: number }>;
   consumed: Array<{ connection: number; ts: number; until: boolean; number: number }>;
+  released: number[];
   request: Value;
 }
 

@@ -24,7 +24,7 @@ after(async () => {
 });
 
 function header(session: string, secret: number[], seq: number, request: Value): RequestHeader {
-  return { session, secret, seq, acks: [], floor: seq, opened: [], consumed: [], request };
+  return { session, secret, seq, acks: [], floor: seq, opened: [], consumed: [], released: [], request };
 }
 
 /** Opens a session on a raw socket; its id and secret. */

@@ -21,6 +21,7 @@
 //! `reclaim` (reclamation below ts_min and early).
 
 mod disk_tier;
+mod give_back;
 mod lag;
 mod limits;
 mod output;

@@ -229,7 +229,8 @@ impl Op {
     /// not know of: items made open on a connection (gets), a task or connection created or not
     /// closed (its claims hold ts_min), or a task's move to another node (its carry holds every
     /// node's ts_min until the move is taken over or declined). A client that does not see their
-    /// reply ends its session so that all of it goes back (docs/NODES.md).
+    /// reply ends its session so that all of it goes back (docs/NODES.md) — unless it can be
+    /// released ([`releasable`](Self::releasable)).
     pub fn holds_on_node(&self) -> bool {
         matches!(
             self,
@@ -245,6 +246,13 @@ impl Op {
                 | Op::CloseTask { .. }
                 | Op::Detach { .. }
         )
+    }
+
+    /// `true` for the operations that hold only items on the node (gets): a client that gave up on
+    /// their reply asks the node to give the items back (`RequestHeader::released`) and keeps its
+    /// session; the node makes them unseen again, or puts a queue item back at the head.
+    pub fn releasable(&self) -> bool {
+        matches!(self, Op::Get { .. } | Op::GetRange { .. } | Op::QueueGet { .. })
     }
 
     /// Clamps every wait the op asks for to at most `max_us`.

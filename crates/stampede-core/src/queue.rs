@@ -219,6 +219,20 @@ impl QueueState {
         Ok(())
     }
 
+    /// Gives back on `conn` the open item `seq`, taken by a get whose reply never reached its
+    /// client (the node's release of it: docs/NODES.md, "A call's timeout"): it goes back to the
+    /// head of the queue, where it was taken from, as a detach gives items back. Returns whether
+    /// it went back (`false`: not open there — consumed, or its connection detached, since).
+    pub fn give_back(&mut self, conn: ConnId, seq: u64, fx: &mut Effects) -> bool {
+        let Some(&(task, _)) = self.inputs.get(&conn) else { return false };
+        let Some(open) = self.open.get_mut(&conn) else { return false };
+        let Some(position) = open.iter().position(|q| q.seq == seq) else { return false };
+        let item = open.remove(position);
+        fx.opens.push(OpenChange { task, ts: item.item.ts, opened: false });
+        self.waiting.push_front(item);
+        true
+    }
+
     /// Attaches an input connection of `task`.
     pub fn attach_input(&mut self, conn: ConnId, task: TaskId) -> Result<()> {
         self.check_open()?;
@@ -358,5 +372,25 @@ mod tests {
         q.detach_input(12);
         assert_eq!(q.get(11, Some(&mut next), &mut fx).unwrap().item.ts, 0);
         assert!(q.line.is_empty());
+    }
+
+    /// A get released after it ran: its item goes back to the head of the queue, the next getter
+    /// gets it, and it is reclaimed only by the consume of whoever holds it then.
+    #[test]
+    fn a_released_get_gives_its_item_back_to_the_head() {
+        let (mut q, task) = queue();
+        let mut fx = Effects::default();
+        put(&mut q, &task, 0);
+        put(&mut q, &task, 1);
+        let taken = q.get(10, None, &mut fx).unwrap();
+        assert_eq!(taken.item.ts, 0);
+        assert!(q.give_back(10, taken.seq, &mut fx));
+        assert!(!q.give_back(10, taken.seq, &mut fx), "given back once");
+        assert_eq!(q.claim(), Some(0));
+        let again = q.get(11, None, &mut fx).unwrap();
+        assert_eq!(again, taken, "the next getter gets it, before the items put after it");
+        assert!(q.consume(10, Some(taken.seq), 0, &mut fx).is_err(), "it is no longer the first getter's");
+        q.consume(11, Some(taken.seq), 0, &mut fx).unwrap();
+        assert_eq!(q.get(12, None, &mut fx).unwrap().item.ts, 1);
     }
 }

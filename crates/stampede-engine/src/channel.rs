@@ -400,6 +400,26 @@ impl ChannelInput {
         Ok(items)
     }
 
+    /// The timestamps open here that a get with `selector` (with `range`: a `get_range(t0, t1)`)
+    /// would return without opening them (`stampede_core::ChannelState::open_for`): what a
+    /// release of that get must not give back.
+    pub fn open_for(&self, selector: Selector, range: Option<(Timestamp, Timestamp)>) -> Vec<Timestamp> {
+        self.channel.shared.state.lock().open_for(self.conn, selector, range)
+    }
+
+    /// Gives back the items at `ts` a get whose reply never reached its client opened here (a
+    /// node's release of the request: `stampede_core::ChannelState::give_back`): each still open
+    /// is unseen again, and blocked getters wake for it. Returns how many went back.
+    pub fn give_back(&self, ts: &[Timestamp]) -> usize {
+        let shared = &self.channel.shared;
+        let back = self.channel.space.run(&**shared, &self.task, |s, _, _, fx| Ok(s.give_back(self.conn, ts, fx)));
+        let back = back.map_or(0, |(back, _)| back);
+        if back > 0 {
+            shared.changed.notify();
+        }
+        back
+    }
+
     /// Marks the item at `ts` consumed on this connection. A no-op for an item already consumed
     /// or reclaimed; `NotAvailable` for a timestamp never put.
     pub fn consume(&self, ts: Timestamp) -> Result<()> {

@@ -257,6 +257,19 @@ impl QueueInput {
         self.queue.space.detach(&self.task, Held::QueueInput(Arc::downgrade(&self.queue.shared), self.conn));
     }
 
+    /// Gives back the open item `seq`, taken by a get whose reply never reached its client (a
+    /// node's release of the request: `stampede_core::QueueState::give_back`); blocked getters
+    /// wake for it. Returns whether it went back.
+    pub fn give_back(&self, seq: u64) -> bool {
+        let shared = &self.queue.shared;
+        let back = self.queue.space.run(&**shared, &self.task, |s, _, _, fx| Ok(s.give_back(self.conn, seq, fx)));
+        let back = back.is_ok_and(|(back, _)| back);
+        if back {
+            shared.changed.notify();
+        }
+        back
+    }
+
     fn consume_at(&self, seq: Option<u64>, ts: Timestamp) -> Result<()> {
         let shared = &self.queue.shared;
         let _span = trace::span(Kind::Consume, shared.trace_name(), ts as u64, 0);

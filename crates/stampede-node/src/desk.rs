@@ -1,8 +1,8 @@
 //! The node's front desk: its clients' sessions, and the session protocol's rules applied to each
 //! request before it runs — which live session it belongs to (its secret proves the sender),
 //! the replies the client acknowledged forgotten, a numbered request run at most once and a late
-//! copy of one the client concluded never run (`stampede_wire::session::Replies`), and the bound
-//! on sessions.
+//! copy of one the client concluded never run (`stampede_wire::session::Replies`), what a get the
+//! client released took given back (`release.rs`), and the bound on sessions.
 //!
 //! Sans-IO: no fabric, no clock, no waiting. The node's request handler (`serve.rs`) does the
 //! I/O around it, and the whole-path simulation (`sim/`, tests) drives the same desk through
@@ -27,6 +27,7 @@ use stampede_wire::session::{Mutation, Turn};
 use stampede_wire::{fabric, Secret};
 
 use crate::access;
+use crate::release::Taking;
 use crate::serve::Served;
 use crate::session::{self, Move, Session};
 
@@ -37,6 +38,17 @@ pub(crate) struct Desk {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     sessions_max: usize,
     mutation: Switch<Mutation>,
+}
+
+/// The numbers a request's header carries for the session protocol beside its own.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Numbers<'a> {
+    /// Requests the client released (`RequestHeader::released`).
+    pub(crate) released: &'a [u64],
+    /// The client's floor (`RequestHeader::floor`).
+    pub(crate) floor: u64,
+    /// Replies the client read (`RequestHeader::acks`).
+    pub(crate) acks: &'a [u64],
 }
 
 /// What to do with a request of an open session.
@@ -77,23 +89,29 @@ impl Desk {
     }
 
     /// Admits an operation of session `id` numbered `seq` (0: not numbered), whose header
-    /// carries `secret`, the client's `floor` and acknowledges the replies `acks` (both taken in
-    /// first): `Closed` unless it comes from a live session of this node; `InvalidArgument`, not
-    /// run, for a late copy of a request the client concluded.
-    pub(crate) fn admit(&self, id: &str, secret: &Secret, seq: u64, floor: u64, acks: &[u64]) -> Result<Admitted> {
+    /// carries `secret`, the requests the client `released` (what they took is given back
+    /// first), the client's `floor` and acknowledges the replies `acks` (all taken in first):
+    /// `Closed` unless it comes from a live session of this node; `InvalidArgument`, not run, for
+    /// a late copy of a request the client concluded.
+    pub(crate) fn admit(&self, id: &str, secret: &Secret, seq: u64, header: Numbers<'_>) -> Result<Admitted> {
         let session = self.proven(id, secret).ok_or_else(|| session::closed(id))?;
-        let turn = {
+        let (turn, given) = {
             let mut replies = session.replies.lock();
-            replies.advance(floor);
-            replies.acknowledge(acks);
-            match seq {
+            let given: Vec<_> = header.released.iter().filter_map(|&seq| replies.release(seq)?.1).collect();
+            replies.advance(header.floor);
+            replies.acknowledge(header.acks);
+            let turn = match seq {
                 0 => Turn::Run,
                 seq => replies.turn(seq),
-            }
+            };
+            (turn, given)
         };
+        for given in &given {
+            session.give_back(given);
+        }
         Ok(match turn {
             Turn::Run => Admitted::Run(session),
-            Turn::Answered(served) => Admitted::Answered(served),
+            Turn::Answered((served, _)) => Admitted::Answered(served),
             Turn::Wait => Admitted::Wait,
             Turn::Forgotten => Admitted::Forgotten,
             Turn::Stale => {
@@ -106,10 +124,17 @@ impl Desk {
         })
     }
 
-    /// Request `seq` of `session` (0: not numbered) ran and got `served`: kept for its repeats.
-    pub(crate) fn answered(&self, session: &Session, seq: u64, served: &Served) {
-        if seq != 0 {
-            session.replies.lock().answered(seq, served);
+    /// Request `seq` of `session` (0: not numbered), `taking` what it may give out, ran and got
+    /// `served`: kept for its repeats, or — released while it ran — what it gave out given back.
+    pub(crate) fn answered(&self, session: &Session, seq: u64, taking: Taking, served: &Served) {
+        if seq == 0 {
+            return;
+        }
+        let kept = (served.clone(), taking.given(served));
+        if session.replies.lock().answered(seq, &kept) {
+            if let Some(given) = &kept.1 {
+                session.give_back(given);
+            }
         }
     }
 

@@ -47,6 +47,7 @@
 //! - `places` (private) — places for connections not yet proven, bounded in all and per source.
 //! - `names` (private) — the node's liveliness token and its runtime's name changes, for watchers.
 //! - `reclaim` (private) — remote clients' GC handlers: items reclaimed here, sent to them.
+//! - `release` (private) — what a get a client gave up on took, given back.
 
 pub mod access;
 pub mod budget;
@@ -61,6 +62,7 @@ mod places;
 mod push;
 mod readers;
 mod reclaim;
+mod release;
 mod serve;
 mod session;
 #[cfg(test)]

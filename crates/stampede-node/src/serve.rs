@@ -26,13 +26,14 @@ use stampede_engine::MeshLink;
 use stampede_wire::fabric;
 use stampede_wire::{
     decode_request, decode_request_head, decode_request_passed, encode, Consumed, Hello, Reply, Request, WireError,
-    CONSUMED_MAX, OPENED_MAX, REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX,
+    CONSUMED_MAX, OPENED_MAX, RELEASED_MAX, REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX,
 };
 
 use crate::access;
-use crate::desk::{Admitted, Desk};
+use crate::desk::{Admitted, Desk, Numbers};
 use crate::node::NodeShared;
 use crate::reclaim;
+use crate::release::Taking;
 use crate::serve::execute::execute;
 use crate::session::{self, Session};
 
@@ -139,8 +140,12 @@ async fn respond(node: &Arc<NodeShared>, message: &[u8], passed: Option<Bytes>, 
         Request::Op(_) if header.consumed.len() > CONSUMED_MAX => {
             Err(refuse(format!("{} deferred consumes in one request (at most {CONSUMED_MAX})", header.consumed.len())))
         }
+        Request::Op(_) if header.released.len() > RELEASED_MAX => {
+            Err(refuse(format!("{} released requests in one header (at most {RELEASED_MAX})", header.released.len())))
+        }
         Request::Op(op) => loop {
-            match node.desk.admit(&header.session, &header.secret, header.seq, header.floor, &header.acks)? {
+            let numbers = Numbers { released: &header.released, floor: header.floor, acks: &header.acks };
+            match node.desk.admit(&header.session, &header.secret, header.seq, numbers)? {
                 Admitted::Run(session) => {
                     crate::push::opened(&session, &header.opened, node.origin.elapsed().as_micros() as u64);
                     return run_once(node, &session, (header.seq, &header.consumed), op, body).await;
@@ -197,10 +202,11 @@ async fn run_once(
     // Dropped after the reply is recorded, it changes nothing.
     let _running = Running { desk: &node.desk, session, seq };
     moves::consumed(&execute::here(node), session, consumed).await;
+    let taking = Taking::of(&op, session);
     let served = execute(node, session, op, body).await;
     reclaim::send(node, session).await;
     let served = served.unwrap_or_else(|e| (Reply::Error(WireError::from(&e)), Vec::new()));
-    node.desk.answered(session, seq, &served);
+    node.desk.answered(session, seq, taking, &served);
     Ok(served)
 }
 

@@ -29,7 +29,7 @@ use crate::access::Rights;
 use crate::push::Pushing;
 use crate::readers::Readers;
 use crate::reclaim::{Outbox, Sending};
-use crate::serve::Served;
+use crate::release::Kept;
 use stampede_core::prefetch::Pushes;
 
 pub(crate) use stampede_engine::session::closed;
@@ -56,7 +56,7 @@ pub(crate) struct Session {
     /// Items reclaimed for the client's GC handlers, not sent yet (`reclaim.rs`).
     pub(crate) outbox: Mutex<Outbox>,
     /// The replies of its numbered requests not yet acknowledged (`stampede_wire::session`).
-    pub(crate) replies: Mutex<Replies<Served>>,
+    pub(crate) replies: Mutex<Replies<Kept>>,
     pub(crate) sending: Sending,
     /// Its input connections' tapes and prefetch (`readers.rs`), and its pushes (`push.rs`).
     pub(crate) readers: Readers,

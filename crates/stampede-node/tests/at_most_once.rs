@@ -10,30 +10,16 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use stampede::remote::faults::LoseReplies;
-use stampede::{ConnectOptions, Error, Limits, Runtime, Selector, INFINITY};
-use support::{with_watchdog, TestNode, CONNECT_TIMEOUT};
-
-/// A client of `node` that drops the next reply to `op` on arrival.
-fn losing(node: &TestNode, op: &'static str, zenoh_only: bool) -> (Runtime, Arc<LoseReplies>) {
-    let lose = Arc::new(LoseReplies::new(op, 1));
-    let options = ConnectOptions {
-        timeout: Some(CONNECT_TIMEOUT),
-        zenoh_only,
-        lose_replies: Some(lose.clone()),
-        ..ConnectOptions::default()
-    };
-    (stampede::connect_with(&node.endpoint, &options).expect("the client connects"), lose)
-}
+use stampede::{Error, Limits, Selector, INFINITY};
+use support::{with_watchdog, TestNode};
 
 /// A put whose reply is lost is retried and stored once: not `DuplicateTimestamp`, one item, and
 /// the session lives on.
 fn a_put_retried_after_a_lost_reply_is_stored_once(zenoh_only: bool) {
     let node = TestNode::new();
-    let (rt, lose) = losing(&node, "put", zenoh_only);
+    let (rt, lose) = node.losing("put", 1, zenoh_only);
     let frames = rt.create_channel("frames", Limits::unbounded()).unwrap();
     let camera = rt.task(0).unwrap();
     let output = camera.attach_output(&frames).unwrap();
@@ -51,7 +37,7 @@ fn a_put_retried_after_a_lost_reply_is_stored_once(zenoh_only: bool) {
 /// getter sees it, the next get the next item.
 fn a_queue_get_retried_after_a_lost_reply_receives_its_item(zenoh_only: bool) {
     let node = TestNode::new();
-    let (rt, lose) = losing(&node, "get", zenoh_only);
+    let (rt, lose) = node.losing("get", 1, zenoh_only);
     let jobs = rt.create_queue("jobs", Limits::unbounded()).unwrap();
     let producer = node.runtime.task(0).unwrap();
     let output = producer.attach_output(&node.runtime.queue("jobs").unwrap()).unwrap();
@@ -74,7 +60,7 @@ fn a_queue_get_retried_after_a_lost_reply_receives_its_item(zenoh_only: bool) {
 /// A channel get whose reply is lost is retried and receives the item.
 fn a_channel_get_retried_after_a_lost_reply_receives_its_item(zenoh_only: bool) {
     let node = TestNode::new();
-    let (rt, lose) = losing(&node, "get", zenoh_only);
+    let (rt, lose) = node.losing("get", 1, zenoh_only);
     let frames = rt.create_channel("frames", Limits::unbounded()).unwrap();
     let (reader, camera) = (rt.task(0).unwrap(), rt.task(0).unwrap());
     let input = reader.attach_input(&frames).unwrap();

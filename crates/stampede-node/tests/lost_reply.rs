@@ -1,7 +1,9 @@
-//! The client's side of the no-lost-items rule (`docs/NODES.md`): when the reply to a get that
-//! may have taken an item never comes, even to its retry, the client ends its session — its
+//! The client's side of the no-lost-items rule (`docs/NODES.md`): when the reply to a request that
+//! may have taken something never comes, even to its retry, the client ends its session — its
 //! liveliness token goes, so a real node would release whatever the lost reply carried — and
-//! says so on later calls.
+//! says so on later calls; a get is released instead (its number rides on the next header, the
+//! node gives back what it took) and its session lives on. A get given a timeout returns by the
+//! timeout plus the grace, whatever the node does.
 //!
 //! The node here is a fake on raw zenoh that answers everything but drops the query of a get
 //! without replying, the retry's too (zenoh then ends the query at once: a lost reply without a
@@ -14,8 +16,8 @@ use std::time::Duration;
 
 use stampede::connect;
 use stampede::Retention;
-use stampede::{Error, Limits, OLDEST_UNSEEN};
-use stampede_wire::{decode_request, encode, ContainerInfo, Hello, Op, Outcome, Reply, Request};
+use stampede::{Error, Limits};
+use stampede_wire::{decode_request, encode, ContainerInfo, Hello, Op, Outcome, Reply, Request, RequestHeader};
 use support::with_watchdog;
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
@@ -30,6 +32,14 @@ fn fake_node(
     endpoint: &str,
     respond: impl Fn(zenoh::query::Query, Request, &str) + Send + Sync + 'static,
 ) -> (zenoh::Session, Queryable) {
+    fake_node_headers(endpoint, move |query, header, zid| respond(query, header.request, zid))
+}
+
+/// [`fake_node`] whose `respond` sees each request's whole header.
+fn fake_node_headers(
+    endpoint: &str,
+    respond: impl Fn(zenoh::query::Query, RequestHeader, &str) + Send + Sync + 'static,
+) -> (zenoh::Session, Queryable) {
     let mut config = zenoh::Config::default();
     config.insert_json5("mode", "\"router\"").unwrap();
     config.insert_json5("scouting/multicast/enabled", "false").unwrap();
@@ -41,7 +51,7 @@ fn fake_node(
         .callback(move |query| {
             let message = query.payload().map(|p| p.to_bytes().into_owned()).unwrap_or_default();
             let Ok((header, _)) = decode_request(&message) else { return };
-            respond(query, header.request, &zid);
+            respond(query, header, &zid);
         })
         .wait()
         .unwrap();
@@ -104,11 +114,12 @@ fn connect_returns_by_its_timeout_when_the_node_never_opens_the_session() {
     fake.close().wait().unwrap();
 }
 
-/// A get whose reply is lost fails `Unreachable`, withdraws the session's token, and every later
-/// call fails `Unreachable` naming the lost reply.
+/// An attach whose reply is lost fails `Unreachable`, withdraws the session's token (the node gives
+/// back the connection it may have made with the session), and every later call fails
+/// `Unreachable` naming the lost reply.
 #[test]
-fn lost_get_reply_ends_the_session() {
-    with_watchdog("lost_get_reply_ends_the_session", || {
+fn lost_attach_reply_ends_the_session() {
+    with_watchdog("lost_attach_reply_ends_the_session", || {
         let dir = tempfile::tempdir().unwrap();
         let endpoint = format!("unixsock-stream/{}", dir.path().join("fake.sock").display());
         let (fake, _queryable) = fake_node(&endpoint, |query, request, zid| {
@@ -116,10 +127,8 @@ fn lost_get_reply_ends_the_session() {
                 Request::Hello => hello(zid, 10_000),
                 Request::Op(Op::CreateChannel { name, .. }) => container(name, false),
                 Request::Open { .. } => Reply::Opened([1; 16]),
-                Request::Op(Op::Task { .. }) | Request::Op(Op::AttachInput { .. }) => {
-                    Reply::Outcome(Outcome::Handle(2))
-                }
-                Request::Op(Op::Get { .. }) => return, // the lost reply
+                Request::Op(Op::Task { .. }) => Reply::Outcome(Outcome::Handle(2)),
+                Request::Op(Op::AttachInput { .. }) => return, // the lost reply
                 _ => Reply::Outcome(Outcome::Done),
             };
             let _ = query.reply(query.key_expr().clone(), encode(&reply)).wait();
@@ -139,18 +148,66 @@ fn lost_get_reply_ends_the_session() {
         let rt = connect(&endpoint, Some(Duration::from_secs(20))).unwrap();
         let ch = rt.create_channel("frames", Limits::unbounded()).unwrap();
         let task = rt.task(0).unwrap();
-        let inp = task.attach_input(&ch).unwrap();
-        let lost = inp.get(OLDEST_UNSEEN, Some(Duration::from_secs(20)));
+        let lost = task.attach_input(&ch).map(drop);
         assert!(matches!(lost, Err(Error::Unreachable { .. })), "{lost:?}");
         let key = token_gone.recv_timeout(Duration::from_secs(30)).expect("the session's token was withdrawn");
         assert!(key.starts_with("stampede/fake/session/"), "{key}");
         match rt.names("") {
-            Err(Error::Unreachable { reason, .. }) => assert!(reason.contains("a reply to get was lost"), "{reason}"),
+            Err(Error::Unreachable { reason, .. }) => {
+                assert!(reason.contains("a reply to attach_input was lost"), "{reason}")
+            }
             other => panic!("expected Unreachable after the session ended, got {other:?}"),
         }
         rt.close();
         fake.close().wait().unwrap();
     });
+}
+
+/// A fake node with the session's lease `lease_ms` that holds every queue get unanswered as long
+/// as it lives (the numbers of those it held in the list returned), answers `names` saying which
+/// gets the request's header released (on the channel returned), and everything else as a node
+/// would.
+#[allow(clippy::type_complexity)]
+fn holding_gets(
+    endpoint: &str,
+    lease_ms: u64,
+) -> (
+    zenoh::Session,
+    Queryable,
+    std::sync::Arc<std::sync::Mutex<Vec<(u64, zenoh::query::Query)>>>,
+    mpsc::Receiver<Vec<u64>>,
+) {
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (holding, (released, said)) = (held.clone(), mpsc::channel());
+    let (fake, queryable) = fake_node_headers(endpoint, move |query, header, zid| {
+        let reply = match header.request {
+            Request::Hello => hello(zid, lease_ms),
+            Request::Open { .. } => Reply::Opened([1; 16]),
+            Request::Op(Op::Task { .. }) | Request::Op(Op::AttachInput { .. }) => Reply::Outcome(Outcome::Handle(2)),
+            Request::Op(Op::CreateQueue { name, .. }) => container(name, true),
+            Request::Op(Op::QueueGet { .. }) => return holding.lock().unwrap().push((header.seq, query)),
+            Request::Op(Op::Names { .. }) => {
+                let _ = released.send(header.released);
+                Reply::Outcome(Outcome::Names(vec!["jobs".into()]))
+            }
+            _ => Reply::Outcome(Outcome::Done),
+        };
+        let _ = query.reply(query.key_expr().clone(), encode(&reply)).wait();
+    });
+    (fake, queryable, held, said)
+}
+
+/// A client of the fake on zenoh alone, with an input connection to its queue `jobs`.
+fn queue_client(endpoint: &str) -> (stampede::Runtime, stampede::QueueInput) {
+    let options = stampede::ConnectOptions {
+        timeout: Some(Duration::from_secs(20)),
+        zenoh_only: true,
+        ..stampede::ConnectOptions::default()
+    };
+    let rt = stampede::connect_with(endpoint, &options).unwrap();
+    let jobs = rt.create_queue("jobs", Limits::unbounded()).unwrap();
+    let input = rt.task(stampede::INFINITY).unwrap().attach_input(&jobs).unwrap();
+    (rt, input)
 }
 
 /// A get whose first try has no reply within its deadline is not sent again: the deadline of a
@@ -161,38 +218,39 @@ fn lost_get_reply_ends_the_session() {
 #[test]
 fn a_get_whose_reply_missed_its_deadline_is_not_sent_again() {
     with_watchdog("a_get_whose_reply_missed_its_deadline_is_not_sent_again", || {
-        const LEASE_MS: u64 = 2_000;
         let dir = tempfile::tempdir().unwrap();
         let endpoint = format!("unixsock-stream/{}", dir.path().join("fake.sock").display());
-        let gets = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let holding = gets.clone();
-        let (fake, _queryable) = fake_node(&endpoint, move |query, request, zid| {
-            let reply = match request {
-                Request::Hello => hello(zid, LEASE_MS),
-                Request::Open { .. } => Reply::Opened([1; 16]),
-                Request::Op(Op::Task { .. }) | Request::Op(Op::AttachInput { .. }) => {
-                    Reply::Outcome(Outcome::Handle(2))
-                }
-                Request::Op(Op::CreateQueue { name, .. }) => container(name, true),
-                // Held unanswered as long as the fake lives: no reply within the deadline.
-                Request::Op(Op::QueueGet { .. }) => return holding.lock().unwrap().push(query),
-                _ => Reply::Outcome(Outcome::Done),
-            };
-            let _ = query.reply(query.key_expr().clone(), encode(&reply)).wait();
-        });
-
-        let options = stampede::ConnectOptions {
-            timeout: Some(Duration::from_secs(20)),
-            zenoh_only: true,
-            ..stampede::ConnectOptions::default()
-        };
-        let rt = stampede::connect_with(&endpoint, &options).unwrap();
-        let jobs = rt.create_queue("jobs", Limits::unbounded()).unwrap();
-        let input = rt.task(stampede::INFINITY).unwrap().attach_input(&jobs).unwrap();
+        let (fake, _queryable, held, _) = holding_gets(&endpoint, 2_000);
+        let (rt, input) = queue_client(&endpoint);
         let missed = input.get(Some(Duration::from_secs(20)));
         assert!(matches!(missed, Err(Error::Unreachable { .. })), "{missed:?}");
-        assert_eq!(gets.lock().unwrap().len(), 1, "the get was sent once, not retried past its deadline");
+        assert_eq!(held.lock().unwrap().len(), 1, "the get was sent once, not retried past its deadline");
         rt.close();
         fake.close().wait().unwrap();
     });
+}
+
+/// A get whose node never answers it (a cut link: the request is held, no reply, no word) returns
+/// `Unreachable` by its timeout plus the grace — the watchdog, at 4× the timeout, catches the
+/// 1.5 s (half the lease) it used to wait — and the session lives on: the next request's header
+/// carries the get's number as released, so that the node gives back what the get took.
+#[test]
+fn a_get_never_answered_returns_by_its_timeout_and_is_released() {
+    const TIMEOUT: Duration = Duration::from_millis(300);
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("unixsock-stream/{}", dir.path().join("fake.sock").display());
+    let (fake, _queryable, held, said) = holding_gets(&endpoint, 3_000);
+    let (rt, input) = queue_client(&endpoint);
+    let test = "a_get_never_answered_returns_by_its_timeout_and_is_released";
+    let missed = support::with_watchdog_for(test, TIMEOUT * 4, || {}, || input.get(Some(TIMEOUT)).map(drop));
+    match missed {
+        Err(Error::Unreachable { reason, .. }) => assert!(reason.contains("given back"), "{reason}"),
+        other => panic!("expected Unreachable, got {other:?}"),
+    }
+    let seq = held.lock().unwrap().first().map(|(seq, _)| *seq).expect("the fake held the get");
+    assert_eq!(rt.names("").unwrap(), vec!["jobs".to_owned()], "the session lives on");
+    let carried = said.recv_timeout(Duration::from_secs(10)).expect("the next request reached the fake");
+    assert_eq!(carried, vec![seq], "the next header carries the get's number as released");
+    rt.close();
+    fake.close().wait().unwrap();
 }

@@ -64,7 +64,7 @@ pub use reply::{
 };
 pub use request::{
     Consumed, Handle, Opened, Request, RequestHeader, Secret, ACKS_MAX, CONSUMED_MAX, CONSUME_DELAY_MAX, OPENED_MAX,
-    REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX, SESSION_ID_BYTES_MAX,
+    RELEASED_MAX, REMOTE_WAIT_SLICE, REQUEST_HEADER_BYTES_MAX, SESSION_ID_BYTES_MAX,
 };
 pub use stampede_core::{ContainerInfo, Op, Outcome};
 pub use values::size;
@@ -86,5 +86,6 @@ pub use values::size;
 /// header says the client's cache answered (`RequestHeader::opened`); 25: the consumes a
 /// request's header carries (`RequestHeader::consumed`); 26: push events on the direct path
 /// (`Request::Pushes`); 27: a deferred consume carries its number (`Consumed::number`), carried
-/// until a reply confirms it.
-pub const VERSION: u8 = 27;
+/// until a reply confirms it; 28: a request header carries the numbers of the gets the client gave
+/// up on (`RequestHeader::released`), whose items the node gives back.
+pub const VERSION: u8 = 28;

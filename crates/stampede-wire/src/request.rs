@@ -52,6 +52,11 @@ pub struct RequestHeader {
     /// [`opened`](Self::opened), before it runs the request, as if each had come on its own
     /// (docs/PREFETCH.md, "Consumes ride on requests").
     pub consumed: Vec<Consumed>,
+    /// Numbers of this session's gets ([`Op::releasable`]) whose calls gave up on their replies
+    /// (at most [`RELEASED_MAX`]), carried until a reply confirms them: the node gives back what
+    /// each one took, once, before it runs the request, and never runs one that comes later
+    /// (docs/NODES.md, "A call's timeout").
+    pub released: Vec<u64>,
     /// The request.
     pub request: Request,
 }
@@ -68,6 +73,11 @@ pub const OPENED_MAX: usize = 64;
 /// client's session holds unconfirmed: past it a consume is sent at once.
 pub const CONSUMED_MAX: usize = 64;
 
+/// Most released numbers one request header carries (`RequestHeader::released`), and most a
+/// client's session holds unconfirmed: past it a call that gives up on its reply ends the session
+/// instead.
+pub const RELEASED_MAX: usize = 64;
+
 /// Longest a client defers a consume before it sends it, when no request of its session carried
 /// it sooner: the delay a deferred consume adds to the item's reclaim.
 pub const CONSUME_DELAY_MAX: Duration = Duration::from_millis(100);
@@ -83,6 +93,7 @@ impl RequestHeader {
             floor: 0,
             opened: Vec::new(),
             consumed: Vec::new(),
+            released: Vec::new(),
             request,
         }
     }
@@ -159,6 +170,11 @@ impl Request {
     /// session so that all of it goes back (see `docs/NODES.md`).
     pub fn holds_on_node(&self) -> bool {
         matches!(self, Request::Op(op) if op.holds_on_node())
+    }
+
+    /// `true` for the requests a client gives up on by releasing them ([`Op::releasable`]).
+    pub fn releasable(&self) -> bool {
+        matches!(self, Request::Op(op) if op.releasable())
     }
 
     /// The operation's name in errors.

@@ -157,6 +157,9 @@ fn requests() -> Vec<(String, RequestHeader)> {
                 Consumed { connection: 6, ts: 20, until: true, number: 2 },
             ];
         }
+        if i % 7 == 0 {
+            header.released = vec![3, 1 << 40];
+        }
         requests.push((name, header));
     }
     requests

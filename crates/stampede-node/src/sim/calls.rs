@@ -68,7 +68,8 @@ impl World {
                 let incarnation = self.nodes[node].as_ref().map_or(0, |n| n.incarnation);
                 let (ts, payload) = (item.ts, &payload);
                 let delivery = Delivery { session: &session, secret, incarnation, connection, seq: None, ts, payload };
-                self.oracle.cached(self.nodes[node].as_ref(), &delivery)?;
+                let released: Vec<u64> = conn.protocol.released().collect();
+                self.oracle.cached(self.nodes[node].as_ref(), &delivery, &released)?;
                 // The node's channel now, if the node the cache heard from still holds the session.
                 let here = self.nodes[node].as_ref().filter(|n| n.desk.get(&session).is_some());
                 let now = here.and_then(|n| super::oracle::channel_timestamps(&n.runtime).into_iter().max());
@@ -110,8 +111,11 @@ impl World {
             Request::Op(Op::Get { wait_us, .. } | Op::QueueGet { wait_us, .. }) => Duration::from_micros(*wait_us),
             _ => Duration::ZERO,
         };
+        // A get is its caller's last wait slice, as the real client's: its timeout ends with it,
+        // and it gives up `REPLY_GRACE` later.
+        let deadline = request.releasable().then_some(wait);
         let conn = self.clients[client].conn_mut(side).expect("a session");
-        let call = conn.protocol.call(&request, wait);
+        let call = conn.protocol.call(&request, wait, deadline);
         let first_sent = self.now;
         let pending = Pending {
             side,
@@ -141,10 +145,12 @@ impl World {
         proc.next_try += 1;
         pending.try_id = proc.next_try;
         pending.try_ends = self.now + timeout.as_micros() as u64;
-        let reports = Reports { opened: conn.opened.reports(|_| 0), consumed: conn.consumed.carried() };
+        let reports =
+            Reports { opened: conn.opened.reports(|_| 0), consumed: conn.consumed.carried(), ..Reports::default() };
         self.counts.consumes_carried += reports.consumed.len() as u64;
         let (secret, request) = (conn.secret.unwrap_or_default(), pending.request.clone());
         let header = conn.protocol.header(Some(&mut pending.call), &conn.id, secret, request, reports);
+        conn.released_unsent.clear();
         let mut message = encode(&header);
         message.extend_from_slice(&pending.payload);
         let (life, try_ends, try_id, node) = (proc.life, pending.try_ends, pending.try_id, conn.node);
@@ -179,7 +185,7 @@ impl World {
             Some(_) => Answer::Outcome,
         };
         let conn = self.clients[client].conn_mut(pending.side).expect("a call has its session");
-        if let Some(Reports { opened, consumed }) = pending.call.confirmed(answer) {
+        if let Some(Reports { opened, consumed, .. }) = pending.call.confirmed(answer) {
             conn.opened.confirm(opened);
             conn.consumed.confirm(consumed);
         }
@@ -193,6 +199,9 @@ impl World {
         }
         let verdict =
             conn.protocol.conclude(&pending.call, answer, taken, Standing { closed: conn.closed, ended: conn.ended });
+        if verdict == Verdict::Released {
+            conn.released_unsent.push(pending.call.seq);
+        }
         let (session, secret, opened) = (conn.id.clone(), conn.secret.unwrap_or_default(), conn.secret.is_some());
         let node = conn.node;
         if let (Verdict::Deliver, Some((Reply::Opened(secret), _))) = (verdict, &decoded) {

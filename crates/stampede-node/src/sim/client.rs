@@ -102,6 +102,9 @@ pub(super) struct Conn {
     pub(super) consumed: Deferred<u64>,
     /// When its reader last consumed (µs): only one that consumes often defers.
     last_consume_us: Option<u64>,
+    /// The gets it released since it last sent a header: no header told the node yet, so what
+    /// they took is still taken there (the world's check of holdings allows it).
+    pub(super) released_unsent: Vec<u64>,
 }
 
 impl Conn {
@@ -123,6 +126,7 @@ impl Conn {
             push_order: PushOrder::default(),
             opened: CacheAnswers::default(),
             told: None,
+            released_unsent: Vec::new(),
             consumed: Deferred::default(),
             last_consume_us: None,
         }
@@ -324,6 +328,12 @@ impl SimClient {
     pub(super) fn holds(&self) -> Option<(String, u64)> {
         let conn = self.conn.as_ref()?;
         Some((conn.id.clone(), self.held.as_ref()?.seq?))
+    }
+
+    /// The gets its session released that no header told the node of yet, with the session's id.
+    pub(super) fn releases_unsent(&self) -> Option<(String, Vec<u64>)> {
+        let conn = self.conn.as_ref()?;
+        Some((conn.id.clone(), conn.released_unsent.clone()))
     }
 
     /// The virtual time its task starts at: a producer's next timestamp; a consumer's holds

@@ -107,6 +107,8 @@ pub(super) struct Counts {
     pub(super) sessions_ended: u64,
     pub(super) late: u64,
     pub(super) lost_ending: u64,
+    /// Gets given up on (past their bound, or their reply late) and released.
+    pub(super) released: u64,
     pub(super) stops: u64,
     pub(super) kills: u64,
     pub(super) closes: u64,
@@ -138,6 +140,7 @@ impl Counts {
         match verdict {
             Verdict::Late => self.late += 1,
             Verdict::Lost { end_session: true } => self.lost_ending += 1,
+            Verdict::Released => self.released += 1,
             _ => {}
         }
     }
@@ -155,6 +158,7 @@ impl Counts {
             sessions_ended,
             late,
             lost_ending,
+            released,
             stops,
             kills,
             closes,
@@ -188,6 +192,7 @@ impl Counts {
         self.sessions_ended += sessions_ended;
         self.late += late;
         self.lost_ending += lost_ending;
+        self.released += released;
         self.stops += stops;
         self.kills += kills;
         self.closes += closes;
@@ -289,8 +294,9 @@ fn run(seed: u64, trace: bool, prepare: impl FnOnce(&mut World)) -> Result<Count
         return Err(format!("client {client}'s call did not end"));
     }
     let holds = world.clients.iter().filter_map(|c| c.holds()).collect();
+    let unsent = world.clients.iter().filter_map(|c| c.releases_unsent()).collect();
     for node in world.nodes.iter().flatten() {
-        world.oracle.known_holdings(node, &holds)?;
+        world.oracle.known_holdings(node, &holds, &unsent)?;
     }
     for client in 0..world.clients.len() {
         world.end_session(client);
@@ -395,6 +401,8 @@ fn mutations_are_caught() {
     let session = [
         Mutation::TakeLateReplies,
         Mutation::KeepSessionAfterLostHold,
+        Mutation::ForgetReleases,
+        Mutation::IgnoreReleases,
         Mutation::RunRepeats,
         Mutation::RunLateCopies,
         Mutation::DeclineOthersMoves,

@@ -26,7 +26,8 @@ use stampede_engine::{Body, MeshLink, Runtime, Steward};
 use stampede_wire::{decode_request, encode, Reply, Request, Secret, WireError};
 
 use super::asks::{Asks, SimNeighbours};
-use crate::desk::{Admitted, Desk};
+use crate::desk::{Admitted, Desk, Numbers};
+use crate::release::Taking;
 use crate::serve::moves::{self, Here};
 use crate::serve::Served;
 use crate::session::Session;
@@ -89,7 +90,7 @@ struct Waiting {
 
 enum State {
     /// Its operation runs (waits) in `session`.
-    Running { session: Arc<Session>, seq: u64, op: Op, future: Running },
+    Running { session: Arc<Session>, seq: u64, op: Op, taking: Taking, future: Running },
     /// A repeat of a request still running: admitted again at each poll.
     Repeat { message: Vec<u8>, secret: Secret },
     /// An `Open` waits for the door, until `until` (µs).
@@ -221,8 +222,9 @@ impl SimNode {
                 };
                 match (done, waiting.state) {
                     (Poll::Pending, state) => still.push(Waiting { to: waiting.to, state }),
-                    (Poll::Ready(result), State::Running { session, seq, op, .. }) => {
-                        let served = self.answered(&session, seq, result.expect("a running operation's result"));
+                    (Poll::Ready(result), State::Running { session, seq, op, taking, .. }) => {
+                        let result = result.expect("a running operation's result");
+                        let served = self.answered(&session, seq, taking, result);
                         let ran = Some((session.id.clone(), op));
                         handled.push(Handled { to: waiting.to, reply: reply_bytes(served), opened: None, ran });
                     }
@@ -297,7 +299,8 @@ impl SimNode {
                 (Reply::Outcome(stampede_core::Outcome::Done), Vec::new())
             }
             Request::Op(op) => {
-                match self.desk.admit(&header.session, &header.secret, header.seq, header.floor, &header.acks)? {
+                let numbers = Numbers { released: &header.released, floor: header.floor, acks: &header.acks };
+                match self.desk.admit(&header.session, &header.secret, header.seq, numbers)? {
                     Admitted::Run(session) => {
                         crate::push::opened(&session, &header.opened, self.now_us);
                         let (runtime, desk, running, body) =
@@ -306,6 +309,7 @@ impl SimNode {
                         let now_us = self.now_us;
                         let neighbours = SimNeighbours { asks: self.asks.clone(), session: session.id.clone() };
                         let (ran, consumed) = (op.clone(), header.consumed);
+                        let taking = Taking::of(&ran, &session);
                         let mut future: Running = Box::pin(async move {
                             let here = Here { name: &name, runtime: &runtime, desk: &desk, mesh: Some(&link), now_us };
                             moves::consumed(&here, &running, &consumed).await;
@@ -314,10 +318,10 @@ impl SimNode {
                         let first =
                             self.tokio.block_on(std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))));
                         let Poll::Ready(result) = first else {
-                            return Ok(Some(State::Running { session, seq: header.seq, op: ran, future }));
+                            return Ok(Some(State::Running { session, seq: header.seq, op: ran, taking, future }));
                         };
                         handled.ran = Some((session.id.clone(), ran));
-                        self.answered(&session, header.seq, result)
+                        self.answered(&session, header.seq, taking, result)
                     }
                     Admitted::Answered(served) => served,
                     Admitted::Wait => return Ok(Some(State::Repeat { message: message.to_vec(), secret })),
@@ -371,10 +375,11 @@ impl SimNode {
         }
     }
 
-    /// The reply of request `seq` of `session`, kept for its repeats.
-    fn answered(&self, session: &Session, seq: u64, result: Result<Served>) -> Served {
+    /// The reply of request `seq` of `session`, `taking` what it may give out, kept for its
+    /// repeats.
+    fn answered(&self, session: &Session, seq: u64, taking: Taking, result: Result<Served>) -> Served {
         let served = result.unwrap_or_else(|e| (Reply::Error(WireError::from(&e)), Vec::new()));
-        self.desk.answered(session, seq, &served);
+        self.desk.answered(session, seq, taking, &served);
         served
     }
 }

@@ -18,6 +18,7 @@ use stampede_wire::{Reply, Secret};
 
 use super::client::{CHANNEL, QUEUE};
 use super::node::{reply_of, SimNode};
+use crate::release::Given;
 
 /// Where an item reached its application: the session and node incarnation that served it.
 pub(super) struct Delivery<'a> {
@@ -104,12 +105,29 @@ impl Oracle {
     /// node now): on a live node the item is still unseen on the connection there — the node has
     /// not given it to this connection yet, nor let it go (docs/PREFETCH.md). `delivered` checks
     /// the rest, as for any item.
-    pub(super) fn cached(&self, node: Option<&SimNode>, delivery: &Delivery<'_>) -> Result<(), String> {
+    ///
+    /// An item a get of the session opened is unseen as far as its client knows while the client
+    /// released that get (`released`) and the node has not heard so yet: the release, which
+    /// every later header carries before its cache answers, makes it unseen there first.
+    pub(super) fn cached(
+        &self,
+        node: Option<&SimNode>,
+        delivery: &Delivery<'_>,
+        released: &[u64],
+    ) -> Result<(), String> {
         let Some(node) = node.filter(|node| node.incarnation == delivery.incarnation) else { return Ok(()) };
         let Some(session) = node.desk.get(delivery.session) else { return Ok(()) };
         let unseen = session.readers.input(delivery.connection).and_then(|input| input.pushable(delivery.ts));
+        let opened_by_released = || {
+            let replies = session.replies.lock();
+            released
+                .iter()
+                .filter_map(|&seq| replies.answer(seq)?.1.clone())
+                .any(|given| given == Given::Channel { connection: delivery.connection, ts: vec![delivery.ts] })
+        };
         match unseen {
             Some((_, Some(_))) => Ok(()),
+            _ if opened_by_released() => Ok(()),
             _ => Err(format!(
                 "a cache of session {} answered the item at {}, which is not unseen on its connection on the node",
                 delivery.session, delivery.ts
@@ -161,13 +179,27 @@ impl Oracle {
 
     /// With no call under way: every queue item a live session took on the node and did not
     /// consume is the one its application holds (`holds`: what the application of a session
-    /// holds, by session id). An item no application knows of would be held for as long as the
-    /// session lives.
-    pub(super) fn known_holdings(&self, node: &SimNode, holds: &HashMap<String, u64>) -> Result<(), String> {
+    /// holds, by session id), or one a get took that the client released and has sent no header
+    /// since (`unsent`: those gets' numbers, by session id; the next header gives it back). An
+    /// item no application knows of would be held for as long as the session lives.
+    pub(super) fn known_holdings(
+        &self,
+        node: &SimNode,
+        holds: &HashMap<String, u64>,
+        unsent: &HashMap<String, Vec<u64>>,
+    ) -> Result<(), String> {
+        let released = |session: &crate::session::Session, item: u64| {
+            let replies = session.replies.lock();
+            let gets = unsent.get(&session.id).map_or(&[][..], Vec::as_slice);
+            gets.iter()
+                .filter_map(|&get| replies.answer(get)?.1.clone())
+                .any(|given| matches!(given, Given::Queue { seq, .. } if seq == item))
+        };
         for ((incarnation, seq), (payload, session)) in &self.taken {
             let consumed = self.queue.get(&(*incarnation, payload.clone())).is_some_and(|item| item.consumed);
-            let live = node.desk.get(session).is_some_and(|s| !s.ended());
-            if *incarnation == node.incarnation && live && !consumed && holds.get(session) != Some(seq) {
+            let live = node.desk.get(session).filter(|s| !s.ended());
+            let known = holds.get(session) == Some(seq) || live.as_ref().is_some_and(|s| released(s, *seq));
+            if *incarnation == node.incarnation && live.is_some() && !consumed && !known {
                 return Err(format!("session {session} holds queue item #{seq} its application never received"));
             }
         }

@@ -57,6 +57,24 @@ impl TestNode {
     pub fn client(&self) -> RemoteRuntime {
         connect(&self.endpoint, Some(CONNECT_TIMEOUT)).expect("the client connects")
     }
+
+    /// A new client session on this node that drops the next `count` replies to `op` on arrival
+    /// (`LoseReplies`, feature `faults`), on zenoh alone if `zenoh_only`.
+    pub fn losing(
+        &self,
+        op: &'static str,
+        count: usize,
+        zenoh_only: bool,
+    ) -> (RemoteRuntime, std::sync::Arc<stampede::remote::faults::LoseReplies>) {
+        let lose = std::sync::Arc::new(stampede::remote::faults::LoseReplies::new(op, count));
+        let options = stampede::ConnectOptions {
+            timeout: Some(CONNECT_TIMEOUT),
+            zenoh_only,
+            lose_replies: Some(lose.clone()),
+            ..stampede::ConnectOptions::default()
+        };
+        (stampede::connect_with(&self.endpoint, &options).expect("the client connects"), lose)
+    }
 }
 
 /// Node a, and node b connected to it; both share ts_min (`--mesh-ts-min`). `adjust` changes both

@@ -19,6 +19,12 @@
 //!   waits only for what is left of that ([`Call`]); a lost reply of such a request ends the session,
 //!   so that what the reply carried goes back on the node. Other replies are taken whenever they
 //!   come within the deadline: their effect on the node happened either way.
+//! - A call given a timeout gives up on its reply [`REPLY_GRACE`] after the caller's deadline
+//!   ([`Call::bound`]), whatever the node does. A get ([`Request::releasable`]) given up on, or
+//!   whose reply came late, is *released*: its number rides on every header
+//!   ([`RequestHeader::released`](crate::RequestHeader::released)) until an outcome confirms it,
+//!   and the node gives back what it took; the session lives on ([`Verdict::Released`]). Only past
+//!   [`RELEASED_MAX`] numbers unconfirmed does such a call end the session instead.
 //! - Every header reports what the client's caches answered and the consumes it deferred
 //!   ([`Reports`]) until an outcome confirms them: an outcome in reply to a call confirms what
 //!   the call's *first* try reported ([`Call::confirmed`]) — a repeat the node answers from the
@@ -34,7 +40,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::Mutation;
-use crate::request::{Consumed, Opened, Request, RequestHeader, Secret, ACKS_MAX};
+use crate::request::{Consumed, Opened, Request, RequestHeader, Secret, ACKS_MAX, RELEASED_MAX};
 use stampede_core::mutation::Switch;
 
 /// How much longer than the wait it asks for a client waits for a reply before it declares the
@@ -45,6 +51,11 @@ pub const QUERY_MARGIN: Duration = Duration::from_secs(5);
 /// How many times a request whose reply was lost is sent again (with its number, so that the
 /// node answers it without running it twice) before the call gives up.
 pub const REQUEST_RETRIES: u32 = 1;
+
+/// How long after the caller's deadline a call gives up on its reply (`Call::bound`): a call
+/// given a timeout returns no later than the timeout plus 100 ms whatever the node does; the rest
+/// of the 100 ms is the caller's wake-up and the conclusion.
+pub const REPLY_GRACE: Duration = Duration::from_millis(80);
 
 /// The share of the lease after sending a request that may hold something on the node within
 /// which its reply is taken. The node ends a silent session a lease after the last message of
@@ -127,6 +138,10 @@ pub enum Verdict {
     /// No reply: the call fails `Unreachable`; when `end_session`, the session ends so that what
     /// the lost reply carried goes back on the node.
     Lost { end_session: bool },
+    /// A get given up on, or whose reply came late: the reply, if any, is dropped, the call fails
+    /// `Unreachable`, and the node gives back what the get took once a header carried its number
+    /// ([`ClientSession::released`]); the session lives on.
+    Released,
 }
 
 impl Verdict {
@@ -145,6 +160,9 @@ pub struct ClientSession {
     /// Numbers of the calls under way (from [`call`](Self::call) to
     /// [`conclude`](Self::conclude)): the lowest is the floor each header carries.
     under_way: BTreeSet<u64>,
+    /// Numbers of the calls released ([`Verdict::Released`]) that no outcome confirmed yet: every
+    /// header carries them (at most [`RELEASED_MAX`]).
+    released: BTreeSet<u64>,
     lease: Duration,
     mutation: Switch<Mutation>,
 }
@@ -152,7 +170,14 @@ pub struct ClientSession {
 impl ClientSession {
     /// A session whose node ends it after `lease` of silence.
     pub fn new(lease: Duration) -> ClientSession {
-        ClientSession { next_seq: 1, acks: Vec::new(), under_way: BTreeSet::new(), lease, mutation: Switch::default() }
+        ClientSession {
+            next_seq: 1,
+            acks: Vec::new(),
+            under_way: BTreeSet::new(),
+            released: BTreeSet::new(),
+            lease,
+            mutation: Switch::default(),
+        }
     }
 
     /// Switches on a session-rule fault (tests of the checker only).
@@ -167,8 +192,9 @@ impl ClientSession {
     }
 
     /// A new request sent to wait at most `wait` on the node, numbered: 0 for `Open` (answered
-    /// before the session exists), the next number else.
-    pub fn call(&mut self, request: &Request, wait: Duration) -> Call {
+    /// before the session exists), the next number else. `deadline`: how long after its first
+    /// send the caller's timeout ends, if it has one — the call gives up [`REPLY_GRACE`] later.
+    pub fn call(&mut self, request: &Request, wait: Duration, deadline: Option<Duration>) -> Call {
         let seq = match request {
             Request::Open { .. } => 0,
             _ => {
@@ -178,13 +204,22 @@ impl ClientSession {
                 seq
             }
         };
-        Call { seq, holds_on_node: request.holds_on_node(), wait, tries: 0, first: None }
+        Call {
+            seq,
+            holds_on_node: request.holds_on_node(),
+            releasable: request.releasable() && seq != 0,
+            wait,
+            bound: deadline.map(|d| d.saturating_add(REPLY_GRACE)),
+            tries: 0,
+            first: None,
+        }
     }
 
     /// The header of `request` of `session` proving `secret`: of a try of `call` (numbered as
     /// it; what the call's first try reports is kept in it, as what an outcome confirms), or
     /// `None`, of a request no reply is waited for (a send, a close: numbered 0). It carries the
-    /// acknowledgements and the floor due, and `reports`.
+    /// acknowledgements and the floor due, `reports`, and the released numbers no outcome
+    /// confirmed yet (the session's own: `reports.released` is replaced).
     pub fn header(
         &mut self,
         call: Option<&mut Call>,
@@ -193,6 +228,11 @@ impl ClientSession {
         request: Request,
         reports: Reports,
     ) -> RequestHeader {
+        let released = match self.mutation.is(Mutation::ForgetReleases) {
+            true => Vec::new(),
+            false => self.released.iter().copied().collect(),
+        };
+        let reports = Reports { released, ..reports };
         let seq = match call {
             Some(call) => {
                 call.first.get_or_insert_with(|| reports.clone());
@@ -200,13 +240,14 @@ impl ClientSession {
             }
             None => 0,
         };
-        let Reports { opened, consumed } = reports;
+        let Reports { opened, consumed, released } = reports;
         RequestHeader {
             seq,
             acks: self.acks(),
             floor: self.floor(),
             opened,
             consumed,
+            released,
             ..RequestHeader::new(session, secret, request)
         }
     }
@@ -233,14 +274,19 @@ impl ClientSession {
     }
 
     /// How long after its first send a call's reply is waited for: the wait the node may take
-    /// plus [`QUERY_MARGIN`], and for a request that may hold something on the node at most
-    /// [`LEASE_SHARE`] of the lease.
+    /// plus [`QUERY_MARGIN`], at most its [`bound`](Call::bound), and for a request that may hold
+    /// something on the node at most [`LEASE_SHARE`] of the lease.
     fn reply_deadline(&self, call: &Call) -> Duration {
-        let deadline = call.wait.saturating_add(QUERY_MARGIN);
+        let deadline = call.wait.saturating_add(QUERY_MARGIN).min(call.bound.unwrap_or(Duration::MAX));
         match call.holds_on_node {
             true => deadline.min(self.lease.mul_f64(LEASE_SHARE)),
             false => deadline,
         }
+    }
+
+    /// The numbers of the calls released and not yet confirmed, which every header carries.
+    pub fn released(&self) -> impl Iterator<Item = u64> + '_ {
+        self.released.iter().copied()
     }
 
     /// How long the try of `call` that starts `taken` after its first send waits for its reply:
@@ -291,6 +337,12 @@ impl ClientSession {
         if answer != Answer::Lost {
             self.read(call.seq);
         }
+        if let Some(first) = call.confirmed(answer) {
+            // The node gave back what the released calls its first try named took.
+            for seq in &first.released {
+                self.released.remove(seq);
+            }
+        }
         let reading = match self.reading(call, answer != Answer::Lost, taken) {
             Reading::Late if answer == Answer::Outcome && self.mutation.is(Mutation::TakeLateReplies) => Reading::Take,
             Reading::Lost { .. } if self.mutation.is(Mutation::KeepSessionAfterLostHold) => {
@@ -298,9 +350,15 @@ impl ClientSession {
             }
             reading => reading,
         };
+        // A get given up on is released while there is room to say so; else its session ends.
+        let release = call.releasable && !standing.closed && self.released.len() < RELEASED_MAX;
         match answer {
             Answer::Error => Verdict::NodeError,
             Answer::Outcome if !call.holds_on_node => Verdict::Deliver,
+            _ if release && matches!(reading, Reading::Late | Reading::Lost { .. }) => {
+                self.released.insert(call.seq);
+                Verdict::Released
+            }
             _ if reading == Reading::Late && !standing.closed => Verdict::Late,
             _ if standing.closed => Verdict::ClientClosed,
             Answer::Outcome if standing.ended => Verdict::SessionEnded,
@@ -312,11 +370,13 @@ impl ClientSession {
 
 /// What a request's header reports beside its operation, each carried by every header until an
 /// outcome confirms it: the gets the client's prefetch caches answered (`CacheAnswers`) and the
-/// consumes it deferred (`Deferred`).
+/// consumes it deferred (`Deferred`), and the calls it released (the session's own,
+/// [`ClientSession::header`] fills them in).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Reports {
     pub opened: Vec<Opened>,
     pub consumed: Vec<Consumed>,
+    pub released: Vec<u64>,
 }
 
 /// A request under way, as the rules see it: its number, whether it may hold something on the
@@ -329,7 +389,12 @@ pub struct Reports {
 pub struct Call {
     pub seq: u64,
     pub holds_on_node: bool,
+    /// A numbered get ([`Request::releasable`]): given up on, it is released, not its session.
+    pub releasable: bool,
     pub wait: Duration,
+    /// How long after its first send the call gives up on its reply, whatever the node does:
+    /// the caller's deadline plus [`REPLY_GRACE`] (`None`: no timeout was given).
+    pub bound: Option<Duration>,
     pub tries: u32,
     /// What its first try's header reported ([`ClientSession::header`]).
     pub first: Option<Reports>,
@@ -346,150 +411,4 @@ impl Call {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use stampede_core::Op;
-
-    const LEASE: Duration = Duration::from_secs(4);
-
-    /// A get asked to wait `wait` and a request that holds nothing on the node (`ts_min`).
-    fn get_and_plain(session: &mut ClientSession, wait: Duration) -> (Call, Call) {
-        let get = session.call(&Op::QueueGet { connection: 1, wait_us: 0 }.into(), wait);
-        let plain = session.call(&Op::TsMin.into(), wait);
-        assert!(get.holds_on_node && !plain.holds_on_node);
-        (get, plain)
-    }
-
-    #[test]
-    fn a_reply_that_may_hold_something_is_taken_only_within_half_the_lease() {
-        let mut session = ClientSession::new(LEASE);
-        let (get, plain) = get_and_plain(&mut session, Duration::ZERO);
-        let half = LEASE.mul_f64(LEASE_SHARE);
-        assert_eq!(session.reading(&get, true, half), Reading::Take);
-        assert_eq!(session.reading(&get, true, half + Duration::from_millis(1)), Reading::Late);
-        assert_eq!(session.reading(&plain, true, LEASE * 10), Reading::Take, "a reply that holds nothing stands");
-        assert_eq!(session.reading(&get, false, LEASE), Reading::Late, "lost for a whole lease");
-        assert_eq!(session.reading(&get, false, half), Reading::Lost { end_session: true });
-        assert_eq!(session.reading(&plain, false, half), Reading::Lost { end_session: false });
-        assert!(session.reading(&get, false, half).ends_session(), "what the lost reply carried goes back");
-        assert!(!session.reading(&plain, false, half).ends_session());
-        assert!(session.reading(&get, true, LEASE).ends_session(), "late");
-    }
-
-    /// Whether `session` sends `call` again after a try that ended `taken` after its first send.
-    fn retries(session: &ClientSession, call: &Call, lost: bool, taken: Duration, closed: bool) -> bool {
-        session.retry(&mut call.clone(), lost, taken, closed).is_some()
-    }
-
-    /// A retry of a get is timed from the first send: it waits only for what is left of the
-    /// reply deadline, is not sent once that passed, and its reply read past it is late — the
-    /// node may be ending the session by then.
-    #[test]
-    fn a_retry_is_judged_from_the_first_send() {
-        let mut session = ClientSession::new(LEASE);
-        let (get, plain) = get_and_plain(&mut session, Duration::ZERO);
-        let half = LEASE.mul_f64(LEASE_SHARE);
-        let early = Duration::from_millis(10);
-        assert_eq!(session.try_timeout(&get, Duration::ZERO), half);
-        assert_eq!(session.try_timeout(&get, half - early), early, "what is left of the deadline");
-        assert_eq!(session.try_timeout(&plain, half), QUERY_MARGIN - half, "what is left of its own deadline");
-        assert!(retries(&session, &get, true, half - early, false));
-        assert!(!retries(&session, &get, true, half, false), "its deadline passed");
-        assert!(retries(&session, &plain, true, half, false), "its longer deadline has not");
-        let plain_long = session.call(&Op::TsMin.into(), LEASE * 10);
-        assert!(!retries(&session, &plain_long, true, LEASE, false), "a lease passed");
-        let plain_short = session.call(&Op::TsMin.into(), Duration::ZERO);
-        let tight = ClientSession::new(QUERY_MARGIN * 4);
-        assert!(!retries(&tight, &plain_short, true, QUERY_MARGIN, false), "no call outlives its deadline");
-        // The retry's own reply came quickly, but `half + early` after the first send.
-        assert_eq!(session.reading(&get, true, half + early), Reading::Late);
-    }
-
-    /// A reply that may hold something is delivered only in time, while the client is open and
-    /// its session lives; an error or a reply that holds nothing stands whenever it comes.
-    #[test]
-    fn a_reply_reaches_the_caller_only_in_time_and_while_its_session_lives() {
-        let mut session = ClientSession::new(LEASE);
-        let (get, plain) = get_and_plain(&mut session, Duration::ZERO);
-        let (early, late) = (Duration::from_millis(10), LEASE);
-        let open = Standing::default();
-        let closed = Standing { closed: true, ended: false };
-        let ended = Standing { closed: false, ended: true };
-        assert_eq!(session.conclude(&get, Answer::Outcome, early, open), Verdict::Deliver);
-        assert_eq!(session.conclude(&get, Answer::Outcome, late, open), Verdict::Late);
-        assert_eq!(session.conclude(&get, Answer::Outcome, early, ended), Verdict::SessionEnded);
-        assert_eq!(session.conclude(&get, Answer::Outcome, early, closed), Verdict::ClientClosed);
-        assert_eq!(session.conclude(&get, Answer::Outcome, late, closed), Verdict::ClientClosed);
-        assert_eq!(session.conclude(&get, Answer::Lost, early, open), Verdict::Lost { end_session: true });
-        assert_eq!(session.conclude(&get, Answer::Lost, late, open), Verdict::Late);
-        assert_eq!(session.conclude(&get, Answer::Error, late, ended), Verdict::NodeError);
-        assert_eq!(session.conclude(&plain, Answer::Outcome, late * 10, ended), Verdict::Deliver);
-        assert_eq!(session.conclude(&plain, Answer::Lost, early, open), Verdict::Lost { end_session: false });
-        assert!(Verdict::Late.ends_session() && !Verdict::SessionEnded.ends_session());
-    }
-
-    /// The floor is the lowest call under way, whatever order calls end in; with none, the next
-    /// number.
-    #[test]
-    fn the_floor_is_the_lowest_call_under_way() {
-        let mut session = ClientSession::new(LEASE);
-        assert_eq!(session.floor(), 1);
-        let (get, plain) = get_and_plain(&mut session, Duration::ZERO);
-        assert_eq!(session.floor(), get.seq);
-        session.conclude(&plain, Answer::Outcome, Duration::ZERO, Standing::default());
-        assert_eq!(session.floor(), get.seq, "the get is still under way");
-        session.conclude(&get, Answer::Lost, Duration::ZERO, Standing::default());
-        assert_eq!(session.floor(), plain.seq + 1, "none under way: the next number");
-    }
-
-    #[test]
-    fn numbers_rise_and_acknowledgements_are_bounded_per_header() {
-        let mut session = ClientSession::new(LEASE);
-        assert_eq!(session.call(&Request::Open { user: None, password: None }, Duration::ZERO).seq, 0);
-        let seqs: Vec<u64> = (0..ACKS_MAX + 5).map(|_| session.call(&Op::TsMin.into(), Duration::ZERO).seq).collect();
-        assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1));
-        seqs.iter().for_each(|&seq| session.read(seq));
-        session.read(0);
-        assert_eq!(session.acks().len(), ACKS_MAX);
-        assert_eq!(session.acks().len(), 5, "the rest go with the next header");
-        assert!(session.acks().is_empty());
-    }
-
-    /// A call's headers carry its number, the acknowledgements due and what is reported; an
-    /// outcome confirms what its first try reported, not a retry's additions, and an error or a
-    /// lost reply confirms nothing.
-    #[test]
-    fn an_outcome_confirms_what_the_first_try_reported() {
-        let mut session = ClientSession::new(LEASE);
-        let consumed = |number| Consumed { connection: 3, ts: number as i64, until: false, number };
-        let reports =
-            |numbers: &[u64]| Reports { opened: Vec::new(), consumed: numbers.iter().map(|&n| consumed(n)).collect() };
-        let (mut get, plain) = get_and_plain(&mut session, Duration::ZERO);
-        session.conclude(&plain, Answer::Outcome, Duration::ZERO, Standing::default());
-        let first = session.header(Some(&mut get), "s", [7; 16], Op::TsMin.into(), reports(&[1]));
-        assert_eq!((first.seq, first.acks.clone(), first.consumed.len()), (get.seq, vec![plain.seq], 1));
-        let retry = session.header(Some(&mut get), "s", [7; 16], Op::TsMin.into(), reports(&[1, 2]));
-        assert_eq!((retry.seq, retry.acks.len(), retry.consumed.len()), (get.seq, 0, 2), "each ack said once");
-        assert_eq!(get.confirmed(Answer::Outcome), Some(&reports(&[1])), "the first try's, not the retry's");
-        assert_eq!((get.confirmed(Answer::Error), get.confirmed(Answer::Lost)), (None, None));
-        let send = session.header(None, "s", [7; 16], Op::TsMin.into(), Reports::default());
-        assert_eq!(send.seq, 0, "a request no reply is waited for is not numbered");
-    }
-
-    #[test]
-    fn a_retry_needs_a_lost_numbered_reply_an_open_client_and_time_within_the_lease() {
-        let mut session = ClientSession::new(LEASE);
-        let open = session.call(&Request::Open { user: None, password: None }, Duration::ZERO);
-        let (get, plain) = get_and_plain(&mut session, Duration::ZERO);
-        let short = Duration::from_millis(10);
-        assert!(!retries(&session, &open, true, short, false), "unnumbered");
-        assert!(!retries(&session, &get, false, short, false), "answered");
-        assert!(!retries(&session, &get, true, short, true), "closed");
-        assert!(!retries(&session, &plain, true, LEASE, false), "a lease passed");
-        assert!(
-            !retries(&session, &Call { tries: REQUEST_RETRIES, ..get.clone() }, true, short, false),
-            "no retries left"
-        );
-        assert!(retries(&session, &get, true, short, false));
-    }
-}
+mod tests;

@@ -28,6 +28,11 @@ pub enum Mutation {
     TakeLateReplies,
     /// The client keeps its session after a lost reply of a request that may hold something.
     KeepSessionAfterLostHold,
+    /// The client's headers never carry the numbers of the gets it released: what those took
+    /// stays taken on the node while the session lives.
+    ForgetReleases,
+    /// The node gives back nothing for a released get.
+    IgnoreReleases,
     /// The node runs a repeated request again instead of answering it with the first reply.
     RunRepeats,
     /// The node runs a late copy of a request the client concluded.
@@ -44,7 +49,7 @@ pub enum Mutation {
 pub use answers::CacheAnswers;
 pub use client::{
     cache_may_answer, Answer, Call, ClientSession, Reading, Reports, Standing, Verdict, LEASE_SHARE, QUERY_MARGIN,
-    REQUEST_RETRIES,
+    REPLY_GRACE, REQUEST_RETRIES,
 };
 pub use deferred::Deferred;
 pub use node::{Replies, Turn, REPLIES_KEPT_MAX};
@@ -65,7 +70,7 @@ mod tests {
         let mut client = ClientSession::new(lease);
         let mut node: Replies<&'static str> = Replies::default();
         let get = Op::QueueGet { connection: 1, wait_us: 0 }.into();
-        let mut call = client.call(&get, Duration::ZERO);
+        let mut call = client.call(&get, Duration::ZERO, None);
         let seq = call.seq;
         assert_ne!(seq, 0);
 
@@ -88,7 +93,7 @@ mod tests {
         client.read(seq);
 
         // The next header acknowledges it; the node forgets it.
-        let next = client.call(&Op::TsMin.into(), Duration::ZERO).seq;
+        let next = client.call(&Op::TsMin.into(), Duration::ZERO, None).seq;
         assert!(next > seq);
         node.acknowledge(&client.acks());
         assert!(node.is_empty(), "an acknowledged reply is forgotten");

@@ -16,7 +16,12 @@
 //! - at most [`REPLIES_KEPT_MAX`] replies are kept: past that the lowest-numbered is forgotten,
 //!   and a request numbered at or below a forgotten one that is not kept is refused, never run
 //!   (it may have run already): the node then ends the session, which gives back whatever the
-//!   first run may have taken (`stampede-node`'s `serve.rs`).
+//!   first run may have taken (`stampede-node`'s `serve.rs`);
+//! - a request the client released (a get it gave up on, `RequestHeader::released`) is handed
+//!   back for the node to give back what it took exactly once: its reply at once if it was
+//!   answered ([`Replies::release`]), or when it ends if it still runs ([`Replies::answered`]);
+//!   a copy of it that comes later is not run ([`Turn::Stale`]). Apply a header's releases before
+//!   its floor: the floor drops what lies below it.
 //!
 //! Pure bookkeeping: no I/O, no clock, no waiting (the caller waits). `S` is what the node keeps
 //! of a reply: its header and the payloads that follow it.
@@ -37,6 +42,8 @@ enum Kept<S> {
     Running,
     /// Answered with this.
     Answered(S),
+    /// Under way, and released by the client: what it takes goes back when it ends.
+    Released,
 }
 
 /// What to do with a numbered request.
@@ -106,9 +113,14 @@ impl<S: Clone> Replies<S> {
             while self.acknowledged.first().is_some_and(|&seq| seq < floor) {
                 self.acknowledged.pop_first();
             }
-            while self.kept.first_key_value().is_some_and(|(&seq, _)| seq < floor) {
-                self.kept.pop_first();
+            // A released request still running stays: what it takes goes back when it ends.
+            let mut running = Vec::new();
+            while let Some(entry) = self.kept.first_entry().filter(|entry| *entry.key() < floor) {
+                if let (seq, Kept::Released) = entry.remove_entry() {
+                    running.push(seq);
+                }
             }
+            self.kept.extend(running.into_iter().map(|seq| (seq, Kept::Released)));
         }
     }
 
@@ -131,6 +143,7 @@ impl<S: Clone> Replies<S> {
             Some(Kept::Answered(_)) if self.mutation.is(Mutation::RunRepeats) => Turn::Run,
             Some(Kept::Answered(served)) => Turn::Answered(served.clone()),
             Some(Kept::Running) => Turn::Wait,
+            Some(Kept::Released) => Turn::Stale,
             None if seq <= self.forgotten_through => Turn::Forgotten,
             None if (seq < self.floor || self.acknowledged.contains(&seq))
                 && !self.mutation.is(Mutation::RunLateCopies) =>
@@ -150,16 +163,59 @@ impl<S: Clone> Replies<S> {
     }
 
     /// Request `seq` ran and got `served`: kept for its repeats (unless forgotten meanwhile).
-    pub fn answered(&mut self, seq: u64, served: &S) {
-        if let Some(kept) = self.kept.get_mut(&seq) {
-            *kept = Kept::Answered(served.clone());
+    /// Returns `true` when the client released it while it ran: give back what `served` gave
+    /// out now (it is not kept).
+    pub fn answered(&mut self, seq: u64, served: &S) -> bool {
+        match self.kept.get_mut(&seq) {
+            Some(Kept::Released) => {
+                self.kept.remove(&seq);
+                self.acknowledge(&[seq]);
+                true
+            }
+            Some(kept) => {
+                *kept = Kept::Answered(served.clone());
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// The client released request `seq` (it gave up on its reply): its reply, if it was
+    /// answered, whose gifts to give back now — once; a request still under way gives back when
+    /// it ends ([`answered`](Self::answered)). Either way it is concluded: a copy that comes
+    /// later is not run.
+    pub fn release(&mut self, seq: u64) -> Option<S> {
+        if seq == 0 || self.mutation.is(Mutation::IgnoreReleases) {
+            return None;
+        }
+        match self.kept.remove(&seq) {
+            Some(Kept::Running | Kept::Released) => {
+                self.kept.insert(seq, Kept::Released);
+                None
+            }
+            Some(Kept::Answered(served)) => {
+                self.acknowledge(&[seq]);
+                Some(served)
+            }
+            None => {
+                self.acknowledge(&[seq]);
+                None
+            }
         }
     }
 
     /// Request `seq` stopped before it had a reply (the node is closing): a repeat runs it anew.
     pub fn abandoned(&mut self, seq: u64) {
-        if matches!(self.kept.get(&seq), Some(Kept::Running)) {
+        if matches!(self.kept.get(&seq), Some(Kept::Running | Kept::Released)) {
             self.kept.remove(&seq);
+        }
+    }
+
+    /// The reply of request `seq` if it was answered and is kept.
+    pub fn answer(&self, seq: u64) -> Option<&S> {
+        match self.kept.get(&seq) {
+            Some(Kept::Answered(served)) => Some(served),
+            _ => None,
         }
     }
 
@@ -240,5 +296,33 @@ mod tests {
         assert!(matches!(replies.turn(10), Turn::Forgotten));
         assert!(matches!(replies.turn(11), Turn::Answered(_)));
         assert!(matches!(replies.turn(REPLIES_KEPT_MAX as u64 + 11), Turn::Run), "a new number runs");
+    }
+
+    /// A released request gives back what it took exactly once: at its release if it was
+    /// answered, when it ends if it still ran — even once the floor passed it — and a copy of it
+    /// that comes later is not run.
+    #[test]
+    fn a_released_request_gives_back_once_and_never_runs_again() {
+        let mut replies: Replies<(u64, Vec<u8>)> = Replies::default();
+        assert!(matches!(replies.turn(1), Turn::Run));
+        assert!(!replies.answered(1, &served(10)));
+        assert_eq!(replies.release(1), Some(served(10)), "answered: given back now");
+        assert_eq!(replies.release(1), None, "once");
+        assert!(matches!(replies.turn(1), Turn::Stale));
+
+        assert!(matches!(replies.turn(2), Turn::Run));
+        assert_eq!(replies.release(2), None, "still running");
+        replies.advance(5);
+        assert!(matches!(replies.turn(2), Turn::Stale), "a repeat of a released request is not run");
+        assert!(replies.answered(2, &served(20)), "it ends: give back now, past the floor too");
+        assert!(!replies.answered(2, &served(20)));
+        assert!(replies.is_empty());
+
+        assert_eq!(replies.release(7), None, "not come yet");
+        assert!(matches!(replies.turn(7), Turn::Stale), "a first copy after its release is not run");
+        assert!(matches!(replies.turn(6), Turn::Run));
+        assert_eq!(replies.release(6), None);
+        replies.abandoned(6);
+        assert!(replies.is_empty(), "a released request abandoned (the node closing) is forgotten");
     }
 }

@@ -24,7 +24,7 @@ use stampede_wire::{
 };
 
 use super::{blocking, Client};
-use stampede_wire::session::{Answer, Call, Reports, Standing, Verdict};
+use stampede_wire::session::{Answer, Call, Reports, Standing, Verdict, REPLY_GRACE};
 
 /// What one try of a request brings: its reply (with the payload that follows it), or why none
 /// came in time.
@@ -38,15 +38,18 @@ impl Client {
     /// yet (`push.rs`, `consumes.rs`).
     pub(super) fn header(&self, call: Option<&mut Call>, request: Request) -> RequestHeader {
         let secret = self.secret.get().copied().unwrap_or_default();
-        let reports = Reports { opened: self.pending_opened(), consumed: self.carried_consumes() };
+        let reports =
+            Reports { opened: self.pending_opened(), consumed: self.carried_consumes(), ..Reports::default() };
         // Every header built is sent once (a try, a send, an open or a close).
         self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.protocol.lock().header(call, &self.session, secret, request, reports)
     }
 
-    /// A new request, numbered (`stampede_wire::session`'s rule).
-    fn start(&self, request: &Request, wait: Duration) -> Call {
-        self.protocol.lock().call(request, wait)
+    /// A new request, numbered, whose caller's timeout ends `deadline` from now, if it has one
+    /// (`stampede_wire::session`'s rule).
+    fn start(&self, request: &Request, wait: Duration, deadline: Option<Instant>) -> Call {
+        let deadline = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        self.protocol.lock().call(request, wait, deadline)
     }
 
     /// How long the first try of `call` waits for its reply (`stampede_wire::session`'s rule).
@@ -72,10 +75,23 @@ impl Client {
 
     /// One request and its reply (with the payload that follows it). `wait` is how long the node
     /// may wait before answering. The node's errors come back unchanged; fabric trouble is
-    /// `Unreachable`, and ends the session if the request may have taken items.
+    /// `Unreachable`, and ends the session if the request may have taken items (a get is
+    /// released instead: `stampede_wire::session`).
     pub(crate) fn call(&self, op: Op, payload: Option<Bytes>, wait: Duration) -> Result<(WireOutcome, Bytes)> {
+        self.call_until(op, payload, wait, None)
+    }
+
+    /// [`call`](Self::call) for a caller whose timeout ends at `deadline` (`None`: none): its
+    /// reply is waited for until `REPLY_GRACE` after it at the latest, whatever the node does.
+    pub(crate) fn call_until(
+        &self,
+        op: Op,
+        payload: Option<Bytes>,
+        wait: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<(WireOutcome, Bytes)> {
         let name = op.name();
-        self.outcome(name, self.call_on(op.into(), payload, wait, self.direct_path(), None))
+        self.outcome(name, self.call_on(op.into(), payload, wait, self.direct_path(), deadline))
     }
 
     /// The outcome of the op `name`'s reply; a session-level reply to an op is the node's fault.
@@ -94,8 +110,9 @@ impl Client {
         self.outcome(name, self.call_on(op.into(), None, Duration::ZERO, None, None))
     }
 
-    /// [`call`](Self::call) on `direct` (`None`: as a zenoh query), its reply waited for until
-    /// `deadline` at the latest, if one is given (a connect's timeout).
+    /// [`call`](Self::call) on `direct` (`None`: as a zenoh query), for a caller whose timeout
+    /// ends at `deadline`, if it has one (a get's, a put's, a connect's): its reply is waited for
+    /// until `REPLY_GRACE` after it at the latest.
     pub(super) fn call_on(
         &self,
         request: Request,
@@ -106,16 +123,16 @@ impl Client {
     ) -> Result<(Reply, Bytes)> {
         let op = request.op();
         self.check_open(op)?;
-        let mut call = self.start(&request, wait);
-        let answer = blocking(|| {
+        let (call, answer) = blocking(|| {
             self.finish_sends();
             if direct.is_none() {
                 self.finish_direct_sends();
             }
+            // Numbered and timed from its first send: every try ends by the call's bound.
+            let mut call = self.start(&request, wait, deadline);
             let sent = Instant::now();
-            let mut next = self.first_try(&call);
-            loop {
-                let timeout = deadline.map_or(next, |d| next.min(d.saturating_duration_since(Instant::now())));
+            let mut timeout = self.first_try(&call);
+            let answer = loop {
                 // A direct path that just failed is cooling down: this try goes as a zenoh query,
                 // after the sends written there.
                 let on = direct.filter(|direct| direct.usable());
@@ -125,10 +142,11 @@ impl Client {
                 let answer = self.exchange(&mut call, request.clone(), payload.clone(), timeout, on);
                 let answer = (self.injected(op, answer), sent.elapsed());
                 match self.retry(&mut call, &answer.0, answer.1) {
-                    Some(retry) => next = retry,
+                    Some(retry) => timeout = retry,
                     None => break answer,
                 }
-            }
+            };
+            (call, answer)
         });
         let dispatch = self.reclaims.lock().clone();
         if let Some(dispatch) = dispatch {
@@ -157,7 +175,7 @@ impl Client {
         }
         // What the node applied, by the session protocol's rule (an outcome confirms what the
         // call's first try reported; what is not confirmed rides on).
-        if let Some(Reports { opened, consumed }) = call.confirmed(read) {
+        if let Some(Reports { opened, consumed, .. }) = call.confirmed(read) {
             self.confirm_opened(opened);
             self.confirm_consumed(consumed);
         }
@@ -175,6 +193,13 @@ impl Client {
             (Verdict::SessionEnded, _) => {
                 Err(self.check_open(op).err().unwrap_or(Error::Closed { name: name(), reason: CLIENT_CLOSED }))
             }
+            (Verdict::Released, _) => {
+                let reason = format!(
+                    "no reply in time ({taken:?} after the request; the call's timeout plus {REPLY_GRACE:?} at the \
+                     most): whatever it took on the node is given back, and the session goes on; try again"
+                );
+                Err(Error::Unreachable { op, name: name(), reason })
+            }
             (_, Ok((Reply::Error(e), _))) => Err(e.into()),
             (_, Ok(reply)) => Ok(reply),
             (verdict, Err(reason)) => {
@@ -186,24 +211,31 @@ impl Client {
         }
     }
 
-    /// [`call`](Self::call) without blocking a thread.
+    /// [`call_until`](Self::call_until) without blocking a thread.
     pub(crate) async fn call_async(
         &self,
         op: Op,
         payload: Option<Bytes>,
         wait: Duration,
+        deadline: Option<Instant>,
     ) -> Result<(WireOutcome, Bytes)> {
         let name = op.name();
-        self.outcome(name, self.request_async(op.into(), payload, wait).await)
+        self.outcome(name, self.request_async(op.into(), payload, wait, deadline).await)
     }
 
-    async fn request_async(&self, request: Request, payload: Option<Bytes>, wait: Duration) -> Result<(Reply, Bytes)> {
+    async fn request_async(
+        &self,
+        request: Request,
+        payload: Option<Bytes>,
+        wait: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<(Reply, Bytes)> {
         let op = request.op();
         self.check_open(op)?;
         self.finish_sends_async().await;
         // Reads replies that came long ago, in the usual case: a short block at most.
         blocking(|| self.finish_direct_sends());
-        let mut call = self.start(&request, wait);
+        let mut call = self.start(&request, wait, deadline);
         let sent = Instant::now();
         let mut timeout = self.first_try(&call);
         let answer = loop {

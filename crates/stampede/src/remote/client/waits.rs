@@ -30,7 +30,7 @@ impl Client {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             let wait = self.slice(deadline);
-            match self.call(request(micros(wait)), payload.clone(), wait) {
+            match self.call_until(request(micros(wait)), payload.clone(), wait, deadline) {
                 Err(e) if e.is_transient() && deadline.is_none_or(|d| Instant::now() < d) => {}
                 done => return done,
             }
@@ -47,7 +47,7 @@ impl Client {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             let wait = self.slice(deadline);
-            match self.call_async(request(micros(wait)), payload.clone(), wait).await {
+            match self.call_async(request(micros(wait)), payload.clone(), wait, deadline).await {
                 Err(e) if e.is_transient() && deadline.is_none_or(|d| Instant::now() < d) => {}
                 done => return done,
             }
