@@ -17,7 +17,9 @@ use std::time::Duration;
 use stampede::connect;
 use stampede::Retention;
 use stampede::{Error, Limits};
-use stampede_wire::{decode_request, encode, ContainerInfo, Hello, Op, Outcome, Reply, Request, RequestHeader};
+use stampede_wire::{
+    decode_request, encode, ContainerInfo, Hello, ItemHeader, Op, Outcome, Reply, Request, RequestHeader,
+};
 use support::with_watchdog;
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
@@ -251,6 +253,59 @@ fn a_get_never_answered_returns_by_its_timeout_and_is_released() {
     assert_eq!(rt.names("").unwrap(), vec!["jobs".to_owned()], "the session lives on");
     let carried = said.recv_timeout(Duration::from_secs(10)).expect("the next request reached the fake");
     assert_eq!(carried, vec![seq], "the next header carries the get's number as released");
+    rt.close();
+    fake.close().wait().unwrap();
+}
+
+/// A get made after a consume sent without waiting (a send) that the node never answers — a link
+/// cut just after it — returns by its timeout plus the grace too: the client waits for its sends
+/// to be applied before a call only until the call's bound, then fails the call `Unreachable`
+/// without sending it. The watchdog, at 4× the timeout, catches the 5 s (`QUERY_MARGIN`) the
+/// wait for the send used to take.
+#[test]
+fn a_call_after_a_send_never_answered_returns_by_its_timeout() {
+    const TIMEOUT: Duration = Duration::from_millis(300);
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = format!("unixsock-stream/{}", dir.path().join("fake.sock").display());
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let holding = held.clone();
+    let (fake, _queryable) = fake_node(&endpoint, move |query, request, zid| {
+        let reply = match request {
+            Request::Hello => hello(zid, 3_000),
+            Request::Open { .. } => Reply::Opened([1; 16]),
+            Request::Op(Op::Task { .. }) | Request::Op(Op::AttachInput { .. }) => Reply::Outcome(Outcome::Handle(2)),
+            Request::Op(Op::CreateChannel { name, .. }) => container(name, false),
+            Request::Op(Op::Get { .. }) => {
+                Reply::Outcome(Outcome::Item(ItemHeader { ts: 1, codec: "raw".into(), len: 0 }))
+            }
+            // The consume's send: held unanswered as long as the fake lives.
+            Request::Op(Op::Consume { .. }) => return holding.lock().unwrap().push(query),
+            _ => Reply::Outcome(Outcome::Done),
+        };
+        let _ = query.reply(query.key_expr().clone(), encode(&reply)).wait();
+    });
+    let options = stampede::ConnectOptions {
+        timeout: Some(Duration::from_secs(20)),
+        zenoh_only: true,
+        ..stampede::ConnectOptions::default()
+    };
+    let rt = stampede::connect_with(&endpoint, &options).unwrap();
+    let frames = rt.create_channel("frames", Limits::unbounded()).unwrap();
+    let input = rt.task(0).unwrap().attach_input(&frames).unwrap();
+    assert_eq!(input.get(stampede::OLDEST_UNSEEN, Some(TIMEOUT)).unwrap().ts, 1);
+    input.consume(1).unwrap();
+    let test = "a_call_after_a_send_never_answered_returns_by_its_timeout";
+    let next = support::with_watchdog_for(
+        test,
+        TIMEOUT * 4,
+        || {},
+        || input.get(stampede::OLDEST_UNSEEN, Some(TIMEOUT)).map(drop),
+    );
+    match next {
+        Err(Error::Unreachable { reason, .. }) => assert!(reason.contains("without waiting"), "{reason}"),
+        other => panic!("expected Unreachable, got {other:?}"),
+    }
+    assert_eq!(held.lock().unwrap().len(), 1, "the fake held the consume");
     rt.close();
     fake.close().wait().unwrap();
 }

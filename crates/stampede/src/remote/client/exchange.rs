@@ -123,8 +123,16 @@ impl Client {
     ) -> Result<(Reply, Bytes)> {
         let op = request.op();
         self.check_open(op)?;
+        // Sends made before it are applied first, within the call's bound.
+        let bound = deadline.map(|d| d + REPLY_GRACE);
+        if !blocking(|| self.finish_sends(bound)) {
+            let reason = format!(
+                "requests sent before it without waiting (consumes, drops) were not answered by its timeout plus \
+                 {REPLY_GRACE:?}: it was not sent, so that it cannot overtake them; try again"
+            );
+            return Err(Error::Unreachable { op, name: self.node().to_owned(), reason });
+        }
         let (call, answer) = blocking(|| {
-            self.finish_sends();
             if direct.is_none() {
                 self.finish_direct_sends();
             }

@@ -7,7 +7,7 @@
 //! call on the direct path follows them on their connection).
 
 use std::os::fd::AsFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -40,7 +40,7 @@ impl Client {
             return;
         }
         if self.unfinished.lock().len() >= UNFINISHED_SENDS_MAX {
-            self.finish_sends();
+            self.finish_sends(None);
         }
         let message = encode(&self.header(None, request));
         let query = self.zenoh.get(&self.rpc_key).payload(message).consolidation(ConsolidationMode::None);
@@ -85,13 +85,29 @@ impl Client {
     }
 
     /// Waits for the replies of the requests sent without waiting (drops), each at most until
-    /// its query times out: a call made after a drop sees the drop's effect on the node, as
-    /// embedded, although the node serves requests concurrently.
-    pub(super) fn finish_sends(&self) {
-        let unfinished = std::mem::take(&mut *self.unfinished.lock());
-        for replies in unfinished {
-            let _ = replies.recv();
+    /// its query times out, and all of them at most until `until` if given: a call made after a
+    /// drop sees the drop's effect on the node, as embedded, although the node serves requests
+    /// concurrently. `false`: some were not answered by `until` (they are waited for again by the
+    /// next call).
+    pub(super) fn finish_sends(&self, until: Option<Instant>) -> bool {
+        let mut unfinished = std::mem::take(&mut *self.unfinished.lock()).into_iter();
+        for replies in unfinished.by_ref() {
+            // One reply, or the query's end without one: the node applied the send, or never will.
+            let answered = match until {
+                None => {
+                    let _ = replies.recv();
+                    true
+                }
+                Some(until) => !matches!(replies.recv_deadline(until), Ok(None)),
+            };
+            if !answered {
+                let mut kept = self.unfinished.lock();
+                let later = std::mem::take(&mut *kept);
+                kept.extend(std::iter::once(replies).chain(unfinished).chain(later));
+                return false;
+            }
         }
+        true
     }
 
     /// Waits until the node applied the sends of the direct path, for a request that does not
