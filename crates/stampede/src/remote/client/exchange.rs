@@ -124,13 +124,8 @@ impl Client {
         let op = request.op();
         self.check_open(op)?;
         // Sends made before it are applied first, within the call's bound.
-        let bound = deadline.map(|d| d + REPLY_GRACE);
-        if !blocking(|| self.finish_sends(bound)) {
-            let reason = format!(
-                "requests sent before it without waiting (consumes, drops) were not answered by its timeout plus \
-                 {REPLY_GRACE:?}: it was not sent, so that it cannot overtake them; try again"
-            );
-            return Err(Error::Unreachable { op, name: self.node().to_owned(), reason });
+        if !blocking(|| self.finish_sends(deadline.map(|d| d + REPLY_GRACE))) {
+            return Err(self.sends_unanswered(op));
         }
         let (call, answer) = blocking(|| {
             if direct.is_none() {
@@ -240,7 +235,18 @@ impl Client {
     ) -> Result<(Reply, Bytes)> {
         let op = request.op();
         self.check_open(op)?;
-        self.finish_sends_async().await;
+        // A call given a timeout waits for its sends within its bound: a short block at most, in
+        // the usual case (their replies came long ago).
+        let finished = match deadline {
+            Some(deadline) => blocking(|| self.finish_sends(Some(deadline + REPLY_GRACE))),
+            None => {
+                self.finish_sends_async().await;
+                true
+            }
+        };
+        if !finished {
+            return Err(self.sends_unanswered(op));
+        }
         // Reads replies that came long ago, in the usual case: a short block at most.
         blocking(|| self.finish_direct_sends());
         let mut call = self.start(&request, wait, deadline);
@@ -259,6 +265,16 @@ impl Client {
             dispatch.barrier_async().await;
         }
         self.conclude(op, &call, answer)
+    }
+
+    /// The error of a call `op` not sent because requests sent before it without waiting were
+    /// not answered within its bound.
+    fn sends_unanswered(&self, op: &'static str) -> Error {
+        let reason = format!(
+            "requests sent before it without waiting (consumes, drops) were not answered by its timeout plus \
+             {REPLY_GRACE:?}: it was not sent, so that it cannot overtake them; try again"
+        );
+        Error::Unreachable { op, name: self.node().to_owned(), reason }
     }
 
     /// A request answered by a new handle (a task, a connection).
