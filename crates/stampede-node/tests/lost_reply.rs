@@ -302,10 +302,15 @@ fn a_call_after_a_send_never_answered_returns_by_its_timeout() {
         || input.get(stampede::OLDEST_UNSEEN, Some(TIMEOUT)).map(drop),
     );
     // The same for its async form, on a runtime of the caller's (the send is still unanswered).
-    let next_async = support::with_watchdog_for(test, TIMEOUT * 4, || {}, || {
-        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-        runtime.block_on(input.get_async(stampede::OLDEST_UNSEEN, Some(TIMEOUT))).map(drop)
-    });
+    let next_async = support::with_watchdog_for(
+        test,
+        TIMEOUT * 4,
+        || {},
+        || {
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+            runtime.block_on(input.get_async(stampede::OLDEST_UNSEEN, Some(TIMEOUT))).map(drop)
+        },
+    );
     for next in [next, next_async] {
         match next {
             Err(Error::Unreachable { reason, .. }) => assert!(reason.contains("without waiting"), "{reason}"),
