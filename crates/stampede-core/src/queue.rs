@@ -233,6 +233,11 @@ impl QueueState {
         true
     }
 
+    /// Whether the item `seq` is open on `conn`: gotten there, not consumed, not given back.
+    pub fn holds(&self, conn: ConnId, seq: u64) -> bool {
+        self.open.get(&conn).is_some_and(|open| open.iter().any(|q| q.seq == seq))
+    }
+
     /// Attaches an input connection of `task`.
     pub fn attach_input(&mut self, conn: ConnId, task: TaskId) -> Result<()> {
         self.check_open()?;

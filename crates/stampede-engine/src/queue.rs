@@ -270,6 +270,11 @@ impl QueueInput {
         back
     }
 
+    /// Whether the item `seq` is open on this connection (`stampede_core::QueueState::holds`).
+    pub fn holds(&self, seq: u64) -> bool {
+        self.queue.shared.state.lock().holds(self.conn, seq)
+    }
+
     fn consume_at(&self, seq: Option<u64>, ts: Timestamp) -> Result<()> {
         let shared = &self.queue.shared;
         let _span = trace::span(Kind::Consume, shared.trace_name(), ts as u64, 0);

@@ -63,9 +63,9 @@ impl World {
                 self.counts.cached += 1;
                 let conn = self.clients[client].conn.as_ref().expect("a cache answers in an open session");
                 let (session, secret, node) = (conn.id.clone(), conn.secret.unwrap_or_default(), conn.node);
-                // The incarnation the cache heard from: the node's now, if it lives (one that died
-                // since took what it said with it, as for a reply).
-                let incarnation = self.nodes[node].as_ref().map_or(0, |n| n.incarnation);
+                // The incarnation the cache heard from: the one its session was opened on (one that
+                // died since took what it said with it, as for a reply).
+                let incarnation = conn.incarnation;
                 let (ts, payload) = (item.ts, &payload);
                 let delivery = Delivery { session: &session, secret, incarnation, connection, seq: None, ts, payload };
                 let released: Vec<u64> = conn.protocol.released().collect();
@@ -189,16 +189,24 @@ impl World {
             conn.opened.confirm(opened);
             conn.consumed.confirm(consumed);
         }
-        if answer != Answer::Lost {
-            // The node heard from the session when the request was first sent, at the latest.
-            conn.heard_at = conn.heard_at.max(Some(pending.first_sent));
-        }
         let bound = conn.protocol.try_timeout(&pending.call, Duration::ZERO);
         if !pending.stopped && taken > bound {
             return Err(format!("a call of client {client} took {taken:?}, past its deadline {bound:?}"));
         }
         let verdict =
             conn.protocol.conclude(&pending.call, answer, taken, Standing { closed: conn.closed, ended: conn.ended });
+        // A get the node served (any reply but `Closed`, as the client's rule): its connection
+        // was open there when it was sent, and stays so a lease after at least.
+        let served = match (&pending.request, verdict, &decoded) {
+            (Request::Op(Op::Get { .. }), Verdict::Deliver, _) => true,
+            (Request::Op(Op::Get { .. }), Verdict::NodeError, Some((Reply::Error(e), _))) => {
+                !matches!(Error::from(e.clone()), Error::Closed { .. } | Error::Unreachable { .. })
+            }
+            _ => false,
+        };
+        if served {
+            conn.served_at = conn.served_at.max(Some(pending.first_sent));
+        }
         if verdict == Verdict::Released {
             conn.released_unsent.push(pending.call.seq);
         }
@@ -206,6 +214,7 @@ impl World {
         let node = conn.node;
         if let (Verdict::Deliver, Some((Reply::Opened(secret), _))) = (verdict, &decoded) {
             conn.secret = Some(*secret);
+            conn.incarnation = served_by;
             // Its hello said which participant the node has now.
             conn.mesh = self.nodes[node].as_ref().and_then(|n| n.declared);
         }

@@ -13,7 +13,7 @@
 //! Half the channel readers read the freshest item (`NEWEST_UNSEEN`) with prefetch `newest`: the
 //! node's push events reach their cache (`stampede_core::PushCache`, the client's own rule), which
 //! answers a get without a request where the rule allows it — within the lease's share after the
-//! latest request whose reply was read (`stampede_wire::session::cache_may_answer`) — and the
+//! latest get of its connection the node served (`stampede_wire::session::cache_may_answer`) — and the
 //! answers ride on the session's next request (`RequestHeader::opened`).
 
 mod prefetch;
@@ -85,9 +85,9 @@ pub(super) struct Conn {
     /// Whether the container was looked for (then it is created if missing).
     looked_up: bool,
     connection: Option<Handle>,
-    /// When the latest request whose reply was read was sent (µs): caches answer within the
-    /// lease's share after it.
-    pub(super) heard_at: Option<u64>,
+    /// When the latest get of its connection the node served was sent (µs): its cache answers
+    /// within the lease's share after it (the client's rule, docs/PREFETCH.md).
+    pub(super) served_at: Option<u64>,
     /// The prefetch cache of its input connection, the number of the node's next push event, and
     /// the cache's answers no reply confirmed yet (the client's rule:
     /// `stampede_wire::session::CacheAnswers`).
@@ -105,6 +105,9 @@ pub(super) struct Conn {
     /// The gets it released since it last sent a header: no header told the node yet, so what
     /// they took is still taken there (the world's check of holdings allows it).
     pub(super) released_unsent: Vec<u64>,
+    /// The incarnation of its node that opened it: the session, and what it pushed, live and die
+    /// with it.
+    pub(super) incarnation: u32,
 }
 
 impl Conn {
@@ -121,12 +124,13 @@ impl Conn {
             container: None,
             looked_up: false,
             connection: None,
-            heard_at: None,
+            served_at: None,
             cache: PushCache::default(),
             push_order: PushOrder::default(),
             opened: CacheAnswers::default(),
             told: None,
             released_unsent: Vec::new(),
+            incarnation: 0,
             consumed: Deferred::default(),
             last_consume_us: None,
         }

@@ -19,6 +19,7 @@ use stampede_wire::{Reply, Secret};
 use super::client::{CHANNEL, QUEUE};
 use super::node::{reply_of, SimNode};
 use crate::release::Given;
+use stampede_engine::session::Connection;
 
 /// Where an item reached its application: the session and node incarnation that served it.
 pub(super) struct Delivery<'a> {
@@ -48,7 +49,7 @@ pub(super) struct Oracle {
     acknowledged: BTreeSet<(u32, Bytes)>,
     /// The payload of each queue item a get took on the node and the session it took it for, by
     /// incarnation and item number.
-    taken: BTreeMap<(u32, u64), (Bytes, String)>,
+    taken: BTreeMap<(u32, u64), (Bytes, String, Handle)>,
     /// The queue item each payload was stored as, by incarnation.
     item_of: BTreeMap<(u32, Bytes), u64>,
     /// The session that made each move (from, to, id) of a task.
@@ -141,18 +142,18 @@ impl Oracle {
     pub(super) fn served(&mut self, incarnation: u32, session: &str, op: &Op, reply: &[u8]) -> Result<(), String> {
         let Ok((Reply::Outcome(outcome), payload)) = reply_of(reply) else { return Ok(()) };
         match (op, outcome) {
-            (Op::QueueGet { .. }, Outcome::QueueItem { seq, .. }) => {
+            (Op::QueueGet { connection, .. }, Outcome::QueueItem { seq, .. }) => {
                 let first = *self.item_of.entry((incarnation, payload.clone())).or_insert(seq);
                 if first != seq {
                     return Err(format!("one put of {payload:?} was stored twice: queue items #{first} and #{seq}"));
                 }
-                self.taken.insert((incarnation, seq), (payload, session.to_owned()));
+                self.taken.insert((incarnation, seq), (payload, session.to_owned(), *connection));
             }
             (Op::MoveTask { to, .. }, Outcome::Moved { from, id, .. }) => {
                 self.moves.insert((from, *to, id), session.to_owned());
             }
             (Op::QueueConsume { seq: Some(seq), .. }, Outcome::Done) => {
-                if let Some((payload, _)) = self.taken.get(&(incarnation, *seq)) {
+                if let Some((payload, ..)) = self.taken.get(&(incarnation, *seq)) {
                     self.queue.entry((incarnation, payload.clone())).or_default().consumed = true;
                 }
             }
@@ -177,8 +178,8 @@ impl Oracle {
         self.acknowledged.insert((incarnation, payload));
     }
 
-    /// With no call under way: every queue item a live session took on the node and did not
-    /// consume is the one its application holds (`holds`: what the application of a session
+    /// With no call under way: every queue item a live session took on the node, did not consume
+    /// and still holds open there (not given back) is the one its application holds (`holds`: what the application of a session
     /// holds, by session id), or one a get took that the client released and has sent no header
     /// since (`unsent`: those gets' numbers, by session id; the next header gives it back). An
     /// item no application knows of would be held for as long as the session lives.
@@ -195,11 +196,15 @@ impl Oracle {
                 .filter_map(|&get| replies.answer(get)?.1.clone())
                 .any(|given| matches!(given, Given::Queue { seq, .. } if seq == item))
         };
-        for ((incarnation, seq), (payload, session)) in &self.taken {
+        for ((incarnation, seq), (payload, session, connection)) in &self.taken {
             let consumed = self.queue.get(&(*incarnation, payload.clone())).is_some_and(|item| item.consumed);
             let live = node.desk.get(session).filter(|s| !s.ended());
+            // Still open on its connection there (not given back since, nor detached).
+            let held = live.as_ref().is_some_and(|s| {
+                matches!(s.handles.connection("oracle", *connection), Ok(Connection::QueueInput(input)) if input.holds(*seq))
+            });
             let known = holds.get(session) == Some(seq) || live.as_ref().is_some_and(|s| released(s, *seq));
-            if *incarnation == node.incarnation && live.is_some() && !consumed && !known {
+            if *incarnation == node.incarnation && held && !consumed && !known {
                 return Err(format!("session {session} holds queue item #{seq} its application never received"));
             }
         }

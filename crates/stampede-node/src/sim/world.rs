@@ -472,8 +472,19 @@ fn traced(event: &Event) -> String {
     match event {
         Event::ToNode { node, client, life, try_id, message } => match stampede_wire::decode_request(message) {
             Ok((h, _)) => format!(
-                "client {client}/{life} try {try_id} → node {node}: {} #{} {:?} acks {:?}",
-                h.session, h.seq, h.request, h.acks
+                "client {client}/{life} try {try_id} → node {node}: {} #{} {:?} acks {:?}{}{}",
+                h.session,
+                h.seq,
+                h.request,
+                h.acks,
+                match h.released.is_empty() {
+                    true => String::new(),
+                    false => format!(" released {:?}", h.released),
+                },
+                match h.opened.is_empty() {
+                    true => String::new(),
+                    false => format!(" opened {:?}", h.opened.iter().map(|o| (o.connection, o.ts)).collect::<Vec<_>>()),
+                },
             ),
             Err(e) => format!("client {client} → node: unreadable {e}"),
         },

@@ -65,10 +65,11 @@ pub const REPLY_GRACE: Duration = Duration::from_millis(80);
 /// check and the caller.
 pub const LEASE_SHARE: f64 = 0.5;
 
-/// Whether a client's prefetch cache may answer a get (docs/PREFETCH.md) `since` the latest
-/// request whose reply the client read was sent: within [`LEASE_SHARE`] of the `lease` — the node
-/// heard from the session then, and ends it no sooner than a lease later, so nothing is delivered
-/// after its session ended.
+/// Whether a client's prefetch cache may answer a get (docs/PREFETCH.md) `since` the latest get
+/// of its connection that the node served was asked: within [`LEASE_SHARE`] of the `lease` — the
+/// connection was open on the node then (a closing one refuses gets), and neither it (a closing
+/// shadow's hold) nor the session ends sooner than a lease later, so nothing is delivered after
+/// its connection or its session ended.
 pub fn cache_may_answer(lease: Duration, since: Duration) -> bool {
     since < lease.mul_f64(LEASE_SHARE)
 }

@@ -286,9 +286,10 @@ impl RemoteChannelInput {
         // What the cache waited is taken from the call's timeout.
         let timeout = deadline.map(|deadline| deadline.saturating_duration_since(std::time::Instant::now()));
         self.asking.fetch_add(1, Ordering::SeqCst);
+        let at = std::time::Instant::now();
         let asked = self.link.waiting(timeout, None, |wait_us| Op::Get { connection, selector, wait_us });
         self.asking.fetch_sub(1, Ordering::SeqCst);
-        let got = self.got(asked);
+        let got = self.got(at, asked);
         if let Ok(item) = &got {
             span.end_with(item.ts as u64, item.data().len() as u64);
         }
@@ -304,9 +305,10 @@ impl RemoteChannelInput {
             return Ok(item);
         }
         self.asking.fetch_add(1, Ordering::SeqCst);
+        let at = std::time::Instant::now();
         let asked = self.link.waiting_async(timeout, None, |wait_us| Op::Get { connection, selector, wait_us }).await;
         self.asking.fetch_sub(1, Ordering::SeqCst);
-        self.got(asked)
+        self.got(at, asked)
     }
 
     /// The cache's answer to a get with `selector` (only `NEWEST_UNSEEN` is answered there), if
@@ -332,7 +334,10 @@ impl RemoteChannelInput {
         }
     }
 
-    fn got(&self, reply: Result<(WireOutcome, Bytes)>) -> Result<Item> {
+    fn got(&self, asked: std::time::Instant, reply: Result<(WireOutcome, Bytes)>) -> Result<Item> {
+        if let Some(cache) = &self.cache {
+            cache.served(asked, &reply);
+        }
         match reply? {
             (Outcome::Item(header), data) => {
                 self.remember(header.ts);

@@ -41,7 +41,7 @@ impl SimClient {
     }
 
     /// The cache's answer to a prefetching reader's next get at `now`, if the rules allow one:
-    /// the session open and heard from within the lease's share, room to report the answer, and
+    /// the session open, a get of its connection served within the lease's share, room to report the answer, and
     /// the cache's own rule.
     pub(super) fn cached(&mut self, now: u64) -> Option<Next> {
         if !self.prefetching || self.held.is_some() {
@@ -49,7 +49,7 @@ impl SimClient {
         }
         let conn = self.conn.as_mut()?;
         let connection = conn.connection?;
-        let since = Duration::from_micros(now.saturating_sub(conn.heard_at?));
+        let since = Duration::from_micros(now.saturating_sub(conn.served_at?));
         let lease = conn.protocol.lease();
         if conn.ended || conn.closed || !cache_may_answer(lease, since) || !conn.opened.may_answer() {
             return None;

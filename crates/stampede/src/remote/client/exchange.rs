@@ -172,10 +172,6 @@ impl Client {
             Ok(_) => Answer::Outcome,
             Err(_) => Answer::Lost,
         };
-        if read != Answer::Lost {
-            // The node heard from the session when the request was sent, at the latest.
-            self.heard(Instant::now() - taken);
-        }
         // What the node applied, by the session protocol's rule (an outcome confirms what the
         // call's first try reported; what is not confirmed rides on).
         if let Some(Reports { opened, consumed, .. }) = call.confirmed(read) {

@@ -41,6 +41,22 @@ use super::Client;
 pub(crate) struct Cache {
     pub(crate) state: Mutex<PushCache<Item>>,
     pub(crate) arrived: Signal,
+    /// When the latest get of this connection that the node served was asked (any reply but
+    /// `Closed` or `Unreachable`): the connection was open on the node then — not closing, which
+    /// refuses gets — so the node keeps it open at least a lease after (a closing shadow's
+    /// hold), and a session's end comes no sooner either.
+    served: Mutex<Option<Instant>>,
+}
+
+impl Cache {
+    /// A get of this connection asked at `asked` ended with `result`: if the node served it, the
+    /// cache may answer until [`LEASE_SHARE`] of the lease after `asked`.
+    pub(crate) fn served<T>(&self, asked: Instant, result: &crate::Result<T>) {
+        if !matches!(result, Err(crate::Error::Closed { .. } | crate::Error::Unreachable { .. })) {
+            let mut served = self.served.lock();
+            *served = (*served).max(Some(asked));
+        }
+    }
 }
 
 /// What one look at a cache says.
@@ -60,9 +76,6 @@ pub(crate) struct Prefetching {
     subscriber: Mutex<Option<Subscriber<()>>>,
     /// Cache answers to report until a reply confirms the node applied them.
     opened: Mutex<CacheAnswers<Instant>>,
-    /// When the latest request whose reply this client read was sent: the node heard from the
-    /// session then, so it ends the session no sooner than a lease later.
-    last_request: Mutex<Option<Instant>>,
     /// The session's lease (caches answer within [`LEASE_SHARE`] of it).
     lease: Duration,
 }
@@ -70,13 +83,7 @@ pub(crate) struct Prefetching {
 impl Prefetching {
     /// Nothing cached yet, for a session whose node ends it after `lease` of silence.
     pub(super) fn new(lease: Duration) -> Prefetching {
-        Prefetching {
-            routes: Arc::default(),
-            subscriber: Mutex::default(),
-            opened: Mutex::default(),
-            last_request: Mutex::default(),
-            lease,
-        }
+        Prefetching { routes: Arc::default(), subscriber: Mutex::default(), opened: Mutex::default(), lease }
     }
 }
 
@@ -162,12 +169,12 @@ impl Client {
         }
     }
 
-    /// Whether a cache may answer `now`: the session open, its latest request recent enough, and
-    /// room to report the answer.
-    fn cache_may_answer(&self, now: Instant) -> bool {
+    /// Whether `cache` may answer `now`: the session open, the latest get of its connection the
+    /// node served recent enough, and room to report the answer.
+    fn cache_may_answer(&self, cache: &Cache, now: Instant) -> bool {
         let prefetching = &self.prefetching;
-        let heard = *prefetching.last_request.lock();
-        let recent = heard.is_some_and(|at| cache_may_answer(prefetching.lease, now.saturating_duration_since(at)));
+        let served = *cache.served.lock();
+        let recent = served.is_some_and(|at| cache_may_answer(prefetching.lease, now.saturating_duration_since(at)));
         recent && self.check_open("get").is_ok() && prefetching.opened.lock().may_answer()
     }
 
@@ -202,7 +209,7 @@ impl Client {
 
     /// One look at `cache` for a get on `connection` at `now`.
     fn look(&self, connection: Handle, cache: &Cache, now: Instant) -> Look {
-        if !self.cache_may_answer(now) {
+        if !self.cache_may_answer(cache, now) {
             return Look::Ask;
         }
         let mut state = cache.state.lock();
@@ -230,13 +237,6 @@ impl Client {
         if !carried.is_empty() {
             self.prefetching.opened.lock().confirm(carried);
         }
-    }
-
-    /// A reply to a request sent at `sent` was read: caches may answer until [`LEASE_SHARE`] of
-    /// the lease after it.
-    pub(super) fn heard(&self, sent: Instant) {
-        let mut last = self.prefetching.last_request.lock();
-        *last = (*last).max(Some(sent));
     }
 }
 
