@@ -43,9 +43,13 @@ impl Taking {
     /// What `op`, about to run in `session`, may give out: on its connection if it is a get.
     pub(crate) fn of(op: &Op, session: &Session) -> Taking {
         let (connection, selector, range) = match *op {
+            // Returns only unseen items, which it opens: nothing to look up (the common get).
+            Op::Get { connection, selector: Selector::OldestUnseen | Selector::NewestUnseen, .. }
+            | Op::QueueGet { connection, .. } => {
+                return Taking { connection: Some(connection), open_before: Vec::new() }
+            }
             Op::Get { connection, selector, .. } => (connection, selector, None),
             Op::GetRange { connection, t0, t1 } => (connection, Selector::Oldest, Some((t0, t1))),
-            Op::QueueGet { connection, .. } => return Taking { connection: Some(connection), open_before: Vec::new() },
             _ => return Taking::default(),
         };
         let open_before = match session.handles.connection("release", connection) {
