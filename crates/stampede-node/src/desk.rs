@@ -130,11 +130,10 @@ impl Desk {
         if seq == 0 {
             return;
         }
-        let kept = (served.clone(), taking.given(served));
-        if session.replies.lock().answered(seq, &kept) {
-            if let Some(given) = &kept.1 {
-                session.give_back(given);
-            }
+        let given = taking.given(served);
+        let released = session.replies.lock().answered(seq, (served.clone(), given));
+        if let Some((_, Some(given))) = released {
+            session.give_back(&given);
         }
     }
 

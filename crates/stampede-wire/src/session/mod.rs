@@ -76,7 +76,7 @@ mod tests {
 
         // The first run takes the item; its reply is lost on the way.
         assert!(matches!(node.turn(seq), Turn::Run));
-        node.answered(seq, &"item 7");
+        node.answered(seq, "item 7");
         let taken = Duration::from_millis(200);
         let again = client.retry(&mut call, true, taken, false);
         assert_eq!(

@@ -163,20 +163,20 @@ impl<S: Clone> Replies<S> {
     }
 
     /// Request `seq` ran and got `served`: kept for its repeats (unless forgotten meanwhile).
-    /// Returns `true` when the client released it while it ran: give back what `served` gave
+    /// Returns it back when the client released the request while it ran: give back what it gave
     /// out now (it is not kept).
-    pub fn answered(&mut self, seq: u64, served: &S) -> bool {
+    pub fn answered(&mut self, seq: u64, served: S) -> Option<S> {
         match self.kept.get_mut(&seq) {
             Some(Kept::Released) => {
                 self.kept.remove(&seq);
                 self.acknowledge(&[seq]);
-                true
+                Some(served)
             }
             Some(kept) => {
-                *kept = Kept::Answered(served.clone());
-                false
+                *kept = Kept::Answered(served);
+                None
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -243,7 +243,7 @@ mod tests {
         let mut replies: Replies<(u64, Vec<u8>)> = Replies::default();
         assert!(matches!(replies.turn(7), Turn::Run));
         assert!(matches!(replies.turn(7), Turn::Wait), "a repeat while it runs waits");
-        replies.answered(7, &served(70));
+        replies.answered(7, served(70));
         let Turn::Answered(again) = replies.turn(7) else { panic!("a repeat after the reply gets it") };
         assert_eq!(again, served(70));
         replies.acknowledge(&[7]);
@@ -257,7 +257,7 @@ mod tests {
         let mut replies: Replies<(u64, Vec<u8>)> = Replies::default();
         for seq in 1..=3 {
             assert!(matches!(replies.turn(seq), Turn::Run));
-            replies.answered(seq, &served(seq));
+            replies.answered(seq, served(seq));
         }
         replies.acknowledge(&[2]);
         assert!(matches!(replies.turn(2), Turn::Stale), "acknowledged: a late copy is refused");
@@ -279,7 +279,7 @@ mod tests {
         assert!(matches!(replies.turn(3), Turn::Run));
         replies.abandoned(3);
         assert!(matches!(replies.turn(3), Turn::Run));
-        replies.answered(3, &served(1));
+        replies.answered(3, served(1));
         replies.abandoned(3);
         assert!(matches!(replies.turn(3), Turn::Answered(_)), "an answered request is not abandoned");
     }
@@ -289,7 +289,7 @@ mod tests {
         let mut replies: Replies<(u64, Vec<u8>)> = Replies::default();
         for seq in 1..=REPLIES_KEPT_MAX as u64 + 10 {
             assert!(matches!(replies.turn(seq), Turn::Run));
-            replies.answered(seq, &served(seq));
+            replies.answered(seq, served(seq));
         }
         assert_eq!(replies.len(), REPLIES_KEPT_MAX);
         assert!(matches!(replies.turn(1), Turn::Forgotten));
@@ -305,7 +305,7 @@ mod tests {
     fn a_released_request_gives_back_once_and_never_runs_again() {
         let mut replies: Replies<(u64, Vec<u8>)> = Replies::default();
         assert!(matches!(replies.turn(1), Turn::Run));
-        assert!(!replies.answered(1, &served(10)));
+        assert_eq!(replies.answered(1, served(10)), None);
         assert_eq!(replies.release(1), Some(served(10)), "answered: given back now");
         assert_eq!(replies.release(1), None, "once");
         assert!(matches!(replies.turn(1), Turn::Stale));
@@ -314,8 +314,8 @@ mod tests {
         assert_eq!(replies.release(2), None, "still running");
         replies.advance(5);
         assert!(matches!(replies.turn(2), Turn::Stale), "a repeat of a released request is not run");
-        assert!(replies.answered(2, &served(20)), "it ends: give back now, past the floor too");
-        assert!(!replies.answered(2, &served(20)));
+        assert_eq!(replies.answered(2, served(20)), Some(served(20)), "it ends: give back now, past the floor too");
+        assert_eq!(replies.answered(2, served(20)), None);
         assert!(replies.is_empty());
 
         assert_eq!(replies.release(7), None, "not come yet");
