@@ -19,7 +19,7 @@ use crate::remote::{QUERY_MARGIN, REMOTE_WAIT_SLICE};
 use crate::runtime::{ClientTls, ConnectOptions};
 use stampede_core::name::check_name;
 use stampede_wire::fabric;
-use stampede_wire::session::ClientSession;
+use stampede_wire::session::{ClientSession, REPLY_GRACE};
 use stampede_wire::{decode_reply, encode, DecodeError, Hello, Op, Outcome, Reply, Request, RequestHeader, Secret};
 
 use super::{blocking, Client, Fabric};
@@ -114,8 +114,10 @@ fn open(endpoint: &str, options: &ConnectOptions) -> Result<RemoteRuntime> {
     };
     // The node answers `Open` once it sees the session's liveliness token, which it waits for up
     // to its liveliness timeout: the query waits that long too (and the usual margin), but not
-    // past the caller's deadline.
-    match client.call_on(Request::Open { user, password }, None, liveliness_timeout, None, deadline)? {
+    // past the caller's deadline — without a call's grace after it: a connect that fails still
+    // closes its half-open zenoh session within the 100 ms a call may overrun.
+    let strict = deadline.map(|d| d.checked_sub(REPLY_GRACE).unwrap_or(d));
+    match client.call_on(Request::Open { user, password }, None, liveliness_timeout, None, strict)? {
         (Reply::Opened(secret), _) => {
             let _ = client.secret.set(secret);
             client.exchange_trace_clocks(false);
