@@ -21,7 +21,8 @@
 //!   come within the deadline: their effect on the node happened either way.
 //! - A call given a timeout gives up on its reply [`REPLY_GRACE`] after the caller's deadline
 //!   ([`Call::bound`]), whatever the node does. A get ([`Request::releasable`]) given up on, or
-//!   whose reply came late, is *released*: its number rides on every header
+//!   whose reply came past that bound, within [`LEASE_SHARE`] of the lease (its session surely
+//!   lives; later the rule above holds) is *released*: its number rides on every header
 //!   ([`RequestHeader::released`](crate::RequestHeader::released)) until an outcome confirms it,
 //!   and the node gives back what it took; the session lives on ([`Verdict::Released`]). Only past
 //!   [`RELEASED_MAX`] numbers unconfirmed does such a call end the session instead.
@@ -351,8 +352,13 @@ impl ClientSession {
             }
             reading => reading,
         };
-        // A get given up on is released while there is room to say so; else its session ends.
-        let release = call.releasable && !standing.closed && self.released.len() < RELEASED_MAX;
+        // A get given up on is released while there is room to say so and its session surely lives
+        // (within `LEASE_SHARE` of its request); else its session ends, as for any request that
+        // may hold something: a reply read later may come after the node ended the session.
+        let release = call.releasable
+            && !standing.closed
+            && taken < self.lease.mul_f64(LEASE_SHARE)
+            && self.released.len() < RELEASED_MAX;
         match answer {
             Answer::Error => Verdict::NodeError,
             Answer::Outcome if !call.holds_on_node => Verdict::Deliver,

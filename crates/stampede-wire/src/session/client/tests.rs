@@ -67,6 +67,14 @@ fn a_reply_reaches_the_caller_only_in_time_and_while_its_session_lives() {
     let (get, plain) = get_and_plain(&mut session, Duration::ZERO);
     let (early, late) = (Duration::from_millis(10), LEASE);
     let open = Standing::default();
+    let paused = session.call(&Op::QueueGet { connection: 1, wait_us: 0 }.into(), Duration::ZERO, Some(Duration::ZERO));
+    let half = LEASE.mul_f64(LEASE_SHARE);
+    assert_eq!(
+        session.conclude(&paused, Answer::Outcome, half, open),
+        Verdict::Late,
+        "past half the lease: the session may be gone"
+    );
+    assert_eq!(session.conclude(&paused, Answer::Lost, half, open), Verdict::Lost { end_session: true });
     let closed = Standing { closed: true, ended: false };
     let ended = Standing { closed: false, ended: true };
     assert_eq!(session.conclude(&get, Answer::Outcome, early, open), Verdict::Deliver);
