@@ -334,6 +334,8 @@ impl RemoteChannelInput {
         }
     }
 
+    /// The item of a get asked of the node at `asked` (the cache learns whether the node served
+    /// it: its right to answer runs from then).
     fn got(&self, asked: std::time::Instant, reply: Result<(WireOutcome, Bytes)>) -> Result<Item> {
         if let Some(cache) = &self.cache {
             cache.served(asked, &reply);
